@@ -1,0 +1,93 @@
+import { randomUUID } from 'node:crypto'
+import Fastify, { type FastifyInstance, type FastifyPluginAsync, type FastifyPluginCallback, type FastifyServerOptions, type HTTPMethods } from 'fastify'
+import websocket from '@fastify/websocket'
+import FindMyWay from 'find-my-way'
+import type { AppConfig } from './config.js'
+import { createAuthService, type AuthService } from './auth.js'
+import { createReadinessService, type ReadinessService } from './readiness.js'
+import { errorHandler } from './error-handler.js'
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** Credentials: API key and the capability-token hook (core/auth.ts). */
+    auth: AuthService
+    /** /ready checks that plugins register (core/readiness.ts). */
+    readiness: ReadinessService
+  }
+}
+
+/** One line of the manifest: a plugin and its options, tied together so a typo fails tsc. */
+export interface Entry { register: (app: FastifyInstance) => Promise<unknown> }
+export function entry<O extends object> (plugin: FastifyPluginAsync<O> | FastifyPluginCallback<O>, opts: O): Entry {
+  return { register: async app => await app.register(plugin as FastifyPluginAsync<O>, opts) }
+}
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
+const TOKEN_IN_PATH = /\/~v1\.[fc]\.[0-9]+\.[A-Za-z0-9_-]+/g
+const TOKEN_IN_QUERY = /([?&]t=)[^&#]*/g
+
+/** URL as it may be logged: capability tokens in the path and the `t` query parameter are redacted (§ general rule 4). */
+export function redactUrl (url: string): string {
+  return url.replace(TOKEN_IN_PATH, '/~[redacted]').replace(TOKEN_IN_QUERY, '$1[redacted]')
+}
+
+const SECRET_HEADERS = ['authorization', 'cookie', 'x-api-key', 'x-gitlab-token', 'x-openwebui-gitlab-token',
+  'x-anthropic-api-key', 'x-openwebui-anthropic-api-key', 'x-mcp-tokens-api-key', 'x-openwebui-mcp-tokens-api-key', 'x-internal-api-key']
+
+export interface BuildOptions { logger?: FastifyServerOptions['logger'] }
+
+/** Builds the app from the config and the plugin manifest. Never listens (tests inject or listen on port 0). */
+export async function buildApp (config: AppConfig, entries: Entry[], opts: BuildOptions = {}): Promise<FastifyInstance> {
+  const app = Fastify({
+    logger: opts.logger ?? {
+      level: config.logLevel,
+      redact: { paths: [...SECRET_HEADERS.map(h => `req.headers["${h}"]`), '*.token', '*.apiKey'], censor: '[redacted]' },
+      serializers: {
+        req: (req: { method: string, url: string, id: string, ip?: string }) => ({ method: req.method, url: redactUrl(req.url), reqId: req.id, remoteAddress: req.ip })
+      }
+    },
+    trustProxy: config.TRUST_PROXY,
+    genReqId: req => {
+      const given = req.headers['x-request-id']
+      return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID()
+    },
+    routerOptions: { ignoreTrailingSlash: false, maxParamLength: 2048 }
+  })
+
+  // A mirror of every route lets the not-found handler answer 405 with Allow for a known path (§ general rule 2).
+  const mirror = FindMyWay()
+  app.addHook('onRoute', route => {
+    const methods = Array.isArray(route.method) ? route.method : [route.method]
+    for (const method of methods) {
+      try { mirror.on(method as HTTPMethods, route.url, () => {}) } catch { /* duplicate from HEAD exposure */ }
+    }
+  })
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header('X-Request-Id', request.id)
+    reply.header('Referrer-Policy', 'no-referrer')
+  })
+  app.setErrorHandler(errorHandler)
+  app.setNotFoundHandler(async (request, reply) => {
+    const path = request.url.split('?')[0] ?? '/'
+    const allowed = ['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS']
+      .filter(m => mirror.find(m as HTTPMethods, path) !== null)
+    if (allowed.length > 0) {
+      return await reply.code(405).header('Allow', allowed.join(', '))
+        .send({ error: 'method_not_allowed', detail: `${request.method} is not supported here; use ${allowed.join(', ')}` })
+    }
+    return await reply.code(404).send({ error: 'not_found', detail: 'no such route' })
+  })
+
+  app.decorate('auth', createAuthService({ apiKey: config.MCP_API_KEY }))
+  app.decorate('readiness', createReadinessService({ timeoutMs: 2000, cacheMs: 5000 }))
+  await app.register(websocket, { options: { maxPayload: 32 * 1024 * 1024 } })
+
+  app.get('/health', async () => ({ status: 'healthy' }))
+  app.get('/ready', async (request, reply) => {
+    const { ok, body } = await app.readiness.run()
+    return await reply.code(ok ? 200 : 503).header('Cache-Control', 'no-store').send(body)
+  })
+
+  for (const e of entries) await e.register(app)
+  return app
+}

@@ -1,0 +1,20 @@
+import { createHash } from 'node:crypto'
+
+const CHAT_ID = /^[a-z0-9][a-z0-9_:-]{0,63}$/
+
+/**
+ * Normalises a chat id (trim ASCII whitespace, lowercase ASCII) and validates it against the strict
+ * allowlist of surface.md §1.3. Returns null for anything else; an invalid id never reaches Docker,
+ * the filesystem or the renderer.
+ */
+export function normalizeChatId (raw: string): string | null {
+  // Only ASCII whitespace is trimmed: String#trim would also strip U+00A0 and friends.
+  const trimmed = raw.replace(/^[\t\n\v\f\r ]+|[\t\n\v\f\r ]+$/g, '')
+  const lower = trimmed.replace(/[A-Z]/g, c => c.toLowerCase())
+  return CHAT_ID.test(lower) ? lower : null
+}
+
+/** First 32 hex chars of SHA-256 of the chat id: the only form of it in Docker names and host paths. */
+export function chatKey (chatId: string): string {
+  return createHash('sha256').update(chatId, 'utf8').digest('hex').slice(0, 32)
+}

@@ -1,0 +1,197 @@
+import Type, { type Static, type TSchema } from 'typebox'
+import Value from 'typebox/value'
+import { CORE_INVALID_CONFIG, CORE_INVALID_PLUGIN_OPTIONS } from './errors.js'
+
+/*
+ * Every setting the server reads from the environment, with its default, in one schema (surface.md §10).
+ * `x-kind` tells the loader how to turn the raw string into the typed value: booleans accept
+ * true|false|1|0|yes|no, sizes accept a k|m|g suffix (binary multiples). Unparsable values stop the boot.
+ */
+const Str = (def: string, description: string) => Type.String({ default: def, description })
+const Int = (def: number, description: string, minimum = 0) => Type.Integer({ default: def, minimum, description })
+const Size = (def: number, description: string) => Type.Integer({ default: def, minimum: 1, description, 'x-kind': 'size' })
+const Bool = (def: boolean, description: string) => Type.Boolean({ default: def, description })
+
+export const ConfigSchema = Type.Object({
+  PORT: Int(8081, 'Listen port.', 0),
+  HOST: Str('0.0.0.0', 'Listen address.'),
+  PUBLIC_BASE_URL: Str('http://computer-use-server:8081', 'Browser-facing base of every handed-out URL; trailing / stripped.'),
+  MCP_API_KEY: Str('', 'Bearer key for /mcp and, as master key, every chat route. Empty = open mode (development only).'),
+  LINK_SIGNING_KEY: Str('', 'HMAC key for capability tokens; empty = derived from MCP_API_KEY.'),
+  LINK_TOKEN_TTL: Int(2592000, 'Capability token lifetime in seconds (rounded up to UTC midnight).', 60),
+  ALLOWED_ORIGINS: Str('', 'Extra browser origins for /mcp CORS and WebSocket origin checks (comma-separated).'),
+  FRAME_ANCESTORS: Str('*', 'CSP frame-ancestors for the preview page and active file content.'),
+  SINGLE_USER_MODE: Str('', 'empty (lenient), true (one shared chat) or false (X-Chat-Id required).'),
+  DATA_DIR: Str('/data', 'Server-side root of chat data.'),
+  DATA_DIR_HOST: Str('', 'The same directory as the Docker daemon sees it; empty = DATA_DIR.'),
+  DOCKER_SOCKET: Str('unix:///var/run/docker.sock', 'Docker API endpoint (DOCKER_HOST wins when set).'),
+  DOCKER_HOST: Str('', 'Standard Docker endpoint variable; overrides DOCKER_SOCKET when set.'),
+  DOCKER_IMAGE: Str('computer-use-sandbox:latest', 'Sandbox image.'),
+  SANDBOX_PREFIX: Type.String({ default: 'cu', pattern: '^[a-z0-9][a-z0-9-]{0,19}$', description: 'Prefix of container, volume and network names.' }),
+  SANDBOX_NETWORK: Str('', 'Dedicated sandbox network (ICC disabled); empty = <SANDBOX_PREFIX>-sandboxes.'),
+  SANDBOX_UID: Int(0, 'Owner uid of outputs dirs; 0 = discovered from the image.'),
+  SANDBOX_GID: Int(0, 'Owner gid of outputs dirs; 0 = discovered from the image.'),
+  ENABLE_NETWORK: Bool(true, 'false gives sandboxes network mode none.'),
+  CONTAINER_MEM_LIMIT: Size(2147483648, 'Memory limit per sandbox (swap equal).'),
+  CONTAINER_CPU_LIMIT: Type.Number({ default: 1.0, exclusiveMinimum: 0, description: 'CPUs per sandbox.' }),
+  CONTAINER_PIDS_LIMIT: Int(512, 'PID limit per sandbox.', 16),
+  CONTAINER_CREATE_TIMEOUT: Int(60, 'Seconds a tool call waits for sandbox creation/start.', 1),
+  CONTAINER_IDLE_TIMEOUT: Int(600, 'Idle seconds before a sandbox is stopped.', 1),
+  CONTAINER_MAX_AGE_HOURS: Type.Number({ default: 24, exclusiveMinimum: 0, description: 'Container age before removal (data kept).' }),
+  DATA_MAX_AGE_DAYS: Type.Number({ default: 7, minimum: 0, description: 'Inactivity before volume and data purge; 0 disables.' }),
+  MAX_RUNNING_SANDBOXES: Int(50, 'Running sandbox cap; 0 = unlimited.'),
+  COMMAND_TIMEOUT: Int(120, 'bash_tool timeout in seconds; also the exec timeout of view, create_file, str_replace.', 1),
+  MAX_OUTPUT_CHARS: Int(30000, 'Tool output cap (half head, half tail).', 1000),
+  PROGRESS_INTERVAL_SECONDS: Int(15, 'Progress and keep-alive interval in seconds.', 1),
+  MCP_MAX_BODY_BYTES: Size(16777216, '/mcp request body limit.'),
+  UPLOAD_MAX_BYTES: Size(104857600, 'Upload size limit.'),
+  ARCHIVE_MAX_BYTES: Size(2147483648, 'Archive uncompressed size limit.'),
+  RESOURCE_READ_MAX_BYTES: Size(10485760, 'resources/read size limit.'),
+  CDP_PORT: Int(9222, 'Loopback CDP port inside the sandbox.', 1),
+  SUBAGENT_CLI: Str('claude', 'claude, codex or opencode.'),
+  SUB_AGENT_TIMEOUT: Int(3600, 'Sub-agent timeout in seconds.', 1),
+  SUB_AGENT_MAX_TURNS: Int(25, 'Default max_turns of sub_agent.', 1),
+  SUB_AGENT_DEFAULT_MODEL: Str('', 'Claude default model (sonnet when empty); applies to other CLIs only when set.'),
+  CODEX_SUB_AGENT_DEFAULT_MODEL: Str('', 'codex default model.'),
+  CODEX_MODEL: Str('', 'codex model, also passed through.'),
+  OPENCODE_SUB_AGENT_DEFAULT_MODEL: Str('', 'opencode default model.'),
+  OPENCODE_MODEL: Str('', 'opencode model, also passed through.'),
+  ANTHROPIC_AUTH_TOKEN: Str('', 'claude credential (passed to sandboxes of the claude CLI only).'),
+  ANTHROPIC_BASE_URL: Str('', 'claude endpoint; https://api.anthropic.com when a token exists.'),
+  ANTHROPIC_MODEL: Str('', 'claude passthrough.'),
+  ANTHROPIC_DEFAULT_SONNET_MODEL: Str('', 'claude passthrough; also resolves the sonnet alias.'),
+  ANTHROPIC_DEFAULT_OPUS_MODEL: Str('', 'claude passthrough; also resolves the opus alias.'),
+  ANTHROPIC_DEFAULT_HAIKU_MODEL: Str('', 'claude passthrough; also resolves the haiku alias.'),
+  CLAUDE_CODE_SUBAGENT_MODEL: Str('', 'claude passthrough.'),
+  CLAUDE_CODE_DISABLE_EXPERIMENTAL_BETAS: Str('', 'claude passthrough.'),
+  DISABLE_PROMPT_CACHING: Str('', 'claude passthrough.'),
+  DISABLE_PROMPT_CACHING_SONNET: Str('', 'claude passthrough.'),
+  DISABLE_PROMPT_CACHING_OPUS: Str('', 'claude passthrough.'),
+  DISABLE_PROMPT_CACHING_HAIKU: Str('', 'claude passthrough.'),
+  OPENAI_API_KEY: Str('', 'codex/opencode passthrough.'),
+  OPENAI_BASE_URL: Str('', 'codex passthrough.'),
+  AZURE_OPENAI_API_KEY: Str('', 'codex passthrough.'),
+  AZURE_OPENAI_ENDPOINT: Str('', 'codex passthrough.'),
+  AZURE_OPENAI_API_VERSION: Str('', 'codex passthrough.'),
+  CODEX_CONFIG_EXTRA: Str('', 'codex passthrough.'),
+  OPENROUTER_API_KEY: Str('', 'opencode passthrough.'),
+  ANTHROPIC_API_KEY: Str('', 'opencode passthrough.'),
+  OPENCODE_CONFIG_EXTRA: Str('', 'opencode passthrough.'),
+  VISION_API_KEY: Str('', 'Passed to sandboxes (with URL and model) only when set.'),
+  VISION_API_URL: Str('', 'Vision endpoint passed to sandboxes.'),
+  VISION_MODEL: Str('gpt-4o', 'Vision model passed to sandboxes.'),
+  MCP_TOKENS_URL: Str('', 'Optional settings service for per-user skills.'),
+  MCP_TOKENS_API_KEY: Str('', 'Key for the settings service.'),
+  SKILLS_DIR: Str('', 'Built-in skills tree (server view); empty = read from the sandbox image.'),
+  SKILLS_DIR_HOST: Str('', 'Built-in skills tree as the Docker daemon sees it, mounted read-only at /mnt/skills.'),
+  SKILLS_CACHE_DIR: Str('', 'User skill cache; empty = <DATA_DIR>/skills-cache.'),
+  SKILLS_CACHE_HOST_PATH: Str('', 'Host view of SKILLS_CACHE_DIR; empty = derived.'),
+  SKILLS_INCLUDE_EXAMPLES: Bool(false, 'List examples skills in the prompt.'),
+  LOG_LEVEL: Type.Union(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'].map(l => Type.Literal(l)), { default: 'info', description: 'Log level.' }),
+  DEBUG_LOGGING: Bool(false, 'Alias for LOG_LEVEL=debug.'),
+  TRUST_PROXY: Bool(false, 'Use X-Forwarded-For for client addresses (logs, throttling only).'),
+  CLOSE_GRACE_MS: Int(10000, 'Milliseconds a SIGTERM/SIGINT shutdown may take before the process exits anyway.', 100)
+})
+export type RawConfig = Static<typeof ConfigSchema>
+
+export type SingleUserMode = 'lenient' | 'true' | 'false'
+export type SubagentCli = 'claude' | 'codex' | 'opencode'
+
+/** The validated configuration with derived values filled in. Read once, in core/server.ts. */
+export interface AppConfig extends RawConfig {
+  singleUserMode: SingleUserMode
+  subagentCli: SubagentCli
+  publicBaseUrl: string
+  allowedOrigins: string[]
+  dataDirHost: string
+  sandboxNetwork: string
+  skillsCacheDir: string
+  logLevel: string
+}
+
+const BOOL: Record<string, boolean> = { true: true, 1: true, yes: true, false: false, 0: false, no: false }
+const SIZE_UNITS: Record<string, number> = { '': 1, b: 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3 }
+
+function convert (name: string, schema: TSchema & Record<string, unknown>, raw: string): unknown {
+  const value = raw.trim()
+  if (schema['x-kind'] === 'size') {
+    const m = /^(\d+)\s*([kmg]?)(i?b)?$/i.exec(value)
+    if (m === null) throw new CORE_INVALID_CONFIG(name, `'${raw}' is not a size (bytes, or a number with k, m or g)`)
+    return Number(m[1]) * (SIZE_UNITS[(m[2] ?? '').toLowerCase()] ?? 1)
+  }
+  switch (schema.type) {
+    case 'boolean': {
+      const b = BOOL[value.toLowerCase()]
+      if (b === undefined) throw new CORE_INVALID_CONFIG(name, `'${raw}' is not a boolean (true, false, 1, 0, yes, no)`)
+      return b
+    }
+    case 'integer':
+    case 'number': {
+      if (!/^-?\d+(\.\d+)?$/.test(value)) throw new CORE_INVALID_CONFIG(name, `'${raw}' is not a number`)
+      return Number(value)
+    }
+    default:
+      return schema.anyOf !== undefined ? value.toLowerCase() : value
+  }
+}
+
+/** Parses the environment into an AppConfig. Throws CORE_INVALID_CONFIG naming the first bad variable. */
+export function loadConfig (env: Record<string, string | undefined>): AppConfig {
+  const props = ConfigSchema.properties as Record<string, TSchema & Record<string, unknown>>
+  const data: Record<string, unknown> = {}
+  for (const [name, schema] of Object.entries(props)) {
+    const raw = env[name]
+    // An empty numeric or boolean value counts as unset; an empty string setting is a real value.
+    if (raw === undefined || (raw.trim() === '' && schema.type !== 'string')) continue
+    data[name] = convert(name, schema, raw)
+  }
+  const value = Value.Default(ConfigSchema, data) as RawConfig
+  const [first] = Value.Errors(ConfigSchema, value)
+  if (first !== undefined) {
+    const name = first.instancePath.split('/')[1] ?? '?'
+    throw new CORE_INVALID_CONFIG(name, `${String(env[name] ?? '')} ${first.message}`)
+  }
+  return derive(value)
+}
+
+function derive (raw: RawConfig): AppConfig {
+  const mode = raw.SINGLE_USER_MODE.trim().toLowerCase()
+  if (mode !== '' && mode !== 'true' && mode !== 'false') {
+    throw new CORE_INVALID_CONFIG('SINGLE_USER_MODE', `'${raw.SINGLE_USER_MODE}' is not one of: (empty), true, false`)
+  }
+  const cli = raw.SUBAGENT_CLI.trim().toLowerCase() || 'claude'
+  if (cli !== 'claude' && cli !== 'codex' && cli !== 'opencode') {
+    throw new CORE_INVALID_CONFIG('SUBAGENT_CLI', `SUBAGENT_CLI='${raw.SUBAGENT_CLI}' is not one of: claude, codex, opencode`)
+  }
+  const publicBaseUrl = (raw.PUBLIC_BASE_URL.trim() || 'http://computer-use-server:8081').replace(/\/+$/, '')
+  let parsed: URL
+  try { parsed = new URL(publicBaseUrl) } catch {
+    throw new CORE_INVALID_CONFIG('PUBLIC_BASE_URL', `'${raw.PUBLIC_BASE_URL}' is not an absolute URL`)
+  }
+  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') {
+    throw new CORE_INVALID_CONFIG('PUBLIC_BASE_URL', 'must be an http or https URL')
+  }
+  const allowedOrigins = raw.ALLOWED_ORIGINS.split(',').map(s => s.trim().replace(/\/+$/, '')).filter(Boolean)
+  for (const origin of allowedOrigins) {
+    if (!/^https?:\/\/[^/\s]+$/.test(origin)) throw new CORE_INVALID_CONFIG('ALLOWED_ORIGINS', `'${origin}' is not an origin (scheme://host[:port])`)
+  }
+  return {
+    ...raw,
+    singleUserMode: mode === '' ? 'lenient' : mode as SingleUserMode,
+    subagentCli: cli,
+    publicBaseUrl,
+    allowedOrigins,
+    dataDirHost: raw.DATA_DIR_HOST.trim() || raw.DATA_DIR,
+    sandboxNetwork: raw.SANDBOX_NETWORK.trim() || `${raw.SANDBOX_PREFIX}-sandboxes`,
+    skillsCacheDir: raw.SKILLS_CACHE_DIR.trim() || `${raw.DATA_DIR}/skills-cache`,
+    logLevel: raw.DEBUG_LOGGING && raw.LOG_LEVEL === 'info' ? 'debug' : raw.LOG_LEVEL
+  }
+}
+
+/** Applies defaults, then validates a plugin's options. An optional option always has a default, hence Required<>. */
+export function parseOptions<T extends TSchema> (schema: T, raw: unknown, plugin: string): Required<Static<T>> {
+  const value = Value.Default(schema, { ...(raw as object) })
+  const [first] = Value.Errors(schema, value)
+  if (first !== undefined) throw new CORE_INVALID_PLUGIN_OPTIONS(plugin, `${first.instancePath || '/'} ${first.message}`)
+  return value as Required<Static<T>>
+}

@@ -1,0 +1,79 @@
+import type { IncomingHttpHeaders } from 'node:http'
+import type { FastifyBaseLogger } from 'fastify'
+import type { Static, TObject } from 'typebox'
+import type { CallToolResult, Resource, ReadResourceResult, Tool, ToolAnnotations } from '@modelcontextprotocol/sdk/types.js'
+import type { ChatResolution, RequestUser } from '../../core/identity.js'
+
+/** What every provider learns about the MCP request it serves. */
+export interface McpRequestContext {
+  /** The HTTP request id; internal errors cite it as `ref`. */
+  requestId: string
+  /** The chat decided from the headers under SINGLE_USER_MODE (core/identity.ts). */
+  resolution: ChatResolution
+  user: RequestUser
+  headers: IncomingHttpHeaders
+  log: FastifyBaseLogger
+}
+
+/** A context whose chat is resolved and valid. */
+export interface ChatRequestContext extends McpRequestContext { chatId: string }
+
+export interface ToolCallContext extends ChatRequestContext {
+  /** Aborted on notifications/cancelled for this call, or when the client disconnects from its stream. */
+  signal: AbortSignal
+  /** True when the client sent `_meta.progressToken`. */
+  wantsProgress: boolean
+  /** Sends notifications/progress on the call's stream; a no-op without a progress token. */
+  progress (progress: number, total: number | undefined, message: string): Promise<void>
+}
+
+export interface ToolDefinition<S extends TObject = TObject> {
+  name: string
+  description: string
+  /** JSON Schema of the arguments; unknown extra arguments are ignored, integers accept numeric strings. */
+  inputSchema: S
+  annotations?: ToolAnnotations
+  /** Position in tools/list (lower first). The five built-in tools use 10–50; the default is 1000. */
+  order?: number
+  /** Rewrites raw arguments before validation (e.g. `view_range` given as the string "[1,20]"). */
+  prepare?: (args: Record<string, unknown>) => Record<string, unknown>
+  /**
+   * Runs the tool for a resolved chat. Return a result (set isError for failures). A thrown error whose
+   * `expose` is true (or a coded FastifyError with status ≠ 500) becomes `Error: <message>`; anything else
+   * becomes `Error: internal error (ref <request id>)` and is logged.
+   */
+  handler: (args: Static<S>, ctx: ToolCallContext) => Promise<CallToolResult>
+}
+
+export interface ResourceProvider {
+  /** Resources of the request's chat. */
+  list: (ctx: ChatRequestContext) => Promise<Resource[]>
+  /** Contents for a URI this provider owns, or undefined when the URI is not its own or not found. */
+  read: (uri: string, ctx: ChatRequestContext) => Promise<ReadResourceResult['contents'] | undefined>
+}
+
+/** Returns the instructions for an initialize request, or undefined to let the next provider answer. */
+export type InstructionsProvider = (ctx: McpRequestContext) => Promise<string | undefined>
+
+/** Rewrites the tools/list entries (tier 1 appends to descriptions); runs in registration order. */
+export type ToolListTransform = (tools: Tool[]) => Tool[]
+
+/** A server-initiated message for the GET streams of one chat. */
+export interface ChatNotification { method: string, params?: Record<string, unknown> }
+
+export interface McpRegistry {
+  /** Register while plugins load. Throws on a duplicate name. */
+  addTool<S extends TObject> (def: ToolDefinition<S>): void
+  addResourceProvider (provider: ResourceProvider): void
+  /** Higher priority is asked first; the first non-empty answer wins (tier 4 dynamic > tier 3 static). */
+  addInstructions (priority: number, provider: InstructionsProvider): void
+  transformToolList (transform: ToolListTransform): void
+  /** The tools/list entries after transforms, computed once after boot. */
+  listTools (): Tool[]
+  /** Delivers a notification on every open GET /mcp stream of that chat; returns how many streams got it. */
+  notifyChat (chatId: string, notification: ChatNotification): number
+}
+
+declare module 'fastify' {
+  interface FastifyInstance { mcp: McpRegistry }
+}

@@ -1,0 +1,115 @@
+import type { RequestUser } from '../../core/identity.js'
+
+/** A running sandbox of one chat. */
+export interface SandboxInfo {
+  chatId: string
+  /** sha256(chatId)[0:32] */
+  chatKey: string
+  containerId: string
+  containerName: string
+  /** RFC 3339, from the cu.created-at label */
+  createdAt: string
+}
+
+export type SandboxState = 'running' | 'stopped' | 'absent'
+
+export interface SandboxStatus {
+  state: SandboxState
+  /** meta.json exists for the chat (it was used before) */
+  metaExists: boolean
+  containerId?: string
+}
+
+export interface EnsureOptions {
+  /** Who is calling; recorded in meta.json and handed to onEnsure hooks (README rendering is per user). */
+  user?: RequestUser
+  /** Bound on waiting for create/start (CONTAINER_CREATE_TIMEOUT); creation continues in the background. */
+  timeoutMs?: number
+}
+
+/** Runs after every successful ensure(), in registration order, before ensure() resolves. */
+export type EnsureHook = (sandbox: SandboxInfo, event: { started: boolean, user?: RequestUser }) => Promise<void>
+
+export interface ExecOptions {
+  /** default 'assistant' */
+  user?: string
+  /** default '/home/assistant' */
+  cwd?: string
+  /** Extra environment for this exec only (per-exec credentials). */
+  env?: Record<string, string>
+  /** Written to the process's stdin, which is then closed. Without it stdin is empty (EOF). */
+  stdin?: Buffer | string
+  /** Kill (SIGTERM, SIGKILL 5 s later) after this many ms. Default COMMAND_TIMEOUT. */
+  timeoutMs?: number
+  signal?: AbortSignal
+  /** Keep at most this many bytes of stdout and of stderr (default 32 MiB each); the rest is counted and dropped. */
+  maxBytes?: number
+}
+
+export interface ExecResult {
+  /** null when the status is unknown (stream lost, sandbox died) */
+  exitCode: number | null
+  stdout: Buffer
+  stderr: Buffer
+  /** bytes seen beyond maxBytes on either stream */
+  truncated: boolean
+  timedOut: boolean
+  cancelled: boolean
+}
+
+export interface CommandOptions {
+  env?: Record<string, string>
+  /** T: SIGTERM to every process of the command at T, SIGKILL at T+5 s, result by T+10 s. */
+  timeoutMs: number
+  signal?: AbortSignal
+  /** Merged stdout+stderr in arrival order, decoded as UTF-8 (replacement chars; sequences never split). */
+  onOutput: (text: string) => void
+}
+
+export interface CommandResult {
+  /** null when unknown: the sandbox stopped or the stream was lost */
+  exitCode: number | null
+  timedOut: boolean
+  cancelled: boolean
+}
+
+/**
+ * The engine-neutral sandbox contract. The Docker driver implements it; a Kubernetes driver or an
+ * in-sandbox agent could replace it without touching the tools. Errors are coded (SANDBOX_*).
+ */
+export interface SandboxService {
+  /**
+   * Returns the chat's running sandbox, creating or starting it when needed, under a per-chat
+   * single-flight lock. Rejects with SANDBOX_CREATE_TIMEOUT (message `sandbox creation timed out (Ns)`),
+   * SANDBOX_IMAGE_MISSING, SANDBOX_CAPACITY (`sandbox capacity reached`), SANDBOX_DOCKER_UNAVAILABLE.
+   * Counts as activity.
+   */
+  ensure (chatId: string, opts?: EnsureOptions): Promise<SandboxInfo>
+  /** Never creates or starts anything. */
+  status (chatId: string): Promise<SandboxStatus>
+  /** Runs argv (no shell) in the running sandbox and collects its output. Rejects SANDBOX_NOT_RUNNING. */
+  exec (chatId: string, argv: string[], opts?: ExecOptions): Promise<ExecResult>
+  /**
+   * Runs `bash -c command` as assistant in /home/assistant with empty stdin, streaming merged output.
+   * Returns as soon as the top-level bash exits (draining output for at most 1 s), even when
+   * background children keep the output open. Every process started by the command is killed on
+   * timeout or abort.
+   */
+  runCommand (chatId: string, command: string, opts: CommandOptions): Promise<CommandResult>
+  /** Writes a file through the archive API (owner and mode as given; default root:root 0644). Parent dirs must exist. */
+  putFile (chatId: string, path: string, content: Buffer | string, opts?: { mode?: number, uid?: number, gid?: number }): Promise<void>
+  /** Holds the sandbox against the idle reaper until the returned release() is called (tool calls, open sockets). */
+  lease (chatId: string): () => void
+  /** Records activity (uploads, terminal heartbeat); never starts anything. */
+  touch (chatId: string): void
+  /** docker stop with 10 s grace; no-op when not running. */
+  stop (chatId: string): Promise<void>
+  /** Removes the container; the volume and data stay unless `purge` is set. */
+  remove (chatId: string, opts?: { purge?: boolean }): Promise<void>
+  /** Register while plugins load, never per request. */
+  onEnsure (hook: EnsureHook): void
+}
+
+declare module 'fastify' {
+  interface FastifyInstance { sandbox: SandboxService }
+}
