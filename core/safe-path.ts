@@ -1,0 +1,210 @@
+/*
+ * Path rules for every route and tool that maps a client path onto a host directory (surface.md §6.4).
+ * Three layers, each closing a different hole:
+ *   parseRelPath   – syntax: no traversal segments, no control characters, bounded sizes (400)
+ *   resolveInside  – realpath of the candidate must stay below realpath(base) (403)
+ *   openVerified   – after open(O_NOFOLLOW), the fd itself is checked, closing the race in which the
+ *                    sandbox swaps a path component for a symlink between the check and the open (403)
+ * walkRegularFiles lists a tree with lstat only, so a symlink planted by the sandbox is never followed.
+ */
+import { constants, type Dirent, type Stats } from 'node:fs'
+import { lstat, open, readdir, readlink, realpath, stat, type FileHandle } from 'node:fs/promises'
+import { join, sep } from 'node:path'
+import { createError } from '@fastify/error'
+import { CORE_FORBIDDEN } from './errors.js'
+
+/** 400 `invalid_path`: the path breaks a syntax rule of §6.4 item 1. */
+export const CORE_INVALID_PATH = createError('CORE_INVALID_PATH', 'invalid path: %s', 400)
+/** 400 `is_directory`: the path names a directory where a file is required. */
+export const CORE_PATH_IS_DIRECTORY = createError('CORE_PATH_IS_DIRECTORY', 'the path is a directory, not a file', 400)
+/** 404 `path_not_found`: nothing at that path (or a parent is not a directory). */
+export const CORE_PATH_NOT_FOUND = createError('CORE_PATH_NOT_FOUND', 'file not found', 404)
+
+export const MAX_SEGMENT_BYTES = 255
+export const MAX_PATH_BYTES = 1024
+
+// U+0000–U+001F and U+007F (§6.4 item 1); NUL is in that range.
+// eslint-disable-next-line no-control-regex
+const CONTROL = /[\u0000-\u001f\u007f]/
+
+/**
+ * Splits an already-decoded relative path into segments. Never decodes again (`%2e%2e` stays a literal
+ * name). Throws CORE_INVALID_PATH (400) for an empty path or segment, `.`/`..`, `\`, control characters,
+ * a segment over 255 UTF-8 bytes or a path over 1,024 bytes.
+ */
+export function parseRelPath (raw: string): string[] {
+  if (typeof raw !== 'string' || raw === '') throw new CORE_INVALID_PATH('empty path')
+  if (Buffer.byteLength(raw, 'utf8') > MAX_PATH_BYTES) throw new CORE_INVALID_PATH(`longer than ${MAX_PATH_BYTES} bytes`)
+  if (CONTROL.test(raw)) throw new CORE_INVALID_PATH('control character')
+  if (raw.includes('\\')) throw new CORE_INVALID_PATH('backslash')
+  const segments = raw.split('/')
+  for (const segment of segments) {
+    if (segment === '') throw new CORE_INVALID_PATH('empty segment')
+    if (segment === '.' || segment === '..') throw new CORE_INVALID_PATH('dot segment')
+    if (Buffer.byteLength(segment, 'utf8') > MAX_SEGMENT_BYTES) throw new CORE_INVALID_PATH(`segment longer than ${MAX_SEGMENT_BYTES} bytes`)
+  }
+  return segments
+}
+
+function errnoCode (err: unknown): string | undefined {
+  return typeof err === 'object' && err !== null && 'code' in err && typeof err.code === 'string' ? err.code : undefined
+}
+
+/** True when `candidate` is `realBase` itself or lies below it (compared with a trailing separator). */
+export function isInside (realBase: string, candidate: string): boolean {
+  const base = realBase.endsWith(sep) ? realBase : realBase + sep
+  return candidate === realBase || candidate.startsWith(base)
+}
+
+const outside = (): Error => new CORE_FORBIDDEN('the path leaves the chat directory')
+
+/**
+ * Returns the absolute host path for `segments` below `baseDir`, realpath-resolved as far as it exists.
+ * An existing path must resolve strictly inside realpath(baseDir), else CORE_FORBIDDEN (403). For a path
+ * that does not exist yet (an upload target), the deepest existing ancestor must be inside and the
+ * missing tail is appended verbatim; a dangling symlink in the tail is refused (403). A base dir that
+ * does not exist → CORE_PATH_NOT_FOUND (404); a parent that is a file → CORE_PATH_NOT_FOUND.
+ */
+export async function resolveInside (baseDir: string, segments: string[]): Promise<string> {
+  if (segments.length === 0) throw new CORE_INVALID_PATH('empty path')
+  let realBase: string
+  try { realBase = await realpath(baseDir) } catch (err) {
+    if (errnoCode(err) === 'ENOENT') throw new CORE_PATH_NOT_FOUND()
+    throw err
+  }
+  for (let keep = segments.length; keep >= 0; keep--) {
+    let real: string
+    try {
+      real = await realpath(join(realBase, ...segments.slice(0, keep)))
+    } catch (err) {
+      const code = errnoCode(err)
+      if (code === 'ENOENT') continue
+      if (code === 'ENOTDIR') throw new CORE_PATH_NOT_FOUND()
+      if (code === 'ELOOP') throw outside()
+      throw err
+    }
+    if (keep === segments.length) {
+      if (real === realBase || !isInside(realBase, real)) throw outside()
+      return real
+    }
+    if (!isInside(realBase, real)) throw outside()
+    // The next component does not resolve; if it exists at all it is a dangling symlink: refuse it.
+    const next = join(real, segments[keep] as string)
+    try {
+      await lstat(next)
+      throw outside()
+    } catch (err) {
+      const code = errnoCode(err)
+      if (code === 'ENOTDIR') throw new CORE_PATH_NOT_FOUND()
+      if (code !== 'ENOENT') throw err
+    }
+    return join(real, ...segments.slice(keep))
+  }
+  throw outside()
+}
+
+/**
+ * Opens `absPath` read-only without following a final symlink (O_NOFOLLOW; O_NONBLOCK so a fifo cannot
+ * hang the open), then confirms through the descriptor (/proc/self/fd/<n>) that the opened object is a
+ * regular file inside realpath(baseDir). Missing → CORE_PATH_NOT_FOUND (404); a directory →
+ * CORE_PATH_IS_DIRECTORY (400); a symlink, special file or anything outside → CORE_FORBIDDEN (403).
+ * The caller owns (and must close) the returned handle.
+ */
+export async function openVerified (baseDir: string, absPath: string): Promise<FileHandle> {
+  const realBase = await realpath(baseDir).catch((err: unknown) => {
+    throw errnoCode(err) === 'ENOENT' ? new CORE_PATH_NOT_FOUND() : err
+  })
+  let handle: FileHandle
+  try {
+    handle = await open(absPath, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK)
+  } catch (err) {
+    const code = errnoCode(err)
+    if (code === 'ENOENT' || code === 'ENOTDIR') throw new CORE_PATH_NOT_FOUND()
+    if (code === 'ELOOP' || code === 'ENXIO' || code === 'EACCES') throw outside()
+    throw err
+  }
+  try {
+    const info = await handle.stat()
+    if (info.isDirectory()) throw new CORE_PATH_IS_DIRECTORY()
+    if (!info.isFile()) throw outside()
+    const actual = await fdPath(handle, absPath, info)
+    if (actual === undefined || actual === realBase || !isInside(realBase, actual)) throw outside()
+    return handle
+  } catch (err) {
+    await handle.close().catch(() => {})
+    throw err
+  }
+}
+
+/** Where the descriptor really points. Without /proc (not Linux) fall back to realpath plus a dev/ino match. */
+async function fdPath (handle: FileHandle, absPath: string, info: Stats): Promise<string | undefined> {
+  try {
+    return await readlink(`/proc/self/fd/${handle.fd}`)
+  } catch (err) {
+    if (errnoCode(err) !== 'ENOENT') throw err
+  }
+  const real = await realpath(absPath).catch(() => undefined)
+  if (real === undefined) return undefined
+  const again = await stat(real).catch(() => undefined)
+  return again !== undefined && again.dev === info.dev && again.ino === info.ino ? real : undefined
+}
+
+/** One regular file found by walkRegularFiles. */
+export interface WalkEntry {
+  /** Path relative to the base, `/`-separated. */
+  relPath: string
+  /** Absolute host path. */
+  absPath: string
+  size: number
+  mtimeMs: number
+}
+
+export interface WalkOptions {
+  /** Skip every entry (file or directory, at any depth) whose name starts with `.`. */
+  skipDot?: boolean
+  /** Stop after yielding this many files (callers detecting "too many" pass their cap + 1). */
+  limit?: number
+  /** Do not descend deeper than this many directory levels (default 64). */
+  maxDepth?: number
+}
+
+/**
+ * Yields the regular files below `baseDir` (depth first, names sorted), using readdir dirent types and
+ * lstat only: symlinks, sockets, fifos and devices are skipped and never followed. A missing base dir
+ * yields nothing; a directory that vanishes during the walk is skipped.
+ */
+export async function * walkRegularFiles (baseDir: string, opts: WalkOptions = {}): AsyncGenerator<WalkEntry> {
+  const limit = opts.limit ?? Number.POSITIVE_INFINITY
+  const maxDepth = opts.maxDepth ?? 64
+  let count = 0
+  const stack: Array<{ abs: string, rel: string, depth: number }> = [{ abs: baseDir, rel: '', depth: 0 }]
+  while (stack.length > 0 && count < limit) {
+    const dir = stack.pop() as { abs: string, rel: string, depth: number }
+    let entries: Dirent[]
+    try {
+      entries = await readdir(dir.abs, { withFileTypes: true })
+    } catch (err) {
+      const code = errnoCode(err)
+      if (code === 'ENOENT' || code === 'ENOTDIR' || code === 'EACCES') continue
+      throw err
+    }
+    entries.sort((a, b) => a.name < b.name ? -1 : a.name > b.name ? 1 : 0)
+    const subdirs: Array<{ abs: string, rel: string, depth: number }> = []
+    for (const entry of entries) {
+      if (opts.skipDot === true && entry.name.startsWith('.')) continue
+      const abs = join(dir.abs, entry.name)
+      const rel = dir.rel === '' ? entry.name : `${dir.rel}/${entry.name}`
+      if (entry.isDirectory()) {
+        if (dir.depth + 1 < maxDepth) subdirs.push({ abs, rel, depth: dir.depth + 1 })
+        continue
+      }
+      if (!entry.isFile()) continue
+      const info = await lstat(abs).catch(() => undefined)
+      if (info === undefined || !info.isFile()) continue
+      yield { relPath: rel, absPath: abs, size: info.size, mtimeMs: info.mtimeMs }
+      if (++count >= limit) return
+    }
+    // Reverse so the stack pops subdirectories in name order.
+    for (let i = subdirs.length - 1; i >= 0; i--) stack.push(subdirs[i] as { abs: string, rel: string, depth: number })
+  }
+}
