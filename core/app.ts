@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto'
-import Fastify, { type FastifyInstance, type FastifyPluginAsync, type FastifyPluginCallback, type FastifyServerOptions, type HTTPMethods } from 'fastify'
+import Fastify, { type FastifyInstance, type FastifyPluginAsync, type FastifyPluginCallback, type FastifyServerOptions } from 'fastify'
 import websocket from '@fastify/websocket'
 import FindMyWay from 'find-my-way'
 import type { AppConfig } from './config.js'
@@ -59,7 +59,7 @@ export async function buildApp (config: AppConfig, entries: Entry[], opts: Build
   app.addHook('onRoute', route => {
     const methods = Array.isArray(route.method) ? route.method : [route.method]
     for (const method of methods) {
-      try { mirror.on(method as HTTPMethods, route.url, () => {}) } catch { /* duplicate from HEAD exposure */ }
+      try { mirror.on(method as FindMyWay.HTTPMethod, route.url, () => {}) } catch { /* duplicate from HEAD exposure */ }
     }
   })
   app.addHook('onRequest', async (request, reply) => {
@@ -69,8 +69,8 @@ export async function buildApp (config: AppConfig, entries: Entry[], opts: Build
   app.setErrorHandler(errorHandler)
   app.setNotFoundHandler(async (request, reply) => {
     const path = request.url.split('?')[0] ?? '/'
-    const allowed = ['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS']
-      .filter(m => mirror.find(m as HTTPMethods, path) !== null)
+    const allowed = ['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'PATCH']
+      .filter(m => mirror.find(m as FindMyWay.HTTPMethod, path) !== null)
     if (allowed.length > 0) {
       return await reply.code(405).header('Allow', allowed.join(', '))
         .send({ error: 'method_not_allowed', detail: `${request.method} is not supported here; use ${allowed.join(', ')}` })

@@ -137,7 +137,7 @@ function convert (name: string, schema: TSchema & Record<string, unknown>, raw: 
 
 /** Parses the environment into an AppConfig. Throws CORE_INVALID_CONFIG naming the first bad variable. */
 export function loadConfig (env: Record<string, string | undefined>): AppConfig {
-  const props = ConfigSchema.properties as Record<string, TSchema & Record<string, unknown>>
+  const props = ConfigSchema.properties as unknown as Record<string, TSchema & Record<string, unknown>>
   const data: Record<string, unknown> = {}
   for (const [name, schema] of Object.entries(props)) {
     const raw = env[name]

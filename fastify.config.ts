@@ -1,0 +1,36 @@
+/*
+ * THE manifest: which plugins load, in which order, with which options. Dependencies first; an
+ * integrator adds `entry(theirPlugin, options)` after what it depends on (see README "Writing a plugin").
+ * Each prompt tier is its own line: remove one and the others keep working.
+ */
+import type { AppConfig } from './core/config.js'
+import { entry, type Entry } from './core/app.js'
+import mcpTransport from './plugins/mcp-transport/index.js'
+import capabilities from './plugins/capabilities/index.js'
+import docs from './plugins/docs/index.js'
+
+export default function manifest (config: AppConfig): Entry[] {
+  return [
+    entry(mcpTransport, {
+      apiKeyRequired: config.MCP_API_KEY !== '',
+      singleUserMode: config.singleUserMode,
+      publicBaseUrl: config.publicBaseUrl,
+      allowedOrigins: config.allowedOrigins,
+      maxBodyBytes: config.MCP_MAX_BODY_BYTES,
+      keepAliveMs: config.PROGRESS_INTERVAL_SECONDS * 1000
+    }),
+    entry(capabilities, {
+      apiKey: config.MCP_API_KEY,
+      signingKey: config.LINK_SIGNING_KEY,
+      tokenTtlSeconds: config.LINK_TOKEN_TTL,
+      publicBaseUrl: config.publicBaseUrl
+    }),
+    // @sandbox-docker
+    // @workspace-tools
+    // @prompt-render
+    // @tiers
+    // @uploads
+    // @files
+    entry(docs, { publicBaseUrl: config.publicBaseUrl, singleUserMode: config.singleUserMode })
+  ]
+}

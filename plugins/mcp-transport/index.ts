@@ -1,0 +1,46 @@
+import fp from 'fastify-plugin'
+import type { FastifyPluginAsync } from 'fastify'
+import { parseOptions } from '../../core/config.js'
+import { SERVER_NAME, SERVER_VERSION } from '../../core/version.js'
+import { createMcpRegistry } from './registry.js'
+import { createToolRunner } from './tool-call.js'
+import { McpTransportOptions } from './schemas.js'
+import mcpRoutes from './routes.js'
+
+/**
+ * MCP over Streamable HTTP, stateless (surface.md §2). Other plugins contribute tools, resources and
+ * instructions through the `mcp` registry; none of them touches the SDK's server objects.
+ */
+const mcpTransport: FastifyPluginAsync<McpTransportOptions> = async (fastify, raw) => {
+  const opts = parseOptions(McpTransportOptions, raw, 'mcp-transport')
+  const registry = createMcpRegistry()
+  let lastLenientWarn = 0
+  const runner = createToolRunner(registry, {
+    maxCallsPerChat: opts.maxCallsPerChat,
+    onLenient: ctx => {
+      if (Date.now() - lastLenientWarn < opts.lenientWarnIntervalMs) return
+      lastLenientWarn = Date.now()
+      ctx.log.warn('a tool call without X-Chat-Id ran in the shared default sandbox; send X-Chat-Id or set SINGLE_USER_MODE')
+    }
+  })
+  fastify.decorate('mcp', registry)
+  fastify.addHook('onReady', async () => { registry.seal() })
+
+  await fastify.register(mcpRoutes, { deps: { registry, runner, opts } })
+
+  fastify.get('/mcp-info', async (request, reply) => {
+    await fastify.auth.requireApiKey(request, reply)
+    return {
+      name: SERVER_NAME,
+      version: SERVER_VERSION,
+      description: 'Per-chat sandbox computers over MCP: each chat (X-Chat-Id) gets its own isolated Linux sandbox with a persistent home, shell, file tools and published outputs.',
+      tools: registry.listTools().map(t => ({ name: t.name, description: t.description })),
+      headers: {
+        required: ['X-Chat-Id'],
+        optional: ['X-User-Email', 'X-User-Name', 'X-Gitlab-Token', 'X-Gitlab-Host', 'X-Anthropic-Api-Key', 'X-Anthropic-Base-Url', 'X-Mcp-Servers']
+      }
+    }
+  })
+}
+
+export default fp(mcpTransport, { name: 'mcp-transport', fastify: '5.x' })

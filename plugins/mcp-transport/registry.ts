@@ -1,0 +1,109 @@
+import type { TObject } from 'typebox'
+import { Compile, type Validator } from 'typebox/compile'
+import Value from 'typebox/value'
+import type { Tool } from '@modelcontextprotocol/sdk/types.js'
+import { MCP_DUPLICATE_TOOL, MCP_REGISTRY_SEALED } from './errors.js'
+import type { ChatNotification, InstructionsProvider, McpRegistry, McpRequestContext, ResourceProvider, ToolDefinition, ToolListTransform } from './types.js'
+
+/** A registered tool with its validator compiled once at boot. */
+export interface CompiledTool {
+  def: ToolDefinition
+  validator: Validator
+}
+
+/** A sink for server-initiated messages on one open GET stream. */
+export type StreamSink = (notification: ChatNotification) => void
+
+export interface RegistryInternals extends McpRegistry {
+  tool (name: string): CompiledTool | undefined
+  resourceProviders (): readonly ResourceProvider[]
+  instructions (ctx: McpRequestContext): Promise<string | undefined>
+  /** Subscribes a GET stream to its chat; returns the unsubscribe function. */
+  subscribe (chatId: string, sink: StreamSink): () => void
+  /** Freezes registration; called once plugins are loaded. */
+  seal (): void
+}
+
+export function createMcpRegistry (): RegistryInternals {
+  const tools = new Map<string, CompiledTool>()
+  const providers: ResourceProvider[] = []
+  const instructionProviders: Array<{ priority: number, provider: InstructionsProvider }> = []
+  const transforms: ToolListTransform[] = []
+  const streams = new Map<string, Set<StreamSink>>()
+  let sealed = false
+  let listed: Tool[] | undefined
+
+  const guard = (what: string): void => { if (sealed) throw new MCP_REGISTRY_SEALED(what) }
+
+  return {
+    addTool<S extends TObject> (def: ToolDefinition<S>) {
+      guard(`addTool ${def.name}`)
+      if (tools.has(def.name)) throw new MCP_DUPLICATE_TOOL(def.name)
+      tools.set(def.name, { def: def as unknown as ToolDefinition, validator: Compile(def.inputSchema) })
+    },
+    addResourceProvider (provider) { guard('addResourceProvider'); providers.push(provider) },
+    addInstructions (priority, provider) {
+      guard('addInstructions')
+      instructionProviders.push({ priority, provider })
+      instructionProviders.sort((a, b) => b.priority - a.priority)
+    },
+    transformToolList (transform) { guard('transformToolList'); transforms.push(transform) },
+    listTools () {
+      if (listed !== undefined) return listed
+      const entries = [...tools.values()]
+        .sort((a, b) => (a.def.order ?? 1000) - (b.def.order ?? 1000))
+        .map(({ def }): Tool => ({
+          name: def.name,
+          description: def.description,
+          // A plain JSON Schema object (TypeBox values carry symbols that must not reach the wire).
+          inputSchema: JSON.parse(JSON.stringify(def.inputSchema)) as Tool['inputSchema'],
+          ...(def.annotations !== undefined && { annotations: def.annotations })
+        }))
+      const result = transforms.reduce((list, transform) => transform(list), entries)
+      // Cache only once sealed: before that, more tools or transforms may still arrive.
+      if (sealed) listed = result
+      return result
+    },
+    notifyChat (chatId, notification) {
+      const sinks = streams.get(chatId)
+      if (sinks === undefined) return 0
+      for (const sink of sinks) sink(notification)
+      return sinks.size
+    },
+    tool: name => tools.get(name),
+    resourceProviders: () => providers,
+    async instructions (ctx) {
+      for (const { provider } of instructionProviders) {
+        try {
+          const text = await provider(ctx)
+          if (text !== undefined && text !== '') return text
+        } catch (err) {
+          ctx.log.error({ err }, 'instructions provider failed; trying the next one')
+        }
+      }
+      return undefined
+    },
+    subscribe (chatId, sink) {
+      let sinks = streams.get(chatId)
+      if (sinks === undefined) streams.set(chatId, sinks = new Set())
+      sinks.add(sink)
+      return () => {
+        sinks.delete(sink)
+        if (sinks.size === 0) streams.delete(chatId)
+      }
+    },
+    seal () { sealed = true }
+  }
+}
+
+/** Applies defaults and converts numeric strings etc. by schema, then validates. Returns problems or the value. */
+export function validateArguments (tool: CompiledTool, raw: Record<string, unknown>): { ok: true, value: Record<string, unknown> } | { ok: false, problems: string[] } {
+  const prepared = tool.def.prepare !== undefined ? tool.def.prepare({ ...raw }) : { ...raw }
+  const value = Value.Convert(tool.def.inputSchema, Value.Default(tool.def.inputSchema, prepared)) as Record<string, unknown>
+  if (tool.validator.Check(value)) return { ok: true, value }
+  const problems = tool.validator.Errors(value).slice(0, 10).map(e => {
+    const where = e.instancePath === '' ? '' : `${e.instancePath.slice(1).replace(/\//g, '.')}: `
+    return `${where}${e.message}`
+  })
+  return { ok: false, problems: [...new Set(problems)] }
+}

@@ -1,0 +1,182 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import { isInitializeRequest, type JSONRPCMessage, type JSONRPCRequest } from '@modelcontextprotocol/sdk/types.js'
+import { readUser, resolveMcpChat } from '../../core/identity.js'
+import { Exchange } from './exchange.js'
+import { createRequestServer, type ServerDeps } from './server-factory.js'
+import { DEFAULT_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS, type McpTransportOptions } from './schemas.js'
+import type { McpRequestContext } from './types.js'
+import type { RegistryInternals } from './registry.js'
+
+const CORS_ALLOW_HEADERS = ['Authorization', 'Content-Type', 'Accept', 'Mcp-Session-Id', 'MCP-Protocol-Version', 'Last-Event-ID',
+  'X-Chat-Id', 'X-OpenWebUI-Chat-Id', 'X-User-Email', 'X-OpenWebUI-User-Email', 'X-User-Name', 'X-OpenWebUI-User-Name',
+  'X-Gitlab-Token', 'X-OpenWebUI-Gitlab-Token', 'X-Gitlab-Host', 'X-OpenWebUI-Gitlab-Host', 'X-Anthropic-Api-Key',
+  'X-OpenWebUI-Anthropic-Api-Key', 'X-Anthropic-Base-Url', 'X-OpenWebUI-Anthropic-Base-Url', 'X-Mcp-Tokens-Url',
+  'X-OpenWebUI-Mcp-Tokens-Url', 'X-Mcp-Tokens-Api-Key', 'X-OpenWebUI-Mcp-Tokens-Api-Key', 'X-Mcp-Servers', 'X-OpenWebUI-Mcp-Servers'].join(', ')
+const SSE_HEADERS = { 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-cache, no-transform', 'X-Accel-Buffering': 'no', Connection: 'keep-alive' }
+
+type Rpc = Record<string, unknown>
+const rpcError = (code: number, message: string, id: unknown = null): Rpc => ({ jsonrpc: '2.0', id, error: { code, message } })
+
+export interface RouteDeps extends ServerDeps { registry: RegistryInternals, opts: Required<McpTransportOptions> }
+
+export default async function mcpRoutes (fastify: FastifyInstance, { deps }: { deps: RouteDeps }): Promise<void> {
+  const { registry, runner, opts } = deps
+  const publicOrigin = new URL(opts.publicBaseUrl).origin
+  const corsOrigins = new Set(opts.allowedOrigins)
+  const okOrigins = new Set([publicOrigin, ...opts.allowedOrigins])
+
+  const context = (request: FastifyRequest): McpRequestContext => {
+    const user = readUser(request.headers)
+    if (user.emailRejected) request.log.warn('ignoring an invalid X-User-Email header')
+    return { requestId: request.id, resolution: resolveMcpChat(request.headers, opts.singleUserMode), user, headers: request.headers, log: request.log }
+  }
+  // Raw JSON bodies: we answer unparseable JSON with a JSON-RPC -32700 ourselves; other types get 415.
+  fastify.removeAllContentTypeParsers()
+  fastify.addContentTypeParser(/^application\/([a-z.+-]+\+)?json(\s*;.*)?$/i, { parseAs: 'buffer', bodyLimit: opts.maxBodyBytes },
+    (_request, body, done) => { done(null, body) })
+
+  // Origin and auth run before any body parsing (§2.6 item 3).
+  fastify.addHook('onRequest', async (request, reply) => {
+    const origin = request.headers.origin
+    if (origin !== undefined && !okOrigins.has(origin)) {
+      return await reply.code(403).send({ error: 'forbidden', detail: 'Origin not allowed' })
+    }
+    if (origin !== undefined && corsOrigins.has(origin)) {
+      reply.header('Access-Control-Allow-Origin', origin).header('Vary', 'Origin').header('Access-Control-Expose-Headers', 'WWW-Authenticate')
+    }
+    if (request.method === 'OPTIONS') return
+    if (!opts.apiKeyRequired) return
+    try {
+      await fastify.auth.requireApiKey(request, reply)
+    } catch (err) {
+      if ((err as { statusCode?: number }).statusCode === 429) throw err
+      return await reply.code(401).header('WWW-Authenticate', 'Bearer').type('application/json').send('{"error": "Unauthorized"}')
+    }
+  })
+
+  const paths = opts.path.endsWith('/') ? [opts.path.slice(0, -1), opts.path] : [opts.path, `${opts.path}/`]
+  for (const url of paths) {
+    fastify.post(url, async (request, reply) => await handlePost(request, reply))
+    fastify.get(url, { exposeHeadRoute: false }, async (request, reply) => await handleGet(request, reply))
+    fastify.delete(url, async (_request, reply) => await reply.code(204).send())
+    fastify.options(url, async (request, reply) => {
+      const origin = request.headers.origin
+      if (origin === undefined || !corsOrigins.has(origin)) {
+        return await reply.code(405).header('Allow', 'GET, POST, DELETE').send({ error: 'method_not_allowed', detail: 'use GET, POST or DELETE' })
+      }
+      return await reply.code(204).header('Access-Control-Allow-Methods', 'GET, POST, DELETE, OPTIONS')
+        .header('Access-Control-Allow-Headers', CORS_ALLOW_HEADERS).header('Access-Control-Max-Age', '600').send()
+    })
+  }
+
+  async function handlePost (request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
+    let message: unknown
+    try {
+      message = JSON.parse((request.body as Buffer | undefined)?.toString('utf8') ?? '')
+    } catch {
+      return await reply.code(400).send(rpcError(-32700, 'Parse error: the body is not valid JSON'))
+    }
+    if (Array.isArray(message)) return await reply.code(400).send(rpcError(-32600, 'Invalid Request: batches are not supported'))
+    if (message === null || typeof message !== 'object' || (message as Rpc).jsonrpc !== '2.0') {
+      return await reply.code(400).send(rpcError(-32600, 'Invalid Request: expected a JSON-RPC 2.0 object'))
+    }
+    const version = request.headers['mcp-protocol-version']
+    if (typeof version === 'string' && version.trim() !== '' && !SUPPORTED_PROTOCOL_VERSIONS.includes(version.trim())) {
+      return await reply.code(400).send(rpcError(-32600, `Bad Request: unsupported MCP-Protocol-Version ${version}; supported: ${SUPPORTED_PROTOCOL_VERSIONS.join(', ')}`, (message as Rpc).id ?? null))
+    }
+    const msg = message as Rpc
+    if (typeof msg.method !== 'string' || msg.id === undefined || msg.id === null) {
+      // Notifications and responses: 202, nothing else (§2.2). Cancellation is acted on.
+      if (msg.method === 'notifications/cancelled') cancel(request, msg)
+      return await reply.code(202).send()
+    }
+    return await handleRequest(request, reply, msg as unknown as JSONRPCRequest)
+  }
+
+  function cancel (request: FastifyRequest, msg: Rpc): void {
+    const params = msg.params as { requestId?: unknown } | undefined
+    const id = params?.requestId
+    const resolution = resolveMcpChat(request.headers, opts.singleUserMode)
+    if (resolution.kind === 'chat' && (typeof id === 'string' || typeof id === 'number')) runner.cancel(resolution.chatId, id)
+  }
+
+  async function handleRequest (request: FastifyRequest, reply: FastifyReply, msg: JSONRPCRequest): Promise<unknown> {
+    const accept = (request.headers.accept ?? '*/*').toLowerCase()
+    const acceptsSse = accept.includes('text/event-stream')
+    if (!acceptsSse && !/application\/json|\*\/\*|application\/\*/.test(accept)) {
+      return await reply.code(406).send(rpcError(-32600, 'Not Acceptable: accept application/json or text/event-stream', msg.id))
+    }
+    // Requests the SDK server would refuse for want of a declared capability are answered here (§2.4).
+    if (msg.method === 'prompts/list') return await reply.send({ jsonrpc: '2.0', id: msg.id, result: { prompts: [] } })
+    if (msg.method === 'prompts/get') return await reply.send(rpcError(-32602, 'Prompt not found', msg.id))
+    if (msg.method === 'tools/call') {
+      const params = msg.params as Rpc | undefined
+      if (params === undefined || typeof params.name !== 'string' ||
+        (params.arguments !== undefined && (params.arguments === null || typeof params.arguments !== 'object' || Array.isArray(params.arguments)))) {
+        return await reply.send(rpcError(-32602, 'Invalid params: tools/call needs {"name": string, "arguments": object}', msg.id))
+      }
+    }
+
+    const ctx = context(request)
+    const instructions = isInitializeRequest(msg) ? await registry.instructions(ctx) : undefined
+    const useSse = msg.method === 'tools/call' && acceptsSse
+    const disconnect = new AbortController()
+    let exchange: Exchange
+    const server = createRequestServer(deps, ctx, instructions, () => { exchange.dropResponse = true })
+    exchange = new Exchange(msg.id, notification => { if (useSse) writeEvent(reply, notification) })
+    await server.connect(exchange)
+
+    if (!useSse) {
+      const response = await exchange.deliver(msg, { requestInfo: { headers: request.headers } })
+      await server.close()
+      if (response === undefined) return await reply.code(204).send()
+      return await reply.type('application/json').send(response)
+    }
+
+    reply.hijack()
+    reply.raw.writeHead(200, { ...reply.getHeaders() as Record<string, string>, ...SSE_HEADERS })
+    reply.raw.flushHeaders()
+    const keepAlive = setInterval(() => reply.raw.write(': keep-alive\n\n'), opts.keepAliveMs)
+    reply.raw.on('close', () => { if (!reply.raw.writableFinished) disconnect.abort() })
+    disconnect.signal.addEventListener('abort', () => {
+      void exchange.onmessage?.({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: msg.id, reason: 'client disconnected' } })
+    }, { once: true })
+    try {
+      const response = await exchange.deliver(msg, { requestInfo: { headers: request.headers } })
+      if (response !== undefined) writeEvent(reply, response)
+    } finally {
+      clearInterval(keepAlive)
+      reply.raw.end()
+      await server.close()
+    }
+    return reply
+  }
+
+  function writeEvent (reply: FastifyReply, message: JSONRPCMessage | Rpc): void {
+    if (!reply.raw.writableEnded) reply.raw.write(`event: message\ndata: ${JSON.stringify(message)}\n\n`)
+  }
+
+  async function handleGet (request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
+    if (!(request.headers.accept ?? '').toLowerCase().includes('text/event-stream')) {
+      return await reply.code(406).send({ error: 'not_acceptable', detail: 'GET /mcp is an event stream: send Accept: text/event-stream' })
+    }
+    const resolution = resolveMcpChat(request.headers, opts.singleUserMode)
+    reply.hijack()
+    reply.raw.writeHead(200, { ...reply.getHeaders() as Record<string, string>, ...SSE_HEADERS })
+    reply.raw.write(': stream open\n\n')
+    const unsubscribe = resolution.kind === 'chat'
+      ? registry.subscribe(resolution.chatId, n => writeEvent(reply, { jsonrpc: '2.0', ...n }))
+      : () => {}
+    const keepAlive = setInterval(() => reply.raw.write(': keep-alive\n\n'), opts.keepAliveMs)
+    const maxAge = setTimeout(() => reply.raw.end(), opts.getStreamMaxMs)
+    const cleanup = (): void => { clearInterval(keepAlive); clearTimeout(maxAge); unsubscribe() }
+    reply.raw.on('close', cleanup)
+    openStreams.add(reply)
+    reply.raw.on('close', () => openStreams.delete(reply))
+    return reply
+  }
+
+  // Open GET streams would keep close() waiting; end them first (house style §6).
+  const openStreams = new Set<FastifyReply>()
+  fastify.addHook('preClose', async () => { for (const r of openStreams) r.raw.end() })
+}

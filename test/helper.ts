@@ -1,0 +1,28 @@
+import type { Test } from 'tap'
+import type { FastifyInstance } from 'fastify'
+import { buildApp, type Entry } from '../core/app.js'
+import { loadConfig, type AppConfig } from '../core/config.js'
+import manifest from '../fastify.config.js'
+
+export const TEST_IMAGE = process.env.DOCKER_IMAGE ?? 'computer-use-sandbox:latest'
+
+/** Config for tests: silent logs and a throwaway data dir unless the test says otherwise. */
+export function testConfig (env: Record<string, string> = {}): AppConfig {
+  return loadConfig({ DOCKER_IMAGE: TEST_IMAGE, LOG_LEVEL: 'silent', PUBLIC_BASE_URL: 'http://cubicle.test', ...env })
+}
+
+/** A ready app that closes itself when the test ends. `plugins` replaces the default manifest. */
+export async function build (t: Test, env: Record<string, string> = {}, plugins?: (config: AppConfig) => Entry[]): Promise<FastifyInstance> {
+  const config = testConfig(env)
+  const app = await buildApp(config, (plugins ?? manifest)(config), { logger: false })
+  t.teardown(async () => { await app.close() })
+  await app.ready()
+  return app
+}
+
+/** build() then listen on an ephemeral loopback port; returns the app and its base URL. */
+export async function listen (t: Test, env: Record<string, string> = {}, plugins?: (config: AppConfig) => Entry[]): Promise<{ app: FastifyInstance, url: string }> {
+  const app = await build(t, env, plugins)
+  const url = await app.listen({ port: 0, host: '127.0.0.1' })
+  return { app, url }
+}
