@@ -7,6 +7,7 @@ import type { AppConfig } from './core/config.js'
 import { entry, type Entry } from './core/app.js'
 import mcpTransport from './plugins/mcp-transport/index.js'
 import capabilities from './plugins/capabilities/index.js'
+import files from './plugins/files/index.js'
 import docs from './plugins/docs/index.js'
 
 export default function manifest (config: AppConfig): Entry[] {
@@ -30,7 +31,8 @@ export default function manifest (config: AppConfig): Entry[] {
     // @prompt-render
     // @tiers
     // @uploads
-    // @files
+    entry(files, { dataDir: config.DATA_DIR, archiveMaxBytes: config.ARCHIVE_MAX_BYTES, frameAncestors: config.FRAME_ANCESTORS }),
+    // @preview
     entry(docs, { publicBaseUrl: config.publicBaseUrl, singleUserMode: config.singleUserMode })
   ]
 }

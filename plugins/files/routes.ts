@@ -1,0 +1,87 @@
+import { Readable } from 'node:stream'
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
+import { normalizeChatId } from '../../core/chat-id.js'
+import { CORE_INVALID_CHAT_ID } from '../../core/errors.js'
+import { parseRelPath } from '../../core/safe-path.js'
+import type { FilesService } from './service.js'
+import { OutputsListing } from './schemas.js'
+import { sendVerifiedFile } from './send-file.js'
+
+export interface FilesRoutesOptions {
+  service: FilesService
+  frameAncestors: string
+}
+
+/** A first segment of this shape after /files/{chat}/ is a capability token, never a file name (§6.2). */
+const TOKEN_SEGMENT = /^~v1\.[fc]\.[0-9]{1,12}\.[A-Za-z0-9_-]{22}$/
+
+interface ChatParams { chat: string, '*'?: string }
+type Query = Record<string, string | string[] | undefined>
+
+/** §1.3 on the (once-decoded) path segment; 400 invalid_chat_id before anything else (general rule 6). */
+function chatIdOf (raw: string): string {
+  const chatId = normalizeChatId(raw)
+  if (chatId === null) throw new CORE_INVALID_CHAT_ID('must match ^[a-z0-9][a-z0-9_:-]{0,63}$')
+  return chatId
+}
+
+const flag = (value: unknown): boolean => value === '1' || value === 'true'
+
+/** Chat routes are readable from any origin: there are no ambient credentials to abuse (§6.1 item 6). */
+async function preflight (request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
+  return await reply.code(204)
+    .header('Access-Control-Allow-Methods', 'GET, POST, OPTIONS')
+    .header('Access-Control-Allow-Headers', 'Authorization, Content-Type')
+    .header('Access-Control-Max-Age', '600')
+    .send()
+}
+
+const routes: FastifyPluginAsync<FilesRoutesOptions> = async (fastify, opts) => {
+  const { service, frameAncestors } = opts
+
+  fastify.addHook('onRequest', async (request, reply) => {
+    reply.header('Access-Control-Allow-Origin', '*')
+  })
+
+  fastify.options('/files/:chat/*', preflight)
+  fastify.options('/api/outputs/:chat', preflight)
+
+  fastify.get<{ Params: ChatParams, Querystring: Query }>('/files/:chat/*', async (request, reply) => {
+    const chatId = chatIdOf(request.params.chat)
+    let rest = request.params['*'] ?? ''
+    const slash = rest.indexOf('/')
+    const first = slash === -1 ? rest : rest.slice(0, slash)
+    let pathToken: string | undefined
+    if (TOKEN_SEGMENT.test(first)) {
+      pathToken = first.slice(1)
+      rest = slash === -1 ? '' : rest.slice(slash + 1)
+    }
+    fastify.auth.authorizeChat(request, chatId, 'f', pathToken)
+    if (rest === 'archive' && !flag(request.query.raw)) {
+      const zip = await service.archive(chatId)
+      reply.header('Content-Type', 'application/zip')
+        .header('Content-Disposition', `attachment; filename="chat-${chatId}-outputs.zip"`)
+        .header('Cache-Control', 'no-store')
+        .header('X-Content-Type-Options', 'nosniff')
+      if (request.method === 'HEAD') {
+        zip.destroy()
+        return await reply.send(Readable.from([]))
+      }
+      return await reply.send(zip)
+    }
+    const segments = parseRelPath(rest)
+    const { handle, name } = await service.open(chatId, segments)
+    return await sendVerifiedFile(request, reply, handle, name, { frameAncestors, download: flag(request.query.download) })
+  })
+
+  fastify.get<{ Params: ChatParams }>('/api/outputs/:chat', {
+    schema: { response: { 200: OutputsListing } }
+  }, async (request, reply) => {
+    const chatId = chatIdOf(request.params.chat)
+    fastify.auth.authorizeChat(request, chatId, 'f')
+    const listing = await service.list(chatId)
+    return await reply.header('Cache-Control', 'no-cache, no-store, must-revalidate').send(listing)
+  })
+}
+
+export default routes
