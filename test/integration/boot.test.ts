@@ -1,0 +1,49 @@
+import t from 'tap'
+import { spawn } from 'node:child_process'
+import { mkdtempSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+
+const root = fileURLToPath(new URL('../..', import.meta.url))
+
+/** Starts core/server.ts with the given environment; resolves with exit code and output, or kills it after `ms`. */
+async function boot (env: Record<string, string>, ms = 20000): Promise<{ code: number | null, stderr: string, stdout: string }> {
+  return await new Promise(resolve => {
+    const child = spawn(process.execPath, ['--import=tsx', 'core/server.ts'], {
+      cwd: root,
+      env: { PATH: process.env.PATH ?? '', DATA_DIR: mkdtempSync(join(tmpdir(), 'cu-boot-')), DOCKER_HOST: 'unix:///nonexistent.sock', PORT: '0', HOST: '127.0.0.1', ...env }
+    })
+    let stderr = ''
+    let stdout = ''
+    child.stderr.on('data', c => { stderr += String(c) })
+    child.stdout.on('data', c => { stdout += String(c) })
+    const timer = setTimeout(() => child.kill('SIGTERM'), ms)
+    child.on('close', code => { clearTimeout(timer); resolve({ code, stderr, stdout }) })
+  })
+}
+
+const bad: Array<[string, string, RegExp]> = [
+  ['SINGLE_USER_MODE', 'maybe', /FATAL.*SINGLE_USER_MODE/],
+  ['SUBAGENT_CLI', 'gemini', /FATAL.*SUBAGENT_CLI='gemini'.*claude.*codex.*opencode/],
+  ['PORT', 'eighty', /FATAL.*PORT/],
+  ['ENABLE_NETWORK', 'perhaps', /FATAL.*ENABLE_NETWORK.*boolean/],
+  ['CONTAINER_MEM_LIMIT', '2 gigs', /FATAL.*CONTAINER_MEM_LIMIT.*size/],
+  ['PUBLIC_BASE_URL', 'not a url', /FATAL.*PUBLIC_BASE_URL/]
+]
+for (const [name, value, pattern] of bad) {
+  t.test(`boot fails with a FATAL line naming ${name} when it is '${value}'`, async t => {
+    const { code, stderr } = await boot({ [name]: value })
+    t.equal(code, 1)
+    t.match(stderr, pattern)
+  })
+}
+
+t.test('boot warns about an empty MCP_API_KEY and the default PUBLIC_BASE_URL, logs the runtime, then listens', async t => {
+  const { stdout } = await boot({}, 6000)
+  t.match(stdout, /PUBLIC_BASE_URL is still the hardcoded default/)
+  t.match(stdout, /http:\/\/computer-use-server:8081/)
+  t.match(stdout, /MCP_API_KEY is empty/)
+  t.match(stdout, /\[MCP\] Sub-agent runtime: claude/)
+  t.match(stdout, /Server listening/)
+})

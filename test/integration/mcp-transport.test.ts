@@ -1,0 +1,285 @@
+import t from 'tap'
+import { ProgressNotificationSchema, type Progress } from '@modelcontextprotocol/sdk/types.js'
+import { listen } from '../helper.js'
+import { connect, kernelManifest, textOf, type Probe } from '../fixtures/mcp-probe.js'
+
+const KEY = 'test-key-0123456789'
+const newProbe = (): Probe => ({ calls: [], aborted: [] })
+
+async function rpc (url: string, body: unknown, headers: Record<string, string> = {}): Promise<Response> {
+  return await fetch(new URL('/mcp', url), {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers },
+    body: typeof body === 'string' ? body : JSON.stringify(body)
+  })
+}
+
+t.test('initialize returns serverInfo, capabilities and per-chat instructions', async t => {
+  const { url } = await listen(t, {}, kernelManifest(newProbe()))
+  const client = await connect(t, url, { 'X-Chat-Id': 'Chat-A' })
+  t.equal(client.getServerVersion()?.name, 'computer-use-mcp')
+  t.match(client.getServerVersion()?.version, /^\d+\.\d+\.\d+/)
+  t.same(client.getServerCapabilities()?.tools, { listChanged: false })
+  t.same(client.getServerCapabilities()?.resources, { subscribe: false, listChanged: true })
+  t.equal(client.getInstructions(), 'instructions for chat-a')
+})
+
+t.test('strict mode without a chat falls back to the lower-priority instructions', async t => {
+  const { url } = await listen(t, { SINGLE_USER_MODE: 'false' }, kernelManifest(newProbe()))
+  const client = await connect(t, url)
+  t.equal(client.getInstructions(), 'static instructions')
+})
+
+t.test('tools/list and tools/call work without initialize and with a stale session id', async t => {
+  const { url } = await listen(t, {}, kernelManifest(newProbe()))
+  const headers = { 'x-chat-id': 'c1', 'mcp-session-id': 'stale-session-that-never-existed' }
+  const list = await rpc(url, { jsonrpc: '2.0', id: 1, method: 'tools/list' }, headers)
+  t.equal(list.status, 200)
+  t.equal(list.headers.get('mcp-session-id'), null, 'no session id is issued')
+  const body = await list.json() as { result: { tools: Array<{ name: string }> } }
+  t.same(body.result.tools.map(x => x.name), ['whoami', 'slow', 'boom'])
+  const call = await rpc(url, { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'whoami', arguments: {} } }, { ...headers, accept: 'application/json' })
+  t.equal(call.headers.get('content-type')?.startsWith('application/json'), true, 'JSON reply when Accept lacks text/event-stream')
+  t.match(await call.json(), { result: { content: [{ text: /"chatId":"c1"/ }] } })
+})
+
+t.test('tools/call with Accept text/event-stream answers as SSE, progress included', async t => {
+  const { url } = await listen(t, {}, kernelManifest(newProbe()))
+  const res = await rpc(url, { jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'slow', arguments: { ms: 10 }, _meta: { progressToken: 'p1' } } }, { 'x-chat-id': 'c1' })
+  t.equal(res.headers.get('content-type'), 'text/event-stream')
+  t.equal(res.headers.get('cache-control'), 'no-cache, no-transform')
+  t.equal(res.headers.get('x-accel-buffering'), 'no')
+  const text = await res.text()
+  const events = text.split('\n\n').filter(e => e.startsWith('event: message'))
+  t.equal(events.length, 2, 'one progress notification, then the result')
+  t.match(events[0], /notifications\/progress.*"progressToken":"p1"/)
+  t.match(events[1], /"text":"done".*"id":7/)
+})
+
+t.test('the SDK client observes progress notifications', async t => {
+  const { url } = await listen(t, {}, kernelManifest(newProbe()))
+  const client = await connect(t, url, { 'X-Chat-Id': 'c1' })
+  const seen: Progress[] = []
+  const result = await client.callTool({ name: 'slow', arguments: { ms: 20 } }, undefined, { onprogress: p => { seen.push(p) } })
+  t.equal(textOf(result), 'done')
+  t.match(seen, [{ progress: 1, total: 2, message: 'started' }])
+  t.ok(ProgressNotificationSchema)
+})
+
+t.test('authentication: bearer accepted, wrong or absent refused with 401 before parsing', async t => {
+  const { url } = await listen(t, { MCP_API_KEY: KEY }, kernelManifest(newProbe()))
+  const ok = await connect(t, url, { Authorization: `bearer   ${KEY}  `, 'X-Chat-Id': 'c1' })
+  t.equal(textOf(await ok.callTool({ name: 'whoami', arguments: {} })).includes('"chatId":"c1"'), true)
+  for (const auth of [undefined, 'Bearer wrong', `Basic ${KEY}`, KEY]) {
+    const res = await rpc(url, '{not json', auth === undefined ? {} : { authorization: auth })
+    t.equal(res.status, 401, `refused: ${String(auth)}`)
+    t.equal(res.headers.get('www-authenticate'), 'Bearer')
+    t.equal(await res.text(), '{"error": "Unauthorized"}')
+  }
+  const info = await fetch(new URL('/mcp-info', url))
+  t.equal(info.status, 401)
+  const info2 = await fetch(new URL('/mcp-info', url), { headers: { authorization: `Bearer ${KEY}` } })
+  t.match(await info2.json(), { name: 'computer-use-mcp', tools: [{ name: 'whoami' }], headers: { required: ['X-Chat-Id'] } })
+})
+
+t.test('repeated failures from one address are throttled with 429 and Retry-After', async t => {
+  const { url } = await listen(t, { MCP_API_KEY: KEY }, kernelManifest(newProbe()))
+  let last: Response | undefined
+  for (let i = 0; i < 31; i++) last = await rpc(url, {}, { authorization: 'Bearer nope' })
+  t.equal(last?.status, 429)
+  t.ok(Number(last?.headers.get('retry-after')) > 0)
+})
+
+t.test('header aliases, precedence, trimming and lowercasing', async t => {
+  const { url } = await listen(t, {}, kernelManifest(newProbe()))
+  const cases: Array<[Record<string, string>, string]> = [
+    [{ 'X-Chat-Id': '  My-Chat  ' }, 'my-chat'],
+    [{ 'X-OpenWebUI-Chat-Id': 'A1B2C3D4-E5F6-7890-ABCD-EF1234567890' }, 'a1b2c3d4-e5f6-7890-abcd-ef1234567890'],
+    [{ 'X-Chat-Id': 'direct', 'X-OpenWebUI-Chat-Id': 'alias' }, 'direct'],
+    [{ 'X-Chat-Id': '  ', 'X-OpenWebUI-Chat-Id': 'alias' }, 'alias']
+  ]
+  for (const [headers, expected] of cases) {
+    const client = await connect(t, url, { ...headers, 'X-OpenWebUI-User-Email': 'ann@example.com', 'X-User-Name': 'Ann%20Lee' })
+    const seen = JSON.parse(textOf(await client.callTool({ name: 'whoami', arguments: {} }))) as Record<string, unknown>
+    t.equal(seen.chatId, expected)
+    t.equal(seen.email, 'ann@example.com')
+    t.equal(seen.name, 'Ann Lee')
+  }
+})
+
+t.test('invalid chat ids never reach a tool', async t => {
+  const probe = newProbe()
+  const { url } = await listen(t, {}, kernelManifest(probe))
+  for (const bad of ['..x', 'a/b', 'a b', 'a.b', '-abc', '_x', 'é', 'x'.repeat(65)]) {
+    const client = await connect(t, url, { 'X-Chat-Id': bad })
+    const result = await client.callTool({ name: 'whoami', arguments: {} })
+    t.equal(result.isError, true, bad)
+    t.match(textOf(result), /^Error: invalid chat id/)
+    t.same((await client.listResources()).resources, [])
+    await t.rejects(client.readResource({ uri: 'file://uploads/x/a.txt' }), { code: -32002 })
+  }
+  t.same(probe.calls, [])
+})
+
+t.test('SINGLE_USER_MODE lenient: no header means chat default plus the note; explicit default gets no note', async t => {
+  const { url } = await listen(t, {}, kernelManifest(newProbe()))
+  const none = await connect(t, url)
+  const text = textOf(await none.callTool({ name: 'whoami', arguments: {} }))
+  t.match(text, /"chatId":"default"/)
+  t.match(text, /\n\n---\nNote:/)
+  t.match(text, /SINGLE_USER_MODE/)
+  t.match(text, /X-Chat-Id/)
+  const explicit = await connect(t, url, { 'X-Chat-Id': 'default' })
+  t.notMatch(textOf(await explicit.callTool({ name: 'whoami', arguments: {} })), /Note:/)
+})
+
+t.test('SINGLE_USER_MODE=true ignores the header, even an invalid one', async t => {
+  const { url } = await listen(t, { SINGLE_USER_MODE: 'TRUE ' }, kernelManifest(newProbe()))
+  const client = await connect(t, url, { 'X-Chat-Id': 'not valid!' })
+  const text = textOf(await client.callTool({ name: 'whoami', arguments: {} }))
+  t.match(text, /"chatId":"default"/)
+  t.notMatch(text, /Note:/)
+})
+
+t.test('SINGLE_USER_MODE=false requires the header and runs nothing without it', async t => {
+  const probe = newProbe()
+  const { url } = await listen(t, { SINGLE_USER_MODE: 'false' }, kernelManifest(probe))
+  const client = await connect(t, url)
+  const result = await client.callTool({ name: 'whoami', arguments: {} })
+  t.equal(result.isError, true)
+  t.match(textOf(result), /^Error: X-Chat-Id header is required \(SINGLE_USER_MODE=false\)\./)
+  t.same(probe.calls, [])
+  const explicit = await connect(t, url, { 'X-Chat-Id': 'default' })
+  t.notOk((await explicit.callTool({ name: 'whoami', arguments: {} })).isError)
+})
+
+t.test('argument validation: coercion, defaults, readable errors; unknown tool is a protocol error', async t => {
+  const { url } = await listen(t, {}, kernelManifest(newProbe()))
+  const client = await connect(t, url, { 'X-Chat-Id': 'c1' })
+  t.match(textOf(await client.callTool({ name: 'whoami', arguments: { n: '42', extra: 'ignored' } })), /"n":42/)
+  t.match(textOf(await client.callTool({ name: 'whoami', arguments: {} })), /"n":1/)
+  const bad = await client.callTool({ name: 'slow', arguments: { ms: 'soon' } })
+  t.equal(bad.isError, true)
+  t.match(textOf(bad), /^Error: invalid arguments: .*ms/)
+  await t.rejects(client.callTool({ name: 'nope', arguments: {} }), { code: -32602 })
+  const malformed = await rpc(url, { jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: 'whoami', arguments: 'x' } }, { 'x-chat-id': 'c1' })
+  t.match(await malformed.json(), { id: 3, error: { code: -32602 } })
+})
+
+t.test('unexpected tool errors become isError with a reference, never a stack or path', async t => {
+  const { url } = await listen(t, {}, kernelManifest(newProbe()))
+  const client = await connect(t, url, { 'X-Chat-Id': 'c1' })
+  const result = await client.callTool({ name: 'boom', arguments: {} })
+  t.equal(result.isError, true)
+  t.match(textOf(result), /^Error: internal error \(ref [\w-]+\)$/)
+  t.notMatch(JSON.stringify(result), /\.ts:\d+|secret/)
+})
+
+t.test('notifications and responses get 202 with an empty body', async t => {
+  const { url } = await listen(t, {}, kernelManifest(newProbe()))
+  for (const body of [{ jsonrpc: '2.0', method: 'notifications/initialized' }, { jsonrpc: '2.0', id: 9, result: {} }]) {
+    const res = await rpc(url, body)
+    t.equal(res.status, 202)
+    t.equal(await res.text(), '')
+  }
+})
+
+t.test('notifications/cancelled from another request aborts the running call and no result is sent', async t => {
+  const probe = newProbe()
+  const { url } = await listen(t, {}, kernelManifest(probe))
+  const running = rpc(url, { jsonrpc: '2.0', id: 'call-1', method: 'tools/call', params: { name: 'slow', arguments: { ms: 30000 } } }, { 'x-chat-id': 'c9' })
+  const started = Date.now()
+  while (probe.calls.length === 0 && Date.now() - started < 5000) await new Promise(resolve => setTimeout(resolve, 10))
+  const other = await rpc(url, { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 'call-1' } }, { 'x-chat-id': 'other' })
+  t.equal(other.status, 202)
+  t.same(probe.aborted, [], 'a cancel from another chat does nothing')
+  await rpc(url, { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 'call-1' } }, { 'x-chat-id': 'c9' })
+  const res = await running
+  t.notMatch(await res.text(), /"result"/)
+  t.same(probe.aborted, ['c9'])
+  t.ok(Date.now() - started < 10000)
+})
+
+t.test('per-chat concurrency cap answers excess calls with an isError result', async t => {
+  const { url } = await listen(t, {}, kernelManifest(newProbe()))
+  const calls = Array.from({ length: 9 }, async (_, i) => await rpc(url, { jsonrpc: '2.0', id: i, method: 'tools/call', params: { name: 'slow', arguments: { ms: 300 } } }, { 'x-chat-id': 'busy', accept: 'application/json' }).then(async r => await r.text()))
+  const texts = await Promise.all(calls)
+  t.equal(texts.filter(x => x.includes('too many concurrent calls for this chat')).length, 1)
+})
+
+t.test('HTTP surface of /mcp: methods, Accept, protocol version, batches, body limits, origin', async t => {
+  const { url } = await listen(t, { PUBLIC_BASE_URL: 'https://cu.example.com/', ALLOWED_ORIGINS: 'https://chat.example.com', MCP_MAX_BODY_BYTES: '2k' }, kernelManifest(newProbe()))
+  const mcp = new URL('/mcp', url)
+  t.equal((await fetch(mcp, { method: 'DELETE' })).status, 204)
+  const put = await fetch(mcp, { method: 'PUT' })
+  t.equal(put.status, 405)
+  t.equal(put.headers.get('allow'), 'GET, POST, DELETE')
+  t.equal((await fetch(mcp, { method: 'GET' })).status, 406)
+  t.equal((await rpc(url, { jsonrpc: '2.0', id: 1, method: 'ping' }, { accept: 'text/html' })).status, 406)
+  const noAccept = await fetch(mcp, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' }) })
+  t.same(await noAccept.json(), { jsonrpc: '2.0', id: 1, result: {} })
+  const slash = await fetch(new URL('/mcp/', url), { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'prompts/list' }) })
+  t.same(await slash.json(), { jsonrpc: '2.0', id: 1, result: { prompts: [] } })
+  t.match(await (await rpc(url, { jsonrpc: '2.0', id: 1, method: 'resources/templates/list' })).json(), { result: { resourceTemplates: [] } })
+  t.match(await (await rpc(url, { jsonrpc: '2.0', id: 1, method: 'resources/subscribe', params: { uri: 'x' } })).json(), { error: { code: -32601 } })
+  const version = await rpc(url, { jsonrpc: '2.0', id: 1, method: 'ping' }, { 'mcp-protocol-version': '1999-01-01' })
+  t.equal(version.status, 400)
+  t.match(await version.json(), { error: { code: -32600 } })
+  t.equal((await rpc(url, { jsonrpc: '2.0', id: 1, method: 'ping' }, { 'mcp-protocol-version': '2024-11-05' })).status, 200)
+  const batch = await rpc(url, [{ jsonrpc: '2.0', id: 1, method: 'ping' }])
+  t.equal(batch.status, 400)
+  t.match(await batch.json(), { error: { code: -32600 } })
+  const parse = await rpc(url, '{"jsonrpc":')
+  t.equal(parse.status, 400)
+  t.same(await parse.json(), { jsonrpc: '2.0', id: null, error: { code: -32700, message: 'Parse error: the body is not valid JSON' } })
+  t.equal((await rpc(url, { jsonrpc: '2.0', id: 1, method: 'ping', params: { pad: 'x'.repeat(4000) } })).status, 413)
+  t.equal((await fetch(mcp, { method: 'POST', headers: { 'content-type': 'text/plain' }, body: 'x' })).status, 415)
+  t.equal((await rpc(url, { jsonrpc: '2.0', id: 1, method: 'ping' }, { origin: 'https://evil.example' })).status, 403)
+  const own = await rpc(url, { jsonrpc: '2.0', id: 1, method: 'ping' }, { origin: 'https://cu.example.com' })
+  t.equal(own.status, 200)
+  t.equal(own.headers.get('access-control-allow-origin'), null, 'no CORS for the own origin')
+  const cors = await rpc(url, { jsonrpc: '2.0', id: 1, method: 'ping' }, { origin: 'https://chat.example.com' })
+  t.equal(cors.headers.get('access-control-allow-origin'), 'https://chat.example.com')
+  t.equal(cors.headers.get('access-control-expose-headers'), 'WWW-Authenticate')
+  const preflight = await fetch(mcp, { method: 'OPTIONS', headers: { origin: 'https://chat.example.com', 'access-control-request-method': 'POST' } })
+  t.equal(preflight.status, 204)
+  t.match(preflight.headers.get('access-control-allow-headers'), /MCP-Protocol-Version.*X-Chat-Id.*X-OpenWebUI-Mcp-Servers/)
+})
+
+t.test('GET /mcp stream delivers chat notifications and keep-alives', async t => {
+  const { app, url } = await listen(t, { PROGRESS_INTERVAL_SECONDS: '1' }, kernelManifest(newProbe()))
+  const controller = new AbortController()
+  t.teardown(() => controller.abort())
+  const res = await fetch(new URL('/mcp', url), { headers: { accept: 'text/event-stream', 'x-chat-id': 'stream-chat' }, signal: controller.signal })
+  t.equal(res.headers.get('content-type'), 'text/event-stream')
+  const reader = res.body!.getReader()
+  let seen = ''
+  const readUntil = async (pattern: RegExp): Promise<void> => {
+    while (!pattern.test(seen)) {
+      const { value, done } = await reader.read()
+      if (done) break
+      seen += Buffer.from(value).toString('utf8')
+    }
+  }
+  await readUntil(/stream open/)
+  t.equal(app.mcp.notifyChat('other-chat', { method: 'notifications/resources/list_changed' }), 0)
+  t.equal(app.mcp.notifyChat('stream-chat', { method: 'notifications/resources/list_changed' }), 1)
+  await readUntil(/list_changed/)
+  t.match(seen, /event: message\ndata: {"jsonrpc":"2.0","method":"notifications\/resources\/list_changed"}/)
+  await readUntil(/: keep-alive/)
+  t.match(seen, /: keep-alive/)
+})
+
+t.test('every response carries X-Request-Id and Referrer-Policy; HEAD works on GET routes', async t => {
+  const { url } = await listen(t, {}, kernelManifest(newProbe()))
+  const res = await fetch(new URL('/health', url), { headers: { 'x-request-id': 'abc-123' } })
+  t.same(await res.json(), { status: 'healthy' })
+  t.equal(res.headers.get('x-request-id'), 'abc-123')
+  t.equal(res.headers.get('referrer-policy'), 'no-referrer')
+  t.equal((await fetch(new URL('/health', url), { method: 'HEAD' })).status, 200)
+  const missing = await fetch(new URL('/nope', url))
+  t.equal(missing.status, 404)
+  t.match(await missing.json(), { error: 'not_found' })
+  const ready = await fetch(new URL('/ready', url))
+  t.same(await ready.json(), { status: 'ready', probe: 'ok' })
+})

@@ -1,0 +1,92 @@
+import t, { type Test } from 'tap'
+import type { FastifyInstance } from 'fastify'
+import { buildApp, entry } from '../../../core/app.js'
+import { loadConfig } from '../../../core/config.js'
+import capabilities from '../../../plugins/capabilities/index.js'
+import promptRender from '../../../plugins/prompt-render/index.js'
+import type { PromptRenderOptions } from '../../../plugins/prompt-render/schemas.js'
+
+async function app (t: Test, env: Record<string, string> = {}, opts: PromptRenderOptions = {}): Promise<FastifyInstance> {
+  const config = loadConfig({ LOG_LEVEL: 'silent', PUBLIC_BASE_URL: 'http://cubicle.test/', ...env })
+  const a = await buildApp(config, [
+    entry(capabilities, { apiKey: config.MCP_API_KEY, signingKey: config.LINK_SIGNING_KEY, tokenTtlSeconds: config.LINK_TOKEN_TTL, publicBaseUrl: config.publicBaseUrl }),
+    entry(promptRender, { singleUserMode: config.singleUserMode, ...opts })
+  ], { logger: false })
+  t.teardown(async () => { await a.close() })
+  await a.ready()
+  return a
+}
+
+t.test('a chat render carries every topic of §4.6 and the chat\'s own links', async t => {
+  const a = await app(t, {}, { commandTimeoutSeconds: 77, subagentCli: 'codex' })
+  const text = await a.prompts.render({ chatId: 'chat-a', email: 'ann@example.com' })
+  const [first] = text.split('\n')
+  t.match(first, /^<!--.*This is the contents of \/home\/assistant\/README\.md.*-->$/)
+  for (const tool of ['bash_tool', 'view', 'create_file', 'str_replace', 'sub_agent']) t.match(text, `\`${tool}\``)
+  t.match(text, '77 seconds')
+  t.match(text, /background/)
+  for (const dir of ['/mnt/user-data/uploads', '/home/assistant', '/mnt/user-data/outputs', '/mnt/skills']) t.match(text, dir)
+  t.match(text, /read-only/)
+  t.match(text, /persists across turns/)
+  t.notMatch(text, /reset/i, 'never claims the home directory resets')
+  t.match(text, 'Chat id: `chat-a`')
+  t.match(text, 'http://cubicle.test/files/chat-a/Q3%20report.pdf')
+  t.match(text, 'http://cubicle.test/files/chat-a/archive')
+  t.match(text, '![Chart](http://cubicle.test/files/chat-a/chart.png)')
+  t.match(text, 'ann@example.com')
+  t.match(text, /read that skill's SKILL\.md/)
+  t.match(text, '<location>\n/mnt/skills/public/docx/SKILL.md\n</location>')
+  t.match(text, 'OpenAI Codex CLI (`codex`)')
+  t.match(text, 'resume_session_id')
+  t.match(text, /pdfinfo/)
+  t.match(text, /exit status 1/i)
+  t.notMatch(text, /file_create/)
+  t.notMatch(text, /\{file_base_url\}|\{archive_url\}|\{chat_id\}/)
+  t.ok(Buffer.byteLength(text) < 32 * 1024, `render is ${Buffer.byteLength(text)} bytes`)
+})
+
+t.test('without a chat the legacy template keeps its three placeholders', async t => {
+  const a = await app(t)
+  const text = await a.prompts.render({})
+  t.match(text, '{file_base_url}')
+  t.match(text, '{archive_url}')
+  t.match(text, '{chat_id}')
+  t.notMatch(text, 'cubicle.test')
+})
+
+t.test('protected mode links carry a day-stable files token and the render is byte-stable', async t => {
+  const a = await app(t, { MCP_API_KEY: 'k'.repeat(32) })
+  const one = await a.prompts.render({ chatId: 'chat-a' })
+  a.prompts.invalidate()
+  const two = await a.prompts.render({ chatId: 'chat-a' })
+  t.equal(one, two, 'a fresh render is identical')
+  t.match(one, /http:\/\/cubicle\.test\/files\/chat-a\/~v1\.f\.\d+\.[A-Za-z0-9_-]{22}\/archive/)
+  t.notMatch(one, /~v1\.c\./, 'no control token in the prompt')
+})
+
+t.test('SINGLE_USER_MODE=true renders every chat as default', async t => {
+  const a = await app(t, { SINGLE_USER_MODE: 'true' })
+  const text = await a.prompts.render({ chatId: 'chat-b' })
+  t.match(text, 'Chat id: `default`')
+  t.match(text, 'http://cubicle.test/files/default')
+  t.notMatch(text, 'chat-b')
+  t.equal(await a.prompts.render({ chatId: 'other' }), text)
+})
+
+t.test('an invalid chat id is refused before rendering', async t => {
+  const a = await app(t)
+  const err = await a.prompts.render({ chatId: '../x' }).catch((e: unknown) => e)
+  t.match(err, { code: 'CORE_INVALID_CHAT_ID', statusCode: 400 })
+})
+
+t.test('an invalid email renders as if none was given', async t => {
+  const a = await app(t)
+  t.equal(await a.prompts.render({ chatId: 'c1', email: 'not an email' }), await a.prompts.render({ chatId: 'c1' }))
+})
+
+t.test('renders differ by chat and by email', async t => {
+  const a = await app(t)
+  const a1 = await a.prompts.render({ chatId: 'c1' })
+  t.not(a1, await a.prompts.render({ chatId: 'c2' }))
+  t.not(a1, await a.prompts.render({ chatId: 'c1', email: 'x@example.com' }))
+})
