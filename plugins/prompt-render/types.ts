@@ -1,0 +1,62 @@
+/** Where a skill comes from; also its folder under /mnt/skills. User skills are out of scope here (§8.1 items 6–7). */
+export type SkillCategory = 'user' | 'public' | 'examples'
+
+/** One skill of the index, read from the front matter of its SKILL.md (surface.md §8.1). */
+export interface SkillEntry {
+  /** The front matter `name` (^[a-z0-9][a-z0-9-]{0,63}$). */
+  name: string
+  /** The front matter `description`, collapsed to one line (1–1,024 chars). */
+  description: string
+  category: SkillCategory
+  /** Path inside the sandbox: `/mnt/skills/<category>/<directory>/SKILL.md` (the directory is authoritative). */
+  location: string
+}
+
+export interface RenderRequest {
+  /** A validated chat id; absent → the legacy template with `{file_base_url}`, `{archive_url}`, `{chat_id}`. */
+  chatId?: string
+  /** A validated user email (§1.1); invalid values are treated as absent. */
+  email?: string
+}
+
+/** Counters since boot (or the last reset), for measurement and the logs. */
+export interface RenderStats {
+  /** Answers served from the cache, including callers that joined an in-flight render. */
+  hits: number
+  /** Answers that needed a render. */
+  misses: number
+  /** hits / (hits + misses); 0 before the first call. */
+  hitRatio: number
+  renders: number
+  /** Mean and max wall time of one render, in milliseconds. */
+  avgRenderMs: number
+  maxRenderMs: number
+  /** Entries currently cached. */
+  entries: number
+}
+
+/**
+ * The one prompt renderer every tier derives from (surface.md §4). Renders are cached per (chat, email)
+ * for the TTL (60 s) in a bounded LRU; concurrent misses for one key render once.
+ */
+export interface PromptService {
+  /**
+   * The rendered prompt. Byte-stable within the cache window (links carry day-stable tokens). With
+   * SINGLE_USER_MODE=true any given chat renders as `default`. Rejects CORE_INVALID_CHAT_ID for a chat
+   * id that fails §1.3.
+   */
+  render (req: RenderRequest): Promise<string>
+  /** Drops the cached renders of one chat (or of every chat). The next render re-reads everything. */
+  invalidate (chatId?: string): void
+  /** The skills offered to this user, in prompt order (user, public, examples; alphabetical within each). */
+  skills (email?: string): Promise<SkillEntry[]>
+  /** Re-reads the skills directory and invalidates every cached render. */
+  reloadSkills (): Promise<void>
+  /** Which chat a render for `chatId` really uses (`default` under SINGLE_USER_MODE=true). */
+  effectiveChat (chatId: string): string
+  stats (): RenderStats
+}
+
+declare module 'fastify' {
+  interface FastifyInstance { prompts: PromptService }
+}
