@@ -1,0 +1,90 @@
+import type { ToolCallContext, ToolDefinition } from '../mcp-transport/types.js'
+import { BashToolInput } from './schemas.js'
+import type { WorkspaceDeps, WorkspaceSettings } from './types.js'
+import { inSandbox } from './prologue.js'
+import { createOutputCapper } from './output-capper.js'
+import { appendOutputLinks, bashResult, progressMessage } from './bash-result.js'
+import { changedOutputs, snapshotOutputs } from './outputs-snapshot.js'
+
+/** §3.3: the whole result stays ≤ 32,000 chars; room is left for the transport's lenient note. */
+const RESULT_LIMIT = 32_000
+const NOTE_RESERVE = 600
+/** The first progress notification comes early so clients show liveness at once (the spec's floor is 15 s). */
+export const FIRST_PROGRESS_MS = 1000
+const EXEC_ENV = { PAGER: 'cat', GIT_PAGER: 'cat', DEBIAN_FRONTEND: 'noninteractive' }
+
+/**
+ * Sends progress at ~1 s, then at every multiple of the interval; `progress` is the elapsed whole
+ * seconds and never repeats. Returns the stop function.
+ */
+export function startProgress (ctx: Pick<ToolCallContext, 'progress'>, intervalS: number, totalS: number,
+  message: (elapsedS: number) => string, firstMs = FIRST_PROGRESS_MS): () => void {
+  const started = Date.now()
+  const intervalMs = intervalS * 1000
+  let last = 0
+  let stopped = false
+  let timer: NodeJS.Timeout | undefined
+  const schedule = (): void => {
+    const elapsedMs = Date.now() - started
+    const next = (Math.floor(elapsedMs / intervalMs) + 1) * intervalMs
+    timer = setTimeout(tick, next - elapsedMs + 5)
+    timer.unref()
+  }
+  const tick = (): void => {
+    if (stopped) return
+    const elapsed = Math.floor((Date.now() - started) / 1000)
+    if (elapsed > last) {
+      last = elapsed
+      ctx.progress(elapsed, totalS, message(elapsed)).catch(() => {})
+    }
+    schedule()
+  }
+  timer = setTimeout(tick, firstMs)
+  timer.unref()
+  return () => { stopped = true; clearTimeout(timer) }
+}
+
+export function createBashTool (deps: WorkspaceDeps, settings: WorkspaceSettings): ToolDefinition<typeof BashToolInput> {
+  const T = settings.commandTimeoutS
+  const limit = Math.max(RESULT_LIMIT, settings.maxOutputChars + 2000) - NOTE_RESERVE
+  return {
+    name: 'bash_tool',
+    order: 10,
+    description: 'Run a bash command in this chat\'s own Linux sandbox, as user assistant in /home/assistant ' +
+      `(files there persist between calls). stdout and stderr come back together. Commands stop after ${T} seconds: ` +
+      'start longer jobs in the background with their output redirected (nohup cmd > /tmp/job.log 2>&1 &) and check ' +
+      `on them later. Output over ${settings.maxOutputChars} characters keeps only its beginning and end, so filter ` +
+      'it with head, tail or grep. Exit status 1 of grep, rg, find, diff and test is reported as information, not ' +
+      'as a failure. Files written to /mnt/user-data/outputs are published, and their links are listed after the output.',
+    inputSchema: BashToolInput,
+    annotations: { title: 'Run a command', readOnlyHint: false, destructiveHint: true, openWorldHint: true },
+    handler: async (args, ctx) => await inSandbox(deps, settings, ctx, async () => {
+      const outputsDir = deps.outputsDir(ctx.chatId)
+      const before = await snapshotOutputs(outputsDir)
+      const capper = createOutputCapper(settings.maxOutputChars)
+      const stop = ctx.wantsProgress
+        ? startProgress(ctx, settings.progressIntervalS, T, s => progressMessage(args.description, args.command, s, capper.recent(2000)))
+        : () => {}
+      let outcome
+      try {
+        outcome = await deps.sandbox.runCommand(ctx.chatId, args.command, {
+          env: EXEC_ENV,
+          timeoutMs: T * 1000,
+          signal: ctx.signal,
+          onOutput: text => capper.push(text)
+        })
+      } finally {
+        stop()
+      }
+      const output = capper.finish()
+      const result = bashResult({ command: args.command, exitCode: outcome.exitCode, timedOut: outcome.timedOut, output: output.text, timeoutSeconds: T })
+      if (result.isError === true || before === undefined) return result
+      const after = await snapshotOutputs(outputsDir)
+      if (after === undefined) return result
+      const links = changedOutputs(before, after).map((rel): [string, string] => [rel, deps.links.fileUrl(ctx.chatId, rel)])
+      const block = result.content[0]
+      if (links.length === 0 || block?.type !== 'text') return result
+      return { ...result, content: [{ type: 'text', text: appendOutputLinks(block.text, links, limit) }] }
+    })
+  }
+}

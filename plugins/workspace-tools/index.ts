@@ -1,0 +1,24 @@
+import fp from 'fastify-plugin'
+import type { FastifyPluginAsync } from 'fastify'
+import { parseOptions } from '../../core/config.js'
+import { chatPaths } from '../../core/chat-paths.js'
+import { WorkspaceToolsOptions } from './schemas.js'
+import { createWorkspaceTools } from './service.js'
+
+/** bash_tool, view, create_file and str_replace (surface.md §3.1–3.6), run in the chat's sandbox. */
+const workspaceTools: FastifyPluginAsync<WorkspaceToolsOptions> = async (fastify, raw) => {
+  const opts = parseOptions(WorkspaceToolsOptions, raw, 'workspace-tools')
+  const deps = {
+    sandbox: fastify.sandbox,
+    links: fastify.links,
+    outputsDir: (chatId: string) => chatPaths(opts.dataDir, chatId).outputs
+  }
+  for (const tool of createWorkspaceTools(deps, opts)) fastify.mcp.addTool(tool)
+}
+
+export default fp(workspaceTools, {
+  name: 'workspace-tools',
+  fastify: '5.x',
+  dependencies: ['mcp-transport', 'sandbox-docker', 'capabilities'],
+  decorators: { fastify: ['mcp', 'sandbox', 'links'] }
+})

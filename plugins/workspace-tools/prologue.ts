@@ -1,0 +1,39 @@
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js'
+import type { ToolCallContext } from '../mcp-transport/types.js'
+import { cutTo } from './text.js'
+import { createSandboxFiles, type SandboxFiles } from './sandbox-files.js'
+import type { WorkspaceDeps, WorkspaceSettings } from './types.js'
+
+const MAX_ERROR_CHARS = 2000
+
+/** An isError result with one text block beginning `Error:` (§3.1 item 6), at most 2,000 chars. */
+export function errorResult (text: string): CallToolResult {
+  const body = text.startsWith('Error:') ? text : `Error: ${text}`
+  return { isError: true, content: [{ type: 'text', text: cutTo(body, MAX_ERROR_CHARS) }] }
+}
+
+export const textResult = (text: string): CallToolResult => ({ content: [{ type: 'text', text }] })
+
+/** The call's sandbox handle: I/O helpers bound to the chat, bounded by COMMAND_TIMEOUT. */
+export interface SandboxCall { files: SandboxFiles }
+
+/**
+ * Prologue of every tool (§3.1 item 5): hold a lease for the whole call so the idle reaper never stops
+ * the sandbox under it, ensure the sandbox within CONTAINER_CREATE_TIMEOUT, then run. Our own coded
+ * failures become `Error: …` results here; SANDBOX_* errors are shaped the same way by the transport.
+ */
+export async function inSandbox (deps: WorkspaceDeps, settings: WorkspaceSettings, ctx: ToolCallContext,
+  run: (call: SandboxCall) => Promise<CallToolResult>): Promise<CallToolResult> {
+  const release = deps.sandbox.lease(ctx.chatId)
+  try {
+    await deps.sandbox.ensure(ctx.chatId, { user: ctx.user, timeoutMs: settings.createTimeoutS * 1000 })
+    const files = createSandboxFiles({ sandbox: deps.sandbox, chatId: ctx.chatId, signal: ctx.signal, timeoutS: settings.commandTimeoutS })
+    return await run({ files })
+  } catch (err) {
+    const e = err as { code?: unknown, message?: unknown }
+    if (typeof e?.code === 'string' && e.code.startsWith('WORKSPACE_') && typeof e.message === 'string') return errorResult(e.message)
+    throw err
+  } finally {
+    release()
+  }
+}

@@ -1,0 +1,137 @@
+import type { ExecOptions, ExecResult, SandboxService } from '../sandbox-docker/types.js'
+import { WORKSPACE_EXEC_TIMEOUT, WORKSPACE_FAILED, WORKSPACE_SANDBOX_STOPPED } from './errors.js'
+import { IMAGE_MAX_PIXELS, IMAGE_MAX_SIDE, IMAGE_SCRIPT } from './image-script.js'
+import { listingArgv } from './listing.js'
+
+/*
+ * File I/O inside the chat's sandbox, always as user `assistant`. Paths travel only as argv elements
+ * (after `--`, or as "$1" of a constant script) and content only through stdin/stdout: no user string
+ * is ever interpolated into shell text (surface.md §3.4 deviation).
+ */
+
+export type FileKind = 'file' | 'dir' | 'fifo' | 'socket' | 'char' | 'block' | 'other'
+export interface FileStat { kind: FileKind, size: number }
+
+const KINDS: Record<number, FileKind> = { 0o100000: 'file', 0o040000: 'dir', 0o010000: 'fifo', 0o140000: 'socket', 0o020000: 'char', 0o060000: 'block' }
+
+/** Writes stdin to "$1" atomically: temp file in the same directory, mode of the old file kept, then rename. */
+const WRITE_SCRIPT = `
+target=$1
+if [ -L "$target" ]; then
+  resolved=$(readlink -f -- "$target") && [ -n "$resolved" ] && target=$resolved
+fi
+if [ -d "$target" ]; then echo "cubicle: is a directory" >&2; exit 3; fi
+dir=$(dirname -- "$target")
+mkdir -p -- "$dir" || exit 4
+existed=0
+[ -e "$target" ] && existed=1
+if ! tmp=$(mktemp -- "$dir/.cubicle-write.XXXXXXXX"); then
+  # The directory refuses new files; an existing writable file can still be rewritten in place.
+  if [ "$existed" = 1 ] && [ -w "$target" ]; then cat > "$target" || exit 5; echo "$existed"; exit 0; fi
+  exit 5
+fi
+trap 'rm -f -- "$tmp"' EXIT
+cat > "$tmp" || exit 5
+if [ "$existed" = 1 ]; then chmod --reference="$target" -- "$tmp" 2>/dev/null || true; else chmod 0644 -- "$tmp"; fi
+mv -f -- "$tmp" "$target" || exit 5
+trap - EXIT
+echo "$existed"
+`
+
+/** The reason part of a coreutils message: `mkdir: cannot create directory '/x': Permission denied` → `Permission denied`. */
+export function errorReason (stderr: string): string {
+  const line = stderr.trim().split('\n').filter(l => l.trim() !== '').pop() ?? ''
+  const reason = line.slice(line.lastIndexOf(': ') + 2).trim()
+  return reason === '' ? 'unknown error' : reason.slice(0, 300)
+}
+
+const isMissing = (stderr: string): boolean => /No such file or directory|Not a directory/.test(stderr)
+
+export interface SandboxFiles {
+  /** undefined when nothing exists at path (a dangling symlink counts as missing). */
+  stat (path: string): Promise<FileStat | undefined>
+  readHead (path: string, bytes: number): Promise<Buffer>
+  readTail (path: string, bytes: number): Promise<Buffer>
+  /** Lines start..stop (1-based, inclusive) through sed, at most maxBytes of them. */
+  readLines (path: string, start: number, stop: number, maxBytes: number): Promise<Buffer>
+  /** Number of newline characters (wc -l). */
+  countNewlines (path: string): Promise<number>
+  /** Returns true when an existing file was replaced. Rejects WORKSPACE_FAILED with the reason. */
+  write (path: string, content: Buffer): Promise<boolean>
+  list (dir: string): Promise<{ out: string, incomplete: boolean }>
+  convertImage (path: string): Promise<ExecResult>
+}
+
+export interface SandboxFilesDeps {
+  sandbox: SandboxService
+  chatId: string
+  signal: AbortSignal
+  timeoutS: number
+}
+
+export function createSandboxFiles ({ sandbox, chatId, signal, timeoutS }: SandboxFilesDeps): SandboxFiles {
+  const run = async (what: string, argv: string[], opts: ExecOptions = {}): Promise<ExecResult> => {
+    const result = await sandbox.exec(chatId, argv, {
+      ...opts,
+      env: { LC_ALL: 'C.UTF-8' },
+      timeoutMs: timeoutS * 1000,
+      signal
+    })
+    if (result.cancelled) throw new WORKSPACE_FAILED(`${what} was cancelled`)
+    if (result.timedOut) throw new WORKSPACE_EXEC_TIMEOUT(what, timeoutS)
+    if (result.exitCode === null) throw new WORKSPACE_SANDBOX_STOPPED(what)
+    return result
+  }
+
+  const read = async (path: string, argv: string[], bytes: number): Promise<Buffer> => {
+    const result = await run('read', argv, { maxBytes: bytes })
+    if (result.exitCode !== 0) {
+      const stderr = result.stderr.toString('utf8')
+      if (isMissing(stderr)) throw new WORKSPACE_FAILED(`path not found: ${path}`)
+      throw new WORKSPACE_FAILED(`cannot read ${path}: ${errorReason(stderr)}`)
+    }
+    return result.stdout
+  }
+
+  return {
+    async stat (path) {
+      const result = await run('stat', ['stat', '-L', '--printf', '%f %s', '--', path])
+      const stderr = result.stderr.toString('utf8')
+      if (result.exitCode !== 0) {
+        if (isMissing(stderr)) return undefined
+        throw new WORKSPACE_FAILED(`cannot access ${path}: ${errorReason(stderr)}`)
+      }
+      const [mode, size] = result.stdout.toString('utf8').trim().split(' ')
+      const kind = KINDS[parseInt(mode ?? '0', 16) & 0o170000] ?? 'other'
+      return { kind, size: Number(size) || 0 }
+    },
+    readHead: async (path, bytes) => await read(path, ['head', '-c', String(bytes), '--', path], bytes),
+    readTail: async (path, bytes) => await read(path, ['tail', '-c', String(bytes), '--', path], bytes),
+    // Only integers reach the sed script; the path is "$1".
+    readLines: async (path, start, stop, maxBytes) => await read(path,
+      ['sh', '-c', 'sed -n "$2,$3p;$3q" -- "$1" | head -c "$4"', 'sh', path, String(start), String(stop), String(maxBytes)], maxBytes),
+    async countNewlines (path) {
+      const out = await read(path, ['wc', '-l', '--', path], 64 * 1024)
+      return parseInt(out.toString('utf8').trim(), 10) || 0
+    },
+    async write (path, content) {
+      const result = await run('write', ['sh', '-c', WRITE_SCRIPT, 'sh', path], { stdin: content, maxBytes: 64 * 1024 })
+      if (result.exitCode === 0) return result.stdout.toString('utf8').trim() === '1'
+      const stderr = result.stderr.toString('utf8')
+      if (result.exitCode === 3) throw new WORKSPACE_FAILED(`${path} is a directory; give a file path`)
+      throw new WORKSPACE_FAILED(`cannot write ${path}: ${errorReason(stderr)}`)
+    },
+    async list (dir) {
+      const maxBytes = 8 * 1024 * 1024
+      const result = await run('listing', listingArgv(dir), { maxBytes })
+      const stderr = result.stderr.toString('utf8')
+      // find exits 1 when some entries were unreadable but still prints the rest.
+      if (result.exitCode !== 0 && result.stdout.length === 0 && stderr !== '') {
+        throw new WORKSPACE_FAILED(`cannot list ${dir}: ${errorReason(stderr)}`)
+      }
+      return { out: result.stdout.toString('utf8'), incomplete: result.truncated }
+    },
+    convertImage: async path => await run('image conversion',
+      ['python3', '-c', IMAGE_SCRIPT, path, String(IMAGE_MAX_PIXELS), String(IMAGE_MAX_SIDE)], { maxBytes: 16 * 1024 * 1024 })
+  }
+}

@@ -1,0 +1,120 @@
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js'
+import type { ToolDefinition } from '../mcp-transport/types.js'
+import type { LinkService } from '../capabilities/types.js'
+import { ViewInput } from './schemas.js'
+import type { WorkspaceDeps, WorkspaceSettings } from './types.js'
+import { errorResult, inSandbox, textResult } from './prologue.js'
+import type { FileKind, SandboxFiles } from './sandbox-files.js'
+import { outputsRelative, resolveSandboxPath } from './paths.js'
+import { binaryFileError, hasBinaryExtension, hasImageMagic, isImagePath, knownBinaryHint, looksBinary } from './file-kinds.js'
+import { IMAGE_MAX_BYTES, RESIZE_HINT, imageErrorText, parseImageReport } from './image-script.js'
+import { formatListing, parseListing } from './listing.js'
+import { checkRange, rangeBeyondEnd, renderNumbered, splitLines, viewText, type ViewRange } from './view-text.js'
+import { humanSize } from './text.js'
+
+/** The most of a file the server ever holds (§3.4). */
+export const READ_MAX_BYTES = 16 * 1024 * 1024
+/** Larger files are shown from separate head and tail reads. */
+const PART_BYTES = 256 * 1024
+
+const SPECIAL: Partial<Record<FileKind, string>> = { fifo: 'a named pipe (FIFO)', socket: 'a socket', char: 'a character device', block: 'a block device', other: 'not a regular file' }
+const utf8 = new TextDecoder('utf-8')
+
+/** view_range given as a JSON string ("[1,20]", "null") or with numeric-string items becomes a real array. */
+export function prepareViewArgs (args: Record<string, unknown>): Record<string, unknown> {
+  let range = args.view_range
+  if (typeof range === 'string') {
+    const trimmed = range.trim()
+    if (trimmed === '' || trimmed === 'null') range = null
+    else {
+      try { range = JSON.parse(trimmed) } catch { /* left as is: validation reports it */ }
+    }
+  }
+  if (Array.isArray(range)) range = range.map(v => typeof v === 'string' && /^\s*-?\d+\s*$/.test(v) ? Number(v) : v)
+  return { ...args, view_range: range }
+}
+
+interface ViewCall { files: SandboxFiles, links: LinkService, chatId: string, maxChars: number }
+
+async function viewImage (path: string, size: number, c: ViewCall): Promise<CallToolResult> {
+  if (size > IMAGE_MAX_BYTES) {
+    return errorResult(`Error: image ${path} is too large to view (${humanSize(size)}; the limit is 50 MiB). ${RESIZE_HINT}`)
+  }
+  const result = await c.files.convertImage(path)
+  const report = parseImageReport(result.stderr.toString('utf8'))
+  if (result.exitCode !== 0 || report === undefined || 'error' in report || result.stdout.length === 0) {
+    return errorResult(imageErrorText(path, report !== undefined && 'error' in report ? report : undefined, size))
+  }
+  const rel = outputsRelative(path)
+  const url = rel === undefined ? '' : `\nPublic URL: ${c.links.fileUrl(c.chatId, rel)}`
+  const text = `Image: ${path} (original ${report.width}x${report.height} px, delivered as ${report.outWidth}x${report.outHeight} px JPEG)${url}`
+  return { content: [{ type: 'text', text }, { type: 'image', mimeType: 'image/jpeg', data: result.stdout.toString('base64') }] }
+}
+
+/** Files above 16 MiB: a range via sed, or the first and last lines from separate reads with real numbers. */
+async function viewLargeText (path: string, size: number, headBytes: Buffer, range: ViewRange | null, c: ViewCall): Promise<CallToolResult> {
+  const newlines = await c.files.countNewlines(path)
+  const lastByte = await c.files.readTail(path, 1)
+  const lineCount = newlines + (lastByte.length === 1 && lastByte[0] !== 0x0a ? 1 : 0)
+  const facts = { bytes: size, lineCount }
+  if (range !== null) {
+    const [start, end] = range
+    if (start > lineCount) return errorResult(rangeBeyondEnd(range, lineCount))
+    const stop = end === -1 ? lineCount : Math.min(end, lineCount)
+    const lines = splitLines(utf8.decode(await c.files.readLines(path, start, stop, READ_MAX_BYTES)))
+    return textResult(renderNumbered({ first: start, lines }, facts, c.maxChars))
+  }
+  const head = splitLines(utf8.decode(headBytes))
+  const tailText = utf8.decode(await c.files.readTail(path, PART_BYTES))
+  // The tail read starts inside a line: drop that partial line.
+  const tailLines = splitLines(tailText.slice(tailText.indexOf('\n') + 1))
+  return textResult(renderNumbered({ first: 1, lines: head }, facts, c.maxChars, { first: lineCount - tailLines.length + 1, lines: tailLines }))
+}
+
+async function viewFile (path: string, size: number, range: ViewRange | null, c: ViewCall): Promise<CallToolResult> {
+  if (isImagePath(path)) return await viewImage(path, size, c)
+  const hint = knownBinaryHint(path)
+  if (hint !== undefined) return errorResult(hint)
+  if (hasBinaryExtension(path)) return errorResult(binaryFileError(path, size))
+  if (size === 0) return textResult('[Empty file]')
+  const content = await c.files.readHead(path, size > READ_MAX_BYTES ? PART_BYTES : READ_MAX_BYTES)
+  if (hasImageMagic(content)) return await viewImage(path, size, c)
+  if (looksBinary(content)) return errorResult(binaryFileError(path, size))
+  if (size > READ_MAX_BYTES) return await viewLargeText(path, size, content, range, c)
+  const view = viewText(utf8.decode(content), content.length, range, c.maxChars)
+  return 'error' in view ? errorResult(view.error) : textResult(view.text)
+}
+
+export function createViewTool (deps: WorkspaceDeps, settings: WorkspaceSettings): ToolDefinition<typeof ViewInput> {
+  return {
+    name: 'view',
+    order: 20,
+    description: 'Look at a file or directory in the sandbox. Text files come back with line numbers (like cat -n); ' +
+      'pass view_range to read part of a long file, and note that output over ' +
+      `${settings.maxOutputChars} characters keeps only its beginning and end. Directories are listed two levels deep. ` +
+      'Images (PNG, JPEG, GIF, WebP, BMP) are returned as pictures you can see. Office documents, PDFs and archives ' +
+      'are not displayed; the error names the skill or command to use instead.',
+    inputSchema: ViewInput,
+    annotations: { title: 'View a file or directory', readOnlyHint: true, openWorldHint: false },
+    prepare: prepareViewArgs,
+    handler: async (args, ctx) => {
+      const resolved = resolveSandboxPath(args.path)
+      if ('error' in resolved) return errorResult(resolved.error)
+      const range = (args.view_range ?? null) as ViewRange | null
+      const bad = range === null ? undefined : checkRange(range)
+      if (bad !== undefined) return errorResult(bad)
+      const { path } = resolved
+      return await inSandbox(deps, settings, ctx, async ({ files }) => {
+        const st = await files.stat(path)
+        if (st === undefined) return errorResult(`Error: path not found: ${path}`)
+        const call: ViewCall = { files, links: deps.links, chatId: ctx.chatId, maxChars: settings.maxOutputChars }
+        if (st.kind === 'dir') {
+          const { out, incomplete } = await files.list(path)
+          return textResult(formatListing(path, parseListing(out), incomplete))
+        }
+        if (st.kind === 'file') return await viewFile(path, st.size, range, call)
+        return errorResult(`Error: cannot view ${path}: it is ${SPECIAL[st.kind] ?? 'not a regular file'}; only regular files and directories can be viewed`)
+      })
+    }
+  }
+}
