@@ -1,0 +1,56 @@
+import t from 'tap'
+import { chatKey, normalizeChatId } from '../../core/chat-id.js'
+import { cleanUserName, readUser, resolveMcpChat, validEmail } from '../../core/identity.js'
+import { chatPaths } from '../../core/chat-paths.js'
+
+t.test('chat ids: the accepted, normalised and rejected tables of §1.3', async t => {
+  for (const ok of ['default', 'abc123', 'my-session-123', 'local:9fz_x-1', 'n8n_42', 'a'.repeat(64)]) t.equal(normalizeChatId(ok), ok, ok)
+  t.equal(normalizeChatId('A1B2C3D4-E5F6-7890-ABCD-EF1234567890'), 'a1b2c3d4-e5f6-7890-abcd-ef1234567890')
+  t.equal(normalizeChatId('  my-chat  '), 'my-chat')
+  t.equal(normalizeChatId('\tmy-chat\n'), 'my-chat')
+  for (const bad of ['', '   ', '..x', 'a/b', 'a\\b', 'a b', 'a.b', '-abc', '_x', 'chat\u0000id', 'é', 'ｆｕｌｌ', '\u00a0x', 'a'.repeat(65), '%2e%2e', 'x\ny']) {
+    t.equal(normalizeChatId(bad), null, JSON.stringify(bad))
+  }
+})
+
+t.test('chat key is the first 32 hex chars of sha256 and distinct ids never collide into one name', async t => {
+  t.equal(chatKey('default'), '37a8eec1ce19687d132fe29051dca629')
+  t.not(chatKey('a-b'), chatKey('a_b'))
+  const paths = chatPaths('/data', 'Some-Chat'.toLowerCase())
+  t.equal(paths.dir, `/data/chats/${chatKey('some-chat')}`)
+  t.notMatch(paths.uploads, /some-chat/)
+})
+
+t.test('user headers: email validation, name decoding, aliases and credentials', async t => {
+  t.equal(validEmail('a@b.c'), 'a@b.c')
+  for (const bad of ['a@@b', 'a b@c', '<a@b>', 'ab', '@b', 'a@', `${'x'.repeat(250)}@b.cd`, "o'neil@x.y"]) t.equal(validEmail(bad), undefined, bad)
+  t.equal(cleanUserName('J%C3%BCrgen%20M'), 'Jürgen M')
+  t.equal(cleanUserName('100%'), '100%', 'invalid percent-encoding kept as is')
+  t.equal(cleanUserName('a\u0007b'), 'ab')
+  t.equal(cleanUserName('x'.repeat(300))?.length, 128)
+  const user = readUser({
+    'x-openwebui-user-email': ' ann@example.com ',
+    'x-gitlab-host': 'GitLab.Example.com:8443',
+    'x-anthropic-base-url': 'https://evil.example',
+    'x-mcp-tokens-url': 'https://evil.example',
+    'x-mcp-servers': 'github, Jira,bad name,github,-x'
+  })
+  t.equal(user.email, 'ann@example.com')
+  t.equal(user.credentials.gitlabHost, 'gitlab.example.com:8443')
+  t.equal(user.credentials.anthropicBaseUrl, undefined, 'a client URL is ignored without a client key')
+  t.equal(user.credentials.mcpTokensUrl, undefined)
+  t.same(user.mcpServers, ['github', 'jira'])
+  const withKey = readUser({ 'x-anthropic-api-key': 'sk', 'x-anthropic-base-url': 'https://gw.example/v1', 'x-user-email': 'bad email' })
+  t.equal(withKey.credentials.anthropicBaseUrl, 'https://gw.example/v1')
+  t.equal(withKey.emailRejected, true)
+  t.equal(readUser({ 'x-gitlab-host': 'bad host/x' }).credentials.gitlabHost, undefined)
+})
+
+t.test('SINGLE_USER_MODE resolution: absence decides, not the value', async t => {
+  t.same(resolveMcpChat({}, 'lenient'), { kind: 'chat', chatId: 'default', lenientNote: true })
+  t.same(resolveMcpChat({ 'x-chat-id': 'default' }, 'lenient'), { kind: 'chat', chatId: 'default', lenientNote: false })
+  t.same(resolveMcpChat({}, 'false'), { kind: 'missing' })
+  t.same(resolveMcpChat({ 'x-chat-id': 'default' }, 'false'), { kind: 'chat', chatId: 'default', lenientNote: false })
+  t.same(resolveMcpChat({ 'x-chat-id': 'a/b' }, 'true'), { kind: 'chat', chatId: 'default', lenientNote: false })
+  t.equal(resolveMcpChat({ 'x-chat-id': 'a/b' }, 'lenient').kind, 'invalid')
+})
