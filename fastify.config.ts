@@ -7,6 +7,7 @@ import type { AppConfig } from './core/config.js'
 import { entry, type Entry } from './core/app.js'
 import mcpTransport from './plugins/mcp-transport/index.js'
 import capabilities from './plugins/capabilities/index.js'
+import promptRender from './plugins/prompt-render/index.js'
 import files from './plugins/files/index.js'
 import docs from './plugins/docs/index.js'
 
@@ -28,7 +29,14 @@ export default function manifest (config: AppConfig): Entry[] {
     }),
     // @sandbox-docker
     // @workspace-tools
-    // @prompt-render
+    entry(promptRender, {
+      singleUserMode: config.singleUserMode,
+      skillsDir: config.SKILLS_DIR,
+      includeExamples: config.SKILLS_INCLUDE_EXAMPLES,
+      commandTimeoutSeconds: config.COMMAND_TIMEOUT,
+      subagentCli: config.subagentCli,
+      networkEnabled: config.ENABLE_NETWORK
+    }),
     // @tiers
     // @uploads
     entry(files, { dataDir: config.DATA_DIR, archiveMaxBytes: config.ARCHIVE_MAX_BYTES, frameAncestors: config.FRAME_ANCESTORS }),
