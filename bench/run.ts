@@ -1,0 +1,157 @@
+/*
+ * npm run bench — speed and memory, as ratios against baselines measured in the same run on the
+ * same machine (timings here are noisy; ratios are what we track). Needs a Docker engine and the
+ * sandbox image. Starts the real server as a child process on 127.0.0.1 and talks MCP to it with the
+ * official SDK client; the baselines use dockerode directly against the same daemon and image.
+ *
+ *   (a) bash_tool `echo` round trip over HTTP  ÷ raw exec in the same container       goal ≤ 1.15
+ *   (b) new chat's first bash_tool result      ÷ raw create + start + exec             goal ≤ 1.3
+ *   (c) 50 chats × 10 calls concurrently: errors (0), containers (50), p50/p99, server RSS
+ *   (d) MCP tools/list round trip              ÷ GET /health round trip                (protocol overhead)
+ */
+import { spawn, type ChildProcess } from 'node:child_process'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import Docker from 'dockerode'
+import { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
+
+const root = fileURLToPath(new URL('..', import.meta.url))
+const IMAGE = process.env.DOCKER_IMAGE ?? 'computer-use-sandbox:latest'
+const PREFIX = `bench${process.pid % 10000}`
+const PORT = 18000 + (process.pid % 1000)
+const BASE = `http://127.0.0.1:${PORT}`
+const docker = new Docker()
+
+const median = (xs: number[]): number => { const s = [...xs].sort((a, b) => a - b); return s[Math.floor(s.length / 2)] ?? NaN }
+const pct = (xs: number[], p: number): number => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor(s.length * p))] ?? NaN }
+const ms = (n: number): string => `${n.toFixed(1)} ms`
+const now = (): number => performance.now()
+
+function rssMiB (pid: number): number {
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))
+  return Number(m?.[1] ?? 0) / 1024
+}
+
+async function startServer (dataDir: string): Promise<ChildProcess> {
+  const child = spawn(process.execPath, ['--import=tsx', 'core/server.ts'], {
+    cwd: root,
+    stdio: ['ignore', 'ignore', 'inherit'],
+    env: { ...process.env, PORT: String(PORT), HOST: '127.0.0.1', DATA_DIR: dataDir, SANDBOX_PREFIX: PREFIX, LOG_LEVEL: 'warn', MAX_RUNNING_SANDBOXES: '0', DOCKER_IMAGE: IMAGE, PUBLIC_BASE_URL: BASE }
+  })
+  for (let i = 0; i < 100; i++) {
+    try { if ((await fetch(`${BASE}/health`)).ok) return child } catch {}
+    await new Promise(resolve => setTimeout(resolve, 200))
+  }
+  child.kill()
+  throw new Error('server did not start')
+}
+
+async function client (chatId: string): Promise<Client> {
+  const c = new Client({ name: 'bench', version: '0' })
+  await c.connect(new StreamableHTTPClientTransport(new URL('/mcp', BASE), { requestInit: { headers: { 'X-Chat-Id': chatId } } }))
+  return c
+}
+
+async function bash (c: Client, command: string): Promise<string> {
+  const r = await c.callTool({ name: 'bash_tool', arguments: { command, description: 'bench' } }) as { isError?: boolean, content: Array<{ text?: string }> }
+  if (r.isError === true) throw new Error(r.content[0]?.text ?? 'tool error')
+  return r.content[0]?.text ?? ''
+}
+
+async function rawExec (container: Docker.Container, cmd: string[]): Promise<void> {
+  const exec = await container.exec({ Cmd: cmd, AttachStdout: true, AttachStderr: true, User: 'assistant' })
+  const stream = await exec.start({ hijack: true, stdin: false })
+  await new Promise<void>((resolve, reject) => { stream.on('end', resolve); stream.on('error', reject); stream.resume() })
+  await exec.inspect()
+}
+
+async function cleanup (): Promise<void> {
+  const containers = await docker.listContainers({ all: true, filters: { label: [`cu.prefix=${PREFIX}`] } })
+  const raw = await docker.listContainers({ all: true, filters: { label: [`bench-raw=${PREFIX}`] } })
+  await Promise.all([...containers, ...raw].map(async c => await docker.getContainer(c.Id).remove({ force: true }).catch(() => {})))
+  const { Volumes } = await docker.listVolumes({ filters: { label: [`cu.prefix=${PREFIX}`] } })
+  await Promise.all((Volumes ?? []).map(async v => await docker.getVolume(v.Name).remove().catch(() => {})))
+  await docker.getNetwork(`${PREFIX}-sandboxes`).remove().catch(() => {})
+}
+
+async function main (): Promise<void> {
+  await docker.ping()
+  const dataDir = mkdtempSync(join(tmpdir(), 'cubicle-bench-'))
+  const server = await startServer(dataDir)
+  const results: string[] = []
+  try {
+    // (d) protocol overhead
+    const c0 = await client('bench-d')
+    const health: number[] = []
+    const list: number[] = []
+    for (let i = 0; i < 200; i++) {
+      let t0 = now(); await fetch(`${BASE}/health`).then(async r => await r.text()); health.push(now() - t0)
+      t0 = now(); await c0.listTools(); list.push(now() - t0)
+    }
+    results.push(`(d) tools/list ${ms(median(list))} ÷ /health ${ms(median(health))} = ${(median(list) / median(health)).toFixed(2)}`)
+
+    // (a) warm round trip vs raw exec in the same container
+    const ca = await client('bench-a')
+    await bash(ca, 'true')
+    const container = docker.getContainer((await docker.listContainers({ filters: { label: [`cu.prefix=${PREFIX}`, 'cu.chat-id=bench-a'] } }))[0]!.Id)
+    const viaMcp: number[] = []
+    const viaRaw: number[] = []
+    for (let i = 0; i < 40; i++) {
+      let t0 = now(); await bash(ca, 'echo hi'); viaMcp.push(now() - t0)
+      t0 = now(); await rawExec(container, ['echo', 'hi']); viaRaw.push(now() - t0)
+    }
+    results.push(`(a) bash_tool echo ${ms(median(viaMcp))} ÷ raw exec ${ms(median(viaRaw))} = ${(median(viaMcp) / median(viaRaw)).toFixed(2)} (goal ≤ 1.15)`)
+
+    // (b) cold first call vs raw create + start + exec
+    const cold: number[] = []
+    const rawCold: number[] = []
+    for (let i = 0; i < 5; i++) {
+      const c = await client(`bench-b-${i}`)
+      let t0 = now(); await bash(c, 'echo first'); cold.push(now() - t0)
+      await c.close()
+      t0 = now()
+      const raw = await docker.createContainer({ Image: IMAGE, Cmd: ['sleep', 'infinity'], User: 'assistant', Labels: { 'bench-raw': PREFIX }, HostConfig: { Init: true, CapDrop: ['ALL'] } })
+      await raw.start()
+      await rawExec(raw, ['echo', 'first'])
+      rawCold.push(now() - t0)
+      await raw.remove({ force: true })
+    }
+    results.push(`(b) first bash_tool ${ms(median(cold))} ÷ raw create+start+exec ${ms(median(rawCold))} = ${(median(cold) / median(rawCold)).toFixed(2)} (goal ≤ 1.3)`)
+
+    // (c) 50 chats × 10 calls concurrently
+    const rssBefore = rssMiB(server.pid!)
+    let errors = 0
+    const latencies: number[] = []
+    let peakRss = rssBefore
+    const sampler = setInterval(() => { peakRss = Math.max(peakRss, rssMiB(server.pid!)) }, 200)
+    const t0 = now()
+    await Promise.all(Array.from({ length: 50 }, async (_, chat) => {
+      const c = await client(`bench-c-${chat}`)
+      for (let call = 0; call < 10; call++) {
+        const s = now()
+        try {
+          const out = await bash(c, `echo ${chat}-${call}`)
+          if (out !== `${chat}-${call}\n`) errors++
+        } catch { errors++ }
+        latencies.push(now() - s)
+      }
+      await c.close()
+    }))
+    clearInterval(sampler)
+    const wall = now() - t0
+    const created = (await docker.listContainers({ all: true, filters: { label: [`cu.prefix=${PREFIX}`] } }))
+      .filter(c => c.Labels['cu.chat-id']?.startsWith('bench-c-') === true).length
+    results.push(`(c) 50×10 calls in ${(wall / 1000).toFixed(1)} s: errors ${errors} (goal 0), containers ${created} (goal 50), p50 ${ms(pct(latencies, 0.5))}, p99 ${ms(pct(latencies, 0.99))}, server RSS ${rssBefore.toFixed(0)} → peak ${peakRss.toFixed(0)} MiB`)
+  } finally {
+    server.kill('SIGTERM')
+    await cleanup()
+    rmSync(dataDir, { recursive: true, force: true })
+  }
+  console.log('\nCubicle bench (same machine, same run)')
+  for (const line of results) console.log(line)
+}
+
+await main()
