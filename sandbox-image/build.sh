@@ -17,7 +17,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 TARGET=slim
 TAG=${DOCKER_IMAGE:-computer-use-sandbox:latest}
 LOCAL_BASE=cubicle-base:bookworm
-LOCAL_BASE_VERSION=2   # bump when make_local_base changes what it produces
+LOCAL_BASE_VERSION=3   # bump when make_local_base changes what it produces
 DEBIAN_MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 DEBIAN_SECURITY_MIRROR=${DEBIAN_SECURITY_MIRROR:-http://deb.debian.org/debian-security}
 
@@ -99,9 +99,13 @@ Suites: bookworm-security
 Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 SOURCES
-  # Trim what a container never needs: package caches and apt lists.
+  # Trim what a container never needs, as Debian's slim images do: package
+  # caches, apt lists, logs, docs (copyright files stay), man pages, translations.
   rm -rf "$dir"/var/cache/apt/archives/*.deb "$dir"/var/cache/apt/*.bin "$dir"/var/lib/apt/lists/* \
-         "$dir"/var/log/* "$dir"/debootstrap
+         "$dir"/var/log/* "$dir"/debootstrap "$dir"/usr/share/man/* "$dir"/usr/share/info/*
+  find "$dir"/usr/share/doc -mindepth 1 -not -type d -not -name copyright -delete
+  find "$dir"/usr/share/doc -mindepth 1 -type d -empty -delete
+  find "$dir"/usr/share/locale -mindepth 1 -maxdepth 1 -not -name locale.alias -exec rm -rf {} +
   say "importing rootfs as $LOCAL_BASE"
   tar -C "$dir" -c . | docker import \
     --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
