@@ -1,4 +1,4 @@
-import { numberLine } from './view-text.js'
+import { numberLine, splitLines } from './view-text.js'
 import { cutTo } from './text.js'
 
 /*
@@ -48,7 +48,7 @@ export function whitespaceInsensitiveLine (text: string, needle: string): number
 
 /** Up to `context` lines around the edited region, numbered with the real line numbers. */
 export function editSnippet (text: string, firstLine: number, lastLine: number, context = 4, maxLines = 40): string {
-  const lines = text.split('\n')
+  const lines = splitLines(text)
   const from = Math.max(1, firstLine - context)
   const to = Math.min(lines.length, lastLine + context, from + maxLines - 1)
   const out: string[] = []
@@ -82,5 +82,5 @@ export function replaceOnce (text: string, oldStr: string, newStr: string, path:
   const result = text.slice(0, at) + newStr + text.slice(at + oldStr.length)
   const line = lineAt(text, at)
   const newLines = newStr.split('\n').length - 1
-  return { ok: true, text: result, line, snippet: editSnippet(result, line, line + newLines) }
+  return { ok: true, text: result, line, snippet: result === '' ? '[Empty file]' : editSnippet(result, line, line + newLines) }
 }
