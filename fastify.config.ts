@@ -9,6 +9,7 @@ import mcpTransport from './plugins/mcp-transport/index.js'
 import capabilities from './plugins/capabilities/index.js'
 import promptRender from './plugins/prompt-render/index.js'
 import files from './plugins/files/index.js'
+import preview from './plugins/preview/index.js'
 import docs from './plugins/docs/index.js'
 
 export default function manifest (config: AppConfig): Entry[] {
@@ -40,7 +41,7 @@ export default function manifest (config: AppConfig): Entry[] {
     // @tiers
     // @uploads
     entry(files, { dataDir: config.DATA_DIR, archiveMaxBytes: config.ARCHIVE_MAX_BYTES, frameAncestors: config.FRAME_ANCESTORS }),
-    // @preview
+    entry(preview, { frameAncestors: config.FRAME_ANCESTORS }),
     entry(docs, { publicBaseUrl: config.publicBaseUrl, singleUserMode: config.singleUserMode })
   ]
 }

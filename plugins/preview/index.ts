@@ -1,0 +1,53 @@
+import { existsSync } from 'node:fs'
+import { fileURLToPath } from 'node:url'
+import fp from 'fastify-plugin'
+import fastifyStatic from '@fastify/static'
+import type { FastifyPluginAsync, FastifyReply } from 'fastify'
+import { parseOptions } from '../../core/config.js'
+import { PreviewOptions } from './schemas.js'
+import { VENDOR, packageDir } from './vendor.js'
+import routes from './routes.js'
+
+/** public/ beside this file (tsx) or, when running from dist/, the source tree's copy. */
+function defaultPublicDir (): string {
+  const here = fileURLToPath(new URL('./public/', import.meta.url))
+  if (existsSync(here)) return here
+  const fromDist = fileURLToPath(new URL('../../../plugins/preview/public/', import.meta.url))
+  if (existsSync(fromDist)) return fromDist
+  throw new Error('preview: front-end directory plugins/preview/public not found')
+}
+
+/**
+ * The preview page (surface.md §6.3 "Preview page", §7): GET /preview/{chat} serves an HTML shell with
+ * the chat's config; the single-page app and its npm-vendored libraries come from /static/* (public, no
+ * chat data). Agent content is shown only in sandboxed iframes or after DOMPurify.
+ */
+const preview: FastifyPluginAsync<PreviewOptions> = async (fastify, raw) => {
+  const opts = parseOptions(PreviewOptions, raw, 'preview')
+  const publicDir = opts.publicDir !== '' ? opts.publicDir : defaultPublicDir()
+  const nosniff = (reply: FastifyReply): void => { reply.header('X-Content-Type-Options', 'nosniff') }
+
+  await fastify.register(fastifyStatic, { root: publicDir, prefix: '/static/preview/', decorateReply: false, index: false, list: false, dotfiles: 'deny', setHeaders: nosniff })
+  for (const v of VENDOR) {
+    const allowed = new Set(v.files.map(f => `/${f}`))
+    await fastify.register(fastifyStatic, {
+      root: packageDir(v.pkg, import.meta.url),
+      prefix: `/static/vendor/${v.alias}/`,
+      decorateReply: false,
+      index: false,
+      list: false,
+      dotfiles: 'deny',
+      setHeaders: nosniff,
+      // Only the listed dist files: never a package's sources, tests or package.json.
+      allowedPath: pathName => allowed.has(pathName)
+    })
+  }
+  await fastify.register(routes, { frameAncestors: opts.frameAncestors })
+}
+
+export default fp(preview, {
+  name: 'preview',
+  fastify: '5.x',
+  dependencies: ['capabilities'],
+  decorators: { fastify: ['auth', 'links'] }
+})

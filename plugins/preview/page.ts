@@ -1,0 +1,67 @@
+import type { PreviewConfig } from './schemas.js'
+
+/** JSON safe inside a `<script>` block: `<`, `>`, `&`, U+2028 and U+2029 escaped (§6.3 preview item 2). */
+export function scriptJson (value: unknown): string {
+  return JSON.stringify(value)
+    .replace(/</g, '\\u003c').replace(/>/g, '\\u003e').replace(/&/g, '\\u0026')
+    .replace(/\u2028/g, '\\u2028').replace(/\u2029/g, '\\u2029')
+}
+
+const escapeHtml = (s: string): string =>
+  s.replace(/[&<>"']/g, c => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c] as string)
+
+/** The response CSP of the page (§6.3 preview item 5): no inline script, frames only from our origin. */
+export function pageCsp (frameAncestors: string): string {
+  return `default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; connect-src 'self'; frame-src 'self'; frame-ancestors ${frameAncestors}`
+}
+
+/**
+ * The HTML shell. Asset URLs are relative (`../static/…` from `/preview/{chat}`), so a reverse proxy that
+ * mounts the server below a path prefix keeps working. The config is data, not script: CSP never runs it.
+ */
+export function renderPage (config: PreviewConfig): string {
+  return `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="referrer" content="no-referrer">
+<title>Outputs · ${escapeHtml(config.chatId)}</title>
+<link rel="icon" href="../static/preview/favicon.svg" type="image/svg+xml">
+<link rel="stylesheet" href="../static/preview/app.css">
+<link rel="stylesheet" href="../static/vendor/highlight/styles/github.min.css" media="(prefers-color-scheme: light)">
+<link rel="stylesheet" href="../static/vendor/highlight/styles/github-dark.min.css" media="(prefers-color-scheme: dark)">
+</head>
+<body>
+<script type="application/json" id="config">${scriptJson(config)}</script>
+<div id="app" class="app" data-state="loading">
+  <header class="topbar">
+    <div class="brand"><span class="logo" aria-hidden="true"></span><span class="title">Outputs</span><code class="chat" id="chat-id"></code></div>
+    <div class="actions">
+      <span class="live" id="live" title="Refreshes automatically">live</span>
+      <a class="button primary" id="download-all" href="#" download aria-disabled="true">Download all</a>
+    </div>
+  </header>
+  <main class="layout">
+    <nav class="sidebar" aria-label="Output files">
+      <div class="sidebar-head"><span id="count">Loading…</span></div>
+      <ul class="file-list" id="file-list"></ul>
+    </nav>
+    <section class="viewer" id="viewer" aria-live="polite">
+      <div class="viewer-head" id="viewer-head" hidden>
+        <div class="viewer-title"><span class="viewer-icon" id="viewer-icon"></span><span id="viewer-name"></span><span class="muted" id="viewer-meta"></span></div>
+        <div class="actions">
+          <a class="button" id="open-file" href="#" target="_blank" rel="noopener noreferrer">Open</a>
+          <a class="button" id="download-file" href="#" download>Download</a>
+        </div>
+      </div>
+      <div class="preview" id="preview"></div>
+    </section>
+  </main>
+  <div class="banner" id="banner" hidden></div>
+</div>
+<script type="module" src="../static/preview/app.js"></script>
+</body>
+</html>
+`
+}

@@ -1,0 +1,177 @@
+// Preview single-page app: lists the chat's outputs (newest first), refreshes on its own and previews
+// the selected file. Every remote string reaches the DOM through textContent or after DOMPurify; agent
+// HTML only runs inside a sandboxed iframe without allow-same-origin (surface.md §6.3 preview item 4).
+import { badgeFor, renderPreview } from './renderers.js'
+
+const config = JSON.parse(document.getElementById('config').textContent)
+const POLL_VISIBLE_MS = 3000
+const POLL_HIDDEN_MS = 15000
+
+// The token stays in memory only: strip it from the address bar (and so from history and bookmarks).
+const here = new URL(window.location.href)
+if (here.searchParams.has('t')) {
+  here.searchParams.delete('t')
+  window.history.replaceState(null, '', here.pathname + here.search + here.hash)
+}
+
+const $ = id => document.getElementById(id)
+const app = $('app')
+const state = { files: [], selected: null, shown: null, signature: '', timer: null, failures: 0 }
+
+$('chat-id').textContent = config.chatId
+$('chat-id').title = `Chat ${config.chatId}`
+const archiveHref = `${config.filesBase}/archive`
+
+export function formatSize (bytes) {
+  if (bytes < 1024) return `${bytes} B`
+  const units = ['KB', 'MB', 'GB', 'TB']
+  let value = bytes
+  let unit = -1
+  do { value /= 1024; unit++ } while (value >= 1024 && unit < units.length - 1)
+  return `${value >= 10 ? value.toFixed(0) : value.toFixed(1)} ${units[unit]}`
+}
+
+function formatAge (seconds) {
+  const diff = Math.max(0, Date.now() / 1000 - seconds)
+  if (diff < 45) return 'just now'
+  if (diff < 3600) return `${Math.round(diff / 60)} min ago`
+  if (diff < 86400) return `${Math.round(diff / 3600)} h ago`
+  if (diff < 7 * 86400) return `${Math.round(diff / 86400)} d ago`
+  return new Date(seconds * 1000).toLocaleDateString()
+}
+
+const downloadHref = file => `${file.url}?download=1`
+
+function el (tag, props = {}, children = []) {
+  const node = document.createElement(tag)
+  for (const [key, value] of Object.entries(props)) {
+    if (key === 'text') node.textContent = value
+    else if (key === 'className') node.className = value
+    else if (key === 'dataset') Object.assign(node.dataset, value)
+    else node.setAttribute(key, value)
+  }
+  for (const child of children) node.append(child)
+  return node
+}
+
+function renderList () {
+  const list = $('file-list')
+  const total = state.files.length
+  $('count').textContent = total === 0 ? 'No files yet' : `${total} file${total === 1 ? '' : 's'}${state.truncated ? ' (newest shown)' : ''}`
+  const all = $('download-all')
+  all.href = total === 0 ? '#' : archiveHref
+  all.setAttribute('aria-disabled', total === 0 ? 'true' : 'false')
+  list.replaceChildren(...state.files.map(file => {
+    const dir = file.path.includes('/') ? file.path.slice(0, file.path.lastIndexOf('/')) : ''
+    const button = el('button', { type: 'button', className: 'file', title: file.path, dataset: { path: file.path, type: file.type } }, [
+      badgeFor(file),
+      el('span', { className: 'file-main' }, [
+        el('span', { className: 'file-name', text: file.name }),
+        el('span', { className: 'file-meta' }, [
+          dir === '' ? '' : el('span', { className: 'file-dir', text: `${dir}/ · ` }),
+          `${formatSize(file.size)} · `,
+          el('time', { datetime: new Date(file.modified * 1000).toISOString(), title: new Date(file.modified * 1000).toLocaleString(), text: formatAge(file.modified) })
+        ])
+      ]),
+      el('a', { className: 'file-download', href: downloadHref(file), download: file.name, title: `Download ${file.name}`, 'aria-label': `Download ${file.name}`, text: '⤓' })
+    ])
+    button.addEventListener('click', event => {
+      if (event.target.closest('a')) return
+      select(file.path)
+    })
+    const item = el('li', { dataset: { path: file.path } }, [button])
+    if (file.path === state.selected) item.classList.add('selected')
+    return item
+  }))
+}
+
+function showViewerHead (file) {
+  $('viewer-head').hidden = file === null
+  if (file === null) return
+  $('viewer-icon').replaceChildren(badgeFor(file))
+  $('viewer-name').textContent = file.path
+  $('viewer-meta').textContent = ` · ${formatSize(file.size)} · ${new Date(file.modified * 1000).toLocaleString()}`
+  $('open-file').href = file.url
+  $('download-file').href = downloadHref(file)
+  $('download-file').setAttribute('download', file.name)
+}
+
+function renderEmpty () {
+  showViewerHead(null)
+  state.shown = null
+  const target = $('preview')
+  target.dataset.type = 'empty'
+  target.replaceChildren(el('div', { className: 'empty' }, [
+    el('div', { className: 'empty-art', 'aria-hidden': 'true' }),
+    el('h2', { text: 'No outputs yet' }),
+    el('p', { text: 'Files the assistant saves to /mnt/user-data/outputs appear here automatically.' })
+  ]))
+}
+
+async function showSelected () {
+  const file = state.files.find(f => f.path === state.selected) ?? null
+  if (file === null) { renderEmpty(); return }
+  const key = `${file.path}|${file.size}|${file.modified}`
+  if (state.shown === key) return
+  state.shown = key
+  showViewerHead(file)
+  await renderPreview(file, $('preview'), { stillCurrent: () => state.shown === key, downloadHref: downloadHref(file) })
+}
+
+function select (path) {
+  state.selected = path
+  for (const item of $('file-list').children) item.classList.toggle('selected', item.dataset.path === path)
+  showSelected()
+}
+
+function banner (text) {
+  $('banner').hidden = text === ''
+  $('banner').textContent = text
+}
+
+async function refresh () {
+  try {
+    const res = await fetch(config.apiUrl, { cache: 'no-store', credentials: 'omit' })
+    if (res.status === 401 || res.status === 403) {
+      banner('This link has expired or is not valid. Ask the assistant for a fresh preview link.')
+      app.dataset.state = 'denied'
+      return false
+    }
+    if (!res.ok) throw new Error(`HTTP ${res.status}`)
+    const body = await res.json()
+    state.failures = 0
+    banner('')
+    const signature = JSON.stringify(body.files.map(f => [f.path, f.size, f.modified]))
+    if (signature !== state.signature || app.dataset.state === 'loading') {
+      state.signature = signature
+      state.files = body.files
+      state.truncated = body.truncated === true
+      if (state.selected === null || !state.files.some(f => f.path === state.selected)) state.selected = state.files[0]?.path ?? null
+      renderList()
+      await showSelected()
+    }
+    app.dataset.state = state.files.length === 0 ? 'empty' : 'ready'
+  } catch {
+    state.failures++
+    if (state.failures >= 2) banner('Connection lost. Retrying…')
+  }
+  return true
+}
+
+function schedule () {
+  clearTimeout(state.timer)
+  state.timer = setTimeout(async () => {
+    if (await refresh()) schedule()
+  }, document.hidden ? POLL_HIDDEN_MS : POLL_VISIBLE_MS)
+}
+
+document.addEventListener('visibilitychange', () => {
+  if (document.hidden) { schedule(); return }
+  clearTimeout(state.timer)
+  refresh().then(ok => { if (ok) schedule() })
+})
+$('download-all').addEventListener('click', event => {
+  if (state.files.length === 0) event.preventDefault()
+})
+
+refresh().then(ok => { if (ok) schedule() })

@@ -1,0 +1,28 @@
+import { existsSync } from 'node:fs'
+import { createRequire } from 'node:module'
+import { join } from 'node:path'
+
+/**
+ * Front-end libraries the preview page loads, each served from its npm package (no CDN, works air-gapped).
+ * `alias` becomes `/static/vendor/<alias>/`; only the listed files of a package are reachable.
+ */
+export interface VendorPackage { alias: string, pkg: string, files: string[] }
+
+export const VENDOR: VendorPackage[] = [
+  { alias: 'marked', pkg: 'marked', files: ['lib/marked.umd.js'] },
+  { alias: 'dompurify', pkg: 'dompurify', files: ['dist/purify.min.js'] },
+  { alias: 'highlight', pkg: '@highlightjs/cdn-assets', files: ['highlight.min.js', 'styles/github.min.css', 'styles/github-dark.min.css'] },
+  { alias: 'papaparse', pkg: 'papaparse', files: ['papaparse.min.js'] },
+  { alias: 'xlsx', pkg: 'xlsx', files: ['dist/xlsx.full.min.js'] },
+  { alias: 'mammoth', pkg: 'mammoth', files: ['mammoth.browser.min.js'] }
+]
+
+/** The installed package's directory, found along Node's module search paths (export maps do not matter). */
+export function packageDir (pkg: string, from: string): string {
+  const require = createRequire(from)
+  for (const base of require.resolve.paths(pkg) ?? []) {
+    const dir = join(base, pkg)
+    if (existsSync(join(dir, 'package.json'))) return dir
+  }
+  throw new Error(`preview: npm package '${pkg}' is not installed`)
+}

@@ -1,0 +1,199 @@
+import t from 'tap'
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { dirname, join } from 'node:path'
+import type { Page } from 'playwright-core'
+import type { Test } from 'tap'
+import { entry } from '../../core/app.js'
+import { chatPaths } from '../../core/chat-paths.js'
+import capabilities from '../../plugins/capabilities/index.js'
+import files from '../../plugins/files/index.js'
+import preview from '../../plugins/preview/index.js'
+import { listen } from '../helper.js'
+import { chromiumOrSkip, launchChromium } from './chromium.js'
+import { allFixtures } from './preview-fixtures.js'
+
+const KEY = 'preview-browser-key'
+const CHAT = 'preview-e2e'
+const ARTIFACTS = new URL('../../test-artifacts/preview/', import.meta.url)
+
+async function setup (t: Test): Promise<{ url: string, outputs: string, fixtures: Record<string, string | Buffer>, page: Page, token: string, errors: string[] }> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'cubicle-preview-'))
+  t.teardown(() => rmSync(dataDir, { recursive: true, force: true }))
+  const { app, url } = await listen(t, { DATA_DIR: dataDir, MCP_API_KEY: KEY }, config => [
+    entry(capabilities, { apiKey: config.MCP_API_KEY, signingKey: '', tokenTtlSeconds: config.LINK_TOKEN_TTL, publicBaseUrl: config.publicBaseUrl }),
+    entry(files, { dataDir: config.DATA_DIR, archiveMaxBytes: config.ARCHIVE_MAX_BYTES, frameAncestors: config.FRAME_ANCESTORS }),
+    entry(preview, { frameAncestors: config.FRAME_ANCESTORS })
+  ])
+  const outputs = chatPaths(dataDir, CHAT).outputs
+  const fixtures = await allFixtures()
+  // Ascending mtimes in insertion order: the last fixture is the newest and is listed first.
+  let when = Math.floor(Date.now() / 1000) - 3600
+  for (const [rel, content] of Object.entries(fixtures)) {
+    const abs = join(outputs, rel)
+    mkdirSync(dirname(abs), { recursive: true })
+    writeFileSync(abs, content)
+    utimesSync(abs, when, when)
+    when += 10
+  }
+  const browser = await launchChromium()
+  t.teardown(async () => { await browser.close() })
+  const context = await browser.newContext({ acceptDownloads: true, viewport: { width: 1280, height: 800 } })
+  const page = await context.newPage()
+  const errors: string[] = []
+  page.on('console', msg => { if (msg.type() === 'error') errors.push(msg.text()) })
+  page.on('pageerror', err => { errors.push(String(err)) })
+  return { url, outputs, fixtures, page, token: app.links.token(CHAT, 'f') as string, errors }
+}
+
+async function open (page: Page, path: string): Promise<void> {
+  await page.click(`#file-list li[data-path="${path}"] button`)
+  await page.waitForSelector(`#preview[data-rendered="${path}"]`, { timeout: 15000 })
+}
+
+async function shot (page: Page, name: string): Promise<void> {
+  mkdirSync(ARTIFACTS, { recursive: true })
+  await page.screenshot({ path: new URL(`${name}.png`, ARTIFACTS).pathname })
+}
+
+t.test('the preview page opened with a files token renders every preview type and serves downloads', chromiumOrSkip(), async t => {
+  const { url, outputs, fixtures, page, token, errors } = await setup(t)
+  const response = await page.goto(`${url}/preview/${CHAT}?t=${token}`)
+  t.equal(response?.status(), 200)
+  const paths = Object.keys(fixtures)
+  await page.waitForFunction(`document.querySelectorAll('#file-list li').length === ${paths.length}`)
+  t.notMatch(page.url(), /[?&]t=/, 'the token is removed from the address bar')
+  const listed = await page.$$eval('#file-list li', items => items.map(li => li.getAttribute('data-path')))
+  t.same(listed, [...paths].reverse(), 'newest first')
+  await shot(page, 'list')
+
+  await t.test('image', async t => {
+    await open(page, 'images/chart.png')
+    await page.waitForFunction("document.querySelector('#preview img')?.naturalWidth === 96")
+    t.equal(await page.evaluate("document.querySelector('#preview img').naturalHeight"), 64)
+    await shot(page, 'image')
+  })
+  await t.test('pdf in the browser viewer', async t => {
+    await open(page, 'report.pdf')
+    t.match(await page.$eval('#preview iframe.pdf-frame', f => f.getAttribute('src')), /\/files\/preview-e2e\/~v1\.f\.\d+\.[\w-]+\/report\.pdf$/)
+    await page.waitForTimeout(1500) // the viewer paints after the frame's load event
+    await shot(page, 'pdf')
+  })
+  await t.test('markdown rendered and sanitised', async t => {
+    await open(page, 'notes/summary.md')
+    t.equal(await page.textContent('#preview .markdown h1'), 'Summary heading')
+    t.equal(await page.textContent('#preview .markdown strong'), 'bold')
+    t.equal(await page.$$eval('#preview .markdown li', l => l.length), 2)
+    t.equal(await page.$$eval('#preview script', s => s.length), 0, 'no script element survives')
+    t.equal(await page.$eval('#preview .markdown img', img => img.getAttribute('onerror')), null, 'event handlers stripped')
+    t.equal(await page.evaluate('typeof window.__pwned'), 'undefined')
+    await shot(page, 'markdown')
+  })
+  await t.test('csv as a table', async t => {
+    await open(page, 'data/table.csv')
+    t.same(await page.$$eval('#preview table.sheet thead th', th => th.map(c => c.textContent)), ['city', 'population'])
+    t.equal(await page.$$eval('#preview table.sheet tbody tr', r => r.length), 3)
+    t.equal(await page.textContent('#preview table.sheet tbody tr:first-child td'), 'Berlin')
+    await shot(page, 'csv')
+  })
+  await t.test('xlsx as a table with sheet tabs', async t => {
+    await open(page, 'data/book.xlsx')
+    t.equal(await page.textContent('#preview .tabs .tab'), 'Budget')
+    t.same(await page.$$eval('#preview table.sheet tbody tr:first-child td', td => td.map(c => c.textContent)), ['laptop', '1200'])
+    await shot(page, 'xlsx')
+  })
+  await t.test('docx converted to HTML', async t => {
+    await open(page, 'letter.docx')
+    t.equal(await page.textContent('#preview .docx h1'), 'Letter title')
+    t.match(await page.textContent('#preview .docx'), /Dear reader, this came from a DOCX file\./)
+    await shot(page, 'docx')
+  })
+  await t.test('source code highlighted', async t => {
+    await open(page, 'src/app.py')
+    t.ok(await page.$('#preview pre.code code.hljs.language-python'))
+    t.equal(await page.textContent('#preview pre.code .hljs-keyword'), 'def')
+    await shot(page, 'code')
+  })
+  await t.test('plain text shown verbatim', async t => {
+    await open(page, 'log.txt')
+    t.match(await page.textContent('#preview pre.text'), /line two <b>not bold<\/b>/)
+    t.equal(await page.$$eval('#preview pre.text b', b => b.length), 0)
+    await shot(page, 'text')
+  })
+  await t.test('audio plays from the files URL', async t => {
+    await open(page, 'sound.wav')
+    await page.waitForFunction("(document.querySelector('#preview audio')?.readyState ?? 0) >= 1")
+    t.equal(Math.round(await page.evaluate("document.querySelector('#preview audio').duration") as number), 1)
+    await shot(page, 'audio')
+  })
+  await t.test('video plays from the files URL', async t => {
+    await open(page, 'clip.webm')
+    await page.waitForFunction("(document.querySelector('#preview video')?.readyState ?? 0) >= 1")
+    t.equal(await page.evaluate("document.querySelector('#preview video').videoWidth"), 64)
+    await shot(page, 'video')
+  })
+  await t.test('agent HTML runs only in an opaque-origin sandboxed iframe, relative assets load', async t => {
+    await open(page, 'site/index.html')
+    t.equal(await page.$eval('#preview iframe.html-frame', f => f.getAttribute('sandbox')), 'allow-scripts allow-forms allow-popups')
+    const frame = page.frames().find(f => f.url().endsWith('/site/index.html'))
+    t.ok(frame, 'the agent page is loaded from its /files URL')
+    if (frame === undefined) return
+    await frame.waitForSelector('#agent[data-ran="yes"]')
+    t.equal(await frame.evaluate('window.origin'), 'null', 'opaque origin')
+    t.equal(await frame.$eval('#agent', h => h.getAttribute('data-cookie')), 'blocked', 'no access to our cookies')
+    t.equal(await frame.evaluate("getComputedStyle(document.getElementById('agent')).color"), 'rgb(200, 30, 30)', 'style.css resolved under the ~token path')
+    t.equal(await frame.evaluate("(() => { try { return String(window.parent.document.title) } catch { return 'denied' } })()"), 'denied', 'the parent page is out of reach')
+    await shot(page, 'html')
+  })
+  await t.test('other types offer a download', async t => {
+    await open(page, 'deck.pptx')
+    t.equal(await page.textContent('#preview .notice h2'), 'No preview for this file type')
+  })
+
+  await t.test('the download button delivers the file as an attachment', async t => {
+    await open(page, 'data/table.csv')
+    const [download] = await Promise.all([page.waitForEvent('download'), page.click('#download-file')])
+    t.equal(download.suggestedFilename(), 'table.csv')
+    t.equal(readFileSync(await download.path()).toString('utf8'), fixtures['data/table.csv'])
+  })
+  await t.test('"Download all" delivers the zip of every output', async t => {
+    const [download] = await Promise.all([page.waitForEvent('download'), page.click('#download-all')])
+    t.equal(download.suggestedFilename(), `chat-${CHAT}-outputs.zip`)
+    const zip = readFileSync(await download.path())
+    t.equal(zip.subarray(0, 2).toString('latin1'), 'PK')
+    for (const path of paths) t.ok(zip.includes(Buffer.from(path)), `${path} is in the archive`)
+  })
+  await t.test('a new output appears on its own at the top of the list', async t => {
+    writeFileSync(join(outputs, 'fresh.txt'), 'new')
+    await page.waitForSelector('#file-list li:first-child[data-path="fresh.txt"]', { timeout: 10000 })
+    t.pass('listed within the 3 s poll')
+  })
+  // The hostile markdown's inline handler is reported as blocked (Chrome reports it even for DOMParser documents);
+  // anything our own page needed and CSP refused would read "Refused to load/frame/connect/apply".
+  t.same(errors.filter(e => /Refused to/.test(e)), [], 'CSP refused nothing the page itself needs')
+})
+
+t.test('a chat without outputs shows the empty state', chromiumOrSkip(), async t => {
+  const { url, page } = await setup(t)
+  const response = await page.goto(`${url}/preview/other-chat?t=${await tokenFor(url, 'other-chat')}`)
+  t.equal(response?.status(), 200)
+  await page.waitForSelector('#preview .empty h2')
+  t.equal(await page.textContent('#preview .empty h2'), 'No outputs yet')
+  t.equal(await page.getAttribute('#download-all', 'aria-disabled'), 'true')
+  await shot(page, 'empty')
+})
+
+t.test('an expired link shows a clear error instead of the page', chromiumOrSkip(), async t => {
+  const { url, page } = await setup(t)
+  const response = await page.goto(`${url}/preview/${CHAT}?t=v1.f.1000.AAAAAAAAAAAAAAAAAAAAAA`)
+  t.equal(response?.status(), 403)
+  t.match(await page.textContent('body'), /forbidden/)
+})
+
+/** A files token for another chat, minted by the same key the server uses (derived from MCP_API_KEY). */
+async function tokenFor (url: string, chat: string): Promise<string> {
+  const res = await fetch(`${url}/preview/${chat}`, { headers: { authorization: `Bearer ${KEY}` } })
+  const html = await res.text()
+  const config = JSON.parse(/<script type="application\/json" id="config">(.*?)<\/script>/s.exec(html)?.[1] ?? '{}') as { apiUrl: string }
+  return new URL(config.apiUrl, url).searchParams.get('t') as string
+}
