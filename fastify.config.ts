@@ -8,6 +8,7 @@ import { entry, type Entry } from './core/app.js'
 import mcpTransport from './plugins/mcp-transport/index.js'
 import capabilities from './plugins/capabilities/index.js'
 import promptRender from './plugins/prompt-render/index.js'
+import uploads from './plugins/uploads/index.js'
 import files from './plugins/files/index.js'
 import preview from './plugins/preview/index.js'
 import docs from './plugins/docs/index.js'
@@ -39,7 +40,7 @@ export default function manifest (config: AppConfig): Entry[] {
       networkEnabled: config.ENABLE_NETWORK
     }),
     // @tiers
-    // @uploads
+    entry(uploads, { dataDir: config.DATA_DIR, maxBytes: config.UPLOAD_MAX_BYTES }),
     entry(files, { dataDir: config.DATA_DIR, archiveMaxBytes: config.ARCHIVE_MAX_BYTES, frameAncestors: config.FRAME_ANCESTORS }),
     entry(preview, { frameAncestors: config.FRAME_ANCESTORS }),
     entry(docs, { publicBaseUrl: config.publicBaseUrl, singleUserMode: config.singleUserMode })

@@ -72,6 +72,17 @@ export async function resolveInside (baseDir: string, segments: string[]): Promi
     if (errnoCode(err) === 'ENOENT') throw new CORE_PATH_NOT_FOUND()
     throw err
   }
+  // A concurrent writer may create a missing directory while we look: then resolve again.
+  for (let attempt = 0; attempt < 5; attempt++) {
+    const resolved = await resolveOnce(realBase, segments)
+    if (resolved !== RETRY) return resolved
+  }
+  throw outside()
+}
+
+const RETRY = Symbol('retry')
+
+async function resolveOnce (realBase: string, segments: string[]): Promise<string | typeof RETRY> {
   for (let keep = segments.length; keep >= 0; keep--) {
     let real: string
     try {
@@ -90,15 +101,18 @@ export async function resolveInside (baseDir: string, segments: string[]): Promi
     if (!isInside(realBase, real)) throw outside()
     // The next component does not resolve; if it exists at all it is a dangling symlink: refuse it.
     const next = join(real, segments[keep] as string)
+    let info: Stats
     try {
-      await lstat(next)
-      throw outside()
+      info = await lstat(next)
     } catch (err) {
       const code = errnoCode(err)
       if (code === 'ENOTDIR') throw new CORE_PATH_NOT_FOUND()
       if (code !== 'ENOENT') throw err
+      return join(real, ...segments.slice(keep))
     }
-    return join(real, ...segments.slice(keep))
+    // It appeared after realpath failed: a symlink (dangling or new) is refused, anything else re-resolved.
+    if (info.isSymbolicLink()) throw outside()
+    return RETRY
   }
   throw outside()
 }
@@ -157,6 +171,8 @@ export interface WalkEntry {
   absPath: string
   size: number
   mtimeMs: number
+  /** Inode number: with size and mtime it identifies one version of a file (upload md5 cache). */
+  ino: number
 }
 
 export interface WalkOptions {
@@ -201,7 +217,7 @@ export async function * walkRegularFiles (baseDir: string, opts: WalkOptions = {
       if (!entry.isFile()) continue
       const info = await lstat(abs).catch(() => undefined)
       if (info === undefined || !info.isFile()) continue
-      yield { relPath: rel, absPath: abs, size: info.size, mtimeMs: info.mtimeMs }
+      yield { relPath: rel, absPath: abs, size: info.size, mtimeMs: info.mtimeMs, ino: info.ino }
       if (++count >= limit) return
     }
     // Reverse so the stack pops subdirectories in name order.

@@ -1,0 +1,83 @@
+import multipart from '@fastify/multipart'
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
+import { normalizeChatId } from '../../core/chat-id.js'
+import { CORE_INVALID_CHAT_ID, ErrorResponse } from '../../core/errors.js'
+import { parseRelPath } from '../../core/safe-path.js'
+import { UPLOAD_MISSING_FILE, UPLOAD_NOT_MULTIPART } from './errors.js'
+import { ManifestReply, UploadListReply, UploadReply } from './schemas.js'
+import type { SavedUpload, UploadService } from './types.js'
+
+export interface UploadsRoutesOptions { service: UploadService, maxBytes: number }
+
+interface ChatParams { chat: string, '*'?: string }
+
+const NO_CACHE = 'no-cache, no-store, must-revalidate'
+
+/**
+ * Chat id (400) → credentials (401/403) before the body is read, so a refused upload never reaches the
+ * disk (general rule 6; §6.1: uploads need the control scope).
+ */
+async function authorize (request: FastifyRequest, reply: FastifyReply): Promise<void> {
+  reply.header('Access-Control-Allow-Origin', '*')
+  if (request.method === 'OPTIONS') return
+  request.server.auth.authorizeChat(request, chatOf(request), 'c')
+}
+
+function chatOf (request: FastifyRequest): string {
+  const chatId = normalizeChatId((request.params as ChatParams).chat)
+  if (chatId === null) throw new CORE_INVALID_CHAT_ID('must match ^[a-z0-9][a-z0-9_:-]{0,63}$')
+  return chatId
+}
+
+const routes: FastifyPluginAsync<UploadsRoutesOptions> = async (fastify, opts) => {
+  const { service, maxBytes } = opts
+  // Encapsulated here: no other route gets a multipart parser. busboy stops one byte past the limit,
+  // which the service's meter turns into a clean 413 with the partial file removed.
+  await fastify.register(multipart, {
+    limits: { fileSize: maxBytes + 1, files: 5, fields: 50, fieldSize: 64 * 1024, parts: 60, headerPairs: 200 }
+  })
+  fastify.addHook('onRequest', authorize)
+
+  // Chat routes are callable from any origin: there are no ambient credentials (§6.1 item 6).
+  fastify.options('/api/uploads/:chat/*', async (request, reply) => {
+    return await reply.code(204)
+      .header('Access-Control-Allow-Methods', 'GET, POST, OPTIONS')
+      .header('Access-Control-Allow-Headers', 'Authorization, Content-Type')
+      .header('Access-Control-Max-Age', '600')
+      .send()
+  })
+
+  fastify.post<{ Params: ChatParams }>('/api/uploads/:chat/*', {
+    schema: { response: { 200: UploadReply, '4xx': ErrorResponse } }
+  }, async (request) => {
+    const chatId = chatOf(request)
+    const segments = parseRelPath(request.params['*'] ?? '')
+    if (!request.isMultipart()) throw new UPLOAD_NOT_MULTIPART()
+    let saved: SavedUpload | undefined
+    for await (const part of request.parts()) {
+      if (part.type !== 'file') continue
+      if (saved !== undefined || part.fieldname !== 'file') { part.file.resume(); continue }
+      saved = await service.save(chatId, segments, part.file)
+    }
+    if (saved === undefined) throw new UPLOAD_MISSING_FILE()
+    request.log.info({ chatId, size: saved.size }, 'upload stored')
+    return { status: 'success' as const, ...saved }
+  })
+
+  fastify.get<{ Params: ChatParams }>('/api/uploads/:chat/manifest', {
+    schema: { response: { 200: ManifestReply } }
+  }, async (request, reply) => {
+    reply.header('Cache-Control', NO_CACHE)
+    return await service.manifest(chatOf(request))
+  })
+
+  fastify.get<{ Params: ChatParams }>('/api/uploads/:chat/list', {
+    schema: { response: { 200: UploadListReply } }
+  }, async (request, reply) => {
+    reply.header('Cache-Control', NO_CACHE)
+    const files = await service.list(chatOf(request))
+    return { files, total: files.length }
+  })
+}
+
+export default routes

@@ -1,0 +1,29 @@
+import Type, { type Static } from 'typebox'
+
+export const UploadsOptions = Type.Object({
+  dataDir: Type.String({ minLength: 1, description: 'DATA_DIR: chats/<K>/uploads lives below it' }),
+  maxBytes: Type.Optional(Type.Integer({ default: 104857600, minimum: 1, description: 'UPLOAD_MAX_BYTES' })),
+  maxFiles: Type.Optional(Type.Integer({ default: 10000, minimum: 1, description: 'Most files listed, hashed or offered as resources per chat' })),
+  manifestCacheChats: Type.Optional(Type.Integer({ default: 1000, minimum: 1, description: 'Chats whose MD5s are kept in memory' }))
+})
+export type UploadsOptions = Static<typeof UploadsOptions>
+
+export const UploadReply = Type.Object({
+  status: Type.Literal('success'),
+  filename: Type.String(),
+  size: Type.Integer(),
+  md5: Type.String()
+})
+
+export const UploadListReply = Type.Object({
+  files: Type.Array(Type.Object({
+    name: Type.String(),
+    path: Type.String(),
+    size: Type.Integer(),
+    modified: Type.Number(),
+    container_path: Type.String()
+  })),
+  total: Type.Integer()
+})
+
+export const ManifestReply = Type.Record(Type.String(), Type.String())

@@ -1,0 +1,239 @@
+import { createHash, randomBytes } from 'node:crypto'
+import { mkdtemp, readdir, readFile, rm, stat, symlink, utimes, writeFile } from 'node:fs/promises'
+import { request } from 'node:http'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import t, { type Test } from 'tap'
+import type { FastifyInstance } from 'fastify'
+import { buildApp, entry } from '../../core/app.js'
+import { chatPaths } from '../../core/chat-paths.js'
+import { loadConfig } from '../../core/config.js'
+import capabilities from '../../plugins/capabilities/index.js'
+import promptRender from '../../plugins/prompt-render/index.js'
+import uploads from '../../plugins/uploads/index.js'
+
+const KEY = 'test-api-key-0123456789abcdef'
+
+async function server (t: Test, env: Record<string, string> = {}): Promise<{ app: FastifyInstance, url: string, dataDir: string }> {
+  const dataDir = await mkdtemp(join(tmpdir(), 'uploads-'))
+  t.teardown(async () => { await rm(dataDir, { recursive: true, force: true }) })
+  const config = loadConfig({ LOG_LEVEL: 'silent', PUBLIC_BASE_URL: 'http://cubicle.test', DATA_DIR: dataDir, ...env })
+  const app = await buildApp(config, [
+    entry(capabilities, { apiKey: config.MCP_API_KEY, publicBaseUrl: config.publicBaseUrl }),
+    entry(promptRender, {}),
+    entry(uploads, { dataDir: config.DATA_DIR, maxBytes: config.UPLOAD_MAX_BYTES })
+  ], { logger: false })
+  t.teardown(async () => { await app.close() })
+  const url = await app.listen({ port: 0, host: '127.0.0.1' })
+  return { app, url, dataDir }
+}
+
+function form (content: Buffer | string, field = 'file', name = 'upload.bin'): FormData {
+  const fd = new FormData()
+  fd.append('note', 'ignored field')
+  fd.append(field, new Blob([content]), name)
+  return fd
+}
+
+async function upload (url: string, chat: string, path: string, body: FormData | string, headers: Record<string, string> = {}): Promise<{ status: number, json: Record<string, unknown> }> {
+  const res = await fetch(`${url}/api/uploads/${chat}/${path}`, { method: 'POST', body, headers })
+  return { status: res.status, json: await res.json() as Record<string, unknown> }
+}
+
+const md5 = (b: Buffer | string): string => createHash('md5').update(b).digest('hex')
+
+/** A multipart upload to a request target sent exactly as given (no URL normalisation). */
+async function rawUpload (url: string, target: string, content: string): Promise<number> {
+  const boundary = 'xBOUNDARYx'
+  const body = `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="f"\r\n\r\n${content}\r\n--${boundary}--\r\n`
+  const { port } = new URL(url)
+  return await new Promise((resolve, reject) => {
+    const req = request({ host: '127.0.0.1', port, path: target, method: 'POST', headers: { 'content-type': `multipart/form-data; boundary=${boundary}`, 'content-length': Buffer.byteLength(body) } }, res => {
+      res.resume()
+      resolve(res.statusCode ?? 0)
+    })
+    req.on('error', reject)
+    req.end(body)
+  })
+}
+
+t.test('a text upload is stored with its md5, listed and in the manifest', async t => {
+  const { url, dataDir } = await server(t)
+  const res = await upload(url, 'chat-a', 'notes.txt', form('hello uploads\n'))
+  t.equal(res.status, 200)
+  t.same(res.json, { status: 'success', filename: 'notes.txt', size: 14, md5: md5('hello uploads\n') })
+  const dir = chatPaths(dataDir, 'chat-a').uploads
+  t.equal(await readFile(join(dir, 'notes.txt'), 'utf8'), 'hello uploads\n')
+  t.equal((await stat(join(dir, 'notes.txt'))).mode & 0o777, 0o644, 'readable by the sandbox user')
+  t.equal((await stat(dir)).mode & 0o777, 0o755)
+  const list = await fetch(`${url}/api/uploads/chat-a/list`)
+  t.equal(list.headers.get('cache-control'), 'no-cache, no-store, must-revalidate')
+  t.equal(list.headers.get('access-control-allow-origin'), '*')
+  const body = await list.json() as { files: Array<Record<string, unknown>>, total: number }
+  t.equal(body.total, 1)
+  t.match(body.files[0], { name: 'notes.txt', path: 'notes.txt', size: 14, container_path: '/mnt/user-data/uploads/notes.txt' })
+  t.ok(Math.abs((body.files[0]?.modified as number) - Date.now() / 1000) < 60, 'modified in Unix seconds')
+  const manifest = await (await fetch(`${url}/api/uploads/chat-a/manifest`)).json()
+  t.same(manifest, { 'notes.txt': md5('hello uploads\n') })
+})
+
+t.test('a binary upload arrives byte for byte', async t => {
+  const { url, dataDir } = await server(t)
+  const data = randomBytes(3 * 1024 * 1024 + 7)
+  const res = await upload(url, 'chat-a', 'blob.bin', form(data))
+  t.equal(res.status, 200)
+  t.equal(res.json.md5, md5(data))
+  t.ok(data.equals(await readFile(join(chatPaths(dataDir, 'chat-a').uploads, 'blob.bin'))))
+})
+
+t.test('nested paths create their directories, also when the slash is percent-encoded', async t => {
+  const { url, dataDir } = await server(t)
+  t.equal((await upload(url, 'chat-a', 'sub/deeper/nested.json', form('{}'))).json.filename, 'sub/deeper/nested.json')
+  t.equal((await upload(url, 'chat-a', 'enc%2Fname%20with%20space.txt', form('x'))).json.filename, 'enc/name with space.txt')
+  const dir = chatPaths(dataDir, 'chat-a').uploads
+  t.equal(await readFile(join(dir, 'sub', 'deeper', 'nested.json'), 'utf8'), '{}')
+  t.equal(await readFile(join(dir, 'enc', 'name with space.txt'), 'utf8'), 'x')
+  t.equal((await stat(join(dir, 'sub', 'deeper'))).mode & 0o777, 0o755)
+})
+
+t.test('traversal and malformed paths are refused with 400 and write nothing', async t => {
+  const { url, dataDir } = await server(t)
+  // Raw request targets: fetch would normalise %2e%2e away before it reaches the server.
+  for (const path of ['%2e%2e/escape.txt', '..%2Fescape.txt', 'a/%2e%2e/%2e%2e/escape.txt', 'a/../../escape.txt', 'a%5Cb.txt', 'a%00b.txt', 'a//b.txt', '']) {
+    const status = await rawUpload(url, `/api/uploads/chat-a/${path}`, 'x')
+    t.equal(status, 400, `path ${JSON.stringify(path)}`)
+  }
+  const written = (await readdir(dataDir, { recursive: true })).filter(p => /escape|a.b\.txt/.test(p))
+  t.same(written, [], 'nothing was written anywhere under DATA_DIR')
+})
+
+t.test('a symlink planted in the uploads dir is not followed on upload', async t => {
+  const { url, dataDir } = await server(t)
+  await upload(url, 'chat-a', 'first.txt', form('1'))
+  const outside = await mkdtemp(join(tmpdir(), 'outside-'))
+  t.teardown(async () => { await rm(outside, { recursive: true, force: true }) })
+  await symlink(outside, join(chatPaths(dataDir, 'chat-a').uploads, 'evil'))
+  const res = await upload(url, 'chat-a', 'evil/pwned.txt', form('x'))
+  t.equal(res.status, 403)
+  t.same(await readdir(outside), [])
+})
+
+t.test('an oversize upload answers 413 payload_too_large with the limit and leaves no file behind', async t => {
+  const { url, dataDir } = await server(t, { UPLOAD_MAX_BYTES: '1000' })
+  const res = await upload(url, 'chat-a', 'big.bin', form(randomBytes(50_000)))
+  t.equal(res.status, 413)
+  t.match(res.json, { error: 'payload_too_large', limit: 1000, detail: /1000/ })
+  t.same(await readdir(chatPaths(dataDir, 'chat-a').uploads), [], 'neither the file nor a temp file remains')
+  const exact = await upload(url, 'chat-a', 'exact.bin', form(randomBytes(1000)))
+  t.equal(exact.status, 200, 'exactly the limit is accepted')
+  const over = await upload(url, 'chat-a', 'exact.bin', form(randomBytes(1001)))
+  t.equal(over.status, 413, 'one byte over is refused')
+  t.equal((await stat(join(chatPaths(dataDir, 'chat-a').uploads, 'exact.bin'))).size, 1000, 'the previous version survives')
+})
+
+t.test('re-uploading a path replaces it atomically and the manifest follows', async t => {
+  const { url } = await server(t)
+  await upload(url, 'chat-a', 'doc.txt', form('version one'))
+  const first = await (await fetch(`${url}/api/uploads/chat-a/manifest`)).json() as Record<string, string>
+  await upload(url, 'chat-a', 'doc.txt', form('version two!'))
+  const second = await (await fetch(`${url}/api/uploads/chat-a/manifest`)).json() as Record<string, string>
+  t.equal(first['doc.txt'], md5('version one'))
+  t.equal(second['doc.txt'], md5('version two!'))
+})
+
+t.test('the manifest does not re-hash unchanged files but notices changed ones', async t => {
+  const { url, dataDir } = await server(t)
+  await upload(url, 'chat-a', 'a.txt', form('aaaa'))
+  const file = join(chatPaths(dataDir, 'chat-a').uploads, 'a.txt')
+  const when = new Date(1_700_000_000_000)
+  await utimes(file, when, when)
+  t.same(await (await fetch(`${url}/api/uploads/chat-a/manifest`)).json(), { 'a.txt': md5('aaaa') }, 'hashed once at the new mtime')
+  // Same size, same inode, same mtime: only a re-hash could see the new bytes.
+  await writeFile(file, 'bbbb')
+  await utimes(file, when, when)
+  t.same(await (await fetch(`${url}/api/uploads/chat-a/manifest`)).json(), { 'a.txt': md5('aaaa') }, 'cached md5 served')
+  await utimes(file, when, new Date(when.getTime() + 5000))
+  t.same(await (await fetch(`${url}/api/uploads/chat-a/manifest`)).json(), { 'a.txt': md5('bbbb') }, 'mtime change re-hashes')
+})
+
+t.test('list and manifest include hidden files, skip symlinks and sort newest first', async t => {
+  const { url, dataDir } = await server(t)
+  await upload(url, 'chat-a', 'old.txt', form('o'))
+  await upload(url, 'chat-a', '.hidden', form('h'))
+  await upload(url, 'chat-a', 'new.txt', form('n'))
+  const dir = chatPaths(dataDir, 'chat-a').uploads
+  await utimes(join(dir, 'old.txt'), new Date(1_000_000_000_000), new Date(1_000_000_000_000))
+  await symlink('/etc/passwd', join(dir, 'passwd-link'))
+  const list = await (await fetch(`${url}/api/uploads/chat-a/list`)).json() as { files: Array<{ path: string, modified: number }> }
+  t.same(list.files.map(f => f.path).slice(-1), ['old.txt'])
+  t.same(list.files.map(f => f.path).sort(), ['.hidden', 'new.txt', 'old.txt'])
+  t.equal(list.files.at(-1)?.modified, 1_000_000_000)
+  const manifest = await (await fetch(`${url}/api/uploads/chat-a/manifest`)).json() as Record<string, string>
+  t.same(Object.keys(manifest).sort(), ['.hidden', 'new.txt', 'old.txt'])
+})
+
+t.test('a chat without uploads has an empty manifest and list', async t => {
+  const { url } = await server(t)
+  t.same(await (await fetch(`${url}/api/uploads/fresh/manifest`)).json(), {})
+  t.same(await (await fetch(`${url}/api/uploads/fresh/list`)).json(), { files: [], total: 0 })
+})
+
+t.test('a body without the file field is 400, a non-multipart body is 415', async t => {
+  const { url } = await server(t)
+  const missing = await upload(url, 'chat-a', 'x.txt', form('x', 'other'))
+  t.equal(missing.status, 400)
+  t.equal(missing.json.error, 'missing_file')
+  const json = await fetch(`${url}/api/uploads/chat-a/x.txt`, { method: 'POST', body: '{"a":1}', headers: { 'content-type': 'application/json' } })
+  t.equal(json.status, 415)
+})
+
+t.test('protected mode: invalid chat 400, then 401, then 403 for a files token, 200 for control token or key', async t => {
+  const { app, url } = await server(t, { MCP_API_KEY: KEY })
+  t.equal((await upload(url, 'Bad..Chat', 'x.txt', form('x'))).json.error, 'invalid_chat_id')
+  const anon = await upload(url, 'chat-a', 'x.txt', form('x'))
+  t.equal(anon.status, 401)
+  t.equal(anon.json.error, 'Unauthorized')
+  const files = await upload(url, 'chat-a', 'x.txt', form('x'), { authorization: `Bearer ${app.links.token('chat-a', 'f') as string}` })
+  t.equal(files.status, 403, 'a read-only files token cannot upload')
+  const otherChat = await upload(url, 'chat-a', 'x.txt', form('x'), { authorization: `Bearer ${app.links.token('chat-b', 'c') as string}` })
+  t.equal(otherChat.status, 403, 'another chat\'s control token cannot upload')
+  t.equal((await upload(url, 'chat-a', 'x.txt', form('x'), { authorization: `Bearer ${app.links.token('chat-a', 'c') as string}` })).status, 200)
+  t.equal((await upload(url, 'chat-a', `y.txt?t=${app.links.token('chat-a', 'c') as string}`, form('y'))).status, 200, 'token in the t query')
+  t.equal((await upload(url, 'chat-a', 'z.txt', form('z'), { authorization: `Bearer ${KEY}` })).status, 200)
+  t.equal((await fetch(`${url}/api/uploads/chat-a/manifest`)).status, 401)
+  t.equal((await fetch(`${url}/api/uploads/chat-a/list`, { headers: { authorization: `Bearer ${app.links.token('chat-a', 'f') as string}` } })).status, 403)
+  t.equal((await fetch(`${url}/api/uploads/chat-a/list`, { headers: { authorization: `Bearer ${KEY}` } })).status, 200)
+})
+
+t.test('CORS preflight is answered for upload routes', async t => {
+  const { url } = await server(t, { MCP_API_KEY: KEY })
+  const res = await fetch(`${url}/api/uploads/chat-a/x.txt`, { method: 'OPTIONS', headers: { origin: 'https://ui.example', 'access-control-request-method': 'POST' } })
+  t.equal(res.status, 204)
+  t.equal(res.headers.get('access-control-allow-origin'), '*')
+  t.match(res.headers.get('access-control-allow-methods'), /POST/)
+  t.equal(res.headers.get('access-control-allow-credentials'), null)
+})
+
+t.test('an upload invalidates the chat\'s cached prompt renders', async t => {
+  const { app, url } = await server(t)
+  await app.prompts.render({ chatId: 'chat-a' })
+  await app.prompts.render({ chatId: 'chat-b' })
+  await upload(url, 'chat-a', 'x.txt', form('x'))
+  const before = app.prompts.stats().misses
+  await app.prompts.render({ chatId: 'chat-a' })
+  await app.prompts.render({ chatId: 'chat-b' })
+  t.equal(app.prompts.stats().misses, before + 1, 'only chat-a re-rendered')
+})
+
+t.test('20 concurrent uploads all land intact', async t => {
+  const { url } = await server(t)
+  const blobs = Array.from({ length: 20 }, (_, i) => randomBytes(64 * 1024 + i))
+  const results = await Promise.all(blobs.map(async (b, i) => await upload(url, 'chat-a', `batch/f${i}.bin`, form(b))))
+  t.same(results.map(r => r.status), Array(20).fill(200))
+  const same = await Promise.all(blobs.map(async b => await upload(url, 'chat-a', 'contended.bin', form(b))))
+  t.same(same.map(r => r.status), Array(20).fill(200), 'concurrent writers of one path all succeed')
+  const manifest = await (await fetch(`${url}/api/uploads/chat-a/manifest`)).json() as Record<string, string>
+  blobs.forEach((b, i) => { t.equal(manifest[`batch/f${i}.bin`], md5(b)) })
+  t.ok(blobs.some(b => md5(b) === manifest['contended.bin']), 'the contended path holds one complete upload')
+  t.equal(Object.keys(manifest).length, 21, 'no temp files are reported')
+})
