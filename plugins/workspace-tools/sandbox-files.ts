@@ -2,6 +2,7 @@ import type { ExecOptions, ExecResult, SandboxService } from '../sandbox-docker/
 import { WORKSPACE_EXEC_TIMEOUT, WORKSPACE_FAILED, WORKSPACE_SANDBOX_STOPPED } from './errors.js'
 import { IMAGE_MAX_PIXELS, IMAGE_MAX_SIDE, IMAGE_SCRIPT } from './image-script.js'
 import { listingArgv } from './listing.js'
+import { shellQuote } from './text.js'
 
 /*
  * File I/O inside the chat's sandbox, always as user `assistant`. Paths travel only as argv elements
@@ -38,6 +39,27 @@ trap - EXIT
 echo "$existed"
 `
 
+const PATH_ARG = '\u0000path'
+/** listingArgv as shell words: constants quoted, the path as "$1". */
+const FIND_WORDS = listingArgv(PATH_ARG).map(a => a === PATH_ARG ? '"$1"' : shellQuote(a)).join(' ')
+
+/**
+ * One exec for what view and str_replace need first: `<mode hex> <size>` on the first line, then either
+ * the file's first bytes ("$2" when the file fits, else "$4") or, for a directory when "$3" = list, the
+ * listing. %f's first hex digit is 8 for regular files and 4 for directories.
+ */
+const OPEN_SCRIPT = `
+info=$(stat -L --printf '%f %s' -- "$1") || exit 2
+printf '%s\\n' "$info"
+case $info in
+  8*) size=\${info#* }
+      if [ "$2" -gt 0 ]; then
+        if [ "$size" -gt "$2" ]; then exec head -c "$4" -- "$1"; else exec head -c "$2" -- "$1"; fi
+      fi ;;
+  4*) if [ "$3" = list ]; then exec ${FIND_WORDS}; fi ;;
+esac
+`
+
 /** The reason part of a coreutils message: `mkdir: cannot create directory '/x': Permission denied` → `Permission denied`. */
 export function errorReason (stderr: string): string {
   const line = stderr.trim().split('\n').filter(l => l.trim() !== '').pop() ?? ''
@@ -45,12 +67,32 @@ export function errorReason (stderr: string): string {
   return reason === '' ? 'unknown error' : reason.slice(0, 300)
 }
 
+const LIST_MAX_BYTES = 8 * 1024 * 1024
+
 const isMissing = (stderr: string): boolean => /No such file or directory|Not a directory/.test(stderr)
 
+export interface OpenOptions {
+  /** Read a regular file whole when it has at most this many bytes (0: do not read). */
+  readBytes: number
+  /** Bytes to read from the start of a larger file. */
+  partBytes?: number
+  /** List a directory (listingArgv). */
+  list?: boolean
+}
+
+export interface Opened extends FileStat {
+  /** The file's first bytes (regular files, when asked). */
+  content: Buffer
+  /** The listing output (directories, when asked) and whether it was cut by the output cap. */
+  listing?: { out: string, incomplete: boolean }
+}
+
 export interface SandboxFiles {
-  /** undefined when nothing exists at path (a dangling symlink counts as missing). */
-  stat (path: string): Promise<FileStat | undefined>
-  readHead (path: string, bytes: number): Promise<Buffer>
+  /**
+   * stat + read (or list) in one exec. undefined when nothing exists at path (a dangling symlink
+   * counts as missing); rejects WORKSPACE_FAILED when it exists but cannot be read.
+   */
+  open (path: string, opts: OpenOptions): Promise<Opened | undefined>
   readTail (path: string, bytes: number): Promise<Buffer>
   /** Lines start..stop (1-based, inclusive) through sed, at most maxBytes of them. */
   readLines (path: string, start: number, stop: number, maxBytes: number): Promise<Buffer>
@@ -58,7 +100,6 @@ export interface SandboxFiles {
   countNewlines (path: string): Promise<number>
   /** Returns true when an existing file was replaced. Rejects WORKSPACE_FAILED with the reason. */
   write (path: string, content: Buffer): Promise<boolean>
-  list (dir: string): Promise<{ out: string, incomplete: boolean }>
   convertImage (path: string): Promise<ExecResult>
 }
 
@@ -94,18 +135,27 @@ export function createSandboxFiles ({ sandbox, chatId, signal, timeoutS }: Sandb
   }
 
   return {
-    async stat (path) {
-      const result = await run('stat', ['stat', '-L', '--printf', '%f %s', '--', path])
+    async open (path, opts) {
+      const maxBytes = Math.max(opts.readBytes, opts.partBytes ?? 0, opts.list === true ? LIST_MAX_BYTES : 0) + 64
+      const argv = ['sh', '-c', OPEN_SCRIPT, 'sh', path, String(opts.readBytes), opts.list === true ? 'list' : '-', String(opts.partBytes ?? 0)]
+      const result = await run('read', argv, { maxBytes })
       const stderr = result.stderr.toString('utf8')
-      if (result.exitCode !== 0) {
+      const nl = result.stdout.indexOf(0x0a)
+      if (result.exitCode === 2 || nl === -1) {
         if (isMissing(stderr)) return undefined
         throw new WORKSPACE_FAILED(`cannot access ${path}: ${errorReason(stderr)}`)
       }
-      const [mode, size] = result.stdout.toString('utf8').trim().split(' ')
+      const [mode, size] = result.stdout.subarray(0, nl).toString('utf8').split(' ')
       const kind = KINDS[parseInt(mode ?? '0', 16) & 0o170000] ?? 'other'
-      return { kind, size: Number(size) || 0 }
+      const body = result.stdout.subarray(nl + 1)
+      if (kind === 'dir' && opts.list === true) {
+        // find exits 1 when some entries were unreadable but still prints the rest.
+        if (result.exitCode !== 0 && body.length === 0 && stderr !== '') throw new WORKSPACE_FAILED(`cannot list ${path}: ${errorReason(stderr)}`)
+        return { kind, size: Number(size) || 0, content: Buffer.alloc(0), listing: { out: body.toString('utf8'), incomplete: result.truncated } }
+      }
+      if (result.exitCode !== 0) throw new WORKSPACE_FAILED(`cannot read ${path}: ${errorReason(stderr)}`)
+      return { kind, size: Number(size) || 0, content: body }
     },
-    readHead: async (path, bytes) => await read(path, ['head', '-c', String(bytes), '--', path], bytes),
     readTail: async (path, bytes) => await read(path, ['tail', '-c', String(bytes), '--', path], bytes),
     // Only integers reach the sed script; the path is "$1".
     readLines: async (path, start, stop, maxBytes) => await read(path,
@@ -120,16 +170,6 @@ export function createSandboxFiles ({ sandbox, chatId, signal, timeoutS }: Sandb
       const stderr = result.stderr.toString('utf8')
       if (result.exitCode === 3) throw new WORKSPACE_FAILED(`${path} is a directory; give a file path`)
       throw new WORKSPACE_FAILED(`cannot write ${path}: ${errorReason(stderr)}`)
-    },
-    async list (dir) {
-      const maxBytes = 8 * 1024 * 1024
-      const result = await run('listing', listingArgv(dir), { maxBytes })
-      const stderr = result.stderr.toString('utf8')
-      // find exits 1 when some entries were unreadable but still prints the rest.
-      if (result.exitCode !== 0 && result.stdout.length === 0 && stderr !== '') {
-        throw new WORKSPACE_FAILED(`cannot list ${dir}: ${errorReason(stderr)}`)
-      }
-      return { out: result.stdout.toString('utf8'), incomplete: result.truncated }
     },
     convertImage: async path => await run('image conversion',
       ['python3', '-c', IMAGE_SCRIPT, path, String(IMAGE_MAX_PIXELS), String(IMAGE_MAX_SIDE)], { maxBytes: 16 * 1024 * 1024 })

@@ -25,13 +25,13 @@ export function createStrReplaceTool (deps: WorkspaceDeps, settings: WorkspaceSe
       if ('error' in resolved) return errorResult(resolved.error)
       const { path } = resolved
       return await inSandbox(deps, settings, ctx, async ({ files }) => {
-        const st = await files.stat(path)
-        if (st === undefined) return errorResult(`Error: path not found: ${path}`)
-        if (st.kind !== 'file') return errorResult(`Error: cannot edit binary or non-UTF-8 file: ${path} is not a regular file`)
-        if (st.size > READ_MAX_BYTES) {
-          return errorResult(`Error: cannot edit ${path}: it is ${st.size} bytes and str_replace edits files up to 16 MiB; use sed or a script through bash_tool`)
+        const opened = await files.open(path, { readBytes: READ_MAX_BYTES })
+        if (opened === undefined) return errorResult(`Error: path not found: ${path}`)
+        if (opened.kind !== 'file') return errorResult(`Error: cannot edit binary or non-UTF-8 file: ${path} is not a regular file`)
+        if (opened.size > READ_MAX_BYTES) {
+          return errorResult(`Error: cannot edit ${path}: it is ${opened.size} bytes and str_replace edits files up to 16 MiB; use sed or a script through bash_tool`)
         }
-        const text = decodeEditable(await files.readHead(path, READ_MAX_BYTES))
+        const text = decodeEditable(opened.content)
         if (text === undefined) return errorResult(`Error: cannot edit binary or non-UTF-8 file: ${path}`)
         const outcome = replaceOnce(text, args.old_str, newStr, path)
         if (!outcome.ok) return errorResult(outcome.error)

@@ -4,7 +4,7 @@ import type { LinkService } from '../capabilities/types.js'
 import { ViewInput } from './schemas.js'
 import type { WorkspaceDeps, WorkspaceSettings } from './types.js'
 import { errorResult, inSandbox, textResult } from './prologue.js'
-import type { FileKind, SandboxFiles } from './sandbox-files.js'
+import type { FileKind, Opened, SandboxFiles } from './sandbox-files.js'
 import { outputsRelative, resolveSandboxPath } from './paths.js'
 import { binaryFileError, hasBinaryExtension, hasImageMagic, isImagePath, knownBinaryHint, looksBinary } from './file-kinds.js'
 import { IMAGE_MAX_BYTES, RESIZE_HINT, imageErrorText, parseImageReport } from './image-script.js'
@@ -71,13 +71,19 @@ async function viewLargeText (path: string, size: number, headBytes: Buffer, ran
   return textResult(renderNumbered({ first: 1, lines: head }, facts, c.maxChars, { first: lineCount - tailLines.length + 1, lines: tailLines }))
 }
 
-async function viewFile (path: string, size: number, range: ViewRange | null, c: ViewCall): Promise<CallToolResult> {
+/** How much view reads in the first exec: nothing for files it will not show as text. */
+function readPlan (path: string): { readBytes: number, partBytes: number } {
+  if (isImagePath(path) || knownBinaryHint(path) !== undefined || hasBinaryExtension(path)) return { readBytes: 0, partBytes: 0 }
+  return { readBytes: READ_MAX_BYTES, partBytes: PART_BYTES }
+}
+
+async function viewFile (path: string, opened: Opened, range: ViewRange | null, c: ViewCall): Promise<CallToolResult> {
+  const { size, content } = opened
   if (isImagePath(path)) return await viewImage(path, size, c)
   const hint = knownBinaryHint(path)
   if (hint !== undefined) return errorResult(hint)
   if (hasBinaryExtension(path)) return errorResult(binaryFileError(path, size))
-  if (size === 0) return textResult('[Empty file]')
-  const content = await c.files.readHead(path, size > READ_MAX_BYTES ? PART_BYTES : READ_MAX_BYTES)
+  if (content.length === 0) return textResult('[Empty file]')
   if (hasImageMagic(content)) return await viewImage(path, size, c)
   if (looksBinary(content)) return errorResult(binaryFileError(path, size))
   if (size > READ_MAX_BYTES) return await viewLargeText(path, size, content, range, c)
@@ -105,15 +111,12 @@ export function createViewTool (deps: WorkspaceDeps, settings: WorkspaceSettings
       if (bad !== undefined) return errorResult(bad)
       const { path } = resolved
       return await inSandbox(deps, settings, ctx, async ({ files }) => {
-        const st = await files.stat(path)
-        if (st === undefined) return errorResult(`Error: path not found: ${path}`)
+        const opened = await files.open(path, { ...readPlan(path), list: true })
+        if (opened === undefined) return errorResult(`Error: path not found: ${path}`)
         const call: ViewCall = { files, links: deps.links, chatId: ctx.chatId, maxChars: settings.maxOutputChars }
-        if (st.kind === 'dir') {
-          const { out, incomplete } = await files.list(path)
-          return textResult(formatListing(path, parseListing(out), incomplete))
-        }
-        if (st.kind === 'file') return await viewFile(path, st.size, range, call)
-        return errorResult(`Error: cannot view ${path}: it is ${SPECIAL[st.kind] ?? 'not a regular file'}; only regular files and directories can be viewed`)
+        if (opened.listing !== undefined) return textResult(formatListing(path, parseListing(opened.listing.out), opened.listing.incomplete))
+        if (opened.kind === 'file') return await viewFile(path, opened, range, call)
+        return errorResult(`Error: cannot view ${path}: it is ${SPECIAL[opened.kind] ?? 'not a regular file'}; only regular files and directories can be viewed`)
       })
     }
   }

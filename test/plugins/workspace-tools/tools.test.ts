@@ -6,19 +6,22 @@ import { createError } from '@fastify/error'
 import { fakeContext, fakeSandbox, SETTINGS, textOf, tools } from './fakes.js'
 import type { ExecOptions } from '../../../plugins/sandbox-docker/types.js'
 
-const REG = (size: number): string => `81a4 ${size}`
-const DIR = '41ed 4096'
-const missing = { exitCode: 1, stderr: Buffer.from("stat: cannot statx '/x': No such file or directory\n") }
+const REG = (size: number): string => `81a4 ${size}\n`
+const DIR = '41ed 4096\n'
+const missing = { exitCode: 2, stderr: Buffer.from("stat: cannot statx '/x': No such file or directory\n") }
+/** The open script's argv: sh -c SCRIPT sh path readBytes list|- partBytes. */
+const isOpen = (argv: string[]): boolean => argv[0] === 'sh' && argv.length === 8
+const opened = (header: string, body: string | Buffer = ''): { stdout: Buffer } => ({ stdout: Buffer.concat([Buffer.from(header), Buffer.from(body)]) })
 
 /** A tiny in-memory file system answering the argv the tools send. */
 function fileSystem (files: Record<string, string | Buffer>) {
   return (argv: string[], opts?: ExecOptions) => {
-    const path = argv[argv.length - 1] as string
-    if (argv[0] === 'stat') {
-      const content = files[path]
-      return content === undefined ? missing : { stdout: Buffer.from(REG(Buffer.from(content).length)) }
+    if (isOpen(argv)) {
+      const content = files[argv[4] as string]
+      if (content === undefined) return missing
+      const bytes = Buffer.from(content)
+      return opened(REG(bytes.length), Number(argv[5]) > 0 ? bytes : '')
     }
-    if (argv[0] === 'head') return { stdout: Buffer.from(files[path] ?? '') }
     if (argv[0] === 'sh') {
       const target = argv[4] as string
       const existed = files[target] !== undefined
@@ -90,7 +93,7 @@ t.test('exec timeouts and a stopped sandbox become Error results', async t => {
   const stopped = fakeSandbox({ exec: () => ({ exitCode: null }) })
   const r = await tools(stopped.sandbox).call('view', { description: 'd', path: '/x' })
   t.equal(r.isError, true)
-  t.match(textOf(r), /^Error: the sandbox stopped while the stat was running/)
+  t.match(textOf(r), /^Error: the sandbox stopped while the read was running/)
   const slow = fakeSandbox({ exec: () => ({ exitCode: null, timedOut: true }) })
   const r2 = await tools(slow.sandbox).call('create_file', { description: 'd', path: '/x', file_text: 'y' })
   t.match(textOf(r2), /^Error: write did not finish within 120 seconds/)
@@ -148,14 +151,14 @@ t.test('str_replace checks in order: missing path, non-UTF-8, 0 and N occurrence
   t.match(textOf(await call('str_replace', { description: 'd', path: 'bin.dat', old_str: 'a', new_str: 'b' })), /^Error: cannot edit binary or non-UTF-8 file/)
   t.match(textOf(await call('str_replace', { description: 'd', path: 'a.txt', old_str: 'gamma', new_str: 'b' })), /^Error: old_str not found in \/home\/assistant\/a\.txt/)
   t.match(textOf(await call('str_replace', { description: 'd', path: 'a.txt', old_str: 'alpha', new_str: 'b' })), /^Error: Found 2 occurrences of old_str in \/home\/assistant\/a\.txt/)
-  t.equal(fake.execs.filter(e => e.argv[0] === 'sh').length, 0, 'failures leave the file untouched')
+  t.equal(fake.execs.filter(e => e.argv[0] === 'sh' && !isOpen(e.argv)).length, 0, 'failures leave the file untouched')
   const ok = await call('str_replace', { description: 'd', path: 'a.txt', old_str: 'beta\n' })
   t.equal(textOf(ok), 'Successfully replaced text in /home/assistant/a.txt (at line 2). The edited region now reads:\n     1\talpha\n     2\talpha')
   t.equal(String(files['/home/assistant/a.txt']), 'alpha\nalpha\n')
 })
 
 t.test('str_replace on a directory is refused as not a regular text file', async t => {
-  const fake = fakeSandbox({ exec: argv => argv[0] === 'stat' ? { stdout: Buffer.from(DIR) } : { exitCode: 1 } })
+  const fake = fakeSandbox({ exec: () => opened(DIR) })
   const r = await tools(fake.sandbox).call('str_replace', { description: 'd', path: '/tmp', old_str: 'a', new_str: 'b' })
   t.match(textOf(r), /^Error: cannot edit binary or non-UTF-8 file: \/tmp is not a regular file/)
 })
@@ -167,7 +170,7 @@ t.test('view: text with a JSON-string view_range, special files, binaries and hi
     '/home/assistant/e.txt': ''
   }
   const fs = fileSystem(files)
-  const fake = fakeSandbox({ exec: (argv, opts) => argv[argv.length - 1] === '/dev/null' && argv[0] === 'stat' ? { stdout: Buffer.from('21b6 0') } : fs(argv, opts) })
+  const fake = fakeSandbox({ exec: (argv, opts) => argv[4] === '/dev/null' ? opened('21b6 0\n') : fs(argv, opts) })
   const { call } = tools(fake.sandbox)
   t.equal(textOf(await call('view', { description: 'd', path: 't.txt', view_range: '[2, 3]' })), '     2\tb\n     3\tc')
   t.equal(textOf(await call('view', { description: 'd', path: 't.txt', view_range: ['3', '-1'] })), '     3\tc\n     4\td')
@@ -187,20 +190,22 @@ t.test('view: text with a JSON-string view_range, special files, binaries and hi
 })
 
 t.test('view of an office file by extension never reads it', async t => {
-  const fake = fakeSandbox({ exec: argv => argv[0] === 'stat' ? { stdout: Buffer.from(REG(1000)) } : { exitCode: 99 } })
+  const fake = fakeSandbox({ exec: argv => isOpen(argv) ? opened(REG(1000)) : { exitCode: 99 } })
   const r = await tools(fake.sandbox).call('view', { description: 'd', path: '/mnt/user-data/uploads/q.xlsx' })
   t.match(textOf(r), /Cannot view binary file.*\/mnt\/skills\/public\/xlsx\/SKILL\.md/)
-  t.same(fake.execs.map(e => e.argv[0]), ['stat'])
+  t.equal(fake.execs.length, 1)
+  t.equal(fake.execs[0]?.argv[5], '0', 'asked to read nothing')
 })
 
 t.test('view of an image runs the constant python script with the path as argv and returns text + image blocks', async t => {
   const jpeg = Buffer.from([0xff, 0xd8, 0xff, 0xe0, 1, 2, 3])
   const fake = fakeSandbox({
-    exec: argv => argv[0] === 'stat'
-      ? { stdout: Buffer.from(REG(5000)) }
+    exec: argv => isOpen(argv)
+      ? opened(REG(5000))
       : { stdout: jpeg, stderr: Buffer.from('\n{"width": 3000, "height": 1000, "outWidth": 1280, "outHeight": 427}\n') }
   })
   const r = await tools(fake.sandbox).call('view', { description: 'd', path: '/mnt/user-data/outputs/chart $(x).PNG' })
+  t.equal(fake.execs[0]?.argv[5], '0', 'the image is not read by the server')
   const py = fake.execs[1]
   t.same(py?.argv.slice(0, 2), ['python3', '-c'])
   t.notOk(py?.argv[2]?.includes('chart'))
@@ -212,20 +217,23 @@ t.test('view of an image runs the constant python script with the path as argv a
 })
 
 t.test('view of an oversized image explains how to resize', async t => {
-  const fake = fakeSandbox({ exec: () => ({ stdout: Buffer.from(REG(60 * 1024 * 1024)) }) })
+  const fake = fakeSandbox({ exec: () => opened(REG(60 * 1024 * 1024)) })
   const r = await tools(fake.sandbox).call('view', { description: 'd', path: '/x/huge.png' })
   t.equal(r.isError, true)
   t.match(textOf(r), /too large to view .*50 MiB.*thumbnail/)
-  const px = fakeSandbox({ exec: argv => argv[0] === 'stat' ? { stdout: Buffer.from(REG(1000)) } : { exitCode: 3, stderr: Buffer.from('{"error": "pixels", "detail": "20000x20000"}') } })
+  const px = fakeSandbox({ exec: argv => isOpen(argv) ? opened(REG(1000)) : { exitCode: 3, stderr: Buffer.from('{"error": "pixels", "detail": "20000x20000"}') } })
   const r2 = await tools(px.sandbox).call('view', { description: 'd', path: '/x/huge.png' })
   t.match(textOf(r2), /^Error: image \/x\/huge\.png is too large to view \(20000x20000 pixels; the limit is 100 megapixels\)/)
 })
 
-t.test('view of a directory lists it through find argv', async t => {
+t.test('view of a directory lists it in the same exec as the stat', async t => {
   const listing = 'f\x0012\x00\x00a.txt\x00d\x004096\x00\x00sub\x00f\x003\x00\x00sub/b.txt\x00'
-  const fake = fakeSandbox({ exec: argv => argv[0] === 'stat' ? { stdout: Buffer.from(DIR) } : { stdout: Buffer.from(listing) } })
+  const fake = fakeSandbox({ exec: () => opened(DIR, listing) })
   const r = await tools(fake.sandbox).call('view', { description: 'd', path: '.' })
-  t.equal(fake.execs[1]?.argv[2], '/home/assistant')
+  t.equal(fake.execs.length, 1, 'stat and listing in one exec')
+  t.equal(fake.execs[0]?.argv[4], '/home/assistant')
+  t.equal(fake.execs[0]?.argv[6], 'list')
+  t.notOk(fake.execs[0]?.argv[2]?.includes('/home/assistant'), 'the path is not in the script')
   t.match(textOf(r), /^Directory \/home\/assistant\/ .*\nf     12  a\.txt\nd      -  sub\/\nf      3  sub\/b\.txt$/s)
 })
 
