@@ -7,6 +7,7 @@ import type { AppConfig } from './core/config.js'
 import { entry, type Entry } from './core/app.js'
 import mcpTransport from './plugins/mcp-transport/index.js'
 import capabilities from './plugins/capabilities/index.js'
+import sandboxDocker, { sandboxEnvFromConfig } from './plugins/sandbox-docker/index.js'
 import promptRender from './plugins/prompt-render/index.js'
 import uploads from './plugins/uploads/index.js'
 import files from './plugins/files/index.js'
@@ -29,7 +30,29 @@ export default function manifest (config: AppConfig): Entry[] {
       tokenTtlSeconds: config.LINK_TOKEN_TTL,
       publicBaseUrl: config.publicBaseUrl
     }),
-    // @sandbox-docker
+    entry(sandboxDocker, {
+      dockerHost: config.DOCKER_HOST || config.DOCKER_SOCKET,
+      image: config.DOCKER_IMAGE,
+      prefix: config.SANDBOX_PREFIX,
+      network: config.sandboxNetwork,
+      enableNetwork: config.ENABLE_NETWORK,
+      dataDir: config.DATA_DIR,
+      dataDirHost: config.dataDirHost,
+      memLimit: config.CONTAINER_MEM_LIMIT,
+      cpuLimit: config.CONTAINER_CPU_LIMIT,
+      pidsLimit: config.CONTAINER_PIDS_LIMIT,
+      createTimeoutS: config.CONTAINER_CREATE_TIMEOUT,
+      idleTimeoutS: config.CONTAINER_IDLE_TIMEOUT,
+      maxAgeHours: config.CONTAINER_MAX_AGE_HOURS,
+      dataMaxAgeDays: config.DATA_MAX_AGE_DAYS,
+      maxRunning: config.MAX_RUNNING_SANDBOXES,
+      commandTimeoutS: config.COMMAND_TIMEOUT,
+      uid: config.SANDBOX_UID,
+      gid: config.SANDBOX_GID,
+      skillsDirHost: config.SKILLS_DIR_HOST,
+      subagentCli: config.subagentCli,
+      sandboxEnv: sandboxEnvFromConfig(config)
+    }),
     // @workspace-tools
     entry(promptRender, {
       singleUserMode: config.singleUserMode,

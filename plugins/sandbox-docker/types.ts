@@ -1,3 +1,4 @@
+import type { Duplex } from 'node:stream'
 import type { RequestUser } from '../../core/identity.js'
 
 /** A running sandbox of one chat. */
@@ -66,6 +67,42 @@ export interface CommandOptions {
   onOutput: (text: string) => void
 }
 
+/**
+ * Extension (driver addition): what a lease holds. `call` (default) is a running tool call: it blocks
+ * both the idle stop and the max-age removal. `socket` is an open terminal/CDP WebSocket: it blocks
+ * the idle stop only; on max-age removal the holder is told through onStop and closes with 1001.
+ */
+export interface LeaseOptions { kind?: 'call' | 'socket' }
+
+/** Extension: why a sandbox stopped or went away (onStop). */
+export type StopReason = 'idle' | 'max-age' | 'capacity' | 'stopped' | 'removed' | 'purged' | 'killed'
+export type StopHook = (chatId: string, reason: StopReason) => void
+
+/** Extension: options of openStream(). */
+export interface StreamOptions {
+  /** default 'assistant' */
+  user?: string
+  /** default '/home/assistant' */
+  cwd?: string
+  env?: Record<string, string>
+  /** allocate a TTY (terminal); without it the output is Docker-multiplexed and demux() splits it */
+  tty?: boolean
+}
+
+/** Extension: a long-lived exec with stdin attached (terminal TTY, `socat - TCP:127.0.0.1:<port>` relays). */
+export interface SandboxStream {
+  /** Write stdin here (end() closes it). Read output through demux(), not from this socket directly. */
+  socket: Duplex
+  /** Starts delivering output: with a TTY every byte goes to onStdout; without, stdout and stderr are split. */
+  demux (onStdout: (data: Buffer) => void, onStderr?: (data: Buffer) => void): void
+  /** TTY size; no-op without a TTY */
+  resize (cols: number, rows: number): Promise<void>
+  /** after the socket closed: the exit status, null if unknown */
+  exitCode (): Promise<number | null>
+  /** Ends the connection (the process gets EOF/SIGHUP as Docker delivers it). */
+  close (): void
+}
+
 export interface CommandResult {
   /** null when unknown: the sandbox stopped or the stream was lost */
   exitCode: number | null
@@ -99,7 +136,7 @@ export interface SandboxService {
   /** Writes a file through the archive API (owner and mode as given; default root:root 0644). Parent dirs must exist. */
   putFile (chatId: string, path: string, content: Buffer | string, opts?: { mode?: number, uid?: number, gid?: number }): Promise<void>
   /** Holds the sandbox against the idle reaper until the returned release() is called (tool calls, open sockets). */
-  lease (chatId: string): () => void
+  lease (chatId: string, opts?: LeaseOptions): () => void
   /** Records activity (uploads, terminal heartbeat); never starts anything. */
   touch (chatId: string): void
   /** docker stop with 10 s grace; no-op when not running. */
@@ -108,6 +145,13 @@ export interface SandboxService {
   remove (chatId: string, opts?: { purge?: boolean }): Promise<void>
   /** Register while plugins load, never per request. */
   onEnsure (hook: EnsureHook): void
+  /** Extension: told whenever a sandbox is stopped or removed (idle, max age, capacity, explicit). Register while plugins load. */
+  onStop? (hook: StopHook): void
+  /**
+   * Extension: opens an exec with stdin attached and a raw stream, for relays and terminals. Rejects
+   * SANDBOX_NOT_RUNNING. The caller holds a lease (kind 'socket') for as long as it is open.
+   */
+  openStream? (chatId: string, argv: string[], opts?: StreamOptions): Promise<SandboxStream>
 }
 
 declare module 'fastify' {

@@ -1,0 +1,134 @@
+import { join } from 'node:path'
+import { SANDBOX_HOME, SANDBOX_OUTPUTS, SANDBOX_SKILLS, SANDBOX_UPLOADS } from '../../core/chat-paths.js'
+import type { RequestUser } from '../../core/identity.js'
+import { chatEnv, CLI_ALLOWLIST, toEnvList } from './env.js'
+import { containerLabels, sandboxNames, volumeLabels } from './names.js'
+
+/** What a container's creation depends on (the plugin options, resolved). */
+export interface ContainerSettings {
+  image: string
+  prefix: string
+  /** network name, or 'none' */
+  networkMode: string
+  /** DATA_DIR as the Docker daemon sees it */
+  dataDirHost: string
+  memLimit: number
+  cpuLimit: number
+  pidsLimit: number
+  skillsDirHost: string
+  subagentCli: string
+  sandboxEnv: Record<string, string>
+}
+
+export const SANDBOX_USER = 'assistant'
+export const KEEP_ALIVE_CMD = ['sleep', 'infinity']
+export const SHM_SIZE = 256 * 1024 * 1024
+
+export interface MountSpec { Type: 'bind' | 'volume', Source: string, Target: string, ReadOnly: boolean, VolumeOptions?: { Labels: Record<string, string> } }
+
+/** The create body of a chat's container (surface.md §5.2). Pure: same inputs, same config. */
+export function buildContainerConfig (s: ContainerSettings, chatId: string, user: RequestUser | undefined, now: Date): {
+  name: string
+  Image: string
+  Cmd: string[]
+  Hostname: string
+  User: string
+  WorkingDir: string
+  Env: string[]
+  Labels: Record<string, string>
+  AttachStdin: false
+  AttachStdout: false
+  AttachStderr: false
+  Tty: false
+  OpenStdin: false
+  HostConfig: Record<string, unknown> & { Mounts: MountSpec[] }
+} {
+  const names = sandboxNames(s.prefix, chatId)
+  const chatDir = join(s.dataDirHost, 'chats', names.key)
+  const mounts: MountSpec[] = [
+    { Type: 'volume', Source: names.volume, Target: SANDBOX_HOME, ReadOnly: false, VolumeOptions: { Labels: volumeLabels(s.prefix, chatId) } },
+    { Type: 'bind', Source: join(chatDir, 'uploads'), Target: SANDBOX_UPLOADS, ReadOnly: true },
+    { Type: 'bind', Source: join(chatDir, 'outputs'), Target: SANDBOX_OUTPUTS, ReadOnly: false }
+  ]
+  if (s.skillsDirHost.trim() !== '') mounts.push({ Type: 'bind', Source: s.skillsDirHost.trim(), Target: SANDBOX_SKILLS, ReadOnly: true })
+  return {
+    name: names.container,
+    Image: s.image,
+    // The image's own ENTRYPOINT runs once, with the keep-alive command.
+    Cmd: KEEP_ALIVE_CMD,
+    Hostname: names.hostname,
+    User: SANDBOX_USER,
+    WorkingDir: SANDBOX_HOME,
+    Env: toEnvList(s.sandboxEnv, chatEnv(chatId, s.subagentCli, user)),
+    Labels: containerLabels(s.prefix, chatId, s.image, now),
+    AttachStdin: false,
+    AttachStdout: false,
+    AttachStderr: false,
+    Tty: false,
+    OpenStdin: false,
+    HostConfig: {
+      Memory: s.memLimit,
+      MemorySwap: s.memLimit,
+      NanoCpus: Math.round(s.cpuLimit * 1e9),
+      PidsLimit: s.pidsLimit,
+      SecurityOpt: ['no-new-privileges:true'],
+      CapDrop: ['ALL'],
+      Privileged: false,
+      Init: true,
+      ShmSize: SHM_SIZE,
+      LogConfig: { Type: 'json-file', Config: { 'max-size': '10m', 'max-file': '3' } },
+      RestartPolicy: { Name: 'no' },
+      NetworkMode: s.networkMode,
+      PublishAllPorts: false,
+      Mounts: mounts
+    }
+  }
+}
+
+/** Environment names a container's creation fixes from the configuration (user-derived ones excluded). */
+const MANAGED_ENV = new Set<string>(['CHAT_ID', 'SUBAGENT_CLI', 'OPENCODE_CONFIG', 'VISION_API_KEY', 'VISION_API_URL', 'VISION_MODEL',
+  ...Object.values(CLI_ALLOWLIST).flat()])
+
+function envMap (list: string[]): Map<string, string> {
+  const m = new Map<string, string>()
+  for (const item of list) {
+    const eq = item.indexOf('=')
+    if (eq > 0) m.set(item.slice(0, eq), item.slice(eq + 1))
+  }
+  return m
+}
+
+/** What an existing container looks like, for drift detection. */
+export interface ExistingContainer {
+  imageId: string
+  env: string[]
+  mounts: Array<{ type: string, source: string, target: string, readOnly: boolean }>
+  networkMode: string
+  memory: number
+  nanoCpus: number
+  pidsLimit: number
+}
+
+/**
+ * Why an existing (stopped) container no longer matches the settings, or null. Settings fixed at
+ * creation (mounts, env, limits, network, image) take effect by recreating it at its next start
+ * (§5.5 item 6); the volume and data survive. `currentImageId` null = image unknown, not compared.
+ */
+export function configDrift (existing: ExistingContainer, desired: ReturnType<typeof buildContainerConfig>, currentImageId: string | null): string | null {
+  if (currentImageId !== null && existing.imageId !== currentImageId) return 'image changed'
+  const hc = desired.HostConfig
+  if (existing.networkMode !== hc.NetworkMode) return 'network changed'
+  if (existing.memory !== hc.Memory) return 'memory limit changed'
+  if (existing.nanoCpus !== hc.NanoCpus) return 'cpu limit changed'
+  if (existing.pidsLimit !== hc.PidsLimit) return 'pids limit changed'
+  const key = (m: { type: string, source: string, target: string, readOnly: boolean }): string => `${m.type}|${m.source}|${m.target}|${String(m.readOnly)}`
+  const have = existing.mounts.map(key).sort().join('\n')
+  const want = hc.Mounts.map(m => key({ type: m.Type, source: m.Source, target: m.Target, readOnly: m.ReadOnly })).sort().join('\n')
+  if (have !== want) return 'mounts changed'
+  const a = envMap(existing.env)
+  const b = envMap(desired.Env)
+  for (const name of MANAGED_ENV) {
+    if (a.get(name) !== b.get(name)) return `environment changed (${name})`
+  }
+  return null
+}

@@ -1,0 +1,96 @@
+import type { AppConfig, SubagentCli } from '../../core/config.js'
+import type { RequestUser } from '../../core/identity.js'
+
+/*
+ * What enters a sandbox's environment (surface.md §5.1, §8.7). Pure functions: fastify.config.ts turns
+ * the config into the `sandboxEnv` option once; the container builder adds the per-chat variables.
+ */
+
+/** §8.7: the variables each CLI's sandboxes receive (only non-empty values are passed). */
+export const CLI_ALLOWLIST: Record<SubagentCli, readonly string[]> = {
+  claude: [
+    'ANTHROPIC_AUTH_TOKEN', 'ANTHROPIC_BASE_URL', 'ANTHROPIC_CUSTOM_HEADERS', 'ANTHROPIC_MODEL',
+    'ANTHROPIC_DEFAULT_SONNET_MODEL', 'ANTHROPIC_DEFAULT_OPUS_MODEL', 'ANTHROPIC_DEFAULT_HAIKU_MODEL',
+    'CLAUDE_CODE_SUBAGENT_MODEL', 'CLAUDE_CODE_DISABLE_EXPERIMENTAL_BETAS', 'DISABLE_PROMPT_CACHING',
+    'DISABLE_PROMPT_CACHING_SONNET', 'DISABLE_PROMPT_CACHING_OPUS', 'DISABLE_PROMPT_CACHING_HAIKU'
+  ],
+  codex: [
+    'OPENAI_API_KEY', 'OPENAI_BASE_URL', 'CODEX_MODEL', 'AZURE_OPENAI_API_KEY', 'AZURE_OPENAI_ENDPOINT',
+    'AZURE_OPENAI_API_VERSION', 'CODEX_CONFIG_EXTRA'
+  ],
+  opencode: ['OPENROUTER_API_KEY', 'OPENAI_API_KEY', 'ANTHROPIC_API_KEY', 'OPENCODE_MODEL', 'OPENCODE_CONFIG_EXTRA']
+}
+
+/** Server secrets that never enter a sandbox, whatever a caller passes. */
+export const NEVER_IN_SANDBOX: readonly string[] = ['MCP_API_KEY', 'LINK_SIGNING_KEY', 'MCP_TOKENS_API_KEY']
+
+export const OPENCODE_CONFIG_PATH = '/tmp/opencode.json'
+const DEFAULT_ANTHROPIC_BASE_URL = 'https://api.anthropic.com'
+
+/**
+ * The config-derived part of every sandbox's environment: the active CLI's allowlist (§8.7) and the
+ * vision settings when VISION_API_KEY is set. Empty values are left out; SUBAGENT_CLI and CHAT_ID are
+ * added per container.
+ */
+export function sandboxEnvFromConfig (config: AppConfig): Record<string, string> {
+  const source = config as unknown as Record<string, unknown>
+  const get = (name: string): string => {
+    const v = source[name]
+    return typeof v === 'string' ? v.trim() : ''
+  }
+  const env: Record<string, string> = {}
+  for (const name of CLI_ALLOWLIST[config.subagentCli]) {
+    const value = get(name)
+    if (value !== '') env[name] = value
+  }
+  if (config.subagentCli === 'claude' && env.ANTHROPIC_AUTH_TOKEN !== undefined && env.ANTHROPIC_BASE_URL === undefined) {
+    env.ANTHROPIC_BASE_URL = DEFAULT_ANTHROPIC_BASE_URL
+  }
+  if (config.subagentCli === 'opencode') env.OPENCODE_CONFIG = OPENCODE_CONFIG_PATH
+  if (get('VISION_API_KEY') !== '') {
+    for (const name of ['VISION_API_KEY', 'VISION_API_URL', 'VISION_MODEL']) {
+      const value = get(name)
+      if (value !== '') env[name] = value
+    }
+  }
+  for (const name of NEVER_IN_SANDBOX) Reflect.deleteProperty(env, name)
+  return env
+}
+
+/** The per-chat variables of §5.1: identity, git author/committer and GitLab when known. */
+export function chatEnv (chatId: string, subagentCli: string, user: RequestUser | undefined): Record<string, string> {
+  const env: Record<string, string> = { CHAT_ID: chatId, SUBAGENT_CLI: subagentCli }
+  if (user?.name !== undefined && user.name !== '') {
+    env.GIT_AUTHOR_NAME = user.name
+    env.GIT_COMMITTER_NAME = user.name
+  }
+  if (user?.email !== undefined && user.email !== '') {
+    env.GIT_AUTHOR_EMAIL = user.email
+    env.GIT_COMMITTER_EMAIL = user.email
+  }
+  const token = user?.credentials.gitlabToken
+  if (token !== undefined && token !== '') {
+    env.GITLAB_TOKEN = token
+    env.GITLAB_HOST = user?.credentials.gitlabHost ?? 'gitlab.com'
+  } else if (user?.credentials.gitlabHost !== undefined) {
+    env.GITLAB_HOST = user.credentials.gitlabHost
+  }
+  return env
+}
+
+/**
+ * Merges environment layers into Docker's `KEY=value` list: later layers win, empty values and the
+ * server's secrets are dropped, names must be plain identifiers.
+ */
+export function toEnvList (...layers: Array<Record<string, string> | undefined>): string[] {
+  const merged = new Map<string, string>()
+  for (const layer of layers) {
+    if (layer === undefined) continue
+    for (const [name, value] of Object.entries(layer)) {
+      if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name) || NEVER_IN_SANDBOX.includes(name)) continue
+      if (typeof value !== 'string' || value === '') { merged.delete(name); continue }
+      merged.set(name, value)
+    }
+  }
+  return [...merged].map(([name, value]) => `${name}=${value}`)
+}

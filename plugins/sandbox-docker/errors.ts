@@ -1,0 +1,14 @@
+import { createError } from '@fastify/error'
+
+/*
+ * Coded errors of the sandbox contract (types.ts). Their messages are model-facing: tools render them
+ * as `Error: <message>`, so they never carry host paths, addresses or Docker internals.
+ */
+export const SANDBOX_CREATE_TIMEOUT = createError('SANDBOX_CREATE_TIMEOUT', 'sandbox creation timed out (%ss)', 504)
+export const SANDBOX_IMAGE_MISSING = createError('SANDBOX_IMAGE_MISSING',
+  "the sandbox image '%s' is missing on the Docker host; build it with `npm run sandbox:build`", 503)
+export const SANDBOX_CAPACITY = createError('SANDBOX_CAPACITY', 'sandbox capacity reached', 503)
+export const SANDBOX_DOCKER_UNAVAILABLE = createError('SANDBOX_DOCKER_UNAVAILABLE', 'the Docker engine is not reachable; try again shortly', 503)
+export const SANDBOX_NOT_RUNNING = createError('SANDBOX_NOT_RUNNING', 'the sandbox is not running', 409)
+export const SANDBOX_FAILED = createError('SANDBOX_FAILED', 'the sandbox could not be started: %s', 500)
+export const SANDBOX_PUT_FAILED = createError('SANDBOX_PUT_FAILED', 'cannot write %s: %s', 500)

@@ -1,0 +1,133 @@
+/*
+ * The Docker gate of the integration tests. `dockerOrSkip()` answers { skip: false } when an engine
+ * answers, else { skip: '<reason>' } for tap's `t.test(name, { skip }, …)`; with REQUIRE_DOCKER=1 a
+ * missing engine is an error instead (CI must not silently skip). Talks to Docker through the
+ * plugin's adapter (docker-client.ts is the only dockerode importer).
+ */
+import { mkdtemp, readdir, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import type { Test } from 'tap'
+import type { FastifyInstance } from 'fastify'
+import { buildApp, entry } from '../../core/app.js'
+import { loadConfig } from '../../core/config.js'
+import sandboxDocker from '../../plugins/sandbox-docker/index.js'
+import { createDockerClient, type DockerClient } from '../../plugins/sandbox-docker/docker-client.js'
+import type { SandboxDockerOptions } from '../../plugins/sandbox-docker/schemas.js'
+import type { DockerSandboxService } from '../../plugins/sandbox-docker/service.js'
+
+export const DOCKER_HOST = process.env.DOCKER_HOST ?? process.env.DOCKER_SOCKET ?? 'unix:///var/run/docker.sock'
+export const TEST_IMAGE = process.env.DOCKER_IMAGE ?? 'computer-use-sandbox:latest'
+
+let cached: Promise<{ skip: string | false }> | undefined
+
+export async function dockerOrSkip (opts: { image?: boolean } = { image: true }): Promise<{ skip: string | false }> {
+  cached ??= (async () => {
+    const client = createDockerClient(DOCKER_HOST)
+    try {
+      await client.ping(3000)
+    } catch (err) {
+      const reason = `no Docker engine answers at ${DOCKER_HOST} (${err instanceof Error ? err.message : String(err)})`
+      if (process.env.REQUIRE_DOCKER === '1') throw new Error(`REQUIRE_DOCKER=1: ${reason}`)
+      return { skip: reason }
+    } finally { client.close() }
+    return { skip: false as const }
+  })()
+  const base = await cached
+  if (base.skip !== false || opts.image === false) return base
+  const client = createDockerClient(DOCKER_HOST)
+  try {
+    if (await client.imageId(TEST_IMAGE) === null) {
+      const reason = `sandbox image ${TEST_IMAGE} is missing (npm run sandbox:build)`
+      if (process.env.REQUIRE_DOCKER === '1') throw new Error(`REQUIRE_DOCKER=1: ${reason}`)
+      return { skip: reason }
+    }
+  } finally { client.close() }
+  return base
+}
+
+/** A client for tests (close it in teardown). */
+export function testDockerClient (): DockerClient {
+  return createDockerClient(DOCKER_HOST)
+}
+
+/**
+ * Removes every container, volume and network labelled `cu.prefix=<prefix>` (test cleanup, run
+ * before and after a test file). Returns how many objects were removed.
+ */
+export async function removeByPrefix (prefix: string): Promise<number> {
+  const client = createDockerClient(DOCKER_HOST)
+  const filter = [`cu.prefix=${prefix}`]
+  let n = 0
+  try {
+    const containers = await client.listContainers(filter)
+    await Promise.all(containers.map(async c => { await client.removeContainer(c.id); n++ }))
+    const volumes = await client.listVolumes(filter)
+    await Promise.all(volumes.map(async v => { await client.removeVolume(v.name); n++ }))
+    const networks = await client.listNetworks(filter)
+    for (const net of networks) { await client.removeNetwork(net.id); n++ }
+  } finally { client.close() }
+  return n
+}
+
+/** Containers carrying `cu.chat-key=<key>` (any state), e.g. to prove there is exactly one. */
+export async function containersOfChat (prefix: string, key: string): Promise<Array<{ id: string, name: string, running: boolean }>> {
+  const client = createDockerClient(DOCKER_HOST)
+  try {
+    return await client.listContainers([`cu.prefix=${prefix}`, `cu.chat-key=${key}`])
+  } finally { client.close() }
+}
+
+export async function volumesOfChat (prefix: string, key: string): Promise<string[]> {
+  const client = createDockerClient(DOCKER_HOST)
+  try {
+    return (await client.listVolumes([`cu.prefix=${prefix}`, `cu.chat-key=${key}`])).map(v => v.name)
+  } finally { client.close() }
+}
+
+export interface SandboxApp {
+  app: FastifyInstance
+  /** the driver itself (reap(), purge(), bootTime) */
+  service: DockerSandboxService
+  dataDir: string
+  prefix: string
+}
+
+/**
+ * An app with only the sandbox-docker plugin, on its own prefix and temp DATA_DIR. Closing is the
+ * caller's business when it wants to simulate a restart; otherwise teardown closes it. Call
+ * `cleanupPrefix(t, prefix)` once per file to remove the Docker objects and data at the end.
+ */
+export async function buildSandboxApp (t: Test, prefix: string, options: Partial<SandboxDockerOptions> & { client?: DockerClient } = {}, dataDir?: string): Promise<SandboxApp> {
+  const dir = dataDir ?? await mkdtemp(join(tmpdir(), `${prefix}-data-`))
+  const config = loadConfig({ DOCKER_IMAGE: TEST_IMAGE, LOG_LEVEL: 'silent', DATA_DIR: dir, SANDBOX_PREFIX: prefix })
+  const app = await buildApp(config, [entry(sandboxDocker, {
+    dockerHost: DOCKER_HOST,
+    image: TEST_IMAGE,
+    prefix,
+    dataDir: dir,
+    memLimit: 512 * 1024 * 1024,
+    ...options
+  })], { logger: process.env.TEST_LOG === '1' ? { level: 'debug' } : false })
+  t.teardown(async () => { await app.close() })
+  await app.ready()
+  return { app, service: app.sandbox as DockerSandboxService, dataDir: dir, prefix }
+}
+
+/** Removes the prefix's containers, volumes and networks before the file runs and after it ends. */
+export async function cleanupPrefix (t: Test, prefix: string): Promise<void> {
+  const clean = async (): Promise<void> => {
+    await removeByPrefix(prefix)
+    for (const name of await readdir(tmpdir())) {
+      if (name.startsWith(`${prefix}-data-`)) await rm(join(tmpdir(), name), { recursive: true, force: true })
+    }
+  }
+  await clean()
+  t.teardown(clean)
+}
+
+/** Wraps a real client so tests can intercept single calls. */
+export function wrapClient (overrides: (real: DockerClient) => Partial<DockerClient>): DockerClient {
+  const real = createDockerClient(DOCKER_HOST)
+  return { ...real, ...overrides(real) }
+}

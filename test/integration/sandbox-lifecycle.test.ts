@@ -1,0 +1,255 @@
+/*
+ * sandbox-docker against a real engine: creation, naming, labels, data dirs, single flight,
+ * 409 adoption, persistence, re-adoption after a restart, recreation on a failed start, create
+ * timeout, missing image and Docker outages (surface.md §5.2, §5.4–§5.6, §9).
+ */
+import t from 'tap'
+import { readFile, stat } from 'node:fs/promises'
+import { join } from 'node:path'
+import { chatKey } from '../../core/chat-id.js'
+import { DockerError } from '../../plugins/sandbox-docker/docker-client.js'
+import { buildContainerConfig } from '../../plugins/sandbox-docker/container-config.js'
+import {
+  buildSandboxApp, cleanupPrefix, containersOfChat, dockerOrSkip, testDockerClient, TEST_IMAGE, volumesOfChat, wrapClient
+} from './docker.js'
+
+const PREFIX = 'tlife'
+const { skip } = await dockerOrSkip()
+
+t.test('sandbox lifecycle (real Docker)', { skip }, async t => {
+  await cleanupPrefix(t, PREFIX)
+  const client = testDockerClient()
+  t.teardown(() => client.close())
+
+  t.test('cold and warm ensure; labels, names, data dirs, meta.json, /ready', async t => {
+    const { app, dataDir } = await buildSandboxApp(t, PREFIX)
+    const chat = 'life-basic'
+    const key = chatKey(chat)
+    const user = { email: 'ann@example.com', emailRejected: false, name: 'Ann', mcpServers: ['github'], credentials: { gitlabToken: 'secret-token' } }
+    let t0 = performance.now()
+    const info = await app.sandbox.ensure(chat, { user })
+    const cold = performance.now() - t0
+    t0 = performance.now()
+    const again = await app.sandbox.ensure(chat)
+    const warm = performance.now() - t0
+    t.comment(`ensure cold ${cold.toFixed(0)} ms, warm ${warm.toFixed(2)} ms`)
+    t.ok(warm < 20, 'warm ensure needs no Docker round trip')
+    t.same(again, info)
+    t.equal(info.chatKey, key)
+    t.equal(info.containerName, `${PREFIX}-sbx-${key}`)
+    t.match(info.createdAt, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/)
+
+    const c = await client.inspectContainer(info.containerName)
+    t.ok(c?.running)
+    const ours = Object.fromEntries(Object.entries(c?.labels ?? {}).filter(([k]) => !k.startsWith('org.opencontainers.') && !k.startsWith('cubicle.')))
+    t.same(ours, {
+      'managed-by': 'computer-use-server', tool: 'computer-use-mcp', 'cu.prefix': PREFIX, 'cu.chat-id': chat, 'cu.chat-key': key,
+      'cu.created-at': info.createdAt, 'cu.image': TEST_IMAGE
+    })
+    const vols = await client.listVolumes([`cu.chat-key=${key}`])
+    t.same(vols.map(v => v.name), [`${PREFIX}-home-${key}`])
+    t.same(vols[0]?.labels, { 'managed-by': 'computer-use-server', tool: 'computer-use-mcp', 'cu.prefix': PREFIX, 'cu.chat-id': chat, 'cu.chat-key': key })
+
+    const host = await app.sandbox.exec(chat, ['hostname'])
+    t.equal(host.stdout.toString().trim(), `sbx-${key.slice(0, 12)}`)
+    const env = (await app.sandbox.exec(chat, ['env'])).stdout.toString()
+    t.match(env, /^CHAT_ID=life-basic$/m)
+    t.match(env, /^SUBAGENT_CLI=claude$/m)
+    t.match(env, /^GIT_AUTHOR_NAME=Ann$/m)
+    t.match(env, /^GIT_COMMITTER_EMAIL=ann@example\.com$/m)
+    t.match(env, /^GITLAB_HOST=gitlab\.com$/m)
+
+    const chatDir = join(dataDir, 'chats', key)
+    const up = await stat(join(chatDir, 'uploads'))
+    const out = await stat(join(chatDir, 'outputs'))
+    t.equal(up.mode & 0o777, 0o755, 'uploads 0755')
+    t.equal(up.uid, process.getuid?.())
+    t.equal(out.mode & 0o777, 0o750, 'outputs 0750')
+    t.equal(out.uid, 1000, 'outputs owned by the sandbox uid')
+    t.equal(out.gid, 1000)
+    const mounts = (await app.sandbox.exec(chat, ['sh', '-c', 'touch /mnt/user-data/outputs/ok && echo w; touch /mnt/user-data/uploads/x 2>&1; touch /mnt/skills/x 2>&1; true'])).stdout.toString()
+    t.match(mounts, /^w$/m, 'outputs writable by assistant')
+    t.match(mounts, /uploads\/x.*Read-only file system/, 'uploads read-only')
+    t.match(mounts, /skills\/x.*Permission denied/, 'skills not writable')
+    const ws = (await app.sandbox.exec(chat, ['sh', '-c', 'stat -c %a /mnt/user-data/outputs'])).stdout.toString().trim()
+    t.equal(ws, '750', 'nothing world-writable')
+
+    const meta = JSON.parse(await readFile(join(chatDir, 'meta.json'), 'utf8')) as Record<string, unknown>
+    t.same(Object.keys(meta).sort(), ['chat_id', 'created_at', 'image', 'last_active_at', 'mcp_servers', 'user_email', 'user_name'])
+    t.match(meta, { chat_id: chat, user_email: 'ann@example.com', user_name: 'Ann', mcp_servers: ['github'], image: TEST_IMAGE })
+    t.notMatch(JSON.stringify(meta), /secret-token/, 'no secret in meta.json')
+
+    const ready = await app.inject('/ready')
+    t.equal(ready.statusCode, 200)
+    t.same(ready.json(), { status: 'ready', docker: 'ok', image: 'present', data_dir: 'writable' })
+
+    const status = await app.sandbox.status(chat)
+    t.same(status, { state: 'running', metaExists: true, containerId: info.containerId })
+    t.same(await app.sandbox.status('life-never-used'), { state: 'absent', metaExists: false })
+    t.same(await containersOfChat(PREFIX, chatKey('life-never-used')), [], 'status never creates')
+  })
+
+  t.test('50 concurrent first calls create exactly one container', async t => {
+    const { app } = await buildSandboxApp(t, PREFIX)
+    const chat = 'life-herd'
+    const infos = await Promise.all(Array.from({ length: 50 }, async () => await app.sandbox.ensure(chat)))
+    t.equal(new Set(infos.map(i => i.containerId)).size, 1)
+    t.equal((await containersOfChat(PREFIX, chatKey(chat))).length, 1)
+  })
+
+  t.test('409: a container created behind our back is adopted, never removed', async t => {
+    const chat = 'life-adopt'
+    const key = chatKey(chat)
+    // Someone else creates it while our create is in flight: the service sees 409 and adopts.
+    let raced = ''
+    const racing = wrapClient(real => ({
+      createContainer: async (config) => {
+        const other = await real.createContainer(config)
+        if (other !== 'conflict') { raced = other.id; await real.startContainer(other.id) }
+        return await real.createContainer(config)
+      }
+    }))
+    const { app } = await buildSandboxApp(t, PREFIX, { client: racing })
+    const info = await app.sandbox.ensure(chat)
+    t.not(raced, '')
+    t.equal(info.containerId, raced, 'adopted the sibling container')
+    t.equal((await containersOfChat(PREFIX, key)).length, 1)
+
+    // A stopped container made entirely outside the service (before any call) is adopted as well.
+    const chat2 = 'life-adopt-2'
+    const config = buildContainerConfig({
+      image: TEST_IMAGE, prefix: PREFIX, networkMode: `${PREFIX}-sandboxes`, dataDirHost: '/nonexistent-not-used', memLimit: 512 * 1024 * 1024,
+      cpuLimit: 1, pidsLimit: 512, skillsDirHost: '', subagentCli: 'claude', sandboxEnv: {}
+    }, chat2, undefined, new Date())
+    config.HostConfig.Mounts = config.HostConfig.Mounts.filter(m => m.Type === 'volume')
+    const made = await client.createContainer(config)
+    t.not(made, 'conflict')
+    await client.startContainer((made as { id: string }).id)
+    const info2 = await app.sandbox.ensure(chat2)
+    t.equal(info2.containerId, (made as { id: string }).id, 'the running container is adopted as is')
+  })
+
+  t.test('home persists across stop/start and across container removal', async t => {
+    const { app, dataDir } = await buildSandboxApp(t, PREFIX)
+    const chat = 'life-persist'
+    const first = await app.sandbox.ensure(chat)
+    await app.sandbox.exec(chat, ['sh', '-c', 'echo kept > ~/note.txt && echo out > /mnt/user-data/outputs/o.txt'])
+    await app.sandbox.stop(chat)
+    t.equal((await app.sandbox.status(chat)).state, 'stopped')
+    await t.rejects(app.sandbox.exec(chat, ['true']), { code: 'SANDBOX_NOT_RUNNING' })
+    const second = await app.sandbox.ensure(chat)
+    t.equal(second.containerId, first.containerId, 'same container restarted')
+    t.equal((await app.sandbox.exec(chat, ['cat', '/home/assistant/note.txt'])).stdout.toString(), 'kept\n')
+
+    await app.sandbox.remove(chat)
+    t.equal((await app.sandbox.status(chat)).state, 'absent')
+    t.equal((await volumesOfChat(PREFIX, chatKey(chat))).length, 1, 'volume kept')
+    const third = await app.sandbox.ensure(chat)
+    t.not(third.containerId, first.containerId, 'recreated')
+    t.equal((await app.sandbox.exec(chat, ['cat', '/home/assistant/note.txt'])).stdout.toString(), 'kept\n')
+    t.equal((await app.sandbox.exec(chat, ['cat', '/mnt/user-data/outputs/o.txt'])).stdout.toString(), 'out\n')
+
+    await app.sandbox.remove(chat, { purge: true })
+    t.same(await volumesOfChat(PREFIX, chatKey(chat)), [], 'purge removes the volume')
+    await t.rejects(stat(join(dataDir, 'chats', chatKey(chat))), { code: 'ENOENT' }, 'and the data dir')
+  })
+
+  t.test('a failed start removes and recreates the container, data kept', async t => {
+    let failStart = false
+    const flaky = wrapClient(real => ({
+      startContainer: async (id) => {
+        if (failStart) { failStart = false; throw new DockerError('container start: simulated failure', 500, false) }
+        await real.startContainer(id)
+      }
+    }))
+    const { app } = await buildSandboxApp(t, PREFIX, { client: flaky })
+    const chat = 'life-flaky'
+    const first = await app.sandbox.ensure(chat)
+    await app.sandbox.exec(chat, ['sh', '-c', 'echo survived > ~/f'])
+    await app.sandbox.stop(chat)
+    failStart = true
+    const second = await app.sandbox.ensure(chat)
+    t.not(second.containerId, first.containerId, 'recreated')
+    t.equal((await app.sandbox.exec(chat, ['cat', '/home/assistant/f'])).stdout.toString(), 'survived\n')
+    t.equal((await containersOfChat(PREFIX, chatKey(chat))).length, 1)
+  })
+
+  t.test('a restarted server re-adopts its sandboxes without creating new ones', async t => {
+    const chat = 'life-restart'
+    const key = chatKey(chat)
+    const one = await buildSandboxApp(t, PREFIX)
+    const info = await one.app.sandbox.ensure(chat)
+    await one.app.sandbox.exec(chat, ['sh', '-c', 'nohup sleep 600 >/dev/null 2>&1 &'])
+    // A labelled container whose key does not match its chat id: logged and ignored, never deleted.
+    const forged = buildContainerConfig({
+      image: TEST_IMAGE, prefix: PREFIX, networkMode: 'none', dataDirHost: '/x', memLimit: 64 * 1024 * 1024,
+      cpuLimit: 1, pidsLimit: 64, skillsDirHost: '', subagentCli: 'claude', sandboxEnv: {}
+    }, 'life-forged', undefined, new Date())
+    forged.name = `${PREFIX}-sbx-forged`
+    forged.Labels['cu.chat-key'] = chatKey('someone-else')
+    forged.HostConfig.Mounts = []
+    const forgedId = await client.createContainer(forged)
+    t.not(forgedId, 'conflict')
+    await one.app.close()
+    t.ok((await client.inspectContainer(info.containerId))?.running, 'closing the server leaves sandboxes running')
+
+    const two = await buildSandboxApp(t, PREFIX, {}, one.dataDir)
+    t.same(await two.app.sandbox.status(chat), { state: 'running', metaExists: true, containerId: info.containerId })
+    const t0 = performance.now()
+    const again = await two.app.sandbox.ensure(chat)
+    t.ok(performance.now() - t0 < 20, 'known running at boot: ensure is immediate')
+    t.equal(again.containerId, info.containerId)
+    t.equal((await containersOfChat(PREFIX, key)).length, 1, 'no second container')
+    const ps = (await two.app.sandbox.exec(chat, ['pgrep', '-f', 'sleep 600'])).exitCode
+    t.equal(ps, 0, 'processes kept running across the restart')
+    t.ok(await client.inspectContainer((forgedId as { id: string }).id), 'the forged container was not deleted')
+    await client.removeContainer((forgedId as { id: string }).id)
+  })
+
+  t.test('creation bounded by the create timeout continues in the background', async t => {
+    const slow = wrapClient(real => ({
+      createContainer: async (config) => {
+        await new Promise(resolve => setTimeout(resolve, 1500))
+        return await real.createContainer(config)
+      }
+    }))
+    const { app } = await buildSandboxApp(t, PREFIX, { client: slow, createTimeoutS: 1 })
+    const chat = 'life-slow'
+    const err = await app.sandbox.ensure(chat).then(() => ({ code: 'none', message: '' }), (e: unknown) => e as Error & { code: string })
+    t.equal(err.code, 'SANDBOX_CREATE_TIMEOUT')
+    t.equal(err.message, 'sandbox creation timed out (1s)')
+    const info = await app.sandbox.ensure(chat, { timeoutMs: 30_000 })
+    t.equal((await containersOfChat(PREFIX, chatKey(chat))).length, 1, 'the later call awaited the same creation')
+    t.equal((await client.inspectContainer(info.containerId))?.running, true)
+  })
+
+  t.test('a missing image is a coded error naming the build command; /ready says image missing', async t => {
+    const { app } = await buildSandboxApp(t, PREFIX, { image: 'computer-use-sandbox:no-such-tag' })
+    const err = await app.sandbox.ensure('life-noimage').then(() => ({ code: 'none', message: '' }), (e: unknown) => e as Error & { code: string })
+    t.equal(err.code, 'SANDBOX_IMAGE_MISSING')
+    t.match(err.message, /npm run sandbox:build/)
+    const ready = await app.inject('/ready')
+    t.equal(ready.statusCode, 503)
+    t.match(ready.json(), { status: 'not_ready', docker: 'ok', image: 'missing', data_dir: 'writable' })
+  })
+
+  t.test('Docker down: boot succeeds, /ready says unavailable, ensure fails coded, recovery is automatic', async t => {
+    const dead = await buildSandboxApp(t, PREFIX, { dockerHost: 'unix:///tmp/cubicle-no-such-docker.sock' })
+    const ready = await dead.app.inject('/ready')
+    t.equal(ready.statusCode, 503)
+    t.match(ready.json(), { status: 'not_ready', docker: 'unavailable', data_dir: 'writable' })
+    await t.rejects(dead.app.sandbox.ensure('life-down'), { code: 'SANDBOX_DOCKER_UNAVAILABLE' })
+
+    let down = true
+    const unreachable = (): never => { throw new DockerError('ping: connect ENOENT', undefined, true) }
+    const flapping = wrapClient(real => ({
+      ping: async (ms) => { if (down) unreachable(); await real.ping(ms) },
+      inspectContainer: async (id) => { if (down) unreachable(); return await real.inspectContainer(id) }
+    }))
+    const { app } = await buildSandboxApp(t, PREFIX, { client: flapping })
+    await t.rejects(app.sandbox.ensure('life-down'), { code: 'SANDBOX_DOCKER_UNAVAILABLE' })
+    down = false
+    const info = await app.sandbox.ensure('life-down')
+    t.ok((await client.inspectContainer(info.containerId))?.running, 'created once Docker answered again')
+  })
+})

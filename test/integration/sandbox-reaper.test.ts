@@ -1,0 +1,145 @@
+/*
+ * Server-driven lifecycle against a real engine (surface.md §5.3 item 3, §5.6): idle stop, leases,
+ * max-age removal keeping the volume, the data purge and the running-sandbox cap. The clock is
+ * injected, so passes run instantly; one test lets the real timer fire.
+ */
+import t from 'tap'
+import { readFile, stat } from 'node:fs/promises'
+import { join } from 'node:path'
+import { chatKey } from '../../core/chat-id.js'
+import type { StopReason } from '../../plugins/sandbox-docker/types.js'
+import { buildSandboxApp, cleanupPrefix, containersOfChat, dockerOrSkip, volumesOfChat } from './docker.js'
+
+const PREFIX = 'treap'
+const { skip } = await dockerOrSkip()
+
+t.test('sandbox reaper (real Docker)', { skip }, async t => {
+  await cleanupPrefix(t, PREFIX)
+  let offset = 0
+  const now = (): number => Date.now() + offset
+  const minutes = (m: number): void => { offset += m * 60_000 }
+
+  t.test('idle stop after CONTAINER_IDLE_TIMEOUT; a lease holds it; activity resets it', async t => {
+    offset = 0
+    const { app, service } = await buildSandboxApp(t, PREFIX, { idleTimeoutS: 600, now, reaperIntervalMs: 3_600_000 })
+    const stops: Array<[string, StopReason]> = []
+    app.sandbox.onStop?.((chat, reason) => stops.push([chat, reason]))
+    await app.sandbox.ensure('reap-idle')
+    await app.sandbox.ensure('reap-leased')
+    const release = app.sandbox.lease('reap-leased')
+    const socketRelease = app.sandbox.lease('reap-leased', { kind: 'socket' })
+
+    minutes(5)
+    await service.reap()
+    t.equal((await app.sandbox.status('reap-idle')).state, 'running', 'not idle yet')
+    app.sandbox.touch('reap-idle') // activity at +5 min
+    minutes(6)
+    await service.reap()
+    t.equal((await app.sandbox.status('reap-idle')).state, 'running', 'touch() reset the idle timer')
+    minutes(5)
+    await service.reap()
+    t.equal((await app.sandbox.status('reap-idle')).state, 'stopped', 'stopped after 10 idle minutes')
+    t.equal((await app.sandbox.status('reap-leased')).state, 'running', 'the leased sandbox stays up')
+    t.same(stops, [['reap-idle', 'idle']])
+
+    release()
+    release() // idempotent
+    minutes(11)
+    await service.reap()
+    t.equal((await app.sandbox.status('reap-leased')).state, 'running', 'a socket lease still holds it')
+    socketRelease()
+    minutes(11)
+    await service.reap()
+    t.equal((await app.sandbox.status('reap-leased')).state, 'stopped')
+
+    // A status poll is not activity; the next ensure restarts the stopped sandbox.
+    const info = await app.sandbox.ensure('reap-idle')
+    t.equal((await app.sandbox.status('reap-idle')).state, 'running')
+    t.equal((await containersOfChat(PREFIX, info.chatKey)).length, 1)
+  })
+
+  t.test('a running command holds its sandbox (runCommand leases internally)', async t => {
+    offset = 0
+    const { app, service } = await buildSandboxApp(t, PREFIX, { idleTimeoutS: 1, now, reaperIntervalMs: 3_600_000 })
+    await app.sandbox.ensure('reap-busy')
+    const p = app.sandbox.runCommand('reap-busy', 'sleep 2; echo done', { timeoutMs: 10_000, onOutput: () => {} })
+    await new Promise(resolve => setTimeout(resolve, 300))
+    minutes(60)
+    await service.reap()
+    const r = await p
+    t.equal(r.exitCode, 0, 'the command was not cut off')
+  })
+
+  t.test('the reaper timer runs by itself', async t => {
+    const { app } = await buildSandboxApp(t, PREFIX, { idleTimeoutS: 1, reaperIntervalMs: 200 })
+    await app.sandbox.ensure('reap-timer')
+    const deadline = Date.now() + 15_000
+    let state = ''
+    while (Date.now() < deadline && state !== 'stopped') {
+      await new Promise(resolve => setTimeout(resolve, 250))
+      state = (await app.sandbox.status('reap-timer')).state
+    }
+    t.equal(state, 'stopped')
+  })
+
+  t.test('max age removes the container (volume and data kept); purge deletes both later', async t => {
+    offset = 0
+    const { app, service, dataDir } = await buildSandboxApp(t, PREFIX, { maxAgeHours: 24, dataMaxAgeDays: 7, idleTimeoutS: 600, now, reaperIntervalMs: 3_600_000 })
+    const stops: Array<[string, StopReason]> = []
+    app.sandbox.onStop?.((chat, reason) => stops.push([chat, reason]))
+    const chat = 'reap-old'
+    const key = chatKey(chat)
+    await app.sandbox.ensure(chat)
+    await app.sandbox.exec(chat, ['sh', '-c', 'echo keep > ~/k'])
+    const socket = app.sandbox.lease(chat, { kind: 'socket' })
+    const call = app.sandbox.lease(chat)
+    minutes(25 * 60)
+    await service.reap()
+    t.equal((await app.sandbox.status(chat)).state, 'running', 'a tool-call lease defers the max-age removal')
+    call()
+    await service.reap()
+    socket()
+    t.equal((await app.sandbox.status(chat)).state, 'absent', 'removed at max age despite an open socket lease')
+    t.same(stops.filter(([c]) => c === chat), [[chat, 'max-age']], 'socket holders are told')
+    t.same(await volumesOfChat(PREFIX, key), [`${PREFIX}-home-${key}`], 'volume kept')
+    await stat(join(dataDir, 'chats', key, 'meta.json'))
+
+    t.equal(await service.purge(), 0, 'recently active: nothing purged')
+    minutes(8 * 24 * 60)
+    // A chat that still has a container is never purged, whatever its age.
+    await app.sandbox.ensure('reap-has-container')
+    minutes(8 * 24 * 60)
+    await app.sandbox.stop('reap-has-container')
+    t.equal(await service.purge(), 1)
+    t.same(await volumesOfChat(PREFIX, key), [], 'volume purged')
+    await t.rejects(stat(join(dataDir, 'chats', key)), { code: 'ENOENT' }, 'data dir purged')
+    t.equal((await containersOfChat(PREFIX, chatKey('reap-has-container'))).length, 1)
+    t.ok(JSON.parse(await readFile(join(dataDir, 'chats', chatKey('reap-has-container'), 'meta.json'), 'utf8')), 'kept')
+
+    // The chat starts over from scratch on its next call.
+    await app.sandbox.ensure(chat)
+    t.equal((await app.sandbox.exec(chat, ['sh', '-c', 'cat ~/k 2>/dev/null || echo gone'])).stdout.toString(), 'gone\n')
+  })
+
+  t.test('MAX_RUNNING_SANDBOXES stops the least recently active idle sandbox, else fails', async t => {
+    offset = 0
+    const { app } = await buildSandboxApp(t, PREFIX, { maxRunning: 2, now, reaperIntervalMs: 3_600_000 })
+    await app.sandbox.ensure('cap-1')
+    minutes(1)
+    await app.sandbox.ensure('cap-2')
+    minutes(1)
+    await app.sandbox.ensure('cap-3')
+    t.equal((await app.sandbox.status('cap-1')).state, 'stopped', 'least recently active was stopped')
+    t.equal((await app.sandbox.status('cap-2')).state, 'running')
+    t.equal((await app.sandbox.status('cap-3')).state, 'running')
+    const r2 = app.sandbox.lease('cap-2')
+    const r3 = app.sandbox.lease('cap-3')
+    const err = await app.sandbox.ensure('cap-1').then(() => undefined, (e: unknown) => e as Error & { code: string })
+    t.equal(err?.code, 'SANDBOX_CAPACITY')
+    t.equal(err?.message, 'sandbox capacity reached')
+    r2()
+    await app.sandbox.ensure('cap-1')
+    t.equal((await app.sandbox.status('cap-2')).state, 'stopped')
+    r3()
+  })
+})

@@ -1,0 +1,65 @@
+import t from 'tap'
+import { commandArgv, Demuxer, killArgv, SentinelParser } from '../../../plugins/sandbox-docker/exec-stream.js'
+
+function frame (stream: number, payload: string | Buffer): Buffer {
+  const body = Buffer.isBuffer(payload) ? payload : Buffer.from(payload)
+  const h = Buffer.alloc(8)
+  h[0] = stream
+  h.writeUInt32BE(body.length, 4)
+  return Buffer.concat([h, body])
+}
+
+t.test('demuxer splits frames whatever the chunking', async t => {
+  const wire = Buffer.concat([frame(1, 'hello '), frame(2, 'oops'), frame(1, ''), frame(1, 'world'), frame(0, 'ignored'), frame(2, '!')])
+  for (const size of [1, 2, 3, 7, 8, 9, 13, wire.length]) {
+    const got: Array<[number, string]> = []
+    const d = new Demuxer((s, data) => got.push([s, data.toString()]))
+    for (let i = 0; i < wire.length; i += size) d.push(wire.subarray(i, i + size))
+    const out = got.filter(([s]) => s === 1).map(([, v]) => v).join('')
+    const err = got.filter(([s]) => s === 2).map(([, v]) => v).join('')
+    t.equal(out, 'hello world', `stdout, chunks of ${size}`)
+    t.equal(err, 'oops!', `stderr, chunks of ${size}`)
+  }
+})
+
+t.test('demuxer hands on slices without accumulating', async t => {
+  const big = Buffer.alloc(1 << 20, 0x61)
+  const d = new Demuxer((_s, data) => { t.ok(data.length <= 65536, 'slice bounded by the chunk'); seen += data.length })
+  let seen = 0
+  const wire = frame(1, big)
+  for (let i = 0; i < wire.length; i += 65536) d.push(wire.subarray(i, i + 65536))
+  t.equal(seen, big.length)
+})
+
+t.test('sentinel parser finds the exit line and passes everything else on', async t => {
+  const other: string[] = []
+  let code: number | undefined
+  const p = new SentinelParser(s => other.push(s), c => { code = c })
+  p.push(Buffer.from('sh: 1: bash: not fo'))
+  p.push(Buffer.from('und\n__cubicle_ex'))
+  t.equal(code, undefined)
+  p.push(Buffer.from('it:127\n'))
+  p.end()
+  t.equal(code, 127)
+  t.equal(p.exitCode, 127)
+  t.equal(other.join(''), 'sh: 1: bash: not found\n')
+})
+
+t.test('sentinel parser: no sentinel, multi-byte text split across chunks', async t => {
+  const other: string[] = []
+  const p = new SentinelParser(s => other.push(s), () => t.fail('no exit'))
+  const text = Buffer.from('héllo €\nrest')
+  for (const b of text) p.push(Buffer.from([b]))
+  p.end()
+  t.equal(other.join(''), 'héllo €\nrest')
+  t.equal(p.exitCode, null)
+})
+
+t.test('wrapper and kill argv', async t => {
+  const argv = commandArgv('echo "$HOME" && exit 3')
+  t.equal(argv[0], '/bin/sh')
+  t.equal(argv[4], 'echo "$HOME" && exit 3', 'the command is an argument, never interpolated')
+  t.match(argv[2], /bash -c "\$1" <\/dev\/null 2>&1; echo "__cubicle_exit:\$\?" >&2/)
+  t.same(killArgv('TERM', 'abcdef012345').slice(3), ['cubicle-kill', 'TERM', 'abcdef012345'])
+  t.throws(() => killArgv('KILL', 'abc; rm -rf /'))
+})

@@ -1,0 +1,153 @@
+import t from 'tap'
+import { chatKey } from '../../../core/chat-id.js'
+import { buildContainerConfig, configDrift, type ContainerSettings } from '../../../plugins/sandbox-docker/container-config.js'
+import { containerLabels, ownerFilter, readLabels, rfc3339, sandboxNames, volumeLabels } from '../../../plugins/sandbox-docker/names.js'
+import { parseDockerHost } from '../../../plugins/sandbox-docker/docker-client.js'
+import { parseOptions } from '../../../core/config.js'
+import { SandboxDockerOptions } from '../../../plugins/sandbox-docker/schemas.js'
+
+const settings: ContainerSettings = {
+  image: 'computer-use-sandbox:latest',
+  prefix: 'cu',
+  networkMode: 'cu-sandboxes',
+  dataDirHost: '/srv/cubicle',
+  memLimit: 2147483648,
+  cpuLimit: 1.5,
+  pidsLimit: 512,
+  skillsDirHost: '',
+  subagentCli: 'claude',
+  sandboxEnv: { ANTHROPIC_AUTH_TOKEN: 'tok', ANTHROPIC_BASE_URL: 'https://gw.example' }
+}
+
+t.test('names derive from the chat key only (§1.5)', async t => {
+  const key = chatKey('My-Chat'.toLowerCase())
+  const n = sandboxNames('cu', 'my-chat')
+  t.equal(n.key, key)
+  t.match(key, /^[0-9a-f]{32}$/)
+  t.equal(n.container, `cu-sbx-${key}`)
+  t.equal(n.volume, `cu-home-${key}`)
+  t.equal(n.hostname, `sbx-${key.slice(0, 12)}`)
+  t.notMatch(n.container + n.volume + n.hostname, /my-chat/)
+  t.equal(sandboxNames('cu', 'local:9fz_x-1').container.length, 'cu-sbx-'.length + 32)
+})
+
+t.test('labels are exactly those of §5.2; the volume gets the first five', async t => {
+  const created = new Date('2026-01-02T03:04:05.678Z')
+  t.same(containerLabels('cu', 'abc', 'img:1', created), {
+    'managed-by': 'computer-use-server',
+    tool: 'computer-use-mcp',
+    'cu.prefix': 'cu',
+    'cu.chat-id': 'abc',
+    'cu.chat-key': chatKey('abc'),
+    'cu.created-at': '2026-01-02T03:04:05Z',
+    'cu.image': 'img:1'
+  })
+  t.same(volumeLabels('cu', 'abc'), {
+    'managed-by': 'computer-use-server', tool: 'computer-use-mcp', 'cu.prefix': 'cu', 'cu.chat-id': 'abc', 'cu.chat-key': chatKey('abc')
+  })
+  t.equal(rfc3339(created), '2026-01-02T03:04:05Z')
+  t.same(ownerFilter('cu'), ['managed-by=computer-use-server', 'cu.prefix=cu'])
+})
+
+t.test('re-adoption accepts consistent labels only', async t => {
+  const good = containerLabels('cu', 'abc', 'img', new Date())
+  t.match(readLabels('cu', good), { ok: true, chatId: 'abc', key: chatKey('abc') })
+  t.match(readLabels('other', good), { ok: false, reason: 'not ours' })
+  t.match(readLabels('cu', { ...good, 'cu.chat-key': chatKey('xyz') }), { ok: false, reason: /does not match/ })
+  t.match(readLabels('cu', { ...good, 'cu.chat-id': 'A B', 'cu.chat-key': chatKey('A B') }), { ok: false, reason: /not a valid chat id/ })
+  t.match(readLabels('cu', { 'managed-by': 'computer-use-server', 'cu.prefix': 'cu' }), { ok: false, reason: /missing/ })
+  t.match(readLabels('cu', undefined), { ok: false })
+})
+
+t.test('container config follows §5.2', async t => {
+  const now = new Date('2026-03-04T05:06:07Z')
+  const user = { email: 'ann@example.com', emailRejected: false, name: 'Ann Example', mcpServers: [], credentials: { gitlabToken: 'glpat', gitlabHost: 'git.example' } }
+  const c = buildContainerConfig(settings, 'chat-1', user, now)
+  const key = chatKey('chat-1')
+  t.equal(c.name, `cu-sbx-${key}`)
+  t.equal(c.Image, 'computer-use-sandbox:latest')
+  t.same(c.Cmd, ['sleep', 'infinity'])
+  t.notOk('Entrypoint' in c, 'the image entrypoint is kept')
+  t.equal(c.User, 'assistant')
+  t.equal(c.WorkingDir, '/home/assistant')
+  t.equal(c.Hostname, `sbx-${key.slice(0, 12)}`)
+  t.equal(c.Labels['cu.created-at'], '2026-03-04T05:06:07Z')
+  const hc = c.HostConfig
+  t.equal(hc.Memory, 2147483648)
+  t.equal(hc.MemorySwap, 2147483648)
+  t.equal(hc.NanoCpus, 1_500_000_000)
+  t.equal(hc.PidsLimit, 512)
+  t.same(hc.SecurityOpt, ['no-new-privileges:true'])
+  t.same(hc.CapDrop, ['ALL'])
+  t.equal(hc.Privileged, false)
+  t.equal(hc.Init, true)
+  t.equal(hc.ShmSize, 256 * 1024 * 1024)
+  t.same(hc.LogConfig, { Type: 'json-file', Config: { 'max-size': '10m', 'max-file': '3' } })
+  t.same(hc.RestartPolicy, { Name: 'no' })
+  t.equal(hc.NetworkMode, 'cu-sandboxes')
+  t.notOk('PortBindings' in hc, 'no published ports')
+  t.notOk('Binds' in hc)
+  t.same(hc.Mounts.map(m => [m.Type, m.Source, m.Target, m.ReadOnly]), [
+    ['volume', `cu-home-${key}`, '/home/assistant', false],
+    ['bind', `/srv/cubicle/chats/${key}/uploads`, '/mnt/user-data/uploads', true],
+    ['bind', `/srv/cubicle/chats/${key}/outputs`, '/mnt/user-data/outputs', false]
+  ])
+  t.same(hc.Mounts[0]?.VolumeOptions?.Labels, volumeLabels('cu', 'chat-1'))
+  t.same(c.Env.sort(), [
+    'ANTHROPIC_AUTH_TOKEN=tok', 'ANTHROPIC_BASE_URL=https://gw.example', 'CHAT_ID=chat-1',
+    'GITLAB_HOST=git.example', 'GITLAB_TOKEN=glpat',
+    'GIT_AUTHOR_EMAIL=ann@example.com', 'GIT_AUTHOR_NAME=Ann Example', 'GIT_COMMITTER_EMAIL=ann@example.com', 'GIT_COMMITTER_NAME=Ann Example',
+    'SUBAGENT_CLI=claude'
+  ].sort())
+})
+
+t.test('container config: skills mount, network none, no user', async t => {
+  const c = buildContainerConfig({ ...settings, skillsDirHost: '/opt/skills', networkMode: 'none', sandboxEnv: {} }, 'x', undefined, new Date())
+  t.same(c.HostConfig.Mounts.at(-1), { Type: 'bind', Source: '/opt/skills', Target: '/mnt/skills', ReadOnly: true })
+  t.equal(c.HostConfig.NetworkMode, 'none')
+  t.same(c.Env.sort(), ['CHAT_ID=x', 'SUBAGENT_CLI=claude'])
+})
+
+t.test('config drift: settings fixed at creation are compared, user-derived env is not', async t => {
+  const desired = buildContainerConfig(settings, 'chat-1', undefined, new Date())
+  const existing = {
+    imageId: 'sha256:a',
+    env: [...desired.Env, 'PATH=/usr/bin', 'GIT_AUTHOR_NAME=Someone'],
+    mounts: desired.HostConfig.Mounts.map(m => ({ type: m.Type, source: m.Source, target: m.Target, readOnly: m.ReadOnly })),
+    networkMode: 'cu-sandboxes',
+    memory: 2147483648,
+    nanoCpus: 1_500_000_000,
+    pidsLimit: 512
+  }
+  t.equal(configDrift(existing, desired, 'sha256:a'), null)
+  t.equal(configDrift(existing, desired, null), null, 'unknown current image is not a drift')
+  t.equal(configDrift(existing, desired, 'sha256:b'), 'image changed')
+  t.equal(configDrift({ ...existing, pidsLimit: 100 }, desired, null), 'pids limit changed')
+  t.equal(configDrift({ ...existing, memory: 1 }, desired, null), 'memory limit changed')
+  t.equal(configDrift({ ...existing, networkMode: 'bridge' }, desired, null), 'network changed')
+  t.equal(configDrift({ ...existing, mounts: existing.mounts.slice(1) }, desired, null), 'mounts changed')
+  t.equal(configDrift({ ...existing, env: existing.env.filter(e => !e.startsWith('ANTHROPIC_AUTH_TOKEN=')) }, desired, null), 'environment changed (ANTHROPIC_AUTH_TOKEN)')
+  t.equal(configDrift({ ...existing, env: [...existing.env, 'OPENAI_API_KEY=x'] }, desired, null), 'environment changed (OPENAI_API_KEY)')
+})
+
+t.test('DOCKER_HOST forms', async t => {
+  t.same(parseDockerHost('unix:///var/run/docker.sock'), { docker: { socketPath: '/var/run/docker.sock' } })
+  t.same(parseDockerHost(''), { docker: { socketPath: '/var/run/docker.sock' } })
+  t.same(parseDockerHost('/run/user/1000/docker.sock'), { docker: { socketPath: '/run/user/1000/docker.sock' } })
+  t.same(parseDockerHost('tcp://10.0.0.5:2375'), { docker: { protocol: 'http', host: '10.0.0.5', port: 2375 } })
+  t.same(parseDockerHost('https://docker.internal'), { docker: { protocol: 'https', host: 'docker.internal', port: 2376 } })
+  t.match(parseDockerHost('ssh://me@host'), { docker: { protocol: 'ssh', host: 'host', username: 'me', port: 22 } })
+})
+
+t.test('options schema: defaults and validation', async t => {
+  const o = parseOptions(SandboxDockerOptions, {}, 'sandbox-docker')
+  t.equal(o.prefix, 'cu')
+  t.equal(o.memLimit, 2147483648)
+  t.equal(o.pidsLimit, 512)
+  t.equal(o.createTimeoutS, 60)
+  t.equal(o.reaperIntervalMs, 30000)
+  t.equal(o.purgeIntervalMs, 3600000)
+  t.same(o.sandboxEnv, {})
+  t.throws(() => parseOptions(SandboxDockerOptions, { prefix: 'Bad_Prefix' }, 'sandbox-docker'), { code: 'CORE_INVALID_PLUGIN_OPTIONS' })
+  t.throws(() => parseOptions(SandboxDockerOptions, { pidsLimit: 2 }, 'sandbox-docker'), { code: 'CORE_INVALID_PLUGIN_OPTIONS' })
+})
