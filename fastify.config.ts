@@ -10,6 +10,12 @@ import capabilities from './plugins/capabilities/index.js'
 import sandboxDocker, { sandboxEnvFromConfig } from './plugins/sandbox-docker/index.js'
 import promptRender from './plugins/prompt-render/index.js'
 import uploads from './plugins/uploads/index.js'
+import tierToolDescriptions from './plugins/tier-tool-descriptions/index.js'
+import tierReadme from './plugins/tier-readme/index.js'
+import tierStaticInstructions from './plugins/tier-static-instructions/index.js'
+import tierDynamicInstructions from './plugins/tier-dynamic-instructions/index.js'
+import tierResources from './plugins/tier-resources/index.js'
+import tierHttp from './plugins/tier-http/index.js'
 import files from './plugins/files/index.js'
 import preview from './plugins/preview/index.js'
 import docs from './plugins/docs/index.js'
@@ -62,8 +68,13 @@ export default function manifest (config: AppConfig): Entry[] {
       subagentCli: config.subagentCli,
       networkEnabled: config.ENABLE_NETWORK
     }),
-    // @tiers
     entry(uploads, { dataDir: config.DATA_DIR, maxBytes: config.UPLOAD_MAX_BYTES }),
+    entry(tierToolDescriptions, {}),
+    entry(tierReadme, {}),
+    entry(tierStaticInstructions, {}),
+    entry(tierDynamicInstructions, {}),
+    entry(tierResources, { maxReadBytes: config.RESOURCE_READ_MAX_BYTES }),
+    entry(tierHttp, { singleUserMode: config.singleUserMode }),
     entry(files, { dataDir: config.DATA_DIR, archiveMaxBytes: config.ARCHIVE_MAX_BYTES, frameAncestors: config.FRAME_ANCESTORS }),
     entry(preview, { frameAncestors: config.FRAME_ANCESTORS }),
     entry(docs, { publicBaseUrl: config.publicBaseUrl, singleUserMode: config.singleUserMode })

@@ -1,0 +1,21 @@
+import fp from 'fastify-plugin'
+import type { FastifyPluginAsync } from 'fastify'
+import { parseOptions } from '../../core/config.js'
+import { TierHttpOptions } from './schemas.js'
+import routes from './routes.js'
+
+/**
+ * Prompt tier 6 (surface.md §4.4): GET /system-prompt for clients outside MCP (Open WebUI filters, n8n,
+ * LiteLLM deployments), plus the skill listing routes of §8.1 items 8–9.
+ */
+const tierHttp: FastifyPluginAsync<TierHttpOptions> = async (fastify, raw) => {
+  const opts = parseOptions(TierHttpOptions, raw, 'tier-http')
+  await fastify.register(routes, { singleUserMode: opts.singleUserMode })
+}
+
+export default fp(tierHttp, {
+  name: 'tier-http',
+  fastify: '5.x',
+  dependencies: ['capabilities', 'prompt-render'],
+  decorators: { fastify: ['links', 'prompts', 'auth'] }
+})

@@ -1,0 +1,50 @@
+import type { FastifyRequest } from 'fastify'
+import { normalizeChatId } from '../../core/chat-id.js'
+import { CORE_INVALID_CHAT_ID } from '../../core/errors.js'
+import { headerValue, validEmail } from '../../core/identity.js'
+
+type QueryValue = string | string[] | undefined
+
+/** First value of a query parameter, trimmed; empty counts as absent. */
+export function queryValue (value: QueryValue): string | undefined {
+  const first = (Array.isArray(value) ? value[0] : value)?.trim()
+  return first === undefined || first === '' ? undefined : first
+}
+
+/** A capability token segment (§6.2) is never a chat id: the chat is the segment before it. */
+const TOKEN_SEGMENT = /^~v1\.[fc]\.[0-9]{1,12}\.[A-Za-z0-9_-]{22}$/
+
+/** Last non-empty path segment of a files base URL (decoded once), skipping a trailing `~token`. */
+export function chatFromFileBaseUrl (raw: string): string {
+  let path = raw
+  try { path = new URL(raw).pathname } catch { path = raw.split(/[?#]/)[0] ?? '' }
+  const segments = path.split('/').filter(s => s !== '')
+  if (segments.length > 1 && TOKEN_SEGMENT.test(segments.at(-1) as string)) segments.pop()
+  const last = segments.at(-1) ?? ''
+  try { return decodeURIComponent(last) } catch { return last }
+}
+
+/**
+ * The chat of a /system-prompt request (surface.md §1.2): X-Chat-Id → X-OpenWebUI-Chat-Id → query
+ * chat_id → last segment of query file_base_url → none. An invalid id is 400 invalid_chat_id. Under
+ * SINGLE_USER_MODE=true any given chat means `default` (§1.4), without validation.
+ */
+export function resolveChat (request: FastifyRequest, query: { chat_id?: QueryValue, file_base_url?: QueryValue }, mode: string): string | undefined {
+  const fileBase = queryValue(query.file_base_url)
+  const raw = headerValue(request.headers, 'x-chat-id', 'x-openwebui-chat-id') ??
+    queryValue(query.chat_id) ??
+    (fileBase !== undefined ? chatFromFileBaseUrl(fileBase) : undefined)
+  if (raw === undefined) return undefined
+  if (mode === 'true') return 'default'
+  const chatId = normalizeChatId(raw)
+  if (chatId === null) throw new CORE_INVALID_CHAT_ID('must match ^[a-z0-9][a-z0-9_:-]{0,63}$')
+  return chatId
+}
+
+/** X-User-Email → X-OpenWebUI-User-Email → query user_email; invalid values count as absent (logged). */
+export function resolveEmail (request: FastifyRequest, query: { user_email?: QueryValue }): string | undefined {
+  const raw = headerValue(request.headers, 'x-user-email', 'x-openwebui-user-email') ?? queryValue(query.user_email)
+  const email = validEmail(raw)
+  if (raw !== undefined && email === undefined) request.log.warn('ignoring an invalid user email')
+  return email
+}

@@ -1,0 +1,47 @@
+import type { FastifyPluginAsync } from 'fastify'
+import type { LooseQuery } from './schemas.js'
+import { resolveChat, resolveEmail } from './resolve.js'
+
+export interface TierHttpRoutesOptions { singleUserMode: string }
+
+const TEXT = 'text/plain; charset=utf-8'
+/** Cuts to `max` code points (never splitting a surrogate pair). */
+const cut = (s: string, max: number): string => Array.from(s).slice(0, max).join('')
+
+const routes: FastifyPluginAsync<TierHttpRoutesOptions> = async (fastify, opts) => {
+  const { prompts, links, auth } = fastify
+
+  // Tier 6 (surface.md §4.4): the prompt over plain HTTP for clients that inject it themselves.
+  fastify.get<{ Querystring: LooseQuery }>('/system-prompt', async (request, reply) => {
+    const chatId = resolveChat(request, request.query, opts.singleUserMode)
+    // The chat form hands out capability tokens, so it needs the key; the legacy template does not.
+    if (chatId !== undefined) await auth.requireApiKey(request, reply)
+    const email = resolveEmail(request, request.query)
+    const text = await prompts.render({ ...(chatId !== undefined && { chatId }), ...(email !== undefined && { email }) })
+    reply.header('Content-Type', TEXT).header('Cache-Control', 'no-store').header('X-Public-Base-URL', links.publicBaseUrl)
+    if (chatId !== undefined) {
+      reply.header('X-Files-Base-URL', links.filesBase(chatId))
+        .header('X-Archive-URL', links.archiveUrl(chatId))
+        .header('X-Preview-URL', links.previewUrl(chatId, 'c'))
+    }
+    return text
+  })
+
+  // §8.1 item 8: one line per skill; `format` is accepted for compatibility and has no effect.
+  fastify.get<{ Querystring: LooseQuery }>('/skill-list', async (request, reply) => {
+    await auth.requireApiKey(request, reply)
+    const skills = await prompts.skills(resolveEmail(request, request.query))
+    reply.header('Content-Type', TEXT).header('Cache-Control', 'no-store')
+    return skills.map(s => `- ${s.name}: ${s.location} - ${cut(s.description, 120)}\n`).join('')
+  })
+
+  // §8.1 item 9: cached user skills only; per-user skills are not implemented, so always {}. Never downloads.
+  fastify.get<{ Querystring: LooseQuery }>('/skill-mounts', async (request, reply) => {
+    await auth.requireApiKey(request, reply)
+    resolveEmail(request, request.query)
+    reply.header('Cache-Control', 'no-store')
+    return {}
+  })
+}
+
+export default routes

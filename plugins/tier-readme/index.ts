@@ -1,0 +1,19 @@
+import fp from 'fastify-plugin'
+import type { FastifyPluginAsync } from 'fastify'
+import { parseOptions } from '../../core/config.js'
+import { TierReadmeOptions } from './schemas.js'
+import { createReadmeHook } from './service.js'
+
+/** Prompt tier 2 (surface.md §4.1): the rendered prompt as /home/assistant/README.md inside the sandbox. */
+const tierReadme: FastifyPluginAsync<TierReadmeOptions> = async (fastify, raw) => {
+  const opts = parseOptions(TierReadmeOptions, raw, 'tier-readme')
+  const log = fastify.log.child({ plugin: 'tier-readme' })
+  fastify.sandbox.onEnsure(createReadmeHook({ sandbox: fastify.sandbox, prompts: fastify.prompts, log }, opts))
+}
+
+export default fp(tierReadme, {
+  name: 'tier-readme',
+  fastify: '5.x',
+  dependencies: ['sandbox-docker', 'prompt-render'],
+  decorators: { fastify: ['sandbox', 'prompts'] }
+})

@@ -1,0 +1,25 @@
+import fp from 'fastify-plugin'
+import type { FastifyPluginAsync } from 'fastify'
+import { parseOptions } from '../../core/config.js'
+import { TierResourcesOptions } from './schemas.js'
+import { createUploadResources } from './service.js'
+
+/**
+ * Prompt tier 5 (surface.md §4.3): every upload of the request's chat as an MCP resource, and
+ * notifications/resources/list_changed on that chat's open GET /mcp streams after each upload.
+ */
+const tierResources: FastifyPluginAsync<TierResourcesOptions> = async (fastify, raw) => {
+  const opts = parseOptions(TierResourcesOptions, raw, 'tier-resources')
+  const { mcp, uploads } = fastify
+  mcp.addResourceProvider(createUploadResources(uploads, opts))
+  uploads.onUpload(({ chatId }) => {
+    mcp.notifyChat(chatId, { method: 'notifications/resources/list_changed' })
+  })
+}
+
+export default fp(tierResources, {
+  name: 'tier-resources',
+  fastify: '5.x',
+  dependencies: ['mcp-transport', 'uploads'],
+  decorators: { fastify: ['mcp', 'uploads'] }
+})

@@ -1,0 +1,6 @@
+import Type, { type Static } from 'typebox'
+
+export const TierResourcesOptions = Type.Object({
+  maxReadBytes: Type.Optional(Type.Integer({ default: 10485760, minimum: 1, description: 'RESOURCE_READ_MAX_BYTES' }))
+})
+export type TierResourcesOptions = Static<typeof TierResourcesOptions>
