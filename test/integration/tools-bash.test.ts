@@ -62,6 +62,29 @@ t.test('bash_tool over MCP on real Docker', gate, async t => {
     t.ok(peak - before < 300 * 1024 * 1024, `rss grew by ${Math.round((peak - before) / 1e6)} MB`)
   })
 
+  t.test('calls of one chat run concurrently', async t => {
+    const started = Date.now()
+    const results = await Promise.all([1, 2, 3, 4, 5].map(async i => textOf(await bash(c, `sleep 1; echo ${i}`))))
+    t.same(results, ['1\n', '2\n', '3\n', '4\n', '5\n'])
+    t.ok(Date.now() - started < 4000, `took ${Date.now() - started} ms`)
+  })
+
+  t.test('cancelling a call kills its processes in the sandbox', async t => {
+    const controller = new AbortController()
+    const pending = c.callTool({ name: 'bash_tool', arguments: { command: 'sleep 97; echo never', description: 'to cancel' } }, undefined, { signal: controller.signal })
+    await new Promise(resolve => setTimeout(resolve, 1500))
+    t.equal(textOf(await bash(c, 'pgrep -fc "^sleep 97$"')), '1\n', 'running before the cancel')
+    controller.abort()
+    await t.rejects(pending)
+    let left = ''
+    for (let i = 0; i < 20; i++) {
+      left = textOf(await bash(c, 'pgrep -fc "^sleep 97$" || true'))
+      if (left === '0\n') break
+      await new Promise(resolve => setTimeout(resolve, 250))
+    }
+    t.equal(left, '0\n', 'no sleep 97 left')
+  })
+
   t.test('files written to outputs are listed with their public URLs', async t => {
     const r = await bash(c, 'mkdir -p /mnt/user-data/outputs/rep && echo hi > "/mnt/user-data/outputs/rep/my report.txt" && echo ok')
     t.match(textOf(r), /^ok\n\n\n\[Files created or modified in \/mnt\/user-data\/outputs: rep\/my report\.txt: http:\/\/cubicle\.test\/files\/wt-bash\/rep\/my%20report\.txt\]$/)
