@@ -8,6 +8,7 @@ import { entry, type Entry } from './core/app.js'
 import mcpTransport from './plugins/mcp-transport/index.js'
 import capabilities from './plugins/capabilities/index.js'
 import sandboxDocker, { sandboxEnvFromConfig } from './plugins/sandbox-docker/index.js'
+import workspaceTools from './plugins/workspace-tools/index.js'
 import promptRender from './plugins/prompt-render/index.js'
 import uploads from './plugins/uploads/index.js'
 import tierToolDescriptions from './plugins/tier-tool-descriptions/index.js'
@@ -59,7 +60,13 @@ export default function manifest (config: AppConfig): Entry[] {
       subagentCli: config.subagentCli,
       sandboxEnv: sandboxEnvFromConfig(config)
     }),
-    // @workspace-tools
+    entry(workspaceTools, {
+      commandTimeoutS: config.COMMAND_TIMEOUT,
+      createTimeoutS: config.CONTAINER_CREATE_TIMEOUT,
+      maxOutputChars: config.MAX_OUTPUT_CHARS,
+      progressIntervalS: config.PROGRESS_INTERVAL_SECONDS,
+      dataDir: config.DATA_DIR
+    }),
     entry(promptRender, {
       singleUserMode: config.singleUserMode,
       skillsDir: config.SKILLS_DIR,
