@@ -7,8 +7,8 @@ import { fileURLToPath } from 'node:url'
 
 const root = fileURLToPath(new URL('../..', import.meta.url))
 
-/** Starts core/server.ts with the given environment; resolves with exit code and output, or kills it after `ms`. */
-async function boot (env: Record<string, string>, ms = 20000): Promise<{ code: number | null, stderr: string, stdout: string }> {
+/** Starts core/server.ts; resolves with exit code and output once it exits, or kills it when stdout matches `until` (or after `ms`). */
+async function boot (env: Record<string, string>, until?: RegExp, ms = 60000): Promise<{ code: number | null, stderr: string, stdout: string }> {
   return await new Promise(resolve => {
     const child = spawn(process.execPath, ['--import=tsx', 'core/server.ts'], {
       cwd: root,
@@ -17,7 +17,10 @@ async function boot (env: Record<string, string>, ms = 20000): Promise<{ code: n
     let stderr = ''
     let stdout = ''
     child.stderr.on('data', c => { stderr += String(c) })
-    child.stdout.on('data', c => { stdout += String(c) })
+    child.stdout.on('data', c => {
+      stdout += String(c)
+      if (until?.test(stdout) === true) child.kill('SIGTERM')
+    })
     const timer = setTimeout(() => child.kill('SIGTERM'), ms)
     child.on('close', code => { clearTimeout(timer); resolve({ code, stderr, stdout }) })
   })
@@ -40,7 +43,7 @@ for (const [name, value, pattern] of bad) {
 }
 
 t.test('boot warns about an empty MCP_API_KEY and the default PUBLIC_BASE_URL, logs the runtime, then listens', async t => {
-  const { stdout } = await boot({}, 6000)
+  const { stdout } = await boot({}, /Server listening/)
   t.match(stdout, /PUBLIC_BASE_URL is still the hardcoded default/)
   t.match(stdout, /http:\/\/computer-use-server:8081/)
   t.match(stdout, /MCP_API_KEY is empty/)
