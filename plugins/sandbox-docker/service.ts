@@ -81,6 +81,8 @@ const AUTH_JSON = '/home/assistant/.local/share/opencode/auth.json'
 const READY_PROBE = ['/bin/sh', '-c', `rm -f ${AUTH_JSON} 2>/dev/null; id -u; id -g`]
 
 const sleep = async (ms: number): Promise<void> => await new Promise(resolve => setTimeout(resolve, ms))
+/** setTimeout fires at once beyond 2^31-1 ms: clamp (about 24.8 days). */
+const clampMs = (ms: number): number => Math.max(0, Math.min(ms, 2_147_483_647))
 
 export class DockerSandboxService implements SandboxService {
   private readonly entries = new Map<string, Entry>()
@@ -88,6 +90,8 @@ export class DockerSandboxService implements SandboxService {
   private readonly stopHooks: StopHook[] = []
   private readonly streams = new Set<Duplex>()
   private readonly starting = new Set<Entry>()
+  /** containers already reported as not adoptable (logged once each) */
+  private readonly ignored = new Set<string>()
   private readonly settings: ContainerSettings
   private bootstrapped = false
   private bootstrapping: Promise<void> | null = null
@@ -172,15 +176,15 @@ export class DockerSandboxService implements SandboxService {
   /** Registers a listed container when its labels are consistent; mismatches are logged, never touched. */
   private register (c: ContainerSummary, activity: number, mark = Infinity): Entry | null {
     const labels = readLabels(this.opts.prefix, c.labels)
-    if (!labels.ok) {
-      this.log.warn({ container: c.name, reason: labels.reason }, 'ignoring a labelled container that is not a consistent sandbox of ours')
+    if (!labels.ok || c.name !== sandboxNames(this.opts.prefix, labels.chatId).container) {
+      if (!this.ignored.has(c.id)) {
+        this.ignored.add(c.id)
+        this.log.warn({ container: c.name, reason: labels.ok ? 'name does not match the chat key' : labels.reason },
+          'ignoring a labelled container that is not a consistent sandbox of ours (left untouched)')
+      }
       return null
     }
     const entry = this.entry(labels.chatId)
-    if (c.name !== entry.names.container) {
-      this.log.warn({ container: c.name }, 'ignoring a labelled container whose name does not match its chat key')
-      return null
-    }
     if (entry.locked > 0 || entry.ensuring !== null || entry.epoch > mark) return entry
     const known = entry.state === 'running' || entry.state === 'stopped'
     entry.state = c.running ? 'running' : 'stopped'
@@ -294,7 +298,11 @@ export class DockerSandboxService implements SandboxService {
       return info
     }
     if (entry.ensuring === null) {
-      const op = this.withLock(entry, async () => await this.doEnsure(entry, opts.user))
+      // Hooks run after the lock is released, so a hook may itself call ensure(), exec() or putFile().
+      const op = this.withLock(entry, async () => await this.doEnsure(entry, opts.user)).then(async result => {
+        await this.runHooks(result.info, result.started, opts.user)
+        return result
+      })
       entry.ensuring = op
       op.then(() => {}, () => {}).finally(() => { if (entry.ensuring === op) entry.ensuring = null })
     }
@@ -360,7 +368,6 @@ export class DockerSandboxService implements SandboxService {
       await this.saveMeta(entry, user, true)
       const info = this.info(entry)
       this.activity(entry)
-      await this.runHooks(info, started, user)
       return { info, started }
     } catch (err) {
       if (entry.state !== 'running') { entry.state = 'unknown'; this.changed(entry) }
@@ -414,7 +421,7 @@ export class DockerSandboxService implements SandboxService {
     let lastError: unknown
     while (true) {
       try {
-        const r = await this.rawExec(entry.containerId ?? '', READY_PROBE, { user: SANDBOX_USER, timeoutMs: 5000 })
+        const r = await this.rawExec(entry.containerId ?? '', READY_PROBE, { user: SANDBOX_USER, timeoutMs: 5000 }, undefined, false)
         const [uid, gid] = r.stdout.toString('utf8').trim().split('\n').map(Number)
         if (uid !== undefined && gid !== undefined && Number.isInteger(uid) && Number.isInteger(gid)) return { uid, gid }
         if (r.exitCode === 0) return null
@@ -640,8 +647,8 @@ export class DockerSandboxService implements SandboxService {
     } finally { release() }
   }
 
-  /** Collecting exec with timeout/abort kill. `entry` enables the kill path (marker). */
-  private async rawExec (containerId: string, argv: string[], opts: ExecOptions, entry?: Entry): Promise<ExecResult> {
+  /** Collecting exec with timeout/abort kill. `entry` enables the kill path (marker); internal probes skip the exit code. */
+  private async rawExec (containerId: string, argv: string[], opts: ExecOptions, entry?: Entry, wantExitCode = true): Promise<ExecResult> {
     const execId = randomBytes(12).toString('hex')
     const user = opts.user ?? SANDBOX_USER
     const env = toEnvList(opts.env, entry === undefined ? undefined : { CUBICLE_EXEC_ID: execId })
@@ -695,12 +702,12 @@ export class DockerSandboxService implements SandboxService {
       socket.on('error', () => finish(true))
       const terminate = (): void => {
         if (entry === undefined) { finish(true); return }
-        this.terminate(entry, execId, user)
-        timers.push(setTimeout(() => finish(true), RESULT_GRACE_MS))
+        const grace = this.terminate(entry, execId, user, opts.killGraceMs)
+        timers.push(setTimeout(() => finish(true), Math.max(RESULT_GRACE_MS, grace + 5000)))
       }
       const onAbort = (): void => { if (!timedOut && !cancelled) { cancelled = true; terminate() } }
       const timeoutMs = opts.timeoutMs ?? this.opts.commandTimeoutS * 1000
-      timers.push(setTimeout(() => { if (!cancelled) { timedOut = true; terminate() } }, timeoutMs))
+      timers.push(setTimeout(() => { if (!cancelled) { timedOut = true; terminate() } }, clampMs(timeoutMs)))
       if (opts.signal !== undefined) {
         if (opts.signal.aborted) onAbort()
         else opts.signal.addEventListener('abort', onAbort, { once: true })
@@ -711,7 +718,7 @@ export class DockerSandboxService implements SandboxService {
       }
     })
     let exitCode: number | null = null
-    if (!ended.lost || ended.timedOut || ended.cancelled) {
+    if (wantExitCode && (!ended.lost || ended.timedOut || ended.cancelled)) {
       for (let i = 0; i < 20; i++) {
         try {
           const state = await this.docker.execInspect(handle.id)
@@ -791,8 +798,8 @@ export class DockerSandboxService implements SandboxService {
       socket.on('error', finish)
       const terminate = (): void => {
         clearTimeout(quiet)
-        this.terminate(entry, execId, SANDBOX_USER)
-        timers.push(setTimeout(finish, RESULT_GRACE_MS))
+        const grace = this.terminate(entry, execId, SANDBOX_USER, opts.killGraceMs)
+        timers.push(setTimeout(finish, Math.max(RESULT_GRACE_MS, grace + 5000)))
       }
       const onAbort = (): void => {
         if (done || timedOut || cancelled) return
@@ -803,7 +810,7 @@ export class DockerSandboxService implements SandboxService {
         if (done || cancelled || parser.exitCode !== null) return
         timedOut = true
         terminate()
-      }, opts.timeoutMs))
+      }, clampMs(opts.timeoutMs)))
       if (opts.signal !== undefined) {
         if (opts.signal.aborted) onAbort()
         else opts.signal.addEventListener('abort', onAbort, { once: true })
@@ -821,9 +828,10 @@ export class DockerSandboxService implements SandboxService {
    * SIGKILL pass runs even when the call has already returned (its output may have closed while
    * processes that redirected theirs live on).
    */
-  private terminate (entry: Entry, execId: string, user: string): void {
+  private terminate (entry: Entry, execId: string, user: string, killGraceMs = this.opts.killGraceMs): number {
     void this.killMarked(entry, execId, 'TERM', user)
-    setTimeout(() => { void this.killMarked(entry, execId, 'KILL', user) }, this.opts.killGraceMs).unref()
+    setTimeout(() => { void this.killMarked(entry, execId, 'KILL', user) }, clampMs(killGraceMs)).unref()
+    return killGraceMs
   }
 
   /**
@@ -836,7 +844,7 @@ export class DockerSandboxService implements SandboxService {
     if (containerId === undefined || this.closed) return
     let ok = false
     try {
-      const r = await this.rawExec(containerId, killArgv(signal, execId), { user, timeoutMs: 4000, cwd: '/' })
+      const r = await this.rawExec(containerId, killArgv(signal, execId), { user, timeoutMs: 4000, cwd: '/' }, undefined, false)
       const m = /^done (\d+) (\d+)/m.exec(r.stdout.toString('utf8'))
       ok = m !== null && m[2] === '0'
       if (!ok && !this.closed) this.log.warn({ chat: entry.names.key, signal, result: r.stdout.toString('utf8').slice(0, 100), stderr: r.stderr.toString('utf8').slice(0, 200) }, 'kill exec did not complete')

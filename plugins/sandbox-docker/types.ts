@@ -45,6 +45,8 @@ export interface ExecOptions {
   signal?: AbortSignal
   /** Keep at most this many bytes of stdout and of stderr (default 32 MiB each); the rest is counted and dropped. */
   maxBytes?: number
+  /** Extension: SIGTERM → SIGKILL delay on timeout/abort (default 5 s; the sub-agent uses 10 s). */
+  killGraceMs?: number
 }
 
 export interface ExecResult {
@@ -65,6 +67,8 @@ export interface CommandOptions {
   signal?: AbortSignal
   /** Merged stdout+stderr in arrival order, decoded as UTF-8 (replacement chars; sequences never split). */
   onOutput: (text: string) => void
+  /** Extension: SIGTERM → SIGKILL delay (default 5 s); the result still comes at most 10 s after the SIGTERM, or 5 s after the SIGKILL when that is later. */
+  killGraceMs?: number
 }
 
 /**

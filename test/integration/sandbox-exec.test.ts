@@ -163,6 +163,33 @@ t.test('sandbox exec (real Docker)', { skip }, async t => {
     t.equal((await sandbox.exec(chat, ['true'])).exitCode, 0, 'a failed put leaves the sandbox usable')
   })
 
+  t.test('openStream: stdin/stdout relay and TTY', async t => {
+    const open = sandbox.openStream
+    if (open === undefined) { t.fail('openStream missing'); return }
+    const relay = await open.call(sandbox, chat, ['sh', '-c', 'cat; echo bye >&2'])
+    let out = ''
+    let err = ''
+    relay.demux(d => { out += d.toString() }, d => { err += d.toString() })
+    const closed = new Promise(resolve => relay.socket.once('close', resolve))
+    relay.socket.write('ping\n')
+    relay.socket.end()
+    await closed
+    t.equal(out, 'ping\n')
+    t.equal(err, 'bye\n')
+    t.equal(await relay.exitCode(), 0)
+
+    const tty = await open.call(sandbox, chat, ['sh', '-c', 'test -t 0 && echo is-a-tty; read line; echo "got $line"'], { tty: true })
+    let screen = ''
+    tty.demux(d => { screen += d.toString() })
+    await tty.resize(100, 30)
+    tty.socket.write('abc\r')
+    const deadline = Date.now() + 5000
+    while (!screen.includes('got abc') && Date.now() < deadline) await new Promise(resolve => setTimeout(resolve, 50))
+    t.match(screen, /is-a-tty/)
+    t.match(screen, /got abc/)
+    tty.close()
+  })
+
   t.test('a sandbox stopped under a running command yields exit code null', async t => {
     const p = run('sleep 60')
     await new Promise(resolve => setTimeout(resolve, 500))

@@ -89,6 +89,29 @@ t.test('sandbox lifecycle (real Docker)', { skip }, async t => {
     t.same(await containersOfChat(PREFIX, chatKey('life-never-used')), [], 'status never creates')
   })
 
+  t.test('onEnsure hooks run in order after every ensure, may use the sandbox, and never fail it', async t => {
+    const { app } = await buildSandboxApp(t, PREFIX)
+    const calls: string[] = []
+    app.sandbox.onEnsure(async (info, event) => {
+      calls.push(`first:${String(event.started)}:${event.user?.email ?? '-'}`)
+      await app.sandbox.putFile(info.chatId, '/home/assistant/README.md', `chat ${info.chatId}\n`)
+    })
+    app.sandbox.onEnsure(async () => { calls.push('second'); throw new Error('hook failure is only logged') })
+    let nested = false
+    app.sandbox.onEnsure(async (info) => {
+      // A hook may call ensure() itself (once: it runs the hooks again) without deadlocking.
+      if (!nested) { nested = true; await app.sandbox.ensure(info.chatId) }
+      calls.push('third')
+    })
+    const user = { email: 'h@example.com', emailRejected: false, mcpServers: [], credentials: {} }
+    await app.sandbox.ensure('life-hooks', { user })
+    t.same(calls, ['first:true:h@example.com', 'second', 'first:false:-', 'second', 'third', 'third'], 'in order; started on the creating call')
+    calls.length = 0
+    await app.sandbox.ensure('life-hooks')
+    t.same(calls, ['first:false:-', 'second', 'third'])
+    t.equal((await app.sandbox.exec('life-hooks', ['cat', 'README.md'])).stdout.toString(), 'chat life-hooks\n')
+  })
+
   t.test('50 concurrent first calls create exactly one container', async t => {
     const { app } = await buildSandboxApp(t, PREFIX)
     const chat = 'life-herd'
