@@ -25,7 +25,11 @@ function defaultPublicDir (): string {
 const preview: FastifyPluginAsync<PreviewOptions> = async (fastify, raw) => {
   const opts = parseOptions(PreviewOptions, raw, 'preview')
   const publicDir = opts.publicDir !== '' ? opts.publicDir : defaultPublicDir()
-  const nosniff = (reply: FastifyReply): void => { reply.header('X-Content-Type-Options', 'nosniff') }
+  // Public assets, no chat data: readable cross-origin, because the page may run in an opaque-origin
+  // iframe (§12.2 item 5), where its module script is a CORS request.
+  const nosniff = (reply: FastifyReply): void => {
+    reply.header('X-Content-Type-Options', 'nosniff').header('Access-Control-Allow-Origin', '*')
+  }
 
   await fastify.register(fastifyStatic, { root: publicDir, prefix: '/static/preview/', decorateReply: false, index: false, list: false, dotfiles: 'deny', setHeaders: nosniff })
   for (const v of VENDOR) {

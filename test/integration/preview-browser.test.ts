@@ -1,5 +1,7 @@
 import t from 'tap'
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs'
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import type { Page } from 'playwright-core'
@@ -12,6 +14,9 @@ import preview from '../../plugins/preview/index.js'
 import { listen } from '../helper.js'
 import { chromiumOrSkip, launchChromium } from './chromium.js'
 import { allFixtures } from './preview-fixtures.js'
+
+// Page-side callbacks run in the browser; the project compiles without the DOM lib.
+declare const document: any // eslint-disable-line @typescript-eslint/no-explicit-any
 
 const KEY = 'preview-browser-key'
 const CHAT = 'preview-e2e'
@@ -61,7 +66,7 @@ t.test('the preview page opened with a files token renders every preview type an
   const response = await page.goto(`${url}/preview/${CHAT}?t=${token}`)
   t.equal(response?.status(), 200)
   const paths = Object.keys(fixtures)
-  await page.waitForFunction(`document.querySelectorAll('#file-list li').length === ${paths.length}`)
+  await page.waitForFunction(n => document.querySelectorAll('#file-list li').length === n, paths.length)
   t.notMatch(page.url(), /[?&]t=/, 'the token is removed from the address bar')
   const listed = await page.$$eval('#file-list li', items => items.map(li => li.getAttribute('data-path')))
   t.same(listed, [...paths].reverse(), 'newest first')
@@ -69,7 +74,7 @@ t.test('the preview page opened with a files token renders every preview type an
 
   await t.test('image', async t => {
     await open(page, 'images/chart.png')
-    await page.waitForFunction("document.querySelector('#preview img')?.naturalWidth === 96")
+    await page.waitForFunction(() => document.querySelector('#preview img')?.naturalWidth === 96)
     t.equal(await page.evaluate("document.querySelector('#preview img').naturalHeight"), 64)
     await shot(page, 'image')
   })
@@ -122,13 +127,13 @@ t.test('the preview page opened with a files token renders every preview type an
   })
   await t.test('audio plays from the files URL', async t => {
     await open(page, 'sound.wav')
-    await page.waitForFunction("(document.querySelector('#preview audio')?.readyState ?? 0) >= 1")
+    await page.waitForFunction(() => (document.querySelector('#preview audio')?.readyState ?? 0) >= 1)
     t.equal(Math.round(await page.evaluate("document.querySelector('#preview audio').duration") as number), 1)
     await shot(page, 'audio')
   })
   await t.test('video plays from the files URL', async t => {
     await open(page, 'clip.webm')
-    await page.waitForFunction("(document.querySelector('#preview video')?.readyState ?? 0) >= 1")
+    await page.waitForFunction(() => (document.querySelector('#preview video')?.readyState ?? 0) >= 1)
     t.equal(await page.evaluate("document.querySelector('#preview video').videoWidth"), 64)
     await shot(page, 'video')
   })
@@ -171,6 +176,27 @@ t.test('the preview page opened with a files token renders every preview type an
   // The hostile markdown's inline handler is reported as blocked (Chrome reports it even for DOMParser documents);
   // anything our own page needed and CSP refused would read "Refused to load/frame/connect/apply".
   t.same(errors.filter(e => /Refused to/.test(e)), [], 'CSP refused nothing the page itself needs')
+})
+
+t.test('the page works embedded in an opaque-origin sandboxed iframe of another site (Open WebUI)', chromiumOrSkip(), async t => {
+  const { url, page, token, fixtures, errors } = await setup(t)
+  // The embedding page is served by another loopback server (another origin: other port); its iframe has no
+  // allow-same-origin, so the preview's origin is opaque.
+  const html = `<!doctype html><iframe id="embed" sandbox="allow-scripts allow-popups allow-downloads" style="width:1000px;height:700px" src="${url}/preview/${CHAT}?t=${token}"></iframe>`
+  const embedder = createServer((req, res) => { res.writeHead(200, { 'content-type': 'text/html' }).end(html) })
+  await new Promise<void>(resolve => embedder.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => { embedder.close() })
+  await page.goto(`http://127.0.0.1:${(embedder.address() as AddressInfo).port}/`)
+  const frame = await (await page.waitForSelector('#embed')).contentFrame()
+  t.ok(frame, 'the preview frame loaded')
+  if (frame === null) return
+  await frame.waitForFunction(n => document.querySelectorAll('#file-list li').length === n, Object.keys(fixtures).length, { timeout: 15000 })
+  t.equal(await frame.evaluate('window.origin'), 'null', 'the preview runs with an opaque origin')
+  await frame.click('#file-list li[data-path="data/table.csv"] button')
+  await frame.waitForSelector('#preview[data-rendered="data/table.csv"] table.sheet')
+  t.equal(await frame.textContent('#preview table.sheet tbody tr:first-child td'), 'Berlin', 'cross-origin fetches of listing and file work (CORS *)')
+  await shot(page, 'embedded')
+  t.same(errors.filter(e => /Refused to|CORS/.test(e)), [], 'no CSP or CORS refusals')
 })
 
 t.test('a chat without outputs shows the empty state', chromiumOrSkip(), async t => {

@@ -11,7 +11,8 @@ const POLL_HIDDEN_MS = 15000
 const here = new URL(window.location.href)
 if (here.searchParams.has('t')) {
   here.searchParams.delete('t')
-  window.history.replaceState(null, '', here.pathname + here.search + here.hash)
+  // An opaque-origin frame (Open WebUI's sandboxed embed) may refuse history changes; the page works anyway.
+  try { window.history.replaceState(null, '', here.pathname + here.search + here.hash) } catch {}
 }
 
 const $ = id => document.getElementById(id)
