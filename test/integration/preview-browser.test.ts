@@ -206,6 +206,7 @@ t.test('a chat without outputs shows the empty state', chromiumOrSkip(), async t
   await page.waitForSelector('#preview .empty h2')
   t.equal(await page.textContent('#preview .empty h2'), 'No outputs yet')
   t.equal(await page.getAttribute('#download-all', 'aria-disabled'), 'true')
+  t.equal(await page.isVisible('#download-file'), false, 'no per-file buttons without a file')
   await shot(page, 'empty')
 })
 
