@@ -51,7 +51,8 @@ fi
 start_dockerd() {
   say "starting dockerd${*:+ $*} (log: $LOG)"
   rm -f /var/run/docker.pid
-  nohup dockerd --host "unix://$SOCK" "$@" >>"$LOG" 2>&1 </dev/null &
+  # setsid: the engine must outlive the shell (and process group) that started it.
+  setsid nohup dockerd --host "unix://$SOCK" "$@" >>"$LOG" 2>&1 </dev/null &
   local pid=$!
   for i in $(seq 1 "$WAIT"); do
     if engine_ok; then
