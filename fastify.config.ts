@@ -1,7 +1,9 @@
 /*
  * THE manifest: which plugins load, in which order, with which options. Dependencies first; an
- * integrator adds `entry(theirPlugin, options)` after what it depends on (see README "Writing a plugin").
- * Each prompt tier is its own line: remove one and the others keep working.
+ * integrator adds one line `'their-plugin': config => entry(theirPlugin, options)` after what it
+ * depends on (see README "Writing a plugin").
+ * Each prompt tier is its own line: remove one and the others keep working. Tests load subsets by
+ * name with `entries(config, [...])`, so every plugin's options are written here once.
  */
 import type { AppConfig } from './core/config.js'
 import { entry, type Entry } from './core/app.js'
@@ -21,69 +23,78 @@ import files from './plugins/files/index.js'
 import preview from './plugins/preview/index.js'
 import docs from './plugins/docs/index.js'
 
+const plugins = {
+  'mcp-transport': config => entry(mcpTransport, {
+    apiKeyRequired: config.MCP_API_KEY !== '',
+    singleUserMode: config.singleUserMode,
+    publicBaseUrl: config.publicBaseUrl,
+    allowedOrigins: config.allowedOrigins,
+    maxBodyBytes: config.MCP_MAX_BODY_BYTES,
+    keepAliveMs: config.PROGRESS_INTERVAL_SECONDS * 1000
+  }),
+  capabilities: config => entry(capabilities, {
+    apiKey: config.MCP_API_KEY,
+    signingKey: config.LINK_SIGNING_KEY,
+    tokenTtlSeconds: config.LINK_TOKEN_TTL,
+    publicBaseUrl: config.publicBaseUrl
+  }),
+  'sandbox-docker': config => entry(sandboxDocker, {
+    dockerHost: config.DOCKER_HOST || config.DOCKER_SOCKET,
+    image: config.DOCKER_IMAGE,
+    prefix: config.SANDBOX_PREFIX,
+    network: config.sandboxNetwork,
+    enableNetwork: config.ENABLE_NETWORK,
+    dataDir: config.DATA_DIR,
+    dataDirHost: config.dataDirHost,
+    memLimit: config.CONTAINER_MEM_LIMIT,
+    cpuLimit: config.CONTAINER_CPU_LIMIT,
+    pidsLimit: config.CONTAINER_PIDS_LIMIT,
+    createTimeoutS: config.CONTAINER_CREATE_TIMEOUT,
+    idleTimeoutS: config.CONTAINER_IDLE_TIMEOUT,
+    maxAgeHours: config.CONTAINER_MAX_AGE_HOURS,
+    dataMaxAgeDays: config.DATA_MAX_AGE_DAYS,
+    maxRunning: config.MAX_RUNNING_SANDBOXES,
+    commandTimeoutS: config.COMMAND_TIMEOUT,
+    uid: config.SANDBOX_UID,
+    gid: config.SANDBOX_GID,
+    skillsDirHost: config.SKILLS_DIR_HOST,
+    subagentCli: config.subagentCli,
+    sandboxEnv: sandboxEnvFromConfig(config)
+  }),
+  'workspace-tools': config => entry(workspaceTools, {
+    commandTimeoutS: config.COMMAND_TIMEOUT,
+    createTimeoutS: config.CONTAINER_CREATE_TIMEOUT,
+    maxOutputChars: config.MAX_OUTPUT_CHARS,
+    progressIntervalS: config.PROGRESS_INTERVAL_SECONDS,
+    dataDir: config.DATA_DIR
+  }),
+  'prompt-render': config => entry(promptRender, {
+    singleUserMode: config.singleUserMode,
+    skillsDir: config.SKILLS_DIR,
+    includeExamples: config.SKILLS_INCLUDE_EXAMPLES,
+    commandTimeoutSeconds: config.COMMAND_TIMEOUT,
+    subagentCli: config.subagentCli,
+    networkEnabled: config.ENABLE_NETWORK
+  }),
+  uploads: config => entry(uploads, { dataDir: config.DATA_DIR, maxBytes: config.UPLOAD_MAX_BYTES }),
+  'tier-tool-descriptions': config => entry(tierToolDescriptions, {}),
+  'tier-readme': config => entry(tierReadme, {}),
+  'tier-static-instructions': config => entry(tierStaticInstructions, {}),
+  'tier-dynamic-instructions': config => entry(tierDynamicInstructions, {}),
+  'tier-resources': config => entry(tierResources, { maxReadBytes: config.RESOURCE_READ_MAX_BYTES }),
+  'tier-http': config => entry(tierHttp, { singleUserMode: config.singleUserMode }),
+  files: config => entry(files, { dataDir: config.DATA_DIR, archiveMaxBytes: config.ARCHIVE_MAX_BYTES, frameAncestors: config.FRAME_ANCESTORS }),
+  preview: config => entry(preview, { frameAncestors: config.FRAME_ANCESTORS }),
+  docs: config => entry(docs, { publicBaseUrl: config.publicBaseUrl, singleUserMode: config.singleUserMode })
+} satisfies Record<string, (config: AppConfig) => Entry>
+
+export type PluginName = keyof typeof plugins
+
+/** The named entries in manifest order. */
+export function entries (config: AppConfig, names: readonly PluginName[]): Entry[] {
+  return (Object.keys(plugins) as PluginName[]).filter(name => names.includes(name)).map(name => plugins[name](config))
+}
+
 export default function manifest (config: AppConfig): Entry[] {
-  return [
-    entry(mcpTransport, {
-      apiKeyRequired: config.MCP_API_KEY !== '',
-      singleUserMode: config.singleUserMode,
-      publicBaseUrl: config.publicBaseUrl,
-      allowedOrigins: config.allowedOrigins,
-      maxBodyBytes: config.MCP_MAX_BODY_BYTES,
-      keepAliveMs: config.PROGRESS_INTERVAL_SECONDS * 1000
-    }),
-    entry(capabilities, {
-      apiKey: config.MCP_API_KEY,
-      signingKey: config.LINK_SIGNING_KEY,
-      tokenTtlSeconds: config.LINK_TOKEN_TTL,
-      publicBaseUrl: config.publicBaseUrl
-    }),
-    entry(sandboxDocker, {
-      dockerHost: config.DOCKER_HOST || config.DOCKER_SOCKET,
-      image: config.DOCKER_IMAGE,
-      prefix: config.SANDBOX_PREFIX,
-      network: config.sandboxNetwork,
-      enableNetwork: config.ENABLE_NETWORK,
-      dataDir: config.DATA_DIR,
-      dataDirHost: config.dataDirHost,
-      memLimit: config.CONTAINER_MEM_LIMIT,
-      cpuLimit: config.CONTAINER_CPU_LIMIT,
-      pidsLimit: config.CONTAINER_PIDS_LIMIT,
-      createTimeoutS: config.CONTAINER_CREATE_TIMEOUT,
-      idleTimeoutS: config.CONTAINER_IDLE_TIMEOUT,
-      maxAgeHours: config.CONTAINER_MAX_AGE_HOURS,
-      dataMaxAgeDays: config.DATA_MAX_AGE_DAYS,
-      maxRunning: config.MAX_RUNNING_SANDBOXES,
-      commandTimeoutS: config.COMMAND_TIMEOUT,
-      uid: config.SANDBOX_UID,
-      gid: config.SANDBOX_GID,
-      skillsDirHost: config.SKILLS_DIR_HOST,
-      subagentCli: config.subagentCli,
-      sandboxEnv: sandboxEnvFromConfig(config)
-    }),
-    entry(workspaceTools, {
-      commandTimeoutS: config.COMMAND_TIMEOUT,
-      createTimeoutS: config.CONTAINER_CREATE_TIMEOUT,
-      maxOutputChars: config.MAX_OUTPUT_CHARS,
-      progressIntervalS: config.PROGRESS_INTERVAL_SECONDS,
-      dataDir: config.DATA_DIR
-    }),
-    entry(promptRender, {
-      singleUserMode: config.singleUserMode,
-      skillsDir: config.SKILLS_DIR,
-      includeExamples: config.SKILLS_INCLUDE_EXAMPLES,
-      commandTimeoutSeconds: config.COMMAND_TIMEOUT,
-      subagentCli: config.subagentCli,
-      networkEnabled: config.ENABLE_NETWORK
-    }),
-    entry(uploads, { dataDir: config.DATA_DIR, maxBytes: config.UPLOAD_MAX_BYTES }),
-    entry(tierToolDescriptions, {}),
-    entry(tierReadme, {}),
-    entry(tierStaticInstructions, {}),
-    entry(tierDynamicInstructions, {}),
-    entry(tierResources, { maxReadBytes: config.RESOURCE_READ_MAX_BYTES }),
-    entry(tierHttp, { singleUserMode: config.singleUserMode }),
-    entry(files, { dataDir: config.DATA_DIR, archiveMaxBytes: config.ARCHIVE_MAX_BYTES, frameAncestors: config.FRAME_ANCESTORS }),
-    entry(preview, { frameAncestors: config.FRAME_ANCESTORS }),
-    entry(docs, { publicBaseUrl: config.publicBaseUrl, singleUserMode: config.singleUserMode })
-  ]
+  return (Object.keys(plugins) as PluginName[]).map(name => plugins[name](config))
 }

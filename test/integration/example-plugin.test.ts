@@ -1,0 +1,39 @@
+import t from 'tap'
+import { entry } from '../../core/app.js'
+import manifest from '../../fastify.config.js'
+import helloPlugin from '../../examples/hello-plugin/index.js'
+import { listen } from '../helper.js'
+import { connect, textOf } from '../fixtures/mcp-probe.js'
+
+t.test('a plugin added to the manifest contributes a tool after the built-ins and a route, with no core change', async t => {
+  const { url } = await listen(t, { DOCKER_HOST: 'unix:///nonexistent.sock' }, config => [...manifest(config), entry(helloPlugin, { greeting: 'Hi' })])
+  const client = await connect(t, url, { 'X-Chat-Id': 'plug-in' })
+  const names = (await client.listTools()).tools.map(x => x.name)
+  t.same(names, ['bash_tool', 'view', 'create_file', 'str_replace', 'hello_world'])
+  t.equal(textOf(await client.callTool({ name: 'hello_world', arguments: { name: 'Ada', times: '2' } })), 'Hi, Ada! (chat plug-in)\nHi, Ada! (chat plug-in)')
+  t.same(await (await fetch(`${url}/hello`)).json(), { greeting: 'Hi' })
+})
+
+t.test('the default manifest lists exactly the built-in tools in the contract order', async t => {
+  const { url } = await listen(t, { DOCKER_HOST: 'unix:///nonexistent.sock' })
+  const client = await connect(t, url, { 'X-Chat-Id': 'plain' })
+  const tools = (await client.listTools()).tools
+  t.same(tools.map(x => x.name), ['bash_tool', 'view', 'create_file', 'str_replace'])
+  t.match(tools.find(x => x.name === 'bash_tool')?.description, /README\.md/)
+  t.match(tools.find(x => x.name === 'bash_tool')?.description, /\/home\/assistant/)
+  t.match(tools.find(x => x.name === 'view')?.description, /README\.md/)
+  for (const tool of tools) t.notOk('outputSchema' in tool, `${tool.name} declares no outputSchema`)
+})
+
+t.test('without Docker the server still answers: /ready says docker unavailable and tools fail clearly', async t => {
+  const { url } = await listen(t, { DOCKER_HOST: 'unix:///nonexistent.sock' })
+  const ready = await fetch(`${url}/ready`)
+  t.equal(ready.status, 503)
+  t.match(await ready.json(), { status: 'not_ready', docker: 'unavailable' })
+  const client = await connect(t, url, { 'X-Chat-Id': 'no-docker' })
+  const result = await client.callTool({ name: 'bash_tool', arguments: { command: 'echo hi', description: 'test' } })
+  t.equal(result.isError, true)
+  t.match(textOf(result), /^Error: .*(Docker|docker)/)
+  const page = await fetch(`${url}/`)
+  t.match(await page.text(), /bash_tool/)
+})
