@@ -9,8 +9,7 @@ import Type from 'typebox'
 import { chatKey } from '../../core/chat-id.js'
 import { entry, type Entry } from '../../core/app.js'
 import type { AppConfig } from '../../core/config.js'
-import mcpTransport from '../../plugins/mcp-transport/index.js'
-import capabilities from '../../plugins/capabilities/index.js'
+import { entries } from '../../fastify.config.js'
 import promptRender from '../../plugins/prompt-render/index.js'
 import uploads from '../../plugins/uploads/index.js'
 import tierToolDescriptions from '../../plugins/tier-tool-descriptions/index.js'
@@ -101,15 +100,7 @@ export function tiersManifest (opts: TiersManifestOptions = {}): (config: AppCon
       'tier-http': entry(tierHttp, { singleUserMode: config.singleUserMode })
     }
     return [
-      entry(mcpTransport, {
-        apiKeyRequired: config.MCP_API_KEY !== '',
-        singleUserMode: config.singleUserMode,
-        publicBaseUrl: config.publicBaseUrl,
-        allowedOrigins: config.allowedOrigins,
-        maxBodyBytes: config.MCP_MAX_BODY_BYTES,
-        keepAliveMs: config.PROGRESS_INTERVAL_SECONDS * 1000
-      }),
-      entry(capabilities, { apiKey: config.MCP_API_KEY, signingKey: config.LINK_SIGNING_KEY, tokenTtlSeconds: config.LINK_TOKEN_TTL, publicBaseUrl: config.publicBaseUrl }),
+      ...entries(config, ['mcp-transport', 'capabilities']),
       entry(fakeSandbox(opts.sandboxLog ?? newSandboxLog()), {}),
       entry(fakeTools, {}),
       entry(promptRender, { singleUserMode: config.singleUserMode, commandTimeoutSeconds: config.COMMAND_TIMEOUT }),
