@@ -10,48 +10,16 @@ import type { Test } from 'tap'
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js'
 import type { FastifyInstance } from 'fastify'
-import { entry, type Entry } from '../../../core/app.js'
+import type { Entry } from '../../../core/app.js'
+import { entries } from '../../../fastify.config.js'
 import type { AppConfig } from '../../../core/config.js'
-import mcpTransport from '../../../plugins/mcp-transport/index.js'
-import capabilities from '../../../plugins/capabilities/index.js'
-import sandboxDocker from '../../../plugins/sandbox-docker/index.js'
-import workspaceTools from '../../../plugins/workspace-tools/index.js'
 import { listen } from '../../helper.js'
 import { connect } from '../../fixtures/mcp-probe.js'
 import { removeByPrefix, TEST_IMAGE } from '../../integration/docker.js'
 
+/** The real transport, capabilities, Docker driver and tools, with the manifest's own options. */
 export function toolsManifest (config: AppConfig): Entry[] {
-  return [
-    entry(mcpTransport, {
-      apiKeyRequired: config.MCP_API_KEY !== '',
-      singleUserMode: config.singleUserMode,
-      publicBaseUrl: config.publicBaseUrl,
-      allowedOrigins: config.allowedOrigins,
-      maxBodyBytes: config.MCP_MAX_BODY_BYTES,
-      keepAliveMs: config.PROGRESS_INTERVAL_SECONDS * 1000
-    }),
-    entry(capabilities, {
-      apiKey: config.MCP_API_KEY,
-      signingKey: config.LINK_SIGNING_KEY,
-      tokenTtlSeconds: config.LINK_TOKEN_TTL,
-      publicBaseUrl: config.publicBaseUrl
-    }),
-    entry(sandboxDocker, {
-      dockerHost: config.DOCKER_HOST || config.DOCKER_SOCKET,
-      image: config.DOCKER_IMAGE,
-      prefix: config.SANDBOX_PREFIX,
-      dataDir: config.DATA_DIR,
-      commandTimeoutS: config.COMMAND_TIMEOUT,
-      createTimeoutS: config.CONTAINER_CREATE_TIMEOUT
-    }),
-    entry(workspaceTools, {
-      commandTimeoutS: config.COMMAND_TIMEOUT,
-      createTimeoutS: config.CONTAINER_CREATE_TIMEOUT,
-      maxOutputChars: config.MAX_OUTPUT_CHARS,
-      progressIntervalS: config.PROGRESS_INTERVAL_SECONDS,
-      dataDir: config.DATA_DIR
-    })
-  ]
+  return entries(config, ['mcp-transport', 'capabilities', 'sandbox-docker', 'workspace-tools'])
 }
 
 export interface ToolsApp { app: FastifyInstance, url: string, dataDir: string, prefix: string }
