@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto'
+import { CORE_INVALID_CHAT_ID } from './errors.js'
 
 const CHAT_ID = /^[a-z0-9][a-z0-9_:-]{0,63}$/
 
@@ -17,4 +18,11 @@ export function normalizeChatId (raw: string): string | null {
 /** First 32 hex chars of SHA-256 of the chat id: the only form of it in Docker names and host paths. */
 export function chatKey (chatId: string): string {
   return createHash('sha256').update(chatId, 'utf8').digest('hex').slice(0, 32)
+}
+
+/** The normalised chat id, or CORE_INVALID_CHAT_ID (400 `invalid_chat_id`) for anything the allowlist refuses. */
+export function requireChatId (raw: string): string {
+  const chatId = normalizeChatId(raw)
+  if (chatId === null) throw new CORE_INVALID_CHAT_ID('must match ^[a-z0-9][a-z0-9_:-]{0,63}$ after trimming and lowercasing')
+  return chatId
 }

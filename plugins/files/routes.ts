@@ -1,7 +1,7 @@
 import { Readable } from 'node:stream'
-import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
-import { normalizeChatId } from '../../core/chat-id.js'
-import { CORE_INVALID_CHAT_ID } from '../../core/errors.js'
+import type { FastifyPluginAsync } from 'fastify'
+import { requireChatId } from '../../core/chat-id.js'
+import { chatRouteCors } from '../../core/chat-route.js'
 import { parseRelPath } from '../../core/safe-path.js'
 import type { FilesService } from './service.js'
 import { OutputsListing } from './schemas.js'
@@ -19,32 +19,15 @@ interface ChatParams { chat: string, '*'?: string }
 type Query = Record<string, string | string[] | undefined>
 
 /** §1.3 on the (once-decoded) path segment; 400 invalid_chat_id before anything else (general rule 6). */
-function chatIdOf (raw: string): string {
-  const chatId = normalizeChatId(raw)
-  if (chatId === null) throw new CORE_INVALID_CHAT_ID('must match ^[a-z0-9][a-z0-9_:-]{0,63}$')
-  return chatId
-}
+const chatIdOf = requireChatId
 
 const flag = (value: unknown): boolean => value === '1' || value === 'true'
 
-/** Chat routes are readable from any origin: there are no ambient credentials to abuse (§6.1 item 6). */
-async function preflight (request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
-  return await reply.code(204)
-    .header('Access-Control-Allow-Methods', 'GET, POST, OPTIONS')
-    .header('Access-Control-Allow-Headers', 'Authorization, Content-Type')
-    .header('Access-Control-Max-Age', '600')
-    .send()
-}
 
 const routes: FastifyPluginAsync<FilesRoutesOptions> = async (fastify, opts) => {
   const { service, frameAncestors } = opts
 
-  fastify.addHook('onRequest', async (request, reply) => {
-    reply.header('Access-Control-Allow-Origin', '*')
-  })
-
-  fastify.options('/files/:chat/*', preflight)
-  fastify.options('/api/outputs/:chat', preflight)
+  chatRouteCors(fastify, ['/files/:chat/*', '/api/outputs/:chat'])
 
   fastify.get<{ Params: ChatParams, Querystring: Query }>('/files/:chat/*', async (request, reply) => {
     const chatId = chatIdOf(request.params.chat)

@@ -1,30 +1,20 @@
-import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
-import { normalizeChatId } from '../../core/chat-id.js'
-import { CORE_INVALID_CHAT_ID } from '../../core/errors.js'
+import type { FastifyPluginAsync } from 'fastify'
+import { chatRouteCors } from '../../core/chat-route.js'
+import { requireChatId } from '../../core/chat-id.js'
 import { pageCsp, renderPage } from './page.js'
 import type { PreviewConfig } from './schemas.js'
 
 export interface PreviewRoutesOptions { frameAncestors: string }
-
-async function preflight (request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
-  return await reply.code(204)
-    .header('Access-Control-Allow-Methods', 'GET, POST, OPTIONS')
-    .header('Access-Control-Allow-Headers', 'Authorization, Content-Type')
-    .header('Access-Control-Max-Age', '600')
-    .send()
-}
 
 const routes: FastifyPluginAsync<PreviewRoutesOptions> = async (fastify, opts) => {
   const { auth, links } = fastify
   const csp = pageCsp(opts.frameAncestors)
 
   // Chat route: readable from the opaque-origin iframe Open WebUI embeds it in (§6.1 item 6, §12.2 item 5).
-  fastify.addHook('onRequest', async (request, reply) => { reply.header('Access-Control-Allow-Origin', '*') })
-  fastify.options('/preview/:chat', preflight)
+  chatRouteCors(fastify, ['/preview/:chat'])
 
   fastify.get<{ Params: { chat: string } }>('/preview/:chat', async (request, reply) => {
-    const chatId = normalizeChatId(request.params.chat)
-    if (chatId === null) throw new CORE_INVALID_CHAT_ID('must match ^[a-z0-9][a-z0-9_:-]{0,63}$')
+    const chatId = requireChatId(request.params.chat)
     const used = auth.authorizeChat(request, chatId, 'f')
     const config = pageConfig(chatId, used)
     return await reply

@@ -1,9 +1,8 @@
 import { performance } from 'node:perf_hooks'
 import type { FastifyBaseLogger } from 'fastify'
 import QuickLRU from 'quick-lru'
-import { normalizeChatId } from '../../core/chat-id.js'
+import { requireChatId } from '../../core/chat-id.js'
 import type { SubagentCli } from '../../core/config.js'
-import { CORE_INVALID_CHAT_ID } from '../../core/errors.js'
 import { validEmail } from '../../core/identity.js'
 import type { LinkService } from '../capabilities/types.js'
 import { loadSkillsIndex, type SkillsIndex } from './skills.js'
@@ -86,9 +85,7 @@ export async function createPromptService (deps: PromptDeps, opts: PromptService
     async render (req: RenderRequest) {
       let chatId: string | undefined
       if (req.chatId !== undefined) {
-        const normalized = normalizeChatId(req.chatId)
-        if (normalized === null) throw new CORE_INVALID_CHAT_ID('must match ^[a-z0-9][a-z0-9_:-]{0,63}$')
-        chatId = service.effectiveChat(normalized)
+        chatId = service.effectiveChat(requireChatId(req.chatId))
       }
       const email = validEmail(req.email)
       const key = keyOf(chatId, email)

@@ -1,6 +1,5 @@
 import type { FastifyRequest } from 'fastify'
-import { normalizeChatId } from '../../core/chat-id.js'
-import { CORE_INVALID_CHAT_ID } from '../../core/errors.js'
+import { requireChatId } from '../../core/chat-id.js'
 import { headerValue, validEmail } from '../../core/identity.js'
 
 type QueryValue = string | string[] | undefined
@@ -36,9 +35,7 @@ export function resolveChat (request: FastifyRequest, query: { chat_id?: QueryVa
     (fileBase !== undefined ? chatFromFileBaseUrl(fileBase) : undefined)
   if (raw === undefined) return undefined
   if (mode === 'true') return 'default'
-  const chatId = normalizeChatId(raw)
-  if (chatId === null) throw new CORE_INVALID_CHAT_ID('must match ^[a-z0-9][a-z0-9_:-]{0,63}$')
-  return chatId
+  return requireChatId(raw)
 }
 
 /** X-User-Email → X-OpenWebUI-User-Email → query user_email; invalid values count as absent (logged). */

@@ -1,7 +1,8 @@
 import multipart from '@fastify/multipart'
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
-import { normalizeChatId } from '../../core/chat-id.js'
-import { CORE_INVALID_CHAT_ID, ErrorResponse } from '../../core/errors.js'
+import { requireChatId } from '../../core/chat-id.js'
+import { chatRouteCors } from '../../core/chat-route.js'
+import { ErrorResponse } from '../../core/errors.js'
 import { parseRelPath } from '../../core/safe-path.js'
 import { UPLOAD_MISSING_FILE, UPLOAD_NOT_MULTIPART } from './errors.js'
 import { ManifestReply, UploadListReply, UploadReply } from './schemas.js'
@@ -18,15 +19,12 @@ const NO_CACHE = 'no-cache, no-store, must-revalidate'
  * disk (general rule 6; §6.1: uploads need the control scope).
  */
 async function authorize (request: FastifyRequest, reply: FastifyReply): Promise<void> {
-  reply.header('Access-Control-Allow-Origin', '*')
   if (request.method === 'OPTIONS') return
   request.server.auth.authorizeChat(request, chatOf(request), 'c')
 }
 
 function chatOf (request: FastifyRequest): string {
-  const chatId = normalizeChatId((request.params as ChatParams).chat)
-  if (chatId === null) throw new CORE_INVALID_CHAT_ID('must match ^[a-z0-9][a-z0-9_:-]{0,63}$')
-  return chatId
+  return requireChatId((request.params as ChatParams).chat)
 }
 
 const routes: FastifyPluginAsync<UploadsRoutesOptions> = async (fastify, opts) => {
@@ -36,16 +34,9 @@ const routes: FastifyPluginAsync<UploadsRoutesOptions> = async (fastify, opts) =
   await fastify.register(multipart, {
     limits: { fileSize: maxBytes + 1, files: 5, fields: 50, fieldSize: 64 * 1024, parts: 60, headerPairs: 200 }
   })
+  // Before authorize: refusals carry the CORS header too.
+  chatRouteCors(fastify, ['/api/uploads/:chat/*'])
   fastify.addHook('onRequest', authorize)
-
-  // Chat routes are callable from any origin: there are no ambient credentials (§6.1 item 6).
-  fastify.options('/api/uploads/:chat/*', async (request, reply) => {
-    return await reply.code(204)
-      .header('Access-Control-Allow-Methods', 'GET, POST, OPTIONS')
-      .header('Access-Control-Allow-Headers', 'Authorization, Content-Type')
-      .header('Access-Control-Max-Age', '600')
-      .send()
-  })
 
   fastify.post<{ Params: ChatParams }>('/api/uploads/:chat/*', {
     schema: { response: { 200: UploadReply, '4xx': ErrorResponse } }
