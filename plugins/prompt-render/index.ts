@@ -6,6 +6,9 @@ import { parseOptions } from '../../core/config.js'
 import { PROMPT_SKILLS_DIR_MISSING } from './errors.js'
 import { PromptRenderOptions } from './schemas.js'
 import { createPromptService } from './service.js'
+import type {} from '../mcp-transport/types.js'
+
+const BUILTIN_TOOLS = ['bash_tool', 'view', 'create_file', 'str_replace'] as const
 
 /**
  * The repository's sandbox-image/skills: exactly what the image copies to /mnt/skills. Found from this
@@ -26,7 +29,9 @@ const promptRender: FastifyPluginAsync<PromptRenderOptions> = async (fastify, ra
   const skillsDir = opts.skillsDir.trim() !== '' ? opts.skillsDir.trim() : bundledSkillsDir()
   if (!existsSync(skillsDir) || !statSync(skillsDir).isDirectory()) throw new PROMPT_SKILLS_DIR_MISSING(skillsDir)
   const log = fastify.log.child({ plugin: 'prompt-render' })
-  const prompts = await createPromptService({ links: fastify.links, log }, { ...opts, skillsDir })
+  // Without the MCP registry (tests, other front ends) the prompt names the contract's built-in tools.
+  const tools = (): string[] => fastify.hasDecorator('mcp') ? fastify.mcp.listTools().map(t => t.name) : [...BUILTIN_TOOLS]
+  const prompts = await createPromptService({ links: fastify.links, log }, { ...opts, skillsDir, tools })
   log.info({ skills: (await prompts.skills()).map(s => s.name) }, 'skills indexed')
   fastify.decorate('prompts', prompts)
   fastify.addHook('onClose', async () => {

@@ -21,6 +21,8 @@ export interface PromptServiceOptions {
   commandTimeoutSeconds: number
   subagentCli: SubagentCli
   networkEnabled: boolean
+  /** The tools clients see; read at render time (the registry is complete once the app is ready). */
+  tools: () => string[]
   ttlMs: number
   maxEntries: number
   maxBytes: number
@@ -50,6 +52,7 @@ export async function createPromptService (deps: PromptDeps, opts: PromptService
       commandTimeoutSeconds: opts.commandTimeoutSeconds,
       subagentCli: opts.subagentCli,
       networkEnabled: opts.networkEnabled,
+      tools: opts.tools(),
       ...(email !== undefined && { email })
     }
     if (chatId === undefined) return { ...common, chatId: '{chat_id}', filesBase: '{file_base_url}', archiveUrl: '{archive_url}' }

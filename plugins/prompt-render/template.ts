@@ -24,9 +24,26 @@ export interface PromptVars {
   commandTimeoutSeconds: number
   subagentCli: SubagentCli
   networkEnabled: boolean
+  /** Names of the tools clients see (tools/list), so the prompt never names a tool that does not exist. */
+  tools: string[]
 }
 
 const CLI_NAME: Record<SubagentCli, string> = { claude: 'Claude Code', codex: 'OpenAI Codex CLI', opencode: 'opencode' }
+
+const TOOL_ROLE: Record<string, string> = {
+  bash_tool: 'run shell commands',
+  view: 'read files, list directories, look at images',
+  create_file: 'write a whole file',
+  str_replace: 'edit a file',
+  sub_agent: 'delegate a long coding task'
+}
+const NUMBER = ['no', 'one', 'two', 'three', 'four', 'five', 'six', 'seven', 'eight', 'nine']
+
+function toolSentence (tools: string[]): string {
+  const named = tools.map(t => TOOL_ROLE[t] !== undefined ? `\`${t}\` (${TOOL_ROLE[t]})` : `\`${t}\``)
+  const list = named.length > 1 ? `${named.slice(0, -1).join(', ')} and ${named[named.length - 1]}` : (named[0] ?? '')
+  return `You work on it through ${NUMBER[tools.length] ?? String(tools.length)} tool${tools.length === 1 ? '' : 's'}: ${list}.`
+}
 
 const has = (skills: SkillEntry[], category: SkillCategory, name: string): boolean =>
   skills.some(s => s.category === category && s.location === `${SANDBOX_SKILLS}/${category}/${name}/SKILL.md`)
@@ -40,7 +57,7 @@ export function buildPrompt (v: PromptVars): string {
     `<!-- This is the contents of /home/assistant/README.md, written by the server for chat ${v.chatId}. It is regenerated automatically: read it again whenever you lose track of your environment, and do not edit it. -->`,
     '# Your computer for this chat',
     '',
-    `You have a Linux computer (a Docker sandbox) that belongs to this chat alone. You work on it through five tools: \`bash_tool\` (run shell commands), \`view\` (read files, list directories, look at images), \`create_file\` (write a whole file), \`str_replace\` (edit a file) and \`sub_agent\` (delegate a long coding task). Everything runs as the unprivileged user \`assistant\`.`,
+    `You have a Linux computer (a Docker sandbox) that belongs to this chat alone. ${toolSentence(v.tools)} Everything runs as the unprivileged user \`assistant\`.`,
     '',
     `- \`${SANDBOX_HOME}\` is your workspace and working directory. It persists across turns and sandbox restarts: files left there are still there later.`,
     `- A \`bash_tool\` command may run for ${v.commandTimeoutSeconds} seconds, then it is stopped. Start longer jobs in the background with output redirected (\`nohup cmd > job.log 2>&1 &\`) and check the log in later calls.`,
@@ -86,10 +103,9 @@ export function buildPrompt (v: PromptVars): string {
     '- For big tables (CSV, Excel) read the header and a sample (`head -n 20`, pandas `nrows=`), then compute with code.',
     '- Page through long PDFs: `pdfinfo` for the page count, then `pdftotext -f N -l M file.pdf -` a few pages at a time.',
     '',
-    '## Sub-agent',
-    '',
-    `\`sub_agent\` hands a task to ${cli}, an autonomous coding agent running in this sandbox. It is slow and costly: use it only as a last resort for coding work that needs many build-run-fix iterations, not for things you can do in a few tool calls.${subAgentSkill} Give it a complete, self-contained task. Its result includes a session id; pass it as \`resume_session_id\` to continue that session with a follow-up task.`,
-    '',
+    ...(v.tools.includes('sub_agent')
+      ? ['## Sub-agent', '', `\`sub_agent\` hands a task to ${cli}, an autonomous coding agent running in this sandbox. It is slow and costly: use it only as a last resort for coding work that needs many build-run-fix iterations, not for things you can do in a few tool calls.${subAgentSkill} Give it a complete, self-contained task. Its result includes a session id; pass it as \`resume_session_id\` to continue that session with a follow-up task.`, '']
+      : []),
     '## Limits',
     '',
     'There is no web-search tool: do not claim to have searched the web. Work with the user\'s files, your own knowledge and what the sandbox can compute.'

@@ -5,10 +5,20 @@ import { loadConfig } from '../../../core/config.js'
 import capabilities from '../../../plugins/capabilities/index.js'
 import promptRender from '../../../plugins/prompt-render/index.js'
 import type { PromptRenderOptions } from '../../../plugins/prompt-render/schemas.js'
+import { entries } from '../../../fastify.config.js'
+import fp from 'fastify-plugin'
+import Type from 'typebox'
+import type {} from '../../../plugins/mcp-transport/types.js'
 
-async function app (t: Test, env: Record<string, string> = {}, opts: PromptRenderOptions = {}): Promise<FastifyInstance> {
+/** Registers a `sub_agent` tool, as a sub-agent plugin would. */
+const fakeSubAgent = fp(async fastify => {
+  fastify.mcp.addTool({ name: 'sub_agent', description: 'x', order: 50, inputSchema: Type.Object({}), handler: async () => ({ content: [] }) })
+}, { name: 'fake-sub-agent', dependencies: ['mcp-transport'] })
+
+async function app (t: Test, env: Record<string, string> = {}, opts: PromptRenderOptions = {}, withSubAgent = false): Promise<FastifyInstance> {
   const config = loadConfig({ LOG_LEVEL: 'silent', PUBLIC_BASE_URL: 'http://cubicle.test/', ...env })
   const a = await buildApp(config, [
+    ...(withSubAgent ? [...entries(config, ['mcp-transport']), entry(fakeSubAgent, {})] : []),
     entry(capabilities, { apiKey: config.MCP_API_KEY, signingKey: config.LINK_SIGNING_KEY, tokenTtlSeconds: config.LINK_TOKEN_TTL, publicBaseUrl: config.publicBaseUrl }),
     entry(promptRender, { singleUserMode: config.singleUserMode, ...opts })
   ], { logger: false })
@@ -18,11 +28,11 @@ async function app (t: Test, env: Record<string, string> = {}, opts: PromptRende
 }
 
 t.test('a chat render carries every topic of §4.6 and the chat\'s own links', async t => {
-  const a = await app(t, {}, { commandTimeoutSeconds: 77, subagentCli: 'codex' })
+  const a = await app(t, {}, { commandTimeoutSeconds: 77, subagentCli: 'codex' }, true)
   const text = await a.prompts.render({ chatId: 'chat-a', email: 'ann@example.com' })
   const [first] = text.split('\n')
   t.match(first, /^<!--.*This is the contents of \/home\/assistant\/README\.md.*-->$/)
-  for (const tool of ['bash_tool', 'view', 'create_file', 'str_replace', 'sub_agent']) t.match(text, `\`${tool}\``)
+  t.match(text, 'through one tool: `sub_agent`', 'the tools named are those tools/list shows')
   t.match(text, '77 seconds')
   t.match(text, /background/)
   for (const dir of ['/mnt/user-data/uploads', '/home/assistant', '/mnt/user-data/outputs', '/mnt/skills']) t.match(text, dir)
@@ -43,6 +53,14 @@ t.test('a chat render carries every topic of §4.6 and the chat\'s own links', a
   t.notMatch(text, /file_create/)
   t.notMatch(text, /\{file_base_url\}|\{archive_url\}|\{chat_id\}/)
   t.ok(Buffer.byteLength(text) < 32 * 1024, `render is ${Buffer.byteLength(text)} bytes`)
+})
+
+t.test('the prompt names only the tools that exist: no sub_agent section without a sub_agent tool', async t => {
+  const a = await app(t)
+  const text = await a.prompts.render({ chatId: 'chat-a' })
+  t.match(text, 'through four tools: `bash_tool` (run shell commands), `view` (read files, list directories, look at images), `create_file` (write a whole file) and `str_replace` (edit a file).')
+  t.notMatch(text, 'sub_agent')
+  t.notMatch(text, 'resume_session_id')
 })
 
 t.test('without a chat the legacy template keeps its three placeholders', async t => {
