@@ -283,3 +283,18 @@ t.test('every response carries X-Request-Id and Referrer-Policy; HEAD works on G
   const ready = await fetch(new URL('/ready', url))
   t.same(await ready.json(), { status: 'ready', probe: 'ok' })
 })
+
+t.test('a running tools/call stream carries keep-alive comments whether or not progress was asked for', async t => {
+  const { url } = await listen(t, { PROGRESS_INTERVAL_SECONDS: '1' }, kernelManifest(newProbe()))
+  const res = await rpc(url, { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'slow', arguments: { ms: 2300 } } }, { 'x-chat-id': 'ka' })
+  const text = await res.text()
+  t.equal(text.split(': keep-alive\n\n').length - 1, 2, 'one comment per interval')
+  t.notMatch(text, /notifications\/progress/, 'no progress without a token')
+  t.match(text, /"text":"done"/)
+})
+
+t.test('capability-style tokens are not accepted on /mcp, only the API key', async t => {
+  const { url } = await listen(t, { MCP_API_KEY: KEY }, kernelManifest(newProbe()))
+  const res = await rpc(url, { jsonrpc: '2.0', id: 1, method: 'ping' }, { authorization: 'Bearer v1.c.9999999999.AAAAAAAAAAAAAAAAAAAAAA' })
+  t.equal(res.status, 401)
+})
