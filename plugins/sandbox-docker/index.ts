@@ -3,7 +3,7 @@ import type { FastifyPluginAsync } from 'fastify'
 import { parseOptions } from '../../core/config.js'
 import { createDockerClient, type DockerClient } from './docker-client.js'
 import { SandboxDockerOptions } from './schemas.js'
-import { DockerSandboxService } from './service.js'
+import { createSandboxService } from './service.js'
 
 export type { SandboxDockerOptions } from './schemas.js'
 export { sandboxEnvFromConfig } from './env.js'
@@ -20,7 +20,7 @@ const sandboxDocker: FastifyPluginAsync<SandboxDockerOptions & { client?: Docker
   const { now, client, ...rest } = raw
   const opts = parseOptions(SandboxDockerOptions, rest, 'sandbox-docker')
   const docker = client ?? createDockerClient(opts.dockerHost)
-  const service = new DockerSandboxService({
+  const service = createSandboxService({
     ...opts,
     dataDirHost: opts.dataDirHost.trim() || opts.dataDir,
     now: now ?? Date.now

@@ -1,0 +1,74 @@
+import { chatPaths } from '../../core/chat-paths.js'
+import type { RequestUser } from '../../core/identity.js'
+import { readMeta, writeMeta, type ChatMeta } from './data-dirs.js'
+import { describe, type Entry, type Registry } from './registry.js'
+
+/*
+ * Activity and leases (surface.md §5.6 item 2) and the chat's meta.json (§5.5 item 5), cached on
+ * its Entry: read once, rewritten on creation, when the caller changes, and at most once a minute
+ * for last_active_at.
+ */
+
+export function metaUserChanged (entry: Entry, user: RequestUser): boolean {
+  const m = entry.meta
+  if (m === undefined) return true
+  return (user.email !== undefined && user.email !== m.user_email) ||
+    (user.name !== undefined && user.name !== m.user_name) ||
+    (user.mcpServers.length > 0 && user.mcpServers.join(',') !== m.mcp_servers.join(','))
+}
+
+const META_INTERVAL_MS = 60_000
+
+/** Records activity (idle reaper) and flushes last_active_at to meta.json at most once a minute. */
+export function activity (reg: Registry, entry: Entry): void {
+  const now = reg.opts.now()
+  entry.lastActive = Math.max(entry.lastActive, now)
+  if (now - entry.metaWrittenAt >= META_INTERVAL_MS && (entry.meta !== undefined || !entry.metaLoaded)) {
+    entry.metaWrittenAt = now
+    void saveMeta(reg, entry).catch(() => {})
+  }
+}
+
+/** Holds the sandbox against the idle reaper (`socket`: against the idle stop only) until released. */
+export function holdLease (reg: Registry, entry: Entry, kind: 'call' | 'socket' = 'call'): () => void {
+  const socket = kind === 'socket'
+  if (socket) entry.socketLeases++
+  else entry.callLeases++
+  activity(reg, entry)
+  let released = false
+  return () => {
+    if (released) return
+    released = true
+    if (socket) entry.socketLeases--
+    else entry.callLeases--
+    activity(reg, entry)
+  }
+}
+
+/** Writes meta.json; without `force` only when the chat already has one. Never throws on a write failure. */
+export async function saveMeta (reg: Registry, entry: Entry, user?: RequestUser, force = false): Promise<void> {
+  const path = chatPaths(reg.opts.dataDir, entry.names.chatId).meta
+  if (!entry.metaLoaded || (entry.meta === undefined && force)) {
+    entry.metaLoaded = true
+    entry.meta = await readMeta(path) ?? undefined
+  }
+  if (entry.meta === undefined && !force) return
+  const now = new Date(reg.opts.now()).toISOString()
+  const previous = entry.meta
+  const meta: ChatMeta = {
+    chat_id: entry.names.chatId,
+    user_email: user?.email ?? previous?.user_email ?? null,
+    user_name: user?.name ?? previous?.user_name ?? null,
+    mcp_servers: user !== undefined && user.mcpServers.length > 0 ? user.mcpServers : previous?.mcp_servers ?? [],
+    created_at: previous?.created_at ?? now,
+    last_active_at: new Date(Math.max(entry.lastActive, reg.bootTime)).toISOString(),
+    image: reg.opts.image
+  }
+  entry.meta = meta
+  entry.metaWrittenAt = reg.opts.now()
+  try {
+    await writeMeta(path, meta)
+  } catch (err) {
+    reg.log.warn({ chat: entry.names.key, err: describe(err) }, 'could not write meta.json')
+  }
+}

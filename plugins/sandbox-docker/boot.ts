@@ -1,0 +1,109 @@
+import { probeWritable } from './data-dirs.js'
+import type { ContainerSummary } from './docker-client.js'
+import { ownerFilter, readLabels, sandboxNames } from './names.js'
+import { changed, describe, entryOf, type Entry, type Registry } from './registry.js'
+
+/*
+ * Boot, re-adoption and readiness (surface.md §5.6 item 7, §9): connect, ensure the ICC-off
+ * network, register every labelled container of our prefix. Boot never fails because Docker is
+ * down: bootstrap() is retried by ensure() and the reaper until it succeeds once.
+ */
+
+/** Single flight; retried by ensure() and the reaper until it succeeds once. */
+export async function bootstrap (reg: Registry): Promise<void> {
+  if (reg.bootstrapped) return
+  reg.bootstrapping ??= (async () => {
+    try {
+      await reg.docker.ping(3000)
+    } catch (err) {
+      reg.dockerUp = false
+      throw err
+    }
+    reg.dockerUp = true
+    if (reg.opts.enableNetwork) {
+      const result = await reg.docker.ensureNetwork(reg.networkName, { 'managed-by': 'computer-use-server', 'cu.prefix': reg.opts.prefix })
+      reg.log.info({ network: reg.networkName, result }, 'sandbox network ready (inter-container communication disabled)')
+    }
+    const imageId = await reg.docker.imageId(reg.opts.image)
+    if (imageId === null) {
+      reg.log.error(`sandbox image '${reg.opts.image}' is missing: build it with \`npm run sandbox:build\` (sandbox-image/build.sh); tool calls fail until it exists`)
+    }
+    await readopt(reg)
+    reg.bootstrapped = true
+  })().finally(() => { reg.bootstrapping = null })
+  await reg.bootstrapping
+}
+
+/** §5.6 item 7: register every labelled container of our prefix; the boot time counts as activity. */
+async function readopt (reg: Registry): Promise<void> {
+  const list = await reg.docker.listContainers(ownerFilter(reg.opts.prefix))
+  let adopted = 0
+  for (const c of list) {
+    if (register(reg, c, reg.opts.now()) !== null) adopted++
+  }
+  const volumes = await reg.docker.listVolumes(ownerFilter(reg.opts.prefix)).catch(() => [])
+  reg.log.info({ containers: adopted, running: list.filter(c => c.running).length, volumes: volumes.length }, 're-adopted sandboxes')
+}
+
+/** Registers a listed container when its labels are consistent; mismatches are logged, never touched. */
+export function register (reg: Registry, c: ContainerSummary, activity: number, mark = Infinity): Entry | null {
+  const labels = readLabels(reg.opts.prefix, c.labels)
+  if (!labels.ok || c.name !== sandboxNames(reg.opts.prefix, labels.chatId).container) {
+    if (!reg.ignored.has(c.id)) {
+      reg.ignored.add(c.id)
+      reg.log.warn({ container: c.name, reason: labels.ok ? 'name does not match the chat key' : labels.reason },
+        'ignoring a labelled container that is not a consistent sandbox of ours (left untouched)')
+    }
+    return null
+  }
+  const entry = entryOf(reg, labels.chatId)
+  if (entry.locked > 0 || entry.ensuring !== null || entry.epoch > mark) return entry
+  const known = entry.state === 'running' || entry.state === 'stopped'
+  entry.state = c.running ? 'running' : 'stopped'
+  entry.containerId = c.id
+  entry.createdAt = labels.createdAt
+  if (!known) entry.lastActive = Math.max(entry.lastActive, activity)
+  changed(reg, entry)
+  return entry
+}
+
+/** The `docker` check of /ready: fields docker, image, data_dir. */
+export async function readiness (reg: Registry): Promise<{ ok: boolean, fields: Record<string, string> }> {
+  const [docker, writable] = await Promise.all([
+    reg.docker.ping(2000).then(() => true, () => false),
+    probeWritable(reg.opts.dataDir)
+  ])
+  reg.dockerUp = docker
+  let image: 'present' | 'missing' = 'missing'
+  if (docker) {
+    image = (await reg.docker.imageId(reg.opts.image).catch(() => null)) === null ? 'missing' : 'present'
+    if (!reg.bootstrapped) void bootstrap(reg).catch(() => {})
+  }
+  return {
+    ok: docker && image === 'present' && writable,
+    fields: { docker: docker ? 'ok' : 'unavailable', image, data_dir: writable ? 'writable' : 'not_writable' }
+  }
+}
+
+/** Boot: connect, ensure the network, re-adopt, start the reaper. Never throws when Docker is down. */
+export async function startService (reg: Registry, reap: () => Promise<void>, purge: () => Promise<unknown>): Promise<void> {
+  try {
+    await bootstrap(reg)
+  } catch (err) {
+    reg.log.error({ err: describe(err) }, 'Docker is unavailable at boot; sandboxes will be created once it answers (/ready reports docker: unavailable)')
+  }
+  reg.reaperTimer = setInterval(() => { void reap().catch(err => reg.log.warn({ err: describe(err) }, 'reaper pass failed')) }, reg.opts.reaperIntervalMs)
+  reg.reaperTimer.unref()
+  reg.purgeTimer = setInterval(() => { void purge().catch(err => reg.log.warn({ err: describe(err) }, 'purge pass failed')) }, reg.opts.purgeIntervalMs)
+  reg.purgeTimer.unref()
+}
+
+/** onClose: timers stop and open exec streams end; sandboxes keep running (re-adopted next boot). */
+export async function closeService (reg: Registry): Promise<void> {
+  reg.closed = true
+  clearInterval(reg.reaperTimer)
+  clearInterval(reg.purgeTimer)
+  for (const s of reg.streams) s.destroy()
+  reg.streams.clear()
+  reg.docker.close()
+}

@@ -1,0 +1,244 @@
+import { chatPaths, type ChatPaths } from '../../core/chat-paths.js'
+import type { RequestUser } from '../../core/identity.js'
+import { activity, metaUserChanged, saveMeta } from './activity.js'
+import { bootstrap } from './boot.js'
+import { buildContainerConfig, configDrift, SANDBOX_USER } from './container-config.js'
+import { chownOutputs, exists, prepareChatDirs, removeChatDir } from './data-dirs.js'
+import type { ContainerDetails, DockerError } from './docker-client.js'
+import { SANDBOX_CREATE_TIMEOUT, SANDBOX_DOCKER_UNAVAILABLE, SANDBOX_FAILED, SANDBOX_IMAGE_MISSING } from './errors.js'
+import { rawExec } from './exec.js'
+import { reserveSlot } from './reaper.js'
+import { changed, describe, entryOf, infoOf, mapError, notifyStop, sleep, tooOld, withLock, type Entry, type Registry } from './registry.js'
+import type { EnsureOptions, SandboxInfo, SandboxStatus } from './types.js'
+
+/*
+ * ensure() (surface.md §5.5): per-chat single flight, create or start (recreating a stopped
+ * container whose settings drifted), 409 adoption, capacity, the ready probe, outputs ownership,
+ * meta.json, then the onEnsure hooks once the lock is released (a hook may use the sandbox); status()
+ * and remove().
+ */
+
+const AUTH_JSON = '/home/assistant/.local/share/opencode/auth.json'
+const READY_PROBE = ['/bin/sh', '-c', `rm -f ${AUTH_JSON} 2>/dev/null; id -u; id -g`]
+
+type Ensured = { info: SandboxInfo, started: boolean }
+type Container = { id: string, labels: Record<string, string>, running: boolean }
+
+export async function ensure (reg: Registry, chatId: string, opts: EnsureOptions = {}): Promise<SandboxInfo> {
+  if (reg.closed) throw new SANDBOX_DOCKER_UNAVAILABLE()
+  const entry = entryOf(reg, chatId)
+  activity(reg, entry)
+  // Fast path: known running and nobody is changing it; no Docker call at all.
+  if (entry.state === 'running' && entry.containerId !== undefined && entry.locked === 0 && !entry.stopping) {
+    const info = infoOf(entry)
+    if (opts.user !== undefined && metaUserChanged(entry, opts.user)) void saveMeta(reg, entry, opts.user).catch(() => {})
+    await runHooks(reg, info, false, opts.user)
+    return info
+  }
+  if (entry.ensuring === null) {
+    // Hooks run after the lock is released, so a hook may itself call ensure(), exec() or putFile().
+    const op = withLock(entry, async () => await doEnsure(reg, entry, opts.user)).then(async result => {
+      await runHooks(reg, result.info, result.started, opts.user)
+      return result
+    })
+    entry.ensuring = op
+    op.then(() => {}, () => {}).finally(() => { if (entry.ensuring === op) entry.ensuring = null })
+  }
+  const op = entry.ensuring
+  const timeoutMs = opts.timeoutMs ?? reg.opts.createTimeoutS * 1000
+  let timer: NodeJS.Timeout | undefined
+  const timeout = new Promise<never>((_resolve, reject) => {
+    timer = setTimeout(() => reject(new SANDBOX_CREATE_TIMEOUT(Math.max(1, Math.round(timeoutMs / 1000)))), timeoutMs)
+  })
+  try {
+    const { info } = await Promise.race([op, timeout])
+    return info
+  } finally { clearTimeout(timer) }
+}
+
+async function doEnsure (reg: Registry, entry: Entry, user: RequestUser | undefined): Promise<Ensured> {
+  try {
+    await bootstrap(reg)
+  } catch (err) {
+    throw mapError(reg, err)
+  }
+  const { names } = entry
+  try {
+    const paths = await prepareChatDirs(reg.opts.dataDir, names.chatId)
+    const existing = await reg.docker.inspectContainer(names.container)
+    let container: Container | null = existing
+    let started = false
+    if (existing !== null && !existing.running) {
+      container = await startStopped(reg, entry, existing, user)
+      started = container !== null
+    }
+    if (container === null) {
+      await reserveSlot(reg, entry)
+      container = await create(reg, entry, user)
+      started = true
+    }
+    entry.containerId = container.id
+    entry.createdAt = container.labels['cu.created-at']
+    const ids = await waitReady(reg, entry)
+    entry.state = 'running'
+    changed(reg, entry)
+    await fixOwnership(reg, paths, ids)
+    await saveMeta(reg, entry, user, true)
+    const info = infoOf(entry)
+    activity(reg, entry)
+    return { info, started }
+  } catch (err) {
+    if (entry.state !== 'running') { entry.state = 'unknown'; changed(reg, entry) }
+    throw mapError(reg, err)
+  } finally {
+    reg.starting.delete(entry)
+  }
+}
+
+/**
+ * A stopped container: started as it is, or removed (null: create a new one, volume and data kept)
+ * when its settings drifted, it is too old, or it does not start.
+ */
+async function startStopped (reg: Registry, entry: Entry, existing: ContainerDetails, user: RequestUser | undefined): Promise<Container | null> {
+  const { names } = entry
+  const desired = buildContainerConfig(reg.settings, names.chatId, user, new Date(reg.opts.now()))
+  const currentImage = await reg.docker.imageId(reg.opts.image).catch(() => null)
+  const drift = configDrift(existing, desired, currentImage)
+  if (drift !== null || tooOld(reg, existing.labels['cu.created-at'])) {
+    reg.log.info({ chat: names.key, reason: drift ?? 'max age reached' }, 'recreating the stopped sandbox (volume and data kept)')
+    await reg.docker.removeContainer(existing.id)
+    return null
+  }
+  await reserveSlot(reg, entry)
+  try {
+    await reg.docker.startContainer(existing.id)
+    return existing
+  } catch (err) {
+    const e = err as DockerError
+    if (e.unavailable) throw err
+    reg.log.warn({ chat: names.key, err: describe(err) }, 'starting the stopped sandbox failed; recreating it (volume and data kept)')
+    await reg.docker.removeContainer(existing.id)
+    return null
+  }
+}
+
+/** Creates and starts the container; a 409 means someone else made it: adopt, never remove. */
+async function create (reg: Registry, entry: Entry, user: RequestUser | undefined): Promise<Container> {
+  const config = buildContainerConfig(reg.settings, entry.names.chatId, user, new Date(reg.opts.now()))
+  const created = await createOnce(reg, config)
+  if (created === 'conflict') {
+    const existing = await reg.docker.inspectContainer(entry.names.container)
+    if (existing === null) throw new SANDBOX_FAILED('its name is taken and it vanished while being adopted')
+    reg.log.info({ chat: entry.names.key }, 'sandbox name conflict: adopting the existing container')
+    if (!existing.running) await reg.docker.startContainer(existing.id)
+    return existing
+  }
+  try {
+    await reg.docker.startContainer(created.id)
+  } catch (err) {
+    if ((err as DockerError).unavailable) throw err
+    reg.log.error({ chat: entry.names.key, err: describe(err) }, 'a new sandbox did not start; removing it')
+    await reg.docker.removeContainer(created.id).catch(() => {})
+    throw new SANDBOX_FAILED('see the server log')
+  }
+  reg.log.info({ chat: entry.names.key, container: entry.names.container }, 'sandbox created')
+  return { id: created.id, labels: config.Labels, running: true }
+}
+
+async function createOnce (reg: Registry, config: ReturnType<typeof buildContainerConfig>): Promise<{ id: string } | 'conflict'> {
+  try {
+    return await reg.docker.createContainer(config)
+  } catch (err) {
+    const e = err as DockerError
+    if (e.statusCode === 404 && /no such image/i.test(e.message)) throw new SANDBOX_IMAGE_MISSING(reg.opts.image)
+    if (e.statusCode === 404 && /network/i.test(e.message) && reg.opts.enableNetwork) {
+      // The network was removed behind our back: recreate it once.
+      await reg.docker.ensureNetwork(reg.networkName, { 'managed-by': 'computer-use-server', 'cu.prefix': reg.opts.prefix })
+      return await reg.docker.createContainer(config)
+    }
+    throw err
+  }
+}
+
+/** Ready when an exec succeeds (≤ readyTimeoutMs); the probe also removes a stale opencode auth.json and reports the uid/gid. */
+async function waitReady (reg: Registry, entry: Entry): Promise<{ uid: number, gid: number } | null> {
+  const deadline = Date.now() + reg.opts.readyTimeoutMs
+  let lastError: unknown
+  while (true) {
+    try {
+      const r = await rawExec(reg, entry.containerId ?? '', READY_PROBE, { user: SANDBOX_USER, timeoutMs: 5000 }, undefined, false)
+      const [uid, gid] = r.stdout.toString('utf8').trim().split('\n').map(Number)
+      if (uid !== undefined && gid !== undefined && Number.isInteger(uid) && Number.isInteger(gid)) return { uid, gid }
+      if (r.exitCode === 0) return null
+      lastError = new Error(`ready probe exited with ${String(r.exitCode)}`)
+    } catch (err) {
+      if ((err as DockerError).unavailable) throw err
+      lastError = err
+    }
+    if (Date.now() >= deadline) {
+      reg.log.error({ chat: entry.names.key, err: describe(lastError) }, 'sandbox did not become ready')
+      throw new SANDBOX_FAILED('it did not become ready')
+    }
+    await sleep(100)
+  }
+}
+
+async function fixOwnership (reg: Registry, paths: ChatPaths, ids: { uid: number, gid: number } | null): Promise<void> {
+  const uid = reg.opts.uid > 0 ? reg.opts.uid : ids?.uid
+  const gid = reg.opts.gid > 0 ? reg.opts.gid : ids?.gid
+  if (uid === undefined || gid === undefined) return
+  const ok = await chownOutputs(paths, uid, gid)
+  if (!ok && !reg.ownerWarned) {
+    reg.ownerWarned = true
+    reg.log.warn({ uid, gid }, 'cannot give outputs directories to the sandbox user (the server is not root): set SANDBOX_UID/SANDBOX_GID to the server user or run the server as root')
+  }
+}
+
+async function runHooks (reg: Registry, info: SandboxInfo, started: boolean, user: RequestUser | undefined): Promise<void> {
+  for (const hook of reg.hooks) {
+    try {
+      await hook(info, { started, user })
+    } catch (err) {
+      reg.log.warn({ chat: info.chatKey, err: describe(err) }, 'an onEnsure hook failed')
+    }
+  }
+}
+
+/** Never creates or starts anything; refreshes the cached state unless an ensure is in flight. */
+export async function status (reg: Registry, chatId: string): Promise<SandboxStatus> {
+  const entry = entryOf(reg, chatId)
+  const metaExists = await exists(chatPaths(reg.opts.dataDir, chatId).meta)
+  let c
+  try {
+    c = await reg.docker.inspectContainer(entry.names.container)
+  } catch (err) { throw mapError(reg, err) }
+  if (entry.locked === 0 && entry.ensuring === null) {
+    // A container we did not know about counts as discovered now (like re-adoption), not as idle since ever.
+    if (c?.running === true && entry.state !== 'running') entry.lastActive = Math.max(entry.lastActive, reg.opts.now())
+    entry.state = c === null ? 'absent' : c.running ? 'running' : 'stopped'
+    if (c !== null) { entry.containerId = c.id; entry.createdAt = c.labels['cu.created-at'] }
+    changed(reg, entry)
+  }
+  if (c === null) return { state: 'absent', metaExists }
+  return { state: c.running ? 'running' : 'stopped', metaExists, containerId: c.id }
+}
+
+/** Removes the container under the chat's lock; `purge` also deletes the volume and the data dir. */
+export async function remove (reg: Registry, chatId: string, opts: { purge?: boolean } = {}): Promise<void> {
+  const entry = entryOf(reg, chatId)
+  await withLock(entry, async () => {
+    try {
+      await reg.docker.removeContainer(entry.names.container)
+      entry.state = 'absent'
+      entry.containerId = undefined
+      changed(reg, entry)
+      if (opts.purge === true) {
+        await reg.docker.removeVolume(entry.names.volume)
+        await removeChatDir(reg.opts.dataDir, entry.names.key)
+        entry.meta = undefined
+        entry.metaLoaded = false
+      }
+    } catch (err) { throw mapError(reg, err) }
+  })
+  notifyStop(reg, entry, opts.purge === true ? 'purged' : 'removed')
+}

@@ -1,0 +1,261 @@
+import type { Duplex } from 'node:stream'
+import type { FastifyBaseLogger } from 'fastify'
+import { chatKey } from '../../core/chat-id.js'
+import type { ContainerSettings } from './container-config.js'
+import type { ChatMeta } from './data-dirs.js'
+import { DockerError, type DockerClient } from './docker-client.js'
+import { SANDBOX_DOCKER_UNAVAILABLE, SANDBOX_FAILED, SANDBOX_NOT_RUNNING } from './errors.js'
+import { sandboxNames, type SandboxNames } from './names.js'
+import type { EnsureHook, SandboxInfo, StopHook, StopReason } from './types.js'
+
+/*
+ * The driver's state, shared by lifecycle.ts, exec.ts, reaper.ts and boot.ts: one Entry per chat
+ * (cached running state, per-chat lock, leases, meta.json cache) plus the service-wide flags. The
+ * helpers here are the transitions every other file uses; none of them talks to Docker except
+ * stopEntry().
+ */
+
+/** Resolved plugin options (schemas.ts after defaults). */
+export interface ServiceOptions {
+  image: string
+  prefix: string
+  network: string
+  enableNetwork: boolean
+  dataDir: string
+  dataDirHost: string
+  memLimit: number
+  cpuLimit: number
+  pidsLimit: number
+  createTimeoutS: number
+  idleTimeoutS: number
+  maxAgeHours: number
+  dataMaxAgeDays: number
+  maxRunning: number
+  commandTimeoutS: number
+  uid: number
+  gid: number
+  skillsDirHost: string
+  subagentCli: string
+  sandboxEnv: Record<string, string>
+  reaperIntervalMs: number
+  purgeIntervalMs: number
+  readyTimeoutMs: number
+  killGraceMs: number
+  stopGraceS: number
+  now: () => number
+}
+
+type State = 'unknown' | 'running' | 'stopped' | 'absent'
+
+/** In-memory view of one chat's sandbox. The running state is cached; failures invalidate it. */
+export interface Entry {
+  names: SandboxNames
+  state: State
+  containerId?: string
+  createdAt?: string
+  lastActive: number
+  callLeases: number
+  socketLeases: number
+  /** tail of the per-chat lock chain; `locked` > 0 while something holds or waits for it */
+  tail: Promise<void>
+  locked: number
+  ensuring: Promise<{ info: SandboxInfo, started: boolean }> | null
+  stopping: boolean
+  meta?: ChatMeta
+  /** meta.json was read (or found missing) once */
+  metaLoaded: boolean
+  metaWrittenAt: number
+  /** value of the service's change counter at this entry's last state change (reaper races) */
+  epoch: number
+}
+
+export interface Registry {
+  readonly opts: ServiceOptions
+  readonly docker: DockerClient
+  readonly log: FastifyBaseLogger
+  readonly settings: ContainerSettings
+  readonly networkName: string
+  readonly bootTime: number
+  readonly entries: Map<string, Entry>
+  readonly hooks: EnsureHook[]
+  readonly stopHooks: StopHook[]
+  /** open exec sockets, ended by close() */
+  readonly streams: Set<Duplex>
+  /** entries between reserveSlot() and the end of their ensure (capacity count) */
+  readonly starting: Set<Entry>
+  /** containers already reported as not adoptable (logged once each) */
+  readonly ignored: Set<string>
+  bootstrapped: boolean
+  bootstrapping: Promise<void> | null
+  dockerUp: boolean | null
+  ownerWarned: boolean
+  reaperTimer: NodeJS.Timeout | undefined
+  purgeTimer: NodeJS.Timeout | undefined
+  reaping: Promise<void> | null
+  epoch: number
+  closed: boolean
+}
+
+export const sleep = async (ms: number): Promise<void> => await new Promise(resolve => setTimeout(resolve, ms))
+/** setTimeout fires at once beyond 2^31-1 ms: clamp (about 24.8 days). */
+export const clampMs = (ms: number): number => Math.max(0, Math.min(ms, 2_147_483_647))
+
+/** Arms an exec's timeout and abort signal (an already aborted signal fires at once); returns the disarm function. */
+export function armDeadline (timeoutMs: number, signal: AbortSignal | undefined, onTimeout: () => void, onAbort: () => void): () => void {
+  const timer = setTimeout(onTimeout, clampMs(timeoutMs))
+  if (signal !== undefined) {
+    if (signal.aborted) onAbort()
+    else signal.addEventListener('abort', onAbort, { once: true })
+  }
+  return () => { clearTimeout(timer); signal?.removeEventListener('abort', onAbort) }
+}
+
+export function describe (err: unknown): string {
+  return err instanceof Error ? err.message : String(err)
+}
+
+export function createRegistry (opts: ServiceOptions, docker: DockerClient, log: FastifyBaseLogger): Registry {
+  const networkName = opts.network.trim() || `${opts.prefix}-sandboxes`
+  return {
+    opts,
+    docker,
+    log,
+    networkName,
+    bootTime: opts.now(),
+    settings: {
+      image: opts.image,
+      prefix: opts.prefix,
+      networkMode: opts.enableNetwork ? networkName : 'none',
+      dataDirHost: opts.dataDirHost,
+      memLimit: opts.memLimit,
+      cpuLimit: opts.cpuLimit,
+      pidsLimit: opts.pidsLimit,
+      skillsDirHost: opts.skillsDirHost,
+      subagentCli: opts.subagentCli,
+      sandboxEnv: opts.sandboxEnv
+    },
+    entries: new Map(),
+    hooks: [],
+    stopHooks: [],
+    streams: new Set(),
+    starting: new Set(),
+    ignored: new Set(),
+    bootstrapped: false,
+    bootstrapping: null,
+    dockerUp: null,
+    ownerWarned: false,
+    reaperTimer: undefined,
+    purgeTimer: undefined,
+    reaping: null,
+    epoch: 0,
+    closed: false
+  }
+}
+
+export function entryOf (reg: Registry, chatId: string): Entry {
+  const key = chatKey(chatId)
+  let e = reg.entries.get(key)
+  if (e === undefined) {
+    e = {
+      names: sandboxNames(reg.opts.prefix, chatId),
+      state: 'unknown',
+      lastActive: 0,
+      callLeases: 0,
+      socketLeases: 0,
+      tail: Promise.resolve(),
+      locked: 0,
+      ensuring: null,
+      stopping: false,
+      metaLoaded: false,
+      metaWrittenAt: 0,
+      epoch: 0
+    }
+    reg.entries.set(key, e)
+  }
+  return e
+}
+
+export async function withLock<T> (entry: Entry, fn: () => Promise<T>): Promise<T> {
+  const previous = entry.tail
+  let release!: () => void
+  entry.tail = new Promise<void>(resolve => { release = resolve })
+  entry.locked++
+  try {
+    await previous
+    return await fn()
+  } finally {
+    entry.locked--
+    release()
+  }
+}
+
+export function changed (reg: Registry, entry: Entry): void {
+  entry.epoch = ++reg.epoch
+}
+
+export function infoOf (entry: Entry): SandboxInfo {
+  return {
+    chatId: entry.names.chatId,
+    chatKey: entry.names.key,
+    containerId: entry.containerId ?? '',
+    containerName: entry.names.container,
+    createdAt: entry.createdAt ?? ''
+  }
+}
+
+export function requireRunning (reg: Registry, chatId: string): Entry {
+  const entry = entryOf(reg, chatId)
+  if (entry.state !== 'running' || entry.containerId === undefined) throw new SANDBOX_NOT_RUNNING()
+  return entry
+}
+
+export function tooOld (reg: Registry, createdAt: string | undefined): boolean {
+  if (createdAt === undefined) return false
+  const t = Date.parse(createdAt)
+  return Number.isFinite(t) && reg.opts.now() - t > reg.opts.maxAgeHours * 3600_000
+}
+
+export function notifyStop (reg: Registry, entry: Entry, reason: StopReason): void {
+  for (const hook of reg.stopHooks) {
+    try { hook(entry.names.chatId, reason) } catch (err) { reg.log.warn({ err: describe(err) }, 'an onStop hook failed') }
+  }
+}
+
+/** docker stop under the chat's lock (explicit stop, idle reaper, capacity). */
+export async function stopEntry (reg: Registry, entry: Entry, reason: StopReason): Promise<void> {
+  entry.stopping = true
+  try {
+    await withLock(entry, async () => {
+      try {
+        await reg.docker.stopContainer(entry.containerId ?? entry.names.container, reg.opts.stopGraceS)
+      } catch (err) { throw mapError(reg, err) }
+      entry.state = entry.state === 'absent' ? 'absent' : 'stopped'
+      changed(reg, entry)
+      reg.log.info({ chat: entry.names.key, reason }, 'sandbox stopped')
+    })
+  } finally { entry.stopping = false }
+  notifyStop(reg, entry, reason)
+}
+
+export function mapError (reg: Registry, err: unknown): Error {
+  if (err instanceof DockerError) {
+    if (err.unavailable) {
+      reg.dockerUp = false
+      return new SANDBOX_DOCKER_UNAVAILABLE()
+    }
+    reg.log.error({ err: describe(err) }, 'Docker request failed')
+    return new SANDBOX_FAILED('see the server log')
+  }
+  return err instanceof Error ? err : new Error(String(err))
+}
+
+/** An exec failed to start: a 404/409 means the container is gone or stopped (cache invalidated). */
+export function execStartError (reg: Registry, entry: Entry, err: unknown): Error {
+  const e = err as DockerError
+  if ((e.statusCode === 404 && /no such container/i.test(e.message)) || e.statusCode === 409 ||
+    (e.statusCode === 500 && /not running|is paused|restarting/i.test(e.message))) {
+    if (entry.locked === 0 && entry.ensuring === null) { entry.state = 'unknown'; changed(reg, entry) }
+    return new SANDBOX_NOT_RUNNING()
+  }
+  return mapError(reg, err)
+}
