@@ -21,6 +21,7 @@ import tierResources from './plugins/tier-resources/index.js'
 import tierHttp from './plugins/tier-http/index.js'
 import files from './plugins/files/index.js'
 import preview from './plugins/preview/index.js'
+import runtimeCli from './plugins/runtime-cli/index.js'
 import docs from './plugins/docs/index.js'
 
 const plugins = {
@@ -85,6 +86,19 @@ const plugins = {
   'tier-http': config => entry(tierHttp, { singleUserMode: config.singleUserMode }),
   files: config => entry(files, { dataDir: config.DATA_DIR, archiveMaxBytes: config.ARCHIVE_MAX_BYTES, frameAncestors: config.FRAME_ANCESTORS }),
   preview: config => entry(preview, { frameAncestors: config.FRAME_ANCESTORS }),
+  'runtime-cli': config => entry(runtimeCli, {
+    cli: config.subagentCli,
+    models: {
+      SUB_AGENT_DEFAULT_MODEL: config.SUB_AGENT_DEFAULT_MODEL,
+      CODEX_SUB_AGENT_DEFAULT_MODEL: config.CODEX_SUB_AGENT_DEFAULT_MODEL,
+      CODEX_MODEL: config.CODEX_MODEL,
+      OPENCODE_SUB_AGENT_DEFAULT_MODEL: config.OPENCODE_SUB_AGENT_DEFAULT_MODEL,
+      OPENCODE_MODEL: config.OPENCODE_MODEL,
+      ANTHROPIC_DEFAULT_SONNET_MODEL: config.ANTHROPIC_DEFAULT_SONNET_MODEL,
+      ANTHROPIC_DEFAULT_OPUS_MODEL: config.ANTHROPIC_DEFAULT_OPUS_MODEL,
+      ANTHROPIC_DEFAULT_HAIKU_MODEL: config.ANTHROPIC_DEFAULT_HAIKU_MODEL
+    }
+  }),
   docs: config => entry(docs, { publicBaseUrl: config.publicBaseUrl, singleUserMode: config.singleUserMode })
 } satisfies Record<string, (config: AppConfig) => Entry>
 

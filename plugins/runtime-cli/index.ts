@@ -1,0 +1,33 @@
+import fp from 'fastify-plugin'
+import type { FastifyPluginAsync } from 'fastify'
+import Type, { type Static } from 'typebox'
+import { parseOptions } from '../../core/config.js'
+import { resolveModel } from './model.js'
+
+const Settings = Type.Object({
+  SUB_AGENT_DEFAULT_MODEL: Type.Optional(Type.String({ default: '' })),
+  CODEX_SUB_AGENT_DEFAULT_MODEL: Type.Optional(Type.String({ default: '' })),
+  CODEX_MODEL: Type.Optional(Type.String({ default: '' })),
+  OPENCODE_SUB_AGENT_DEFAULT_MODEL: Type.Optional(Type.String({ default: '' })),
+  OPENCODE_MODEL: Type.Optional(Type.String({ default: '' })),
+  ANTHROPIC_DEFAULT_SONNET_MODEL: Type.Optional(Type.String({ default: '' })),
+  ANTHROPIC_DEFAULT_OPUS_MODEL: Type.Optional(Type.String({ default: '' })),
+  ANTHROPIC_DEFAULT_HAIKU_MODEL: Type.Optional(Type.String({ default: '' }))
+})
+export const RuntimeCliOptions = Type.Object({
+  cli: Type.Union([Type.Literal('claude'), Type.Literal('codex'), Type.Literal('opencode')]),
+  models: Type.Optional(Settings)
+})
+export type RuntimeCliOptions = Static<typeof RuntimeCliOptions>
+
+/** GET /api/runtime/cli (surface.md §8.8): which sub-agent CLI is active and its resolved default model. */
+const runtimeCli: FastifyPluginAsync<RuntimeCliOptions> = async (fastify, raw) => {
+  const opts = parseOptions(RuntimeCliOptions, raw, 'runtime-cli')
+  const models = parseOptions(Settings, opts.models, 'runtime-cli')
+  const resolved = resolveModel(opts.cli, '', models)
+  const body = { cli: opts.cli, default_model: resolved.ok ? resolved.model : null, supports_cost: opts.cli === 'claude' }
+  if (!resolved.ok) fastify.log.warn({ cli: opts.cli }, resolved.error)
+  fastify.get('/api/runtime/cli', async (_request, reply) => await reply.header('Cache-Control', 'no-store').send(body))
+}
+
+export default fp(runtimeCli, { name: 'runtime-cli', fastify: '5.x' })
