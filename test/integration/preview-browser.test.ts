@@ -140,7 +140,12 @@ t.test('the preview page opened with a files token renders every preview type an
   await t.test('agent HTML runs only in an opaque-origin sandboxed iframe, relative assets load', async t => {
     await open(page, 'site/index.html')
     t.equal(await page.$eval('#preview iframe.html-frame', f => f.getAttribute('sandbox')), 'allow-scripts allow-forms allow-popups')
-    const frame = page.frames().find(f => f.url().endsWith('/site/index.html'))
+    // The iframe navigates after it is inserted: poll for its frame instead of racing it (flaky under load).
+    let frame = page.frames().find(f => f.url().endsWith('/site/index.html'))
+    for (let i = 0; frame === undefined && i < 100; i++) {
+      await new Promise(resolve => setTimeout(resolve, 50))
+      frame = page.frames().find(f => f.url().endsWith('/site/index.html'))
+    }
     t.ok(frame, 'the agent page is loaded from its /files URL')
     if (frame === undefined) return
     await frame.waitForSelector('#agent[data-ran="yes"]')
