@@ -201,10 +201,19 @@ t.test('notifications/cancelled from another request aborts the running call and
 })
 
 t.test('per-chat concurrency cap answers excess calls with an isError result', async t => {
-  const { url } = await listen(t, {}, kernelManifest(newProbe()))
-  const calls = Array.from({ length: 9 }, async (_, i) => await rpc(url, { jsonrpc: '2.0', id: i, method: 'tools/call', params: { name: 'slow', arguments: { ms: 300 } } }, { 'x-chat-id': 'busy', accept: 'application/json' }).then(async r => await r.text()))
-  const texts = await Promise.all(calls)
-  t.equal(texts.filter(x => x.includes('too many concurrent calls for this chat')).length, 1)
+  const probe = newProbe()
+  const { url } = await listen(t, {}, kernelManifest(probe))
+  const call = async (id: number, chat: string): Promise<string> =>
+    await rpc(url, { jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'slow', arguments: { ms: 30000 } } }, { 'x-chat-id': chat, accept: 'application/json' }).then(async r => await r.text())
+  // Eight calls that run until cancelled, then a ninth: deterministic however loaded the machine is.
+  const running = Array.from({ length: 8 }, async (_, i) => await call(i, 'busy'))
+  const started = Date.now()
+  while (probe.calls.length < 8 && Date.now() - started < 20000) await new Promise(resolve => setTimeout(resolve, 10))
+  t.match(await call(99, 'busy'), /too many concurrent calls for this chat/)
+  t.match(await rpc(url, { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'whoami', arguments: {} } }, { 'x-chat-id': 'other', accept: 'application/json' }).then(async r => await r.text()), /chatId\\":\\"other/, 'other chats are not affected')
+  for (let i = 0; i < 8; i++) await rpc(url, { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: i } }, { 'x-chat-id': 'busy' })
+  await Promise.all(running)
+  t.equal(probe.aborted.length, 8)
 })
 
 t.test('HTTP surface of /mcp: methods, Accept, protocol version, batches, body limits, origin', async t => {
@@ -288,7 +297,7 @@ t.test('a running tools/call stream carries keep-alive comments whether or not p
   const { url } = await listen(t, { PROGRESS_INTERVAL_SECONDS: '1' }, kernelManifest(newProbe()))
   const res = await rpc(url, { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'slow', arguments: { ms: 2300 } } }, { 'x-chat-id': 'ka' })
   const text = await res.text()
-  t.equal(text.split(': keep-alive\n\n').length - 1, 2, 'one comment per interval')
+  t.ok(text.split(': keep-alive\n\n').length - 1 >= 2, 'a comment every interval while the call runs')
   t.notMatch(text, /notifications\/progress/, 'no progress without a token')
   t.match(text, /"text":"done"/)
 })
