@@ -5,14 +5,14 @@ import { SANDBOX_USER } from './container-config.js'
 import type { ExecHandle } from './docker-client.js'
 import { toEnvList } from './env.js'
 import { checkAlive, RESULT_GRACE_MS, terminate } from './exec.js'
-import { commandArgv, Demuxer, SentinelParser, STDOUT } from './exec-stream.js'
+import { commandArgv, Demuxer, EofFilter, SentinelParser, STDOUT } from './exec-stream.js'
 import { armDeadline, describe, execStartError, requireRunning, type Entry, type Registry } from './registry.js'
 import type { CommandOptions, CommandResult } from './types.js'
 
 /*
  * runCommand(), the bash_tool path (surface.md §3.3): `bash -c` inside a wrapper that reports bash's
- * status on stderr (exec-stream.ts), so the call returns as soon as bash exits even while background
- * children hold stdout open.
+ * status on stderr and marks the end of its output on stdout (exec-stream.ts), so the call returns as
+ * soon as bash exits and its output is in, even while background children hold stdout open.
  */
 
 const DRAIN_MS = 1000
@@ -67,17 +67,19 @@ async function watchCommand (reg: Registry, socket: Duplex, opts: CommandOptions
       socket.destroy()
       resolve({ exitCode, timedOut, cancelled, sentinel: output.exited() })
     }
-    const armQuiet = (): void => {
+    // Once bash's status and the end of its output are both in, wait for QUIET_MS without output
+    // (background children may still print), then return even if they hold the output open.
+    const settle = (): void => {
+      if (!output.settled()) return
       clearTimeout(quiet)
       quiet = setTimeout(finish, QUIET_MS)
     }
-    const output = mergedOutput(reg, opts.onOutput, armQuiet, code => {
+    const output = mergedOutput(reg, opts.onOutput, settle, code => {
       if (timedOut || cancelled) return
       exitCode = code
-      // bash has exited: drain what is in flight, at most DRAIN_MS, then return even if
-      // background children still hold the output open.
+      // bash has exited: return within DRAIN_MS whatever is still in flight.
       timers.push(setTimeout(finish, DRAIN_MS))
-      armQuiet()
+      settle()
     })
     socket.on('data', output.push)
     socket.on('end', finish)
@@ -94,26 +96,29 @@ async function watchCommand (reg: Registry, socket: Duplex, opts: CommandOptions
 }
 
 /**
- * stdout decoded as UTF-8 (sequences never split) for onOutput; stderr carries the wrapper's exit
- * sentinel. `onLateOutput` runs for stdout that arrives after bash's status.
+ * stdout decoded as UTF-8 (sequences never split) for onOutput, without the wrapper's end marker;
+ * stderr carries the wrapper's exit sentinel. `onStdout` runs when the marker or later stdout arrives.
  */
-function mergedOutput (reg: Registry, onOutput: (text: string) => void, onLateOutput: () => void, onExit: (code: number) => void):
-  { push: (chunk: Buffer) => void, exited: () => boolean, end: () => void } {
+function mergedOutput (reg: Registry, onOutput: (text: string) => void, onStdout: () => void, onExit: (code: number) => void):
+  { push: (chunk: Buffer) => void, exited: () => boolean, settled: () => boolean, end: () => void } {
   const decoder = new TextDecoder('utf-8')
   const emit = (text: string): void => {
     if (text === '') return
     try { onOutput(text) } catch (err) { reg.log.warn({ err: describe(err) }, 'onOutput threw') }
   }
   const parser = new SentinelParser(emit, onExit)
+  const eof = new EofFilter(data => {
+    emit(decoder.decode(data, { stream: true }))
+    if (eof.seen) onStdout()
+  }, onStdout)
   const demux = new Demuxer((stream, data) => {
-    if (stream === STDOUT) {
-      emit(decoder.decode(data, { stream: true }))
-      if (parser.exitCode !== null) onLateOutput()
-    } else parser.push(data)
+    if (stream === STDOUT) eof.push(data)
+    else parser.push(data)
   })
   return {
     push: (chunk: Buffer) => demux.push(chunk),
     exited: () => parser.exitCode !== null,
-    end: () => { parser.end(); emit(decoder.decode()) }
+    settled: () => parser.exitCode !== null && eof.seen,
+    end: () => { eof.end(); parser.end(); emit(decoder.decode()) }
   }
 }

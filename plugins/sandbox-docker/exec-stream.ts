@@ -45,13 +45,56 @@ export class Demuxer {
 
 export const EXIT_SENTINEL = '__cubicle_exit:'
 
+/** Written by the wrapper to stdout after bash exited: everything bash printed is before it. */
+export const EOF_MARKER = '\0__cubicle_eof\n'
+
 /**
  * argv of bash_tool's wrapper: the command's stdout and stderr both go to the exec's stdout in arrival
  * order; the top-level bash's exit status is reported on the exec's stderr once bash has exited, so
- * the caller can return even while background children keep stdout open.
+ * the caller can return even while background children keep stdout open. dockerd copies the two
+ * pipes independently, and under load the status can arrive well before bash's last output, so the
+ * wrapper then also marks the end of bash's output on stdout (EOF_MARKER, which EofFilter removes).
  */
 export function commandArgv (command: string): string[] {
-  return ['/bin/sh', '-c', `bash -c "$1" </dev/null 2>&1; echo "${EXIT_SENTINEL}$?" >&2`, 'sh', command]
+  return ['/bin/sh', '-c', `bash -c "$1" </dev/null 2>&1; echo "${EXIT_SENTINEL}$?" >&2; printf '\\000__cubicle_eof\\n'`, 'sh', command]
+}
+
+const MARKER = Buffer.from(EOF_MARKER)
+
+/**
+ * Passes stdout through, without the first EOF_MARKER, and reports the marker once. Bytes at a chunk
+ * end that could begin the marker are held until the next chunk (or end()), so a marker split across
+ * chunks is still found; nothing else is buffered.
+ */
+export class EofFilter {
+  private held: Buffer = Buffer.alloc(0)
+  seen = false
+
+  constructor (private readonly pass: (data: Buffer) => void, private readonly onEof: () => void) {}
+
+  push (data: Buffer): void {
+    if (this.seen) { this.pass(data); return }
+    const buf = this.held.length === 0 ? data : Buffer.concat([this.held, data])
+    this.held = Buffer.alloc(0)
+    const at = buf.indexOf(MARKER)
+    if (at !== -1) {
+      if (at > 0) this.pass(buf.subarray(0, at))
+      this.seen = true
+      this.onEof()
+      if (at + MARKER.length < buf.length) this.pass(buf.subarray(at + MARKER.length))
+      return
+    }
+    let keep = Math.min(MARKER.length - 1, buf.length)
+    while (keep > 0 && !MARKER.subarray(0, keep).equals(buf.subarray(buf.length - keep))) keep--
+    if (keep < buf.length) this.pass(buf.subarray(0, buf.length - keep))
+    if (keep > 0) this.held = Buffer.from(buf.subarray(buf.length - keep))
+  }
+
+  /** Hands on what was held back (output that ended like the start of the marker). */
+  end (): void {
+    if (this.held.length > 0) this.pass(this.held)
+    this.held = Buffer.alloc(0)
+  }
 }
 
 /**

@@ -4,8 +4,10 @@
  * children, abort, streaming without buffering, putFile.
  */
 import t from 'tap'
+import { PassThrough } from 'node:stream'
+import { Demuxer } from '../../plugins/sandbox-docker/exec-stream.js'
 import type { CommandOptions } from '../../plugins/sandbox-docker/types.js'
-import { buildSandboxApp, cleanupPrefix, dockerOrSkip } from './docker.js'
+import { buildSandboxApp, cleanupPrefix, dockerOrSkip, wrapClient } from './docker.js'
 
 const PREFIX = 'texec'
 const { skip } = await dockerOrSkip()
@@ -93,6 +95,40 @@ t.test('sandbox exec (real Docker)', { skip }, async t => {
     t.match(r, { cancelled: true, timedOut: false, out: 'go\n' })
     t.ok(r.ms < 4000, `returned at ${r.ms.toFixed(0)} ms`)
     t.equal((await sandbox.exec(chat, ['pgrep', '-f', 'sleep 500'])).exitCode, 1)
+  })
+
+  t.test('output that dockerd delivers long after bash\'s exit status (a loaded engine) is still returned', async t => {
+    // dockerd copies the exec's stdout and stderr independently; here each stdout frame is held back
+    // 600 ms, so the status on stderr arrives well before the output it follows.
+    const lagging = wrapClient(real => ({
+      exec: async (id, spec) => {
+        const handle = await real.exec(id, spec)
+        if (!(spec.argv[2] ?? '').includes('__cubicle_exit')) return handle
+        const socket = new PassThrough()
+        let held = 0
+        let ended = false
+        const endWhenFlushed = (): void => { if (ended && held === 0) socket.end() }
+        const demux = new Demuxer((stream, data) => {
+          const header = Buffer.alloc(8)
+          header[0] = stream
+          header.writeUInt32BE(data.length, 4)
+          const frame = Buffer.concat([header, data])
+          if (stream !== 1) { socket.write(frame); return }
+          held++
+          setTimeout(() => { socket.write(frame); held--; endWhenFlushed() }, 600)
+        })
+        handle.socket.on('data', (c: Buffer) => demux.push(c))
+        handle.socket.on('end', () => { ended = true; endWhenFlushed() })
+        socket.on('close', () => handle.socket.destroy())
+        return { id: handle.id, socket }
+      }
+    }))
+    const lag = await buildSandboxApp(t, PREFIX, { client: lagging })
+    await lag.app.sandbox.ensure('exec-lag')
+    let out = ''
+    const r = await lag.app.sandbox.runCommand('exec-lag', 'echo lagging; printf tail', { timeoutMs: 10_000, onOutput: s => { out += s } })
+    t.equal(r.exitCode, 0)
+    t.equal(out, 'lagging\ntail')
   })
 
   t.test('a 1 GB output flood streams through onOutput without buffering', async t => {

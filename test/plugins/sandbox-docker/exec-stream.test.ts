@@ -1,5 +1,5 @@
 import t from 'tap'
-import { commandArgv, Demuxer, killArgv, SentinelParser } from '../../../plugins/sandbox-docker/exec-stream.js'
+import { commandArgv, Demuxer, EOF_MARKER, EofFilter, killArgv, SentinelParser } from '../../../plugins/sandbox-docker/exec-stream.js'
 
 function frame (stream: number, payload: string | Buffer): Buffer {
   const body = Buffer.isBuffer(payload) ? payload : Buffer.from(payload)
@@ -55,11 +55,35 @@ t.test('sentinel parser: no sentinel, multi-byte text split across chunks', asyn
   t.equal(p.exitCode, null)
 })
 
+t.test('end-of-output marker: removed from stdout and reported once, whatever the chunking', async t => {
+  const wire = Buffer.from(`out\0put 1\n\0__cub${EOF_MARKER}after\n${EOF_MARKER}`)
+  for (let size = 1; size <= wire.length; size++) {
+    const chunks: Buffer[] = []
+    let eofAt = -1
+    const f = new EofFilter(d => chunks.push(Buffer.from(d)), () => { eofAt = Buffer.concat(chunks).length })
+    for (let i = 0; i < wire.length; i += size) f.push(wire.subarray(i, i + size))
+    f.end()
+    t.equal(Buffer.concat(chunks).toString(), `out\0put 1\n\0__cubafter\n${EOF_MARKER}`, `chunks of ${size}`)
+    t.equal(eofAt, 'out\0put 1\n\0__cub'.length, `reported after the output before it, chunks of ${size}`)
+  }
+})
+
+t.test('end-of-output marker: output ending like its beginning is held back, then handed on by end()', async t => {
+  const chunks: string[] = []
+  const f = new EofFilter(d => chunks.push(d.toString()), () => t.fail('no marker'))
+  f.push(Buffer.from('abc\0__cu'))
+  t.same(chunks, ['abc'])
+  f.end()
+  t.equal(chunks.join(''), 'abc\0__cu')
+  t.equal(f.seen, false)
+})
+
 t.test('wrapper and kill argv', async t => {
   const argv = commandArgv('echo "$HOME" && exit 3')
   t.equal(argv[0], '/bin/sh')
   t.equal(argv[4], 'echo "$HOME" && exit 3', 'the command is an argument, never interpolated')
   t.match(argv[2], /bash -c "\$1" <\/dev\/null 2>&1; echo "__cubicle_exit:\$\?" >&2/)
+  t.match(argv[2], /; printf '\\000__cubicle_eof\\n'$/, 'then the end of bash\'s output is marked on stdout')
   t.same(killArgv('TERM', 'abcdef012345').slice(3), ['cubicle-kill', 'TERM', 'abcdef012345'])
   t.throws(() => killArgv('KILL', 'abc; rm -rf /'))
 })
