@@ -1,8 +1,7 @@
-import http from 'node:http'
-import https from 'node:https'
 import type { Duplex } from 'node:stream'
 import Docker from 'dockerode'
 import tar from 'tar-stream'
+import { createAgent, parseDockerHost } from './docker-endpoint.js'
 
 /*
  * The one file that talks to dockerode: a narrow adapter with the calls the sandbox driver needs.
@@ -114,25 +113,6 @@ export interface DockerClient {
   close (): void
 }
 
-interface Endpoint {
-  docker: Docker.DockerOptions
-  agent?: http.Agent
-}
-
-/** Parses DOCKER_HOST forms: unix:///path, /path, tcp://host:port, http(s)://host:port, ssh://user@host. */
-export function parseDockerHost (host: string): Endpoint {
-  const value = host.trim() === '' ? 'unix:///var/run/docker.sock' : host.trim()
-  if (value.startsWith('unix://')) return { docker: { socketPath: value.slice('unix://'.length) || '/var/run/docker.sock' } }
-  if (value.startsWith('/')) return { docker: { socketPath: value } }
-  if (value.startsWith('npipe://')) return { docker: { socketPath: value.slice('npipe:'.length) } }
-  const url = new URL(value.replace(/^tcp:\/\//, 'http://'))
-  if (url.protocol === 'ssh:') {
-    return { docker: { protocol: 'ssh', host: url.hostname, port: url.port === '' ? 22 : Number(url.port), username: url.username || undefined } }
-  }
-  const protocol = url.protocol === 'https:' ? 'https' : 'http'
-  return { docker: { protocol, host: url.hostname, port: url.port === '' ? (protocol === 'https' ? 2376 : 2375) : Number(url.port) } }
-}
-
 function tarOneFile (path: string, content: Buffer, mode: number, uid: number, gid: number): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const pack = tar.pack()
@@ -150,9 +130,7 @@ function tarOneFile (path: string, content: Buffer, mode: number, uid: number, g
 
 export function createDockerClient (host: string): DockerClient {
   const endpoint = parseDockerHost(host)
-  let agent: http.Agent | undefined
-  if (endpoint.docker.protocol === 'https') agent = new https.Agent({ keepAlive: true })
-  else if (endpoint.docker.protocol !== 'ssh') agent = new http.Agent({ keepAlive: true })
+  const agent = createAgent(endpoint)
   const docker = new Docker({ ...endpoint.docker, ...(agent === undefined ? {} : { agent }) } as Docker.DockerOptions)
   const signal = (ms = CALL_TIMEOUT_MS): AbortSignal => AbortSignal.timeout(ms)
   // dockerode's typings omit abortSignal on most option objects; a non-literal `{}` passes it through.

@@ -2,7 +2,7 @@ import t from 'tap'
 import { chatKey } from '../../../core/chat-id.js'
 import { buildContainerConfig, configDrift, type ContainerSettings } from '../../../plugins/sandbox-docker/container-config.js'
 import { containerLabels, ownerFilter, readLabels, rfc3339, sandboxNames, volumeLabels } from '../../../plugins/sandbox-docker/names.js'
-import { parseDockerHost } from '../../../plugins/sandbox-docker/docker-client.js'
+import { parseDockerHost } from '../../../plugins/sandbox-docker/docker-endpoint.js'
 import { parseOptions } from '../../../core/config.js'
 import { SandboxDockerOptions } from '../../../plugins/sandbox-docker/schemas.js'
 
