@@ -1,6 +1,7 @@
 import { join } from 'node:path'
 import { SANDBOX_HOME, SANDBOX_OUTPUTS, SANDBOX_SKILLS, SANDBOX_UPLOADS } from '../../core/chat-paths.js'
 import type { RequestUser } from '../../core/identity.js'
+import type { ContainerDetails, ContainerSummary } from './docker-client.js'
 import { chatEnv, CLI_ALLOWLIST, toEnvList } from './env.js'
 import { containerLabels, sandboxNames, volumeLabels } from './names.js'
 
@@ -98,16 +99,8 @@ function envMap (list: string[]): Map<string, string> {
   return m
 }
 
-/** What an existing container looks like, for drift detection. */
-export interface ExistingContainer {
-  imageId: string
-  env: string[]
-  mounts: Array<{ type: string, source: string, target: string, readOnly: boolean }>
-  networkMode: string
-  memory: number
-  nanoCpus: number
-  pidsLimit: number
-}
+/** What an existing container looks like, for drift detection: the adapter's details minus identity. */
+export type ExistingContainer = Omit<ContainerDetails, keyof ContainerSummary>
 
 /**
  * Why an existing (stopped) container no longer matches the settings, or null. Settings fixed at
