@@ -40,7 +40,7 @@ t.test('zipping 512 MiB of outputs keeps memory flat', async t => {
   const sampler = setInterval(() => { peak = Math.max(peak, process.memoryUsage().rss) }, 50)
   const started = Date.now()
   const { bytes, tail, status } = await new Promise<{ bytes: number, tail: Buffer, status: number }>((resolve, reject) => {
-    request(`${url}/files/big/archive`, { headers: { authorization: 'Bearer k' } }, res => {
+    request(`${url}/files/big/archive`, { headers: { authorization: `Bearer ${TEST_API_KEY}` } }, res => {
       let bytes = 0
       let tail = Buffer.alloc(0)
       res.on('data', (c: Buffer) => { bytes += c.length; tail = Buffer.concat([tail, c]).subarray(-65536) })
