@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto'
+import type { ServerOptions } from 'node:http'
 import Fastify, { type FastifyInstance, type FastifyPluginAsync, type FastifyPluginCallback, type FastifyServerOptions } from 'fastify'
 import websocket from '@fastify/websocket'
 import FindMyWay from 'find-my-way'
@@ -6,6 +7,8 @@ import type { AppConfig } from './config.js'
 import { createAuthService, type AuthService } from './auth.js'
 import { createReadinessService, type ReadinessService } from './readiness.js'
 import { errorHandler } from './error-handler.js'
+import { redactUrl } from './tokens.js'
+import { fastifyTrustProxy } from './trust-proxy.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -23,18 +26,47 @@ export function entry<O extends object> (plugin: FastifyPluginAsync<O> | Fastify
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
-const TOKEN_IN_PATH = /\/~v1\.[fc]\.[0-9]+\.[A-Za-z0-9_-]+/g
-const TOKEN_IN_QUERY = /([?&]t=)[^&#]*/g
-
-/** URL as it may be logged: capability tokens in the path and the `t` query parameter are redacted (§ general rule 4). */
-export function redactUrl (url: string): string {
-  return url.replace(TOKEN_IN_PATH, '/~[redacted]').replace(TOKEN_IN_QUERY, '$1[redacted]')
-}
 
 const SECRET_HEADERS = ['authorization', 'cookie', 'x-api-key', 'x-gitlab-token', 'x-openwebui-gitlab-token',
   'x-anthropic-api-key', 'x-openwebui-anthropic-api-key', 'x-mcp-tokens-api-key', 'x-openwebui-mcp-tokens-api-key', 'x-internal-api-key']
 
-export interface BuildOptions { logger?: FastifyServerOptions['logger'] }
+export interface BuildOptions {
+  /** Replaces the whole logger configuration (tests pass false). */
+  logger?: FastifyServerOptions['logger']
+  /** Keeps the server's logger configuration (redaction included) but writes to this stream. */
+  logStream?: { write: (line: string) => void }
+}
+
+export interface SocketTimeouts {
+  requestTimeout: number
+  connectionTimeout: number
+  keepAliveTimeout: number
+  http: ServerOptions
+}
+
+/**
+ * Socket timeouts (issue #8). `requestTimeout` bounds how long a client may take to *send* a
+ * request (headers and body: slow uploads, slowloris); it never cuts a response, so SSE streams,
+ * long tool calls and WebSockets (which leave the HTTP parser on upgrade) are unaffected.
+ * No idle-socket timeout (`connectionTimeout` stays 0): a tool call answered as plain JSON is
+ * silent until it ends, which may take as long as a sub-agent run; idle phases are bounded by
+ * `headersTimeout` (nothing sent yet), `requestTimeout` and `keepAliveTimeout` (between requests).
+ */
+export function socketTimeouts (requestTimeoutS: number): SocketTimeouts {
+  const requestTimeout = requestTimeoutS * 1000
+  return {
+    requestTimeout,
+    connectionTimeout: 0,
+    // Longer than the 60 s idle timeout of common load balancers, so they close first (no 502 races).
+    keepAliveTimeout: 72_000,
+    http: {
+      // Node requires headersTimeout ≤ requestTimeout; it also closes connections that send nothing.
+      headersTimeout: requestTimeout === 0 ? 60_000 : Math.min(60_000, requestTimeout),
+      // How often Node checks both; its 30 s default would make a short timeout fire up to 30 s late.
+      connectionsCheckingInterval: requestTimeout === 0 ? 30_000 : Math.min(30_000, Math.max(250, Math.floor(requestTimeout / 4)))
+    }
+  }
+}
 
 /** Builds the app from the config and the plugin manifest. Never listens (tests inject or listen on port 0). */
 export async function buildApp (config: AppConfig, entries: Entry[], opts: BuildOptions = {}): Promise<FastifyInstance> {
@@ -44,9 +76,11 @@ export async function buildApp (config: AppConfig, entries: Entry[], opts: Build
       redact: { paths: [...SECRET_HEADERS.map(h => `req.headers["${h}"]`), '*.token', '*.apiKey'], censor: '[redacted]' },
       serializers: {
         req: (req: { method: string, url: string, id: string, ip?: string }) => ({ method: req.method, url: redactUrl(req.url), reqId: req.id, remoteAddress: req.ip })
-      }
+      },
+      ...(opts.logStream === undefined ? {} : { stream: opts.logStream })
     },
-    trustProxy: config.TRUST_PROXY,
+    trustProxy: fastifyTrustProxy(config.trustProxy),
+    ...socketTimeouts(config.REQUEST_TIMEOUT),
     genReqId: req => {
       const given = req.headers['x-request-id']
       return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID()

@@ -1,6 +1,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { CORE_FORBIDDEN, CORE_TOO_MANY_FAILURES, CORE_UNAUTHORIZED } from './errors.js'
+import { createFailureThrottle } from './failure-throttle.js'
 
 /** What a chat route needs: `f` read-only files, `c` full control (surface.md §6.1). */
 export type ChatScope = 'f' | 'c'
@@ -17,14 +18,18 @@ export interface AuthService {
   /** The token of an `Authorization: Bearer <token>` header; the scheme word is case-insensitive. */
   bearer (request: FastifyRequest): string | undefined
   /**
-   * Requires the API key (protected mode). Throws CORE_UNAUTHORIZED (401) or CORE_TOO_MANY_FAILURES (429).
-   * In open mode it always passes.
+   * Requires the API key as a Bearer header (protected mode). A valid key always passes; a missing
+   * or wrong one throws CORE_UNAUTHORIZED (401), or CORE_TOO_MANY_FAILURES (429 with Retry-After)
+   * once the client address has more than 30 failures this minute. In open mode it always passes.
    */
   requireApiKey (request: FastifyRequest, reply: FastifyReply): Promise<void>
   /**
-   * Authorises a chat route: API key, or a capability token for this chat and scope from the
-   * Authorization header, the `t` query parameter or `pathToken` (the `~token` path form).
-   * Missing → 401, wrong chat/scope/expired/tampered → 403 (§6.1 item 3). Returns the token used, if any.
+   * Authorises a chat route: the API key as a Bearer header, or a capability token for this chat
+   * and scope from the Authorization header, the `t` query parameter or `pathToken` (the `~token`
+   * path form). The API key in `t` or a path is not accepted (§6.1). Missing → 401, wrong
+   * chat/scope/expired/tampered → 403 (§6.1 item 3), both counted as failures of the client
+   * address and answered 429 (Retry-After carried by the error's `headers`) over the limit.
+   * Valid credentials are never throttled. Returns the token used, if any.
    */
   authorizeChat (request: FastifyRequest, chatId: string, scope: ChatScope, pathToken?: string): string | undefined
   /** Registered by the plugin that mints capability tokens, while plugins load. */
@@ -35,29 +40,26 @@ const digest = (s: string): Buffer => createHash('sha256').update(s, 'utf8').dig
 
 export interface AuthOptions {
   apiKey: string
-  /** Failed attempts per client address and minute before 429. */
+  /** Failed attempts per client address and minute that are answered normally; the next ones get 429. */
   maxFailuresPerMinute?: number
+  /** Injectable clock (ms) for tests. */
+  now?: () => number
 }
 
 export function createAuthService (opts: AuthOptions): AuthService {
   const keyDigest = opts.apiKey === '' ? null : digest(opts.apiKey)
   const verifiers: TokenVerifier[] = []
-  const limit = opts.maxFailuresPerMinute ?? 30
-  // Failure counts per address in the current minute; the map is cleared every minute so it stays bounded.
-  let window = Math.floor(Date.now() / 60000)
-  let failures = new Map<string, number>()
+  const throttle = createFailureThrottle({ limit: opts.maxFailuresPerMinute ?? 30, now: opts.now ?? Date.now })
 
-  function throttle (request: FastifyRequest, reply: FastifyReply | undefined): void {
-    const now = Math.floor(Date.now() / 60000)
-    if (now !== window) { window = now; failures = new Map() }
-    if ((failures.get(request.ip) ?? 0) >= limit) {
-      reply?.header('Retry-After', String(60 - Math.floor((Date.now() / 1000) % 60)))
-      throw new CORE_TOO_MANY_FAILURES()
-    }
-  }
-  function fail (request: FastifyRequest): void {
-    if (failures.size > 100_000) failures.clear()
-    failures.set(request.ip, (failures.get(request.ip) ?? 0) + 1)
+  // Called only after the credential failed (issue #8): counts the failure and answers 429 once the
+  // address is over its limit, else the given 401/403. A valid credential never gets here.
+  function refuse (request: FastifyRequest, reply: FastifyReply | undefined, err: Error): never {
+    const verdict = throttle.fail(request.ip)
+    if (!verdict.throttled) throw err
+    if (verdict.firstThrottled) request.log.warn({ remoteAddress: request.ip }, 'failed authentication attempts throttled')
+    const retryAfter = String(verdict.retryAfter)
+    reply?.header('Retry-After', retryAfter)
+    throw Object.assign(new CORE_TOO_MANY_FAILURES(), { headers: { 'retry-after': retryAfter } })
   }
 
   const service: AuthService = {
@@ -74,26 +76,25 @@ export function createAuthService (opts: AuthOptions): AuthService {
     },
     async requireApiKey (request, reply) {
       if (keyDigest === null) return
-      throttle(request, reply)
       if (service.isApiKey(service.bearer(request))) return
-      fail(request)
-      throw new CORE_UNAUTHORIZED()
+      refuse(request, reply, new CORE_UNAUTHORIZED())
     },
     authorizeChat (request, chatId, scope, pathToken) {
       if (keyDigest === null) return undefined
-      throttle(request, undefined)
+      const bearer = service.bearer(request)
+      // The master key only ever travels in the Authorization header (§6.1): in a URL it would end
+      // up in browser history, proxies and Referer-less logs of other servers.
+      if (service.isApiKey(bearer)) return undefined
       const fromQuery = (request.query as Record<string, unknown> | undefined)?.t
-      const candidates = [service.bearer(request), typeof fromQuery === 'string' ? fromQuery : undefined, pathToken]
+      const candidates = [bearer, typeof fromQuery === 'string' ? fromQuery : undefined, pathToken]
         .filter((t): t is string => t !== undefined && t !== '')
-      if (candidates.length === 0) throw new CORE_UNAUTHORIZED()
+      if (candidates.length === 0) refuse(request, undefined, new CORE_UNAUTHORIZED())
       for (const token of candidates) {
-        if (service.isApiKey(token)) return undefined
         for (const verify of verifiers) {
           if (verify(token, chatId, scope) === 'ok') return token
         }
       }
-      fail(request)
-      throw new CORE_FORBIDDEN('the credential does not grant this access to this chat')
+      refuse(request, undefined, new CORE_FORBIDDEN('the credential does not grant this access to this chat'))
     },
     addTokenVerifier (verifier) { verifiers.push(verifier) }
   }

@@ -1,6 +1,7 @@
 import Type, { type Static, type TSchema } from 'typebox'
 import Value from 'typebox/value'
 import { CORE_INVALID_CONFIG, CORE_INVALID_PLUGIN_OPTIONS } from './errors.js'
+import { parseTrustProxy, type TrustProxy } from './trust-proxy.js'
 
 /*
  * Every setting the server reads from the environment, with its default, in one schema (surface.md §10).
@@ -14,10 +15,10 @@ const Bool = (def: boolean, description: string) => Type.Boolean({ default: def,
 
 export const ConfigSchema = Type.Object({
   PORT: Int(8081, 'Listen port.', 0),
-  HOST: Str('0.0.0.0', 'Listen address.'),
+  HOST: Str('', 'Listen address; empty = 0.0.0.0 (all interfaces) with MCP_API_KEY set, 127.0.0.1 (loopback only) in open mode.'),
   PUBLIC_BASE_URL: Str('http://computer-use-server:8081', 'Browser-facing base of every handed-out URL; trailing / stripped.'),
-  MCP_API_KEY: Str('', 'Bearer key for /mcp and, as master key, every chat route. Empty = open mode (development only).'),
-  LINK_SIGNING_KEY: Str('', 'HMAC key for capability tokens; empty = derived from MCP_API_KEY.'),
+  MCP_API_KEY: Str('', 'Bearer key for /mcp and, as master key (Authorization header only), every chat route; at least 32 characters. Empty = open mode (development only).'),
+  LINK_SIGNING_KEY: Str('', 'Secret the capability-token HMAC key is derived from (scrypt); at least 32 characters; empty = MCP_API_KEY.'),
   LINK_TOKEN_TTL: Int(2592000, 'Capability token lifetime in seconds (rounded up to UTC midnight).', 60),
   ALLOWED_ORIGINS: Str('', 'Extra browser origins for /mcp CORS and WebSocket origin checks (comma-separated).'),
   FRAME_ANCESTORS: Str('*', 'CSP frame-ancestors for the preview page and active file content.'),
@@ -89,7 +90,8 @@ export const ConfigSchema = Type.Object({
   SKILLS_INCLUDE_EXAMPLES: Bool(false, 'List examples skills in the prompt.'),
   LOG_LEVEL: Type.Union(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'].map(l => Type.Literal(l)), { default: 'info', description: 'Log level.' }),
   DEBUG_LOGGING: Bool(false, 'Alias for LOG_LEVEL=debug.'),
-  TRUST_PROXY: Bool(false, 'Use X-Forwarded-For for client addresses (logs, throttling only).'),
+  TRUST_PROXY: Str('false', 'Proxies whose X-Forwarded-For names the client (logs, throttling only): false, a hop count, or comma-separated addresses/CIDRs.'),
+  REQUEST_TIMEOUT: Int(300, 'Seconds a client may take to send a whole request (headers and body); responses and WebSockets are not limited; 0 = no limit.'),
   CLOSE_GRACE_MS: Int(10000, 'Milliseconds a SIGTERM/SIGINT shutdown may take before the process exits anyway.', 100)
 })
 export type RawConfig = Static<typeof ConfigSchema>
@@ -107,6 +109,11 @@ export interface AppConfig extends RawConfig {
   sandboxNetwork: string
   skillsCacheDir: string
   logLevel: string
+  /** Listen address: HOST, else 0.0.0.0 in protected mode and 127.0.0.1 in open mode. */
+  host: string
+  /** True when HOST was empty and open mode chose loopback (the boot log says so). */
+  hostDefaultedToLoopback: boolean
+  trustProxy: TrustProxy
 }
 
 const BOOL: Record<string, boolean> = { true: true, 1: true, yes: true, false: false, 0: false, no: false }
@@ -154,15 +161,34 @@ export function loadConfig (env: Record<string, string | undefined>): AppConfig 
   return derive(value)
 }
 
-function derive (raw: RawConfig): AppConfig {
-  const mode = raw.SINGLE_USER_MODE.trim().toLowerCase()
-  if (mode !== '' && mode !== 'true' && mode !== 'false') {
-    throw new CORE_INVALID_CONFIG('SINGLE_USER_MODE', `'${raw.SINGLE_USER_MODE}' is not one of: (empty), true, false`)
+/** Shortest accepted MCP_API_KEY / LINK_SIGNING_KEY: tokens signed with them can be attacked offline (issue #8). */
+export const MIN_KEY_LENGTH = 32
+const GENERATE_KEY = 'generate one with: openssl rand -hex 32   or: node -e "console.log(require(\'node:crypto\').randomBytes(32).toString(\'hex\'))"'
+
+/** Refuses weak or unusable secrets; the message never contains the secret. */
+function checkKey (name: 'MCP_API_KEY' | 'LINK_SIGNING_KEY', value: string): void {
+  if (value === '') return
+  if (value.length < MIN_KEY_LENGTH) {
+    throw new CORE_INVALID_CONFIG(name, `it is ${value.length} characters; at least ${MIN_KEY_LENGTH} are required, since capability tokens derived from it can be attacked offline; ${GENERATE_KEY}`)
   }
-  const cli = raw.SUBAGENT_CLI.trim().toLowerCase() || 'claude'
-  if (cli !== 'claude' && cli !== 'codex' && cli !== 'opencode') {
-    throw new CORE_INVALID_CONFIG('SUBAGENT_CLI', `SUBAGENT_CLI='${raw.SUBAGENT_CLI}' is not one of: claude, codex, opencode`)
+  if (name === 'MCP_API_KEY' && /\s/.test(value)) {
+    throw new CORE_INVALID_CONFIG(name, `it contains whitespace, which an Authorization header cannot carry; ${GENERATE_KEY}`)
   }
+}
+
+/** HOST, TRUST_PROXY: where to listen and whom to believe about client addresses. */
+function deriveNetwork (raw: RawConfig): Pick<AppConfig, 'host' | 'hostDefaultedToLoopback' | 'trustProxy'> {
+  let trustProxy: TrustProxy
+  try { trustProxy = parseTrustProxy(raw.TRUST_PROXY) } catch (err) {
+    throw new CORE_INVALID_CONFIG('TRUST_PROXY', (err as Error).message)
+  }
+  const host = raw.HOST.trim()
+  // Open mode is for development: without an explicit HOST it stays off the network (issue #8).
+  const loopback = host === '' && raw.MCP_API_KEY === ''
+  return { host: host !== '' ? host : loopback ? '127.0.0.1' : '0.0.0.0', hostDefaultedToLoopback: loopback, trustProxy }
+}
+
+function derivePublicBaseUrl (raw: RawConfig): string {
   const publicBaseUrl = (raw.PUBLIC_BASE_URL.trim() || 'http://computer-use-server:8081').replace(/\/+$/, '')
   let parsed: URL
   try { parsed = new URL(publicBaseUrl) } catch {
@@ -171,15 +197,30 @@ function derive (raw: RawConfig): AppConfig {
   if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') {
     throw new CORE_INVALID_CONFIG('PUBLIC_BASE_URL', 'must be an http or https URL')
   }
+  return publicBaseUrl
+}
+
+function derive (raw: RawConfig): AppConfig {
+  checkKey('MCP_API_KEY', raw.MCP_API_KEY)
+  checkKey('LINK_SIGNING_KEY', raw.LINK_SIGNING_KEY)
+  const mode = raw.SINGLE_USER_MODE.trim().toLowerCase()
+  if (mode !== '' && mode !== 'true' && mode !== 'false') {
+    throw new CORE_INVALID_CONFIG('SINGLE_USER_MODE', `'${raw.SINGLE_USER_MODE}' is not one of: (empty), true, false`)
+  }
+  const cli = raw.SUBAGENT_CLI.trim().toLowerCase() || 'claude'
+  if (cli !== 'claude' && cli !== 'codex' && cli !== 'opencode') {
+    throw new CORE_INVALID_CONFIG('SUBAGENT_CLI', `SUBAGENT_CLI='${raw.SUBAGENT_CLI}' is not one of: claude, codex, opencode`)
+  }
   const allowedOrigins = raw.ALLOWED_ORIGINS.split(',').map(s => s.trim().replace(/\/+$/, '')).filter(Boolean)
   for (const origin of allowedOrigins) {
     if (!/^https?:\/\/[^/\s]+$/.test(origin)) throw new CORE_INVALID_CONFIG('ALLOWED_ORIGINS', `'${origin}' is not an origin (scheme://host[:port])`)
   }
   return {
     ...raw,
+    ...deriveNetwork(raw),
     singleUserMode: mode === '' ? 'lenient' : mode as SingleUserMode,
     subagentCli: cli,
-    publicBaseUrl,
+    publicBaseUrl: derivePublicBaseUrl(raw),
     allowedOrigins,
     dataDirHost: raw.DATA_DIR_HOST.trim() || raw.DATA_DIR,
     sandboxNetwork: raw.SANDBOX_NETWORK.trim() || `${raw.SANDBOX_PREFIX}-sandboxes`,

@@ -33,6 +33,9 @@ if (config.PUBLIC_BASE_URL.trim() === '' || config.publicBaseUrl === DEFAULT_PUB
 if (config.MCP_API_KEY === '') {
   app.log.warn('MCP_API_KEY is empty: /mcp and every chat route (files, uploads, terminal, browser) are unauthenticated; set it for anything but local development')
 }
+if (config.hostDefaultedToLoopback) {
+  app.log.warn('open mode: listening on 127.0.0.1 only (loopback), since MCP_API_KEY is empty and HOST is unset; to listen on all interfaces set HOST=0.0.0.0 (and MCP_API_KEY, so that the network does not get an open server)')
+}
 
 let closing = false
 async function shutdown (signal: string): Promise<void> {
@@ -49,7 +52,7 @@ process.once('SIGINT', () => { void shutdown('SIGINT') })
 process.once('SIGTERM', () => { void shutdown('SIGTERM') })
 
 try {
-  await app.listen({ host: config.HOST, port: config.PORT })
+  await app.listen({ host: config.host, port: config.PORT })
 } catch (err) {
-  fatal(`cannot listen on ${config.HOST}:${config.PORT}: ${err instanceof Error ? err.message : String(err)}`)
+  fatal(`cannot listen on ${config.host}:${config.PORT}: ${err instanceof Error ? err.message : String(err)}`)
 }

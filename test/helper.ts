@@ -6,6 +6,11 @@ import manifest from '../fastify.config.js'
 
 export const TEST_IMAGE = process.env.DOCKER_IMAGE ?? 'computer-use-sandbox:latest'
 
+/** An MCP_API_KEY the boot accepts (at least 32 characters, issue #8). */
+export const TEST_API_KEY = 'test-api-key-0123456789abcdef-0123456789'
+/** A second valid key, for rotation and "another server" cases. */
+export const OTHER_API_KEY = 'other-api-key-fedcba9876543210-987654321'
+
 /** Config for tests: silent logs and a throwaway data dir unless the test says otherwise. */
 export function testConfig (env: Record<string, string> = {}): AppConfig {
   return loadConfig({ DOCKER_IMAGE: TEST_IMAGE, LOG_LEVEL: 'silent', PUBLIC_BASE_URL: 'http://cubicle.test', ...env })

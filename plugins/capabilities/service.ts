@@ -1,5 +1,7 @@
-import { createHmac, timingSafeEqual } from 'node:crypto'
+import { createHmac, scryptSync, timingSafeEqual } from 'node:crypto'
 import type { ChatScope } from '../../core/auth.js'
+import { MIN_KEY_LENGTH } from '../../core/config.js'
+import { parseCapabilityToken } from '../../core/tokens.js'
 import type { LinkService } from './types.js'
 
 export interface LinkServiceOptions {
@@ -11,8 +13,31 @@ export interface LinkServiceOptions {
   now?: () => number
 }
 
-const TOKEN = /^v1\.([fc])\.([0-9]{1,12})\.([A-Za-z0-9_-]{22})$/
 const DAY = 86400
+
+/*
+ * The HMAC key of capability tokens (issue #8): scrypt(secret, fixed versioned salt), 32 bytes.
+ * scrypt rather than HKDF: a token the model sees is an offline oracle for the secret, and a
+ * 32-character minimum says nothing about entropy (a passphrase qualifies). HKDF would cost an
+ * attacker one HMAC per guess; scrypt at N=2^15, r=8 costs ~0.1 s and 32 MiB per guess, paid by
+ * us once at boot. The salt is fixed so restarts keep links valid; its version suffix changes
+ * whenever the derivation does (which revokes every link, as rotating the key does).
+ */
+export const SIGNING_KEY_SALT = 'cubicle/link-signing/v2'
+export const SIGNING_KEY_SCRYPT = { N: 2 ** 15, r: 8, p: 1, maxmem: 64 * 1024 * 1024 } as const
+
+/**
+ * Derives the token HMAC key from LINK_SIGNING_KEY, else MCP_API_KEY; null in open mode. A secret
+ * under MIN_KEY_LENGTH throws (the boot refuses it earlier with a FATAL line; this guards integrators).
+ */
+export function deriveSigningKey (apiKey: string, signingKey: string): Buffer | null {
+  if (apiKey === '') return null
+  const secret = signingKey !== '' ? signingKey : apiKey
+  if (secret.length < MIN_KEY_LENGTH) {
+    throw new TypeError(`capabilities: ${signingKey !== '' ? 'LINK_SIGNING_KEY' : 'MCP_API_KEY'} must be at least ${MIN_KEY_LENGTH} characters`)
+  }
+  return scryptSync(secret, SIGNING_KEY_SALT, 32, SIGNING_KEY_SCRYPT)
+}
 
 /** Percent-encodes each `/`-separated segment of a relative path (RFC 3986 unreserved kept). */
 export function encodePath (relPath: string): string {
@@ -21,10 +46,8 @@ export function encodePath (relPath: string): string {
 
 export function createLinkService (opts: LinkServiceOptions): LinkService {
   const now = opts.now ?? Date.now
-  // Derived key: restarts keep links valid; rotating either key revokes every link (§6.1 item 1).
-  const key = opts.apiKey === ''
-    ? null
-    : opts.signingKey !== '' ? Buffer.from(opts.signingKey, 'utf8') : createHmac('sha256', opts.apiKey).update('link-signing-v1').digest()
+  // Derived once, here at boot: restarts keep links valid; rotating either key revokes every link (§6.1 item 1).
+  const key = deriveSigningKey(opts.apiKey, opts.signingKey)
   const base = opts.publicBaseUrl.replace(/\/+$/, '')
 
   const sign = (scope: ChatScope, exp: number, chatId: string): string =>
@@ -40,12 +63,11 @@ export function createLinkService (opts: LinkServiceOptions): LinkService {
     },
     verify (token, chatId, scope) {
       if (key === null) return 'forbidden'
-      const m = TOKEN.exec(token)
-      if (m === null) return 'forbidden'
-      const [, tokenScope, expRaw, sig] = m as unknown as [string, ChatScope, string, string]
-      const exp = Number(expRaw)
+      const parsed = parseCapabilityToken(token)
+      if (parsed === null) return 'forbidden'
+      const { scope: tokenScope, exp } = parsed
       const expected = Buffer.from(sign(tokenScope, exp, chatId))
-      const given = Buffer.from(sig)
+      const given = Buffer.from(parsed.sig)
       const valid = expected.length === given.length && timingSafeEqual(expected, given)
       if (!valid || exp * 1000 <= now()) return 'forbidden'
       return tokenScope === 'c' || scope === 'f' ? 'ok' : 'forbidden'

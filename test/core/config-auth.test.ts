@@ -2,6 +2,8 @@ import t from 'tap'
 import Fastify from 'fastify'
 import { loadConfig } from '../../core/config.js'
 import { createAuthService } from '../../core/auth.js'
+import { socketTimeouts } from '../../core/app.js'
+import { TEST_API_KEY } from '../helper.js'
 
 t.test('defaults match the configuration table of §10', async t => {
   const c = loadConfig({})
@@ -37,9 +39,9 @@ t.test('bad values are refused naming the variable', async t => {
 })
 
 t.test('API key comparison and chat authorisation order: 401 without credentials, 403 with wrong ones', async t => {
-  const auth = createAuthService({ apiKey: 'sekrit' })
-  t.equal(auth.isApiKey('sekrit'), true)
-  t.equal(auth.isApiKey('sekrit '), false)
+  const auth = createAuthService({ apiKey: TEST_API_KEY })
+  t.equal(auth.isApiKey(TEST_API_KEY), true)
+  t.equal(auth.isApiKey(`${TEST_API_KEY} `), false)
   t.equal(auth.isApiKey(undefined), false)
   t.equal(createAuthService({ apiKey: '' }).isApiKey(''), false, 'open mode has no key to match')
   auth.addTokenVerifier((token, chatId, scope) => token === `tok-${chatId}-${scope}` ? 'ok' : 'forbidden')
@@ -51,8 +53,60 @@ t.test('API key comparison and chat authorisation order: 401 without credentials
     return { ok: true }
   })
   t.equal((await app.inject('/c/a')).statusCode, 401)
-  t.equal((await app.inject({ url: '/c/a', headers: { authorization: 'Bearer sekrit' } })).statusCode, 200)
+  t.equal((await app.inject({ url: '/c/a', headers: { authorization: `Bearer ${TEST_API_KEY}` } })).statusCode, 200)
   t.equal((await app.inject('/c/a?t=tok-a-c')).statusCode, 200)
   t.equal((await app.inject('/c/b?t=tok-a-c')).statusCode, 403)
   t.equal((await app.inject({ url: '/c/a', headers: { authorization: 'Bearer tok-a-f' } })).statusCode, 403)
+})
+
+// issue #8: weak keys stop the boot with a message that says how to make a good one
+t.test('MCP_API_KEY and LINK_SIGNING_KEY under 32 characters are refused, without echoing them', async t => {
+  for (const name of ['MCP_API_KEY', 'LINK_SIGNING_KEY']) {
+    const weak = 'hunter2-but-longer-29-chars!!'
+    t.throws(() => loadConfig({ MCP_API_KEY: TEST_API_KEY, [name]: weak }), { code: 'CORE_INVALID_CONFIG' })
+    try { loadConfig({ MCP_API_KEY: TEST_API_KEY, [name]: weak }) } catch (err) {
+      const message = (err as Error).message
+      t.match(message, name)
+      t.match(message, /29 characters; at least 32/)
+      t.match(message, /openssl rand -hex 32/)
+      t.match(message, /node -e "console\.log\(require\('node:crypto'\)\.randomBytes\(32\)\.toString\('hex'\)\)"/)
+      t.notMatch(message, weak, 'the secret is not in the message')
+    }
+    t.doesNotThrow(() => loadConfig({ MCP_API_KEY: TEST_API_KEY, [name]: 'x'.repeat(32) }), `${name}: 32 characters are enough`)
+  }
+  t.throws(() => loadConfig({ MCP_API_KEY: `${TEST_API_KEY} x` }), /MCP_API_KEY.*whitespace/, 'a key a header cannot carry')
+  t.equal(loadConfig({ LINK_SIGNING_KEY: '' }).LINK_SIGNING_KEY, '', 'empty stays allowed (open mode / derived)')
+})
+
+// issue #8: TRUST_PROXY is a hop count or an address list, never a blanket true
+t.test('TRUST_PROXY parsing', async t => {
+  t.equal(loadConfig({}).trustProxy, false, 'default: no proxy trusted')
+  for (const off of ['false', 'no', '0', '']) t.equal(loadConfig({ TRUST_PROXY: off }).trustProxy, false, `'${off}'`)
+  t.equal(loadConfig({ TRUST_PROXY: '1' }).trustProxy, 1)
+  t.equal(loadConfig({ TRUST_PROXY: ' 2 ' }).trustProxy, 2)
+  t.same(loadConfig({ TRUST_PROXY: '10.0.0.0/8, 127.0.0.1,::1,fd00::/8,loopback' }).trustProxy, ['10.0.0.0/8', '127.0.0.1', '::1', 'fd00::/8', 'loopback'])
+  t.throws(() => loadConfig({ TRUST_PROXY: 'true' }), /TRUST_PROXY.*would trust any X-Forwarded-For.*hop/)
+  t.throws(() => loadConfig({ TRUST_PROXY: 'yes' }), /TRUST_PROXY/)
+  t.throws(() => loadConfig({ TRUST_PROXY: 'proxy.example.com' }), /TRUST_PROXY.*not an IP address or CIDR/)
+  t.throws(() => loadConfig({ TRUST_PROXY: '10.0.0.0/33' }), /TRUST_PROXY.*prefix length/)
+  t.throws(() => loadConfig({ TRUST_PROXY: '10.0.0.0/' }), /TRUST_PROXY.*prefix length/)
+  t.throws(() => loadConfig({ TRUST_PROXY: '99' }), /TRUST_PROXY.*hops/)
+})
+
+// issue #8: open mode stays on loopback unless HOST says otherwise
+t.test('HOST defaults to 127.0.0.1 in open mode and 0.0.0.0 with a key; an explicit HOST wins', async t => {
+  t.match(loadConfig({}), { host: '127.0.0.1', hostDefaultedToLoopback: true })
+  t.match(loadConfig({ HOST: '  ' }), { host: '127.0.0.1', hostDefaultedToLoopback: true })
+  t.match(loadConfig({ MCP_API_KEY: TEST_API_KEY }), { host: '0.0.0.0', hostDefaultedToLoopback: false })
+  t.match(loadConfig({ HOST: '0.0.0.0' }), { host: '0.0.0.0', hostDefaultedToLoopback: false })
+  t.match(loadConfig({ HOST: '127.0.0.1', MCP_API_KEY: TEST_API_KEY }), { host: '127.0.0.1', hostDefaultedToLoopback: false })
+})
+
+// issue #8: a request timeout that bounds receiving only
+t.test('REQUEST_TIMEOUT: 300 s by default; headers timeout and check interval follow it', async t => {
+  t.equal(loadConfig({}).REQUEST_TIMEOUT, 300)
+  t.same(socketTimeouts(300), { requestTimeout: 300_000, connectionTimeout: 0, keepAliveTimeout: 72_000, http: { headersTimeout: 60_000, connectionsCheckingInterval: 30_000 } })
+  t.same(socketTimeouts(1).http, { headersTimeout: 1000, connectionsCheckingInterval: 250 })
+  t.same(socketTimeouts(0), { requestTimeout: 0, connectionTimeout: 0, keepAliveTimeout: 72_000, http: { headersTimeout: 60_000, connectionsCheckingInterval: 30_000 } })
+  t.throws(() => loadConfig({ REQUEST_TIMEOUT: 'soon' }), /REQUEST_TIMEOUT/)
 })

@@ -32,13 +32,19 @@ const bad: Array<[string, string, RegExp]> = [
   ['PORT', 'eighty', /FATAL.*PORT/],
   ['ENABLE_NETWORK', 'perhaps', /FATAL.*ENABLE_NETWORK.*boolean/],
   ['CONTAINER_MEM_LIMIT', '2 gigs', /FATAL.*CONTAINER_MEM_LIMIT.*size/],
-  ['PUBLIC_BASE_URL', 'not a url', /FATAL.*PUBLIC_BASE_URL/]
+  ['PUBLIC_BASE_URL', 'not a url', /FATAL.*PUBLIC_BASE_URL/],
+  // issue #8: weak keys and a blanket TRUST_PROXY stop the boot, saying what to do instead
+  ['MCP_API_KEY', 'weak-key-hunter2', /FATAL.*MCP_API_KEY.*16 characters; at least 32.*openssl rand -hex 32.*node -e/],
+  ['LINK_SIGNING_KEY', 'weak-link-key', /FATAL.*LINK_SIGNING_KEY.*at least 32.*openssl rand -hex 32/],
+  ['TRUST_PROXY', 'true', /FATAL.*TRUST_PROXY.*would trust any X-Forwarded-For/],
+  ['REQUEST_TIMEOUT', 'long', /FATAL.*REQUEST_TIMEOUT/]
 ]
 for (const [name, value, pattern] of bad) {
   t.test(`boot fails with a FATAL line naming ${name} when it is '${value}'`, async t => {
     const { code, stderr } = await boot({ [name]: value })
     t.equal(code, 1)
     t.match(stderr, pattern)
+    if (name.endsWith('_KEY')) t.notMatch(stderr, value, 'the secret is not printed')
   })
 }
 
@@ -49,4 +55,18 @@ t.test('boot warns about an empty MCP_API_KEY and the default PUBLIC_BASE_URL, l
   t.match(stdout, /MCP_API_KEY is empty/)
   t.match(stdout, /\[MCP\] Sub-agent runtime: claude/)
   t.match(stdout, /Server listening/)
+})
+
+// issue #8: open mode listens on loopback unless HOST is set, and says so
+t.test('open mode without HOST listens on 127.0.0.1 and says how to listen on all interfaces', async t => {
+  const { stdout } = await boot({ HOST: '' }, /Server listening/)
+  t.match(stdout, /open mode: listening on 127\.0\.0\.1 only/)
+  t.match(stdout, /set HOST=0\.0\.0\.0/)
+  t.match(stdout, /Server listening at http:\/\/127\.0\.0\.1:\d+/)
+  t.notMatch(stdout, /Server listening at http:\/\/(?!127\.0\.0\.1)/, 'no other interface')
+})
+
+t.test('an explicit HOST in open mode is honoured without the loopback note', async t => {
+  const { stdout } = await boot({ HOST: '127.0.0.1' }, /Server listening/)
+  t.notMatch(stdout, /open mode: listening on 127\.0\.0\.1 only/)
 })

@@ -12,7 +12,7 @@ import { entry } from '../../core/app.js'
 import { chatPaths } from '../../core/chat-paths.js'
 import capabilities from '../../plugins/capabilities/index.js'
 import files from '../../plugins/files/index.js'
-import { listen } from '../helper.js'
+import { listen, TEST_API_KEY } from '../helper.js'
 
 const MIB = 1024 * 1024
 const FILES = 16
@@ -30,7 +30,7 @@ t.test('zipping 512 MiB of outputs keeps memory flat', async t => {
     for (let m = 0; m < FILE_MIB; m++) { chunk[0] = m; chunk[1] = i; writeSync(fd, chunk) }
     closeSync(fd)
   }
-  const { url } = await listen(t, { DATA_DIR: dataDir, MCP_API_KEY: 'k', ARCHIVE_MAX_BYTES: '1g' }, config => [
+  const { url } = await listen(t, { DATA_DIR: dataDir, MCP_API_KEY: TEST_API_KEY, ARCHIVE_MAX_BYTES: '1g' }, config => [
     entry(capabilities, { apiKey: config.MCP_API_KEY, signingKey: '', tokenTtlSeconds: config.LINK_TOKEN_TTL, publicBaseUrl: config.publicBaseUrl }),
     entry(files, { dataDir: config.DATA_DIR, archiveMaxBytes: config.ARCHIVE_MAX_BYTES })
   ])
@@ -40,7 +40,7 @@ t.test('zipping 512 MiB of outputs keeps memory flat', async t => {
   const sampler = setInterval(() => { peak = Math.max(peak, process.memoryUsage().rss) }, 50)
   const started = Date.now()
   const { bytes, tail, status } = await new Promise<{ bytes: number, tail: Buffer, status: number }>((resolve, reject) => {
-    request(`${url}/files/big/archive`, { headers: { authorization: 'Bearer k' } }, res => {
+    request(`${url}/files/big/archive`, { headers: { authorization: `Bearer ${TEST_API_KEY}` } }, res => {
       let bytes = 0
       let tail = Buffer.alloc(0)
       res.on('data', (c: Buffer) => { bytes += c.length; tail = Buffer.concat([tail, c]).subarray(-65536) })

@@ -13,9 +13,9 @@ import { chatPaths } from '../../core/chat-paths.js'
 import capabilities from '../../plugins/capabilities/index.js'
 import files from '../../plugins/files/index.js'
 import preview from '../../plugins/preview/index.js'
-import { listen } from '../helper.js'
+import { listen, TEST_API_KEY } from '../helper.js'
 
-const KEY = 'attack-list-key'
+const KEY = TEST_API_KEY
 const short = (p: string): string => p.length > 80 ? `${p.slice(0, 60)}…(${p.length} chars)` : p
 const MARKERS = ['root:x:0:', 'OTHER-CHAT-SECRET', 'DATA-DIR-SECRET', 'META-SECRET', 'UPLOAD-SECRET']
 

@@ -9,12 +9,12 @@ import { entry } from '../../core/app.js'
 import { chatPaths } from '../../core/chat-paths.js'
 import capabilities from '../../plugins/capabilities/index.js'
 import files from '../../plugins/files/index.js'
-import { build } from '../helper.js'
+import { build, TEST_API_KEY } from '../helper.js'
 import { readZip } from '../plugins/files/zip-reader.js'
 import { buildSandboxApp, cleanupPrefix, dockerOrSkip } from './docker.js'
 
 const PREFIX = `tf-${randomBytes(3).toString('hex')}`
-const KEY = 'files-sandbox-key'
+const KEY = TEST_API_KEY
 const { skip } = await dockerOrSkip()
 
 t.test('symlinks created inside the sandbox never lead out of its outputs (real Docker)', { skip }, async t => {

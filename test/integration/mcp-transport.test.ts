@@ -1,9 +1,9 @@
 import t from 'tap'
 import { ProgressNotificationSchema, type Progress } from '@modelcontextprotocol/sdk/types.js'
-import { listen } from '../helper.js'
+import { listen, TEST_API_KEY } from '../helper.js'
 import { connect, kernelManifest, textOf, type Probe } from '../fixtures/mcp-probe.js'
 
-const KEY = 'test-key-0123456789'
+const KEY = TEST_API_KEY
 const newProbe = (): Probe => ({ calls: [], aborted: [] })
 
 async function rpc (url: string, body: unknown, headers: Record<string, string> = {}): Promise<Response> {

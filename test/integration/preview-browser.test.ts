@@ -11,14 +11,14 @@ import { chatPaths } from '../../core/chat-paths.js'
 import capabilities from '../../plugins/capabilities/index.js'
 import files from '../../plugins/files/index.js'
 import preview from '../../plugins/preview/index.js'
-import { listen } from '../helper.js'
+import { listen, TEST_API_KEY } from '../helper.js'
 import { chromiumOrSkip, launchChromium } from './chromium.js'
 import { allFixtures } from './preview-fixtures.js'
 
 // Page-side callbacks run in the browser; the project compiles without the DOM lib.
 declare const document: any // eslint-disable-line @typescript-eslint/no-explicit-any
 
-const KEY = 'preview-browser-key'
+const KEY = TEST_API_KEY
 const CHAT = 'preview-e2e'
 const ARTIFACTS = new URL('../../test-artifacts/preview/', import.meta.url)
 

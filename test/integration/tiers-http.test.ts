@@ -2,10 +2,10 @@ import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
-import { listen } from '../helper.js'
+import { listen, TEST_API_KEY } from '../helper.js'
 import { tiersManifest } from './tiers-app.js'
 
-const KEY = 'http-tier-key-0123456789abcdef'
+const KEY = TEST_API_KEY
 
 async function serve (t: Test, env: Record<string, string> = {}): Promise<{ url: string, app: Awaited<ReturnType<typeof listen>>['app'] }> {
   const dataDir = await mkdtemp(join(tmpdir(), 'tiers-http-'))

@@ -11,8 +11,9 @@ import { loadConfig } from '../../core/config.js'
 import capabilities from '../../plugins/capabilities/index.js'
 import promptRender from '../../plugins/prompt-render/index.js'
 import uploads from '../../plugins/uploads/index.js'
+import { TEST_API_KEY } from '../helper.js'
 
-const KEY = 'test-api-key-0123456789abcdef'
+const KEY = TEST_API_KEY
 
 async function server (t: Test, env: Record<string, string> = {}): Promise<{ app: FastifyInstance, url: string, dataDir: string }> {
   const dataDir = await mkdtemp(join(tmpdir(), 'uploads-'))

@@ -1,15 +1,16 @@
 import t from 'tap'
-import { createHmac } from 'node:crypto'
+import { createHmac, scryptSync } from 'node:crypto'
 import Fastify from 'fastify'
 import { createAuthService } from '../../../core/auth.js'
 import capabilities from '../../../plugins/capabilities/index.js'
 import { createLinkService } from '../../../plugins/capabilities/service.js'
+import { OTHER_API_KEY, TEST_API_KEY } from '../../helper.js'
 
 const DAY = 86400
 const BASE = 'https://cubicle.example.com'
 const at = (iso: string): () => number => () => Date.parse(iso)
 const links = (opts: { apiKey?: string, signingKey?: string, ttl?: number, now?: () => number } = {}) => createLinkService({
-  apiKey: opts.apiKey ?? 'api-key', signingKey: opts.signingKey ?? '', tokenTtlSeconds: opts.ttl ?? 2592000, publicBaseUrl: `${BASE}/`, now: opts.now
+  apiKey: opts.apiKey ?? TEST_API_KEY, signingKey: opts.signingKey ?? '', tokenTtlSeconds: opts.ttl ?? 2592000, publicBaseUrl: `${BASE}/`, now: opts.now
 })
 
 t.test('a token has the v1.<scope>.<exp>.<22-char base64url sig> format', async t => {
@@ -18,15 +19,26 @@ t.test('a token has the v1.<scope>.<exp>.<22-char base64url sig> format', async 
   t.match(svc.token('chat-a', 'c'), /^v1\.c\.[0-9]{1,12}\.[A-Za-z0-9_-]{22}$/)
 })
 
-t.test('the signature is the first 16 bytes of HMAC-SHA256(key derived from MCP_API_KEY, "v1|scope|exp|chat")', async t => {
+// issue #8: the HMAC key comes from scrypt over the secret with a fixed, versioned salt (not a plain HMAC of it)
+t.test('the signature is the first 16 bytes of HMAC-SHA256(scrypt(MCP_API_KEY or LINK_SIGNING_KEY), "v1|scope|exp|chat")', async t => {
+  const scrypt = (secret: string): Buffer => scryptSync(secret, 'cubicle/link-signing/v2', 32, { N: 2 ** 15, r: 8, p: 1, maxmem: 64 * 1024 * 1024 })
   const token = links({ now: at('2026-03-10T12:00:00Z') }).token('chat-a', 'f') as string
   const [, , exp, sig] = token.split('.')
-  const key = createHmac('sha256', 'api-key').update('link-signing-v1').digest()
-  const expected = createHmac('sha256', key).update(`v1|f|${exp}|chat-a`).digest().subarray(0, 16).toString('base64url')
+  const expected = createHmac('sha256', scrypt(TEST_API_KEY)).update(`v1|f|${exp}|chat-a`).digest().subarray(0, 16).toString('base64url')
   t.equal(sig, expected)
-  const withSigningKey = links({ signingKey: 'explicit', now: at('2026-03-10T12:00:00Z') }).token('chat-a', 'f') as string
-  const sig2 = createHmac('sha256', 'explicit').update(`v1|f|${exp}|chat-a`).digest().subarray(0, 16).toString('base64url')
-  t.equal(withSigningKey.split('.')[3], sig2, 'LINK_SIGNING_KEY is used as is when set')
+  const oldDerivation = createHmac('sha256', createHmac('sha256', TEST_API_KEY).update('link-signing-v1').digest()).update(`v1|f|${exp}|chat-a`).digest().subarray(0, 16).toString('base64url')
+  t.not(sig, oldDerivation, 'the plain-HMAC derivation of before is gone')
+  const explicit = 'explicit-link-signing-key-0123456789abcdef'
+  const withSigningKey = links({ signingKey: explicit, now: at('2026-03-10T12:00:00Z') }).token('chat-a', 'f') as string
+  const sig2 = createHmac('sha256', scrypt(explicit)).update(`v1|f|${exp}|chat-a`).digest().subarray(0, 16).toString('base64url')
+  t.equal(withSigningKey.split('.')[3], sig2, 'LINK_SIGNING_KEY goes through the same derivation when set')
+})
+
+// issue #8
+t.test('a secret under 32 characters is refused when the service is built', async t => {
+  t.throws(() => links({ apiKey: 'x'.repeat(31) }), /MCP_API_KEY must be at least 32 characters/)
+  t.throws(() => links({ signingKey: 'short-signing-key' }), /LINK_SIGNING_KEY must be at least 32 characters/)
+  t.doesNotThrow(() => links({ apiKey: 'x'.repeat(32) }))
 })
 
 t.test('expiry is the next UTC midnight after now + TTL, so a token is stable for the whole day', async t => {
@@ -55,7 +67,7 @@ t.test('verify: valid → ok; expired, wrong chat, tampered, other scope, garbag
   t.equal(svc.verify(`${v}.${s}.${Number(exp) + DAY}.${sig}`, 'chat-a', 'f'), 'forbidden', 'expiry extended by hand')
   const flipped = sig.slice(0, -1) + (sig.endsWith('A') ? 'B' : 'A')
   t.equal(svc.verify(`${v}.${s}.${exp}.${flipped}`, 'chat-a', 'f'), 'forbidden', 'signature tampered')
-  for (const junk of ['', 'v1', 'v2.f.1.AAAAAAAAAAAAAAAAAAAAAA', `${f}x`, `${f} `, 'api-key']) {
+  for (const junk of ['', 'v1', 'v2.f.1.AAAAAAAAAAAAAAAAAAAAAA', `${f}x`, `${f} `, TEST_API_KEY]) {
     t.equal(svc.verify(junk, 'chat-a', 'f'), 'forbidden', `garbage ${JSON.stringify(junk)}`)
   }
   now = Number(exp) * 1000
@@ -65,11 +77,11 @@ t.test('verify: valid → ok; expired, wrong chat, tampered, other scope, garbag
 })
 
 t.test('rotating MCP_API_KEY or LINK_SIGNING_KEY revokes every link', async t => {
-  const token = links({ apiKey: 'old' }).token('chat-a', 'f') as string
-  t.equal(links({ apiKey: 'old' }).verify(token, 'chat-a', 'f'), 'ok', 'restarts with the same key keep links valid')
-  t.equal(links({ apiKey: 'new' }).verify(token, 'chat-a', 'f'), 'forbidden')
-  const signed = links({ signingKey: 's1' }).token('chat-a', 'f') as string
-  t.equal(links({ signingKey: 's2' }).verify(signed, 'chat-a', 'f'), 'forbidden')
+  const token = links({ apiKey: TEST_API_KEY }).token('chat-a', 'f') as string
+  t.equal(links({ apiKey: TEST_API_KEY }).verify(token, 'chat-a', 'f'), 'ok', 'restarts with the same key keep links valid')
+  t.equal(links({ apiKey: OTHER_API_KEY }).verify(token, 'chat-a', 'f'), 'forbidden')
+  const signed = links({ signingKey: `s1-${TEST_API_KEY}` }).token('chat-a', 'f') as string
+  t.equal(links({ signingKey: `s2-${TEST_API_KEY}` }).verify(signed, 'chat-a', 'f'), 'forbidden')
 })
 
 t.test('protected-mode URLs carry a files token; paths are encoded per segment', async t => {
@@ -98,8 +110,8 @@ t.test('open mode mints no tokens and builds reference-shaped URLs', async t => 
 t.test('the plugin decorates links and registers its verifier with core auth', async t => {
   const app = Fastify({ logger: false })
   t.teardown(async () => { await app.close() })
-  app.decorate('auth', createAuthService({ apiKey: 'api-key' }))
-  await app.register(capabilities, { apiKey: 'api-key', publicBaseUrl: BASE })
+  app.decorate('auth', createAuthService({ apiKey: TEST_API_KEY }))
+  await app.register(capabilities, { apiKey: TEST_API_KEY, publicBaseUrl: BASE })
   app.get('/c/:chat', async request => ({ used: app.auth.authorizeChat(request, (request.params as { chat: string }).chat, 'f') ?? null }))
   await app.ready()
   const token = app.links.token('chat-a', 'f') as string

@@ -9,7 +9,7 @@ import { createLinkService } from '../../../plugins/capabilities/service.js'
 import capabilities from '../../../plugins/capabilities/index.js'
 import files from '../../../plugins/files/index.js'
 import preview from '../../../plugins/preview/index.js'
-import { build } from '../../helper.js'
+import { build, OTHER_API_KEY } from '../../helper.js'
 import { KEY } from './setup.js'
 import { mkdirSync, writeFileSync } from 'node:fs'
 import { chatPaths } from '../../../core/chat-paths.js'
@@ -49,7 +49,7 @@ t.test('token matrix on every chat route: missing 401, bad 403, valid 200', asyn
   const valid = server.links.token('chat-a', 'f') as string
   const control = server.links.token('chat-a', 'c') as string
   const expired = createLinkService({ apiKey: KEY, signingKey: '', tokenTtlSeconds: 60, publicBaseUrl: 'http://x', now: () => Date.now() - 3 * 86400_000 }).token('chat-a', 'f') as string
-  const otherServer = createLinkService({ apiKey: 'another-key', signingKey: '', tokenTtlSeconds: 86400, publicBaseUrl: 'http://x' }).token('chat-a', 'f') as string
+  const otherServer = createLinkService({ apiKey: OTHER_API_KEY, signingKey: '', tokenTtlSeconds: 86400, publicBaseUrl: 'http://x' }).token('chat-a', 'f') as string
   const [v, s, exp, sig] = valid.split('.') as [string, string, string, string]
   const bad: Record<string, string> = {
     expired,
@@ -114,12 +114,12 @@ t.test('validation order: bad chat id 400, then 401/403, only then 404', async t
 
 t.test('rotating MCP_API_KEY revokes every link', async t => {
   const dataDir = dataDirWithOutputs(t)
-  const before = await app(t, dataDir, 'key-one')
+  const before = await app(t, dataDir, KEY)
   const token = before.links.token('chat-a', 'f') as string
   t.equal((await before.inject({ url: `/files/chat-a/~${token}/a.txt` })).statusCode, 200)
-  const restarted = await app(t, dataDir, 'key-one')
+  const restarted = await app(t, dataDir, KEY)
   t.equal((await restarted.inject({ url: `/files/chat-a/~${token}/a.txt` })).statusCode, 200, 'a restart with the same key keeps links')
-  const rotated = await app(t, dataDir, 'key-two')
+  const rotated = await app(t, dataDir, OTHER_API_KEY)
   t.equal((await rotated.inject({ url: `/files/chat-a/~${token}/a.txt` })).statusCode, 403)
   t.equal((await rotated.inject({ url: `/preview/chat-a?t=${token}` })).statusCode, 403)
 })

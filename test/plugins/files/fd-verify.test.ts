@@ -13,6 +13,7 @@ import { chatPaths } from '../../../core/chat-paths.js'
 import { openVerified, resolveInside } from '../../../core/safe-path.js'
 import { createLinkService } from '../../../plugins/capabilities/service.js'
 import { createFilesService } from '../../../plugins/files/service.js'
+import { TEST_API_KEY } from '../../helper.js'
 
 function tree (t: Test): { dataDir: string, outputs: string, outside: string } {
   const dataDir = mkdtempSync(join(tmpdir(), 'cubicle-fd-'))
@@ -44,7 +45,7 @@ t.test('a parent dir swapped for a symlink after the path check is refused by th
 
 t.test('the archive re-verifies each file when it streams it: a swap after the walk aborts, never leaks', async t => {
   const { dataDir, outputs, outside } = tree(t)
-  const links = createLinkService({ apiKey: 'k', signingKey: '', tokenTtlSeconds: 86400, publicBaseUrl: 'http://x' })
+  const links = createLinkService({ apiKey: TEST_API_KEY, signingKey: '', tokenTtlSeconds: 86400, publicBaseUrl: 'http://x' })
   const service = createFilesService({ links, log: Fastify({ logger: false }).log }, {
     dataDir, archiveMaxBytes: 1e9, archiveMaxFiles: 100, listingMaxEntries: 100, listingScanLimit: 1000, frameAncestors: '*'
   })
@@ -64,7 +65,7 @@ t.test('the archive re-verifies each file when it streams it: a swap after the w
 
 t.test('the download route opens by fd: an inner symlink to a file inside outputs is allowed, one outside is 403', async t => {
   const { dataDir, outputs, outside } = tree(t)
-  const links = createLinkService({ apiKey: 'k', signingKey: '', tokenTtlSeconds: 86400, publicBaseUrl: 'http://x' })
+  const links = createLinkService({ apiKey: TEST_API_KEY, signingKey: '', tokenTtlSeconds: 86400, publicBaseUrl: 'http://x' })
   const service = createFilesService({ links, log: Fastify({ logger: false }).log }, {
     dataDir, archiveMaxBytes: 1e9, archiveMaxFiles: 100, listingMaxEntries: 100, listingScanLimit: 1000, frameAncestors: '*'
   })

@@ -7,9 +7,9 @@ import { entry } from '../../../core/app.js'
 import { chatPaths } from '../../../core/chat-paths.js'
 import capabilities from '../../../plugins/capabilities/index.js'
 import files from '../../../plugins/files/index.js'
-import { build } from '../../helper.js'
+import { build, TEST_API_KEY } from '../../helper.js'
 
-export const KEY = 'test-api-key-0123456789'
+export const KEY = TEST_API_KEY
 
 export interface FilesApp {
   app: FastifyInstance

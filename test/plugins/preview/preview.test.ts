@@ -6,9 +6,9 @@ import capabilities from '../../../plugins/capabilities/index.js'
 import preview from '../../../plugins/preview/index.js'
 import { scriptJson } from '../../../plugins/preview/page.js'
 import { VENDOR } from '../../../plugins/preview/vendor.js'
-import { build } from '../../helper.js'
+import { build, TEST_API_KEY } from '../../helper.js'
 
-const KEY = 'preview-key'
+const KEY = TEST_API_KEY
 
 async function app (t: Test, env: Record<string, string> = {}): Promise<FastifyInstance> {
   return await build(t, { MCP_API_KEY: KEY, ...env }, config => [

@@ -1,6 +1,6 @@
 import t from 'tap'
 import { resolveModel, type ModelSettings } from '../../../plugins/runtime-cli/model.js'
-import { build } from '../../helper.js'
+import { build, TEST_API_KEY } from '../../helper.js'
 import { entries } from '../../../fastify.config.js'
 
 const none: ModelSettings = {
@@ -26,7 +26,7 @@ t.test('model resolution follows the per-CLI chains of §8.3', async t => {
 
 for (const [cli, model] of [['claude', 'claude-sonnet-4-6'], ['codex', 'gpt-5-codex'], ['opencode', 'anthropic/claude-sonnet-4-6']] as const) {
   t.test(`GET /api/runtime/cli reports ${cli} with its default model, without auth`, async t => {
-    const app = await build(t, { SUBAGENT_CLI: cli, MCP_API_KEY: 'k' }, config => entries(config, ['runtime-cli']))
+    const app = await build(t, { SUBAGENT_CLI: cli, MCP_API_KEY: TEST_API_KEY }, config => entries(config, ['runtime-cli']))
     const res = await app.inject('/api/runtime/cli')
     t.equal(res.statusCode, 200)
     t.same(res.json(), { cli, default_model: model, supports_cost: cli === 'claude' })

@@ -11,7 +11,7 @@ const ALL: Record<string, string> = {
   OPENAI_API_KEY: 'oa', OPENAI_BASE_URL: 'https://oa', CODEX_MODEL: 'cm', AZURE_OPENAI_API_KEY: 'az', AZURE_OPENAI_ENDPOINT: 'https://az',
   AZURE_OPENAI_API_VERSION: 'v', CODEX_CONFIG_EXTRA: 'x',
   OPENROUTER_API_KEY: 'or', ANTHROPIC_API_KEY: 'ak', OPENCODE_MODEL: 'om', OPENCODE_CONFIG_EXTRA: 'y',
-  MCP_API_KEY: 'secret-1', LINK_SIGNING_KEY: 'secret-2', MCP_TOKENS_API_KEY: 'secret-3', MCP_TOKENS_URL: 'https://tokens'
+  MCP_API_KEY: 'secret-1-0123456789abcdef0123456789abcdef', LINK_SIGNING_KEY: 'secret-2-0123456789abcdef0123456789abcdef', MCP_TOKENS_API_KEY: 'secret-3', MCP_TOKENS_URL: 'https://tokens'
 }
 const SECRETS = ['MCP_API_KEY', 'LINK_SIGNING_KEY', 'MCP_TOKENS_API_KEY']
 

@@ -1,0 +1,93 @@
+import t from 'tap'
+import { buildApp, entry } from '../../core/app.js'
+import { CAPABILITY_TOKEN, parseCapabilityToken, redactUrl, tokenOfPathSegment } from '../../core/tokens.js'
+import capabilities from '../../plugins/capabilities/index.js'
+import files from '../../plugins/files/index.js'
+import { TEST_API_KEY, testConfig } from '../helper.js'
+
+const TOKEN = 'v1.f.1780000000.AbCdEfGhIjKlMnOpQrStUv'
+const SIG = 'AbCdEfGhIjKlMnOpQrStUv'
+
+t.test('the one token definition: exact shape, fields, path segment form', async t => {
+  t.match(TOKEN, CAPABILITY_TOKEN)
+  t.same(parseCapabilityToken(TOKEN), { scope: 'f', exp: 1780000000, sig: SIG })
+  t.same(parseCapabilityToken('v1.c.1.AAAAAAAAAAAAAAAAAAAAAA'), { scope: 'c', exp: 1, sig: 'AAAAAAAAAAAAAAAAAAAAAA' })
+  for (const bad of ['', `${TOKEN}x`, ` ${TOKEN}`, 'v1.x.1.AAAAAAAAAAAAAAAAAAAAAA', 'v1.f.1234567890123.AAAAAAAAAAAAAAAAAAAAAA', 'v1.f.1.AAAAAAAAAAAAAAAAAAAAA', 'V1.f.1.AAAAAAAAAAAAAAAAAAAAAA']) {
+    t.equal(parseCapabilityToken(bad), null, `not a token: ${JSON.stringify(bad)}`)
+  }
+  t.equal(tokenOfPathSegment(`~${TOKEN}`), TOKEN)
+  t.equal(tokenOfPathSegment(TOKEN), undefined, 'a path segment needs the ~')
+  t.equal(tokenOfPathSegment(`~${TOKEN}.txt`), undefined)
+})
+
+// issue #8: redaction after percent-decoding, in every spelling a client or proxy may use
+t.test('redactUrl hides tokens in the path and the query in any encoding', async t => {
+  const cases: Array<[string, string]> = [
+    [`/files/chat-a/~${TOKEN}/a.txt`, '/files/chat-a/~[redacted]/a.txt'],
+    [`/files/chat-a/%7E${TOKEN}/a.txt`, '/files/chat-a/~[redacted]/a.txt'],
+    [`/files/chat-a/%7e${TOKEN}/a.txt`, '/files/chat-a/~[redacted]/a.txt'],
+    ['/files/chat-a/~v1%2Ef%2E1780000000%2EAbCdEfGhIjKlMnOpQrStUv/a.txt', '/files/chat-a/~[redacted]/a.txt'],
+    [`/files/chat-a/%257E${TOKEN}/a.txt`, '/files/chat-a/~[redacted]/a.txt'],
+    ['/files/chat-a/%76%31%2e%66%2e1780000000%2eAbCdEfGhIjKlMnOpQrStUv', '/files/chat-a/[redacted]'],
+    [`/files/chat-a/x%2F~${TOKEN}`, '/files/chat-a/[redacted]'],
+    [`/preview/chat-a?t=${TOKEN}`, '/preview/chat-a?t=[redacted]'],
+    [`/preview/chat-a?%74=${TOKEN}`, '/preview/chat-a?%74=[redacted]'],
+    [`/preview/chat-a?%54=${TOKEN}`, '/preview/chat-a?%54=[redacted]'],
+    [`/preview/chat-a?T=${TOKEN}`, '/preview/chat-a?T=[redacted]'],
+    [`/preview/chat-a?a=1&t=${TOKEN}&b=2`, '/preview/chat-a?a=1&t=[redacted]&b=2'],
+    [`/api/outputs/chat-a?x=${encodeURIComponent(TOKEN)}`, '/api/outputs/chat-a?x=[redacted]'],
+    [`/preview/chat-a?t=${TEST_API_KEY}`, '/preview/chat-a?t=[redacted]'],
+    [`/files/chat-a/~${TEST_API_KEY}/a.txt`, '/files/chat-a/~[redacted]/a.txt'],
+    ['/preview/chat-a?t', '/preview/chat-a?t=[redacted]']
+  ]
+  for (const [raw, want] of cases) {
+    const got = redactUrl(raw)
+    t.equal(got, want, raw)
+    t.notMatch(got, SIG, `no signature left: ${raw}`)
+  }
+  t.equal(redactUrl('/files/chat-a/report%20v1.txt?download=1'), '/files/chat-a/report%20v1.txt?download=1', 'ordinary URLs are unchanged')
+  t.equal(redactUrl('/files/chat-a/%E0%A4%A'), '/files/chat-a/%E0%A4%A', 'malformed encoding does not throw')
+})
+
+t.test('redactUrl is linear on hostile input (no backtracking)', async t => {
+  const hostile = [
+    `/files/${'%25'.repeat(5000)}7E${TOKEN}`,
+    `/x?${'t'.repeat(16000)}=1`,
+    `/${'v1.f.'.repeat(3000)}`,
+    `/${'~'.repeat(16000)}`,
+    `/?${'&'.repeat(16000)}`
+  ]
+  const start = process.hrtime.bigint()
+  for (let i = 0; i < 20; i++) for (const url of hostile) redactUrl(url)
+  const ms = Number(process.hrtime.bigint() - start) / 1e6
+  t.ok(ms < 2000, `100 hostile 16 KiB URLs redacted in ${ms.toFixed(0)} ms`)
+})
+
+// issue #8: what reaches the log, through the server's own logger configuration
+t.test('the request log line never carries a token or the key, however it is encoded', async t => {
+  const lines: string[] = []
+  const config = testConfig({ MCP_API_KEY: TEST_API_KEY, LOG_LEVEL: 'info', DATA_DIR: '/nonexistent-cubicle-data' })
+  const app = await buildApp(config, [
+    entry(capabilities, { apiKey: config.MCP_API_KEY, signingKey: '', tokenTtlSeconds: config.LINK_TOKEN_TTL, publicBaseUrl: config.publicBaseUrl }),
+    entry(files, { dataDir: config.DATA_DIR })
+  ], { logStream: { write: line => { lines.push(line) } } })
+  t.teardown(async () => { await app.close() })
+  await app.ready()
+  const real = app.links.token('chat-a', 'f') as string
+  const sig = real.split('.')[3] as string
+  const urls = [
+    `/files/chat-a/~${real}/a.txt`,
+    `/files/chat-a/%7E${real}/a.txt`,
+    `/files/chat-a/${real.replace(/\./g, '%2E').replace(/^/, '~')}/a.txt`,
+    `/api/outputs/chat-a?t=${real}`,
+    `/api/outputs/chat-a?%74=${real}`,
+    `/api/outputs/chat-a?T=${encodeURIComponent(real)}`,
+    `/api/outputs/chat-a?t=${TEST_API_KEY}`
+  ]
+  for (const url of urls) await app.inject({ url })
+  const log = lines.join('')
+  t.match(log, /incoming request/, 'requests were logged')
+  t.equal(lines.filter(l => l.includes('"url":')).length, urls.length, 'one line with a url per request')
+  t.notMatch(log, sig, 'no token signature in the log')
+  t.notMatch(log, TEST_API_KEY, 'no API key in the log')
+})
