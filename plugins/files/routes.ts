@@ -24,7 +24,7 @@ const chatIdOf = requireChatId
 
 const flag = (value: unknown): boolean => value === '1' || value === 'true'
 
-/** Busy answers (429/503) carry `Retry-After`; the error handler writes the body. */
+/** Busy answers (429) carry `Retry-After`; the error handler writes the body. */
 async function retryAfterOnBusy<T> (reply: FastifyReply, work: () => Promise<T>): Promise<T> {
   try {
     return await work()

@@ -19,12 +19,12 @@ export interface FilesService {
   open (chatId: string, segments: string[]): Promise<{ handle: FileHandle, name: string }>
   /**
    * The serialised listing of §6.3, newest first, capped. Concurrent and repeated calls for one chat share
-   * one walk (single flight, short cache); walks across chats are limited; FILES_SERVER_BUSY (503) when no
+   * one walk (single flight, short cache); walks across chats are limited; FILES_SERVER_BUSY (429) when no
    * walk slot frees up within `listingWaitMs`.
    */
   list (chatId: string): Promise<Buffer>
   /**
-   * Takes the chat's and a global archive slot (FILES_ARCHIVE_IN_PROGRESS 429 / FILES_SERVER_BUSY 503 after
+   * Takes the chat's and a global archive slot (FILES_ARCHIVE_IN_PROGRESS / FILES_SERVER_BUSY, both 429 after
    * `archiveWaitMs`), plans the archive (limits → 413, nothing → 404) and returns the zip stream; nothing is
    * read before that. The slots are held until the stream closes.
    */

@@ -40,13 +40,14 @@ export function createSlots (max: number, maxQueue: number): Slots {
       if (active < max && queue.length === 0) return issue()
       if (queue.length >= maxQueue || waitMs <= 0) return undefined
       return await new Promise<Release | undefined>(resolve => {
+        // Not unref'd: the wait is bounded, and a caller awaiting it must get its answer.
         const waiter: Waiter = {
           grant: resolve,
           timer: setTimeout(() => {
             const at = queue.indexOf(waiter)
             if (at !== -1) queue.splice(at, 1)
             resolve(undefined)
-          }, waitMs).unref()
+          }, waitMs)
         }
         queue.push(waiter)
       })
