@@ -25,15 +25,34 @@ export interface ZipOptions {
  * (zip-names.ts); an entry yazl still refuses is left out and logged, never a failed archive.
  */
 export function streamZip (root: string, entries: WalkEntry[], opts: ZipOptions): Readable {
-  const { log } = opts
   const zip = new ZipFile()
   const output = zip.outputStream as Readable
-  let closed = false
-  let current: Readable | undefined
+  const state: StreamState = { closed: false, current: undefined }
   zip.on('error', (err: unknown) => {
-    if (!closed) log.warn({ err }, 'archive aborted')
+    if (!state.closed) opts.log.warn({ err }, 'archive aborted')
     output.destroy(err instanceof Error ? err : new Error(String(err)))
   })
+  addEntries(zip, root, entries, state, opts.log)
+  zip.end()
+  const { meter, stop } = watchdog(opts)
+  meter.once('close', () => {
+    state.closed = true
+    stop()
+    state.current?.destroy()
+    opts.onClose()
+  })
+  pipeline(output, meter, () => {})
+  return meter
+}
+
+interface StreamState {
+  /** The response is gone: open nothing more. */
+  closed: boolean
+  /** The file being read now (closed with the response). */
+  current: Readable | undefined
+}
+
+function addEntries (zip: ZipFile, root: string, entries: WalkEntry[], state: StreamState, log: FastifyBaseLogger): void {
   const names = new ZipNames()
   for (const entry of entries) names.reserve(entry.relPath)
   let skipped = 0
@@ -42,14 +61,13 @@ export function streamZip (root: string, entries: WalkEntry[], opts: ZipOptions)
     try {
       zip.addReadStreamLazy(names.name(entry.relPath), options, cb => {
         openVerified(root, entry.absPath).then(handle => {
-          if (closed || entry.size === 0) {
+          if (state.closed || entry.size === 0) {
             handle.close().catch(() => {})
-            cb(closed ? new Error('archive closed') : null, Readable.from([]))
+            cb(state.closed ? new Error('archive closed') : null, Readable.from([]))
             return
           }
-          const stream = handle.createReadStream({ start: 0, end: entry.size - 1, autoClose: true })
-          current = stream
-          cb(null, stream)
+          state.current = handle.createReadStream({ start: 0, end: entry.size - 1, autoClose: true })
+          cb(null, state.current)
         }, (err: unknown) => { cb(err, Readable.from([])) })
       })
     } catch (err) {
@@ -58,16 +76,6 @@ export function streamZip (root: string, entries: WalkEntry[], opts: ZipOptions)
     }
   }
   if (names.renamed > 0 || skipped > 0) log.info({ renamed: names.renamed, skipped }, 'archive entries renamed or left out')
-  zip.end()
-  const { meter, stop } = watchdog(opts)
-  meter.once('close', () => {
-    closed = true
-    stop()
-    current?.destroy()
-    opts.onClose()
-  })
-  pipeline(output, meter, () => {})
-  return meter
 }
 
 /** A pass-through that counts bytes and destroys itself when the reader stalls (see ZipOptions). */

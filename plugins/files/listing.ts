@@ -3,11 +3,12 @@
  * at most `scanLimit` files are examined, only the `maxEntries` newest are held (NewestHeap), and after
  * `budgetMs` the listing answers with what it has. Every bound that cuts the result sets `truncated`.
  */
-import { MAX_PATH_BYTES, walkRegularFiles, type WalkEntry } from '../../core/safe-path.js'
+import { MAX_PATH_BYTES } from '../../core/safe-path.js'
 import type { LinkService } from '../capabilities/types.js'
 import { mimeOf, typeClassOf } from './mime.js'
 import { NewestHeap, type Kept } from './newest.js'
 import type { OutputEntry, OutputsListing } from './schemas.js'
+import { walkWithin } from './walk-budget.js'
 
 export interface ListingLimits {
   /** Entries in the answer (§6.3: 5,000). */
@@ -35,41 +36,16 @@ export function servable (relPath: string): boolean {
   return !UNSERVABLE.test(relPath) && (relPath.length * 3 <= MAX_PATH_BYTES || Buffer.byteLength(relPath, 'utf8') <= MAX_PATH_BYTES)
 }
 
-type Step = IteratorResult<WalkEntry, undefined> | 'out of time'
-
 /** Walks `root` (dot entries skipped, links never followed) and keeps the newest servable files. */
 export async function walkNewest (root: string, limits: ListingLimits): Promise<NewestWalk> {
   const heap = new NewestHeap(limits.maxEntries)
-  const walk = walkRegularFiles(root, { skipDot: true, limit: limits.scanLimit + 1 })
   let scanned = 0
-  let outOfTime = false
-  let wake: ((step: Step) => void) | undefined
-  const timer = setTimeout(() => { outOfTime = true; wake?.('out of time') }, limits.budgetMs).unref()
-  let settled: Promise<void> = Promise.resolve()
-  try {
-    for (;;) {
-      const pending = walk.next()
-      // A fresh promise per step (not Promise.race on one long-lived timer promise, which keeps a reaction per step).
-      const step = await new Promise<Step>((resolve, reject) => {
-        wake = resolve
-        if (outOfTime) resolve('out of time')
-        pending.then(resolve, reject)
-      })
-      if (step === 'out of time') {
-        settled = pending.then(async () => { await walk.return(undefined) }).then(() => {}, () => {})
-        break
-      }
-      if (step.done === true) break
-      if (++scanned > limits.scanLimit) break
-      const { relPath, size, mtimeMs } = step.value
-      if (servable(relPath)) heap.offer({ relPath, size, mtimeMs })
-    }
-  } finally {
-    clearTimeout(timer)
-    wake = undefined
-  }
-  if (!outOfTime) await walk.return(undefined)
-  return { kept: heap.sorted(), truncated: outOfTime || scanned > limits.scanLimit || heap.dropped > 0, settled }
+  const walk = await walkWithin(root, { skipDot: true, limit: limits.scanLimit + 1 }, limits.budgetMs, ({ relPath, size, mtimeMs }) => {
+    if (++scanned > limits.scanLimit) return false
+    if (servable(relPath)) heap.offer({ relPath, size, mtimeMs })
+    return true
+  })
+  return { kept: heap.sorted(), truncated: walk.outOfTime || scanned > limits.scanLimit || heap.dropped > 0, settled: walk.settled }
 }
 
 /** The §6.3 body, serialised once: every waiter of a listing (and the cache) shares this one buffer. */

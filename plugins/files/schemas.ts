@@ -6,7 +6,7 @@ export const FilesOptions = Type.Object({
   archiveMaxFiles: Type.Optional(Type.Integer({ default: 10000, minimum: 1, description: 'files per archive' })),
   listingMaxEntries: Type.Optional(Type.Integer({ default: 5000, minimum: 1, description: 'entries in GET /api/outputs before truncated' })),
   listingScanLimit: Type.Optional(Type.Integer({ default: 100000, minimum: 1, description: 'files examined by one listing walk (bounds its cost); more → truncated' })),
-  listingBudgetMs: Type.Optional(Type.Integer({ default: 10000, minimum: 1, description: 'a listing walk still running after this answers with what it found, truncated' })),
+  walkBudgetMs: Type.Optional(Type.Integer({ default: 10000, minimum: 1, description: 'a listing walk still running after this answers truncated; an archive plan → 413' })),
   listingCacheMs: Type.Optional(Type.Integer({ default: 2000, minimum: 0, description: 'a listing is reused this long (or twice its walk time); 0 = single flight only' })),
   listingCacheMaxBytes: Type.Optional(Type.Integer({ default: 33554432, minimum: 0, description: 'serialised listings cached across chats (least recently used out first)' })),
   listingMaxWalks: Type.Optional(Type.Integer({ default: 2, minimum: 1, description: 'listing walks running at once across all chats' })),

@@ -3,7 +3,7 @@ import type { Readable } from 'node:stream'
 import { basename } from 'node:path'
 import type { FastifyBaseLogger } from 'fastify'
 import { chatPaths } from '../../core/chat-paths.js'
-import { CORE_PATH_NOT_FOUND, openVerified, resolveInside, walkRegularFiles, type WalkEntry } from '../../core/safe-path.js'
+import { CORE_PATH_NOT_FOUND, openVerified, resolveInside, type WalkEntry } from '../../core/safe-path.js'
 import type { LinkService } from '../capabilities/types.js'
 import { archiveInProgress, FILES_ARCHIVE_TOO_LARGE, FILES_NOTHING_TO_ARCHIVE, serverBusy } from './errors.js'
 import { streamZip } from './archive.js'
@@ -11,6 +11,7 @@ import { createListingCache, type Produced } from './listing-cache.js'
 import { serializeListing, walkNewest } from './listing.js'
 import { createKeyedSlots, createSlots, type Release } from './slots.js'
 import type { FilesOptions } from './schemas.js'
+import { walkWithin } from './walk-budget.js'
 
 export interface FilesService {
   /** realpath of the chat's outputs dir; undefined when it is missing or is not a real directory. */
@@ -25,7 +26,7 @@ export interface FilesService {
   list (chatId: string): Promise<Buffer>
   /**
    * Takes the chat's and a global archive slot (FILES_ARCHIVE_IN_PROGRESS / FILES_SERVER_BUSY, both 429 after
-   * `archiveWaitMs`), plans the archive (limits → 413, nothing → 404) and returns the zip stream; nothing is
+   * `archiveWaitMs`), plans the archive (limits or a walk over `walkBudgetMs` → 413, nothing → 404) and returns the zip stream; nothing is
    * read before that. The slots are held until the stream closes.
    */
   archive (chatId: string): Promise<Readable>
@@ -52,7 +53,7 @@ export function createFilesService (deps: FilesDeps, opts: Required<FilesOptions
   const walkSlots = createSlots(opts.listingMaxWalks, WALK_QUEUE)
   const chatArchives = createKeyedSlots(opts.archivesPerChat, ARCHIVE_QUEUE_PER_CHAT)
   const allArchives = createSlots(opts.archivesMax, ARCHIVE_QUEUE)
-  const limits = { maxEntries: opts.listingMaxEntries, scanLimit: opts.listingScanLimit, budgetMs: opts.listingBudgetMs }
+  const limits = { maxEntries: opts.listingMaxEntries, scanLimit: opts.listingScanLimit, budgetMs: opts.walkBudgetMs }
 
   async function outputsRoot (chatId: string): Promise<string | undefined> {
     const dir = chatPaths(opts.dataDir, chatId).outputs
@@ -83,16 +84,37 @@ export function createFilesService (deps: FilesDeps, opts: Required<FilesOptions
     }
   }
 
-  async function planArchive (root: string): Promise<WalkEntry[]> {
+  /** The files to zip; over a limit → 413 (the files walked so far are the evidence, not a guess). */
+  async function planArchive (root: string): Promise<{ entries: WalkEntry[], outOfTime: boolean, settled: Promise<void> }> {
     const entries: WalkEntry[] = []
     let bytes = 0
-    for await (const entry of walkRegularFiles(root, { skipDot: true, limit: opts.archiveMaxFiles + 1 })) {
+    const walk = await walkWithin(root, { skipDot: true, limit: opts.archiveMaxFiles + 1 }, opts.walkBudgetMs, entry => {
       entries.push(entry)
       bytes += entry.size
       if (entries.length > opts.archiveMaxFiles) throw new FILES_ARCHIVE_TOO_LARGE(`more than ${opts.archiveMaxFiles} files`)
       if (bytes > opts.archiveMaxBytes) throw new FILES_ARCHIVE_TOO_LARGE(`more than ${opts.archiveMaxBytes} bytes`)
+      return true
+    })
+    return { entries, ...walk }
+  }
+
+  /** Plans and starts the zip under slots already held; `release` runs when the stream closes or on failure. */
+  async function startArchive (chatId: string, release: Release): Promise<Readable> {
+    let settled: Promise<void> = Promise.resolve()
+    try {
+      const root = await outputsRoot(chatId)
+      if (root === undefined) throw new FILES_NOTHING_TO_ARCHIVE()
+      const plan = await planArchive(root)
+      settled = plan.settled
+      if (plan.outOfTime) throw new FILES_ARCHIVE_TOO_LARGE(`listing the outputs took longer than ${opts.walkBudgetMs / 1000} s`)
+      if (plan.entries.length === 0) throw new FILES_NOTHING_TO_ARCHIVE()
+      const zipOptions = { log: log.child({ chatId }), stallMs: opts.archiveStallMs, minBytesPerSecond: opts.archiveMinBytesPerSecond, onClose: release }
+      return streamZip(root, plan.entries, zipOptions)
+    } catch (err) {
+      // A walk cut by the budget may still be finishing its step: keep the slots until it has.
+      void settled.finally(release)
+      throw err
     }
-    return entries
   }
 
   /** Both archive slots (the chat's first, so one chat never queues for global slots it cannot use). */
@@ -121,18 +143,7 @@ export function createFilesService (deps: FilesDeps, opts: Required<FilesOptions
       return await cache.get(chatId, async () => await walkListing(chatId))
     },
     async archive (chatId) {
-      const release = await archiveSlots(chatId)
-      try {
-        const root = await outputsRoot(chatId)
-        if (root === undefined) throw new FILES_NOTHING_TO_ARCHIVE()
-        const entries = await planArchive(root)
-        if (entries.length === 0) throw new FILES_NOTHING_TO_ARCHIVE()
-        const chatLog = log.child({ chatId })
-        return streamZip(root, entries, { log: chatLog, stallMs: opts.archiveStallMs, minBytesPerSecond: opts.archiveMinBytesPerSecond, onClose: release })
-      } catch (err) {
-        release()
-        throw err
-      }
+      return await startArchive(chatId, await archiveSlots(chatId))
     }
   }
 }

@@ -36,7 +36,7 @@ async function startServer (dataDir: string): Promise<{ child: ChildProcess, url
     cwd: root,
     stdio: ['ignore', 'pipe', 'inherit'],
     // A generous time budget: this test checks that a complete walk of 100k files answers the right top 5,000.
-    env: { ...process.env, DATA_DIR: dataDir, MCP_API_KEY: KEY, FILES_OPTIONS: JSON.stringify({ listingBudgetMs: 600_000 }) }
+    env: { ...process.env, DATA_DIR: dataDir, MCP_API_KEY: KEY, FILES_OPTIONS: JSON.stringify({ walkBudgetMs: 600_000 }) }
   })
   const line = await new Promise<string>((resolve, reject) => {
     createInterface({ input: child.stdout as NodeJS.ReadableStream }).once('line', resolve)

@@ -76,12 +76,22 @@ t.test('walks are limited across chats: no slot within listingWaitMs answers 429
   t.equal((await list(app, 'small')).statusCode, 200, 'the slot is free once the walk has finished')
 })
 
-t.test('a walk past listingBudgetMs answers with what it found, truncated', async t => {
-  const { app, outputs } = await appWith(t, { listingBudgetMs: 1, listingMaxEntries: 50_000 })
+t.test('a walk past walkBudgetMs answers with what it found, truncated', async t => {
+  const { app, outputs } = await appWith(t, { walkBudgetMs: 1, listingMaxEntries: 50_000 })
   manyFiles(outputs('big'), 5_000)
   const body = (await list(app, 'big')).json()
   t.equal(body.truncated, true)
   t.ok(body.total < 5_000, `cut short after ${body.total} files`)
+})
+
+t.test('an archive whose walk outlasts walkBudgetMs is a 413, and its slot comes back', async t => {
+  const { app, outputs } = await appWith(t, { walkBudgetMs: 1 })
+  manyFiles(outputs('big'), 5_000)
+  const res = await app.inject({ url: '/files/big/archive', headers: bearer(KEY) })
+  t.equal(res.statusCode, 413)
+  t.same(res.json(), { error: 'archive_too_large', detail: 'the outputs exceed the archive limit: listing the outputs took longer than 0.001 s' })
+  await sleep(100)
+  t.equal((await app.inject({ url: '/files/big/archive', headers: bearer(KEY) })).statusCode, 413, 'not 429: the slot was released')
 })
 
 t.test('mtime ties and sub-second mtimes keep a stable newest-first order', async t => {
