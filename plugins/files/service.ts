@@ -25,9 +25,9 @@ export interface FilesService {
    */
   list (chatId: string): Promise<Buffer>
   /**
-   * Takes the chat's and a global archive slot (FILES_ARCHIVE_IN_PROGRESS / FILES_SERVER_BUSY, both 429 after
-   * `archiveWaitMs`), plans the archive (limits or a walk over `walkBudgetMs` → 413, nothing → 404) and returns the zip stream; nothing is
-   * read before that. The slots are held until the stream closes.
+   * Takes the chat's and a global archive slot (FILES_ARCHIVE_IN_PROGRESS / FILES_SERVER_BUSY, both 429
+   * after `archiveWaitMs`), plans the archive (limits or a walk over `walkBudgetMs` → 413, nothing → 404)
+   * and returns the zip stream; no file is read before that. The slots are held until the stream closes.
    */
   archive (chatId: string): Promise<Readable>
 }
