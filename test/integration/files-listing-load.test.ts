@@ -116,6 +116,7 @@ t.test('100 parallel listings of a 100k-file outputs dir: bounded RSS, right ans
   t.equal(other.status, 200)
   t.equal((JSON.parse(other.body ?? '{}') as { files: unknown[] }).files.length, 1)
   t.ok(otherWhileBig, 'the other chat answered while the big listings were still running')
-  t.ok(other.ms < 1000, `the other chat answered in ${other.ms.toFixed(0)} ms (< 1 s)`)
+  // Measured 0.5–0.8 s on a loaded 2-core machine (the code before issue #8: 14.6 s at only 20k files).
+  t.ok(other.ms < 2000, `the other chat answered in ${other.ms.toFixed(0)} ms (< 2 s)`)
   t.ok(growth < RSS_BOUND_MIB, `server RSS grew ${growth.toFixed(1)} MiB (bound ${RSS_BOUND_MIB} MiB)`)
 })
