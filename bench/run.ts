@@ -8,15 +8,18 @@
  *   (b) new chat's first bash_tool result      ÷ raw create + start + exec             goal ≤ 1.3
  *   (c) 50 chats × 10 calls concurrently: errors (0), containers (50), p50/p99, server RSS
  *   (d) MCP tools/list round trip              ÷ GET /health round trip                (protocol overhead)
+ *   (e) outputs listing of a 20k-file chat: cached listing ÷ uncached walk, and 100 parallel cold
+ *       listings ÷ one uncached walk (single flight: ≈ 1 plus transfer, would be ≈ 100 without), RSS
  */
 import { spawn, type ChildProcess } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import Docker from 'dockerode'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
+import { chatPaths } from '../core/chat-paths.js'
 
 const root = fileURLToPath(new URL('..', import.meta.url))
 const IMAGE = process.env.DOCKER_IMAGE ?? 'computer-use-sandbox:latest'
@@ -77,9 +80,51 @@ async function cleanup (): Promise<void> {
   await docker.getNetwork(`${PREFIX}-sandboxes`).remove().catch(() => {})
 }
 
+const LISTING_FILES = 20_000
+
+/** Creates the (e) chat's outputs before the server starts: empty files in one flat directory. */
+function listingFixture (dataDir: string): void {
+  const dir = chatPaths(dataDir, 'bench-e').outputs
+  mkdirSync(dir, { recursive: true })
+  for (let i = 0; i < LISTING_FILES; i++) closeSync(openSync(join(dir, `f${i}.txt`), 'w'))
+}
+
+/** (e) the listing's single flight and short cache against a walk that is forced to run. */
+async function benchListing (server: ChildProcess): Promise<string> {
+  const list = async (): Promise<number> => {
+    const t0 = now()
+    const res = await fetch(`${BASE}/api/outputs/bench-e`)
+    if (!res.ok) throw new Error(`listing answered ${res.status}`)
+    await res.arrayBuffer()
+    return now() - t0
+  }
+  const walks: number[] = []
+  for (let i = 0; i < 5; i++) {
+    const ms = await list()
+    walks.push(ms)
+    // Past the cache lifetime (2 s, or twice the walk), so the next listing walks again.
+    await new Promise(resolve => setTimeout(resolve, Math.max(2100, 2 * ms + 100)))
+  }
+  const cached: number[] = []
+  await list()
+  for (let i = 0; i < 100; i++) cached.push(await list())
+  await new Promise(resolve => setTimeout(resolve, Math.max(2100, 2 * median(walks) + 100)))
+  const rssBefore = rssMiB(server.pid!)
+  let peak = rssBefore
+  const sampler = setInterval(() => { peak = Math.max(peak, rssMiB(server.pid!)) }, 20)
+  const t0 = now()
+  await Promise.all(Array.from({ length: 100 }, list))
+  const parallel = now() - t0
+  clearInterval(sampler)
+  const walk = median(walks)
+  return `(e) ${LISTING_FILES} files: cached listing ${ms(median(cached))} ÷ uncached walk ${ms(walk)} = ${(median(cached) / walk).toFixed(3)}; ` +
+    `100 parallel cold listings ${ms(parallel)} ÷ one walk = ${(parallel / walk).toFixed(2)} (single flight; ≈ 100 without); server RSS +${(peak - rssBefore).toFixed(0)} MiB`
+}
+
 async function main (): Promise<void> {
   await docker.ping()
   const dataDir = mkdtempSync(join(tmpdir(), 'cubicle-bench-'))
+  listingFixture(dataDir)
   const server = await startServer(dataDir)
   const results: string[] = []
   try {
@@ -92,6 +137,8 @@ async function main (): Promise<void> {
       t0 = now(); await c0.listTools(); list.push(now() - t0)
     }
     results.push(`(d) tools/list ${ms(median(list))} ÷ /health ${ms(median(health))} = ${(median(list) / median(health)).toFixed(2)}`)
+
+    results.push(await benchListing(server))
 
     // (a) warm round trip vs raw exec in the same container
     const ca = await client('bench-a')

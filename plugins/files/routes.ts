@@ -1,8 +1,9 @@
 import { Readable } from 'node:stream'
-import type { FastifyPluginAsync } from 'fastify'
+import type { FastifyPluginAsync, FastifyReply } from 'fastify'
 import { requireChatId } from '../../core/chat-id.js'
 import { chatRouteCors } from '../../core/chat-route.js'
 import { parseRelPath } from '../../core/safe-path.js'
+import { isRetryLater } from './errors.js'
 import type { FilesService } from './service.js'
 import { OutputsListing } from './schemas.js'
 import { sendVerifiedFile } from './send-file.js'
@@ -23,6 +24,15 @@ const chatIdOf = requireChatId
 
 const flag = (value: unknown): boolean => value === '1' || value === 'true'
 
+/** Busy answers (429) carry `Retry-After`; the error handler writes the body. */
+async function retryAfterOnBusy<T> (reply: FastifyReply, work: () => Promise<T>): Promise<T> {
+  try {
+    return await work()
+  } catch (err) {
+    if (isRetryLater(err)) reply.header('Retry-After', String(err.retryAfter))
+    throw err
+  }
+}
 
 const routes: FastifyPluginAsync<FilesRoutesOptions> = async (fastify, opts) => {
   const { service, frameAncestors } = opts
@@ -41,7 +51,7 @@ const routes: FastifyPluginAsync<FilesRoutesOptions> = async (fastify, opts) => 
     }
     fastify.auth.authorizeChat(request, chatId, 'f', pathToken)
     if (rest === 'archive' && !flag(request.query.raw)) {
-      const zip = await service.archive(chatId)
+      const zip = await retryAfterOnBusy(reply, async () => await service.archive(chatId))
       reply.header('Content-Type', 'application/zip')
         .header('Content-Disposition', `attachment; filename="chat-${chatId}-outputs.zip"`)
         .header('Cache-Control', 'no-store')
@@ -62,8 +72,10 @@ const routes: FastifyPluginAsync<FilesRoutesOptions> = async (fastify, opts) => 
   }, async (request, reply) => {
     const chatId = chatIdOf(request.params.chat)
     fastify.auth.authorizeChat(request, chatId, 'f')
-    const listing = await service.list(chatId)
-    return await reply.header('Cache-Control', 'no-cache, no-store, must-revalidate').send(listing)
+    const body = await retryAfterOnBusy(reply, async () => await service.list(chatId))
+    // Already serialised (one buffer shared by every waiter and the cache): the response schema documents it.
+    return await reply.header('Cache-Control', 'no-cache, no-store, must-revalidate')
+      .header('Content-Type', 'application/json; charset=utf-8').send(body)
   })
 }
 

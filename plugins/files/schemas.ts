@@ -5,7 +5,17 @@ export const FilesOptions = Type.Object({
   archiveMaxBytes: Type.Optional(Type.Integer({ default: 2147483648, minimum: 1, description: 'ARCHIVE_MAX_BYTES: uncompressed archive limit' })),
   archiveMaxFiles: Type.Optional(Type.Integer({ default: 10000, minimum: 1, description: 'files per archive' })),
   listingMaxEntries: Type.Optional(Type.Integer({ default: 5000, minimum: 1, description: 'entries in GET /api/outputs before truncated' })),
-  listingScanLimit: Type.Optional(Type.Integer({ default: 100000, minimum: 1, description: 'files examined by one listing (bounds its cost)' })),
+  listingScanLimit: Type.Optional(Type.Integer({ default: 100000, minimum: 1, description: 'files examined by one listing walk (bounds its cost); more → truncated' })),
+  walkBudgetMs: Type.Optional(Type.Integer({ default: 10000, minimum: 1, description: 'a listing walk still running after this answers truncated; an archive plan → 413' })),
+  listingCacheMs: Type.Optional(Type.Integer({ default: 2000, minimum: 0, description: 'a listing is reused this long (or twice its walk time); 0 = single flight only' })),
+  listingCacheMaxBytes: Type.Optional(Type.Integer({ default: 33554432, minimum: 0, description: 'serialised listings cached across chats (least recently used out first)' })),
+  listingMaxWalks: Type.Optional(Type.Integer({ default: 2, minimum: 1, description: 'listing walks running at once across all chats' })),
+  listingWaitMs: Type.Optional(Type.Integer({ default: 10000, minimum: 0, description: 'how long a listing waits for a walk slot before 429 server_busy' })),
+  archivesPerChat: Type.Optional(Type.Integer({ default: 1, minimum: 1, description: 'archives streaming at once for one chat; more wait, then 429 archive_in_progress' })),
+  archivesMax: Type.Optional(Type.Integer({ default: 2, minimum: 1, description: 'archives streaming at once across all chats; more wait, then 429 server_busy' })),
+  archiveWaitMs: Type.Optional(Type.Integer({ default: 5000, minimum: 0, description: 'how long an archive request waits for its slots' })),
+  archiveStallMs: Type.Optional(Type.Integer({ default: 30000, minimum: 100, description: 'watchdog window of a streaming archive' })),
+  archiveMinBytesPerSecond: Type.Optional(Type.Integer({ default: 65536, minimum: 0, description: 'a reader slower than this over a window (data waiting) is cut off' })),
   frameAncestors: Type.Optional(Type.String({ default: '*', description: 'FRAME_ANCESTORS for the CSP of active content' }))
 })
 export type FilesOptions = Static<typeof FilesOptions>

@@ -3,25 +3,44 @@ import type { Readable } from 'node:stream'
 import { basename } from 'node:path'
 import type { FastifyBaseLogger } from 'fastify'
 import { chatPaths } from '../../core/chat-paths.js'
-import { CORE_PATH_NOT_FOUND, openVerified, resolveInside, walkRegularFiles, type WalkEntry } from '../../core/safe-path.js'
+import { CORE_PATH_NOT_FOUND, openVerified, resolveInside, type WalkEntry } from '../../core/safe-path.js'
 import type { LinkService } from '../capabilities/types.js'
-import { FILES_ARCHIVE_TOO_LARGE, FILES_NOTHING_TO_ARCHIVE } from './errors.js'
-import { mimeOf, typeClassOf } from './mime.js'
+import { archiveInProgress, FILES_ARCHIVE_TOO_LARGE, FILES_NOTHING_TO_ARCHIVE, serverBusy } from './errors.js'
 import { streamZip } from './archive.js'
-import type { FilesOptions, OutputEntry, OutputsListing } from './schemas.js'
+import { createListingCache, type Produced } from './listing-cache.js'
+import { serializeListing, walkNewest } from './listing.js'
+import { createKeyedSlots, createSlots, type Release } from './slots.js'
+import type { FilesOptions } from './schemas.js'
+import { walkWithin } from './walk-budget.js'
 
 export interface FilesService {
   /** realpath of the chat's outputs dir; undefined when it is missing or is not a real directory. */
   outputsRoot (chatId: string): Promise<string | undefined>
   /** Opens `segments` below outputs with the §6.4 checks (404 / 400 directory / 403 escape). Caller closes. */
   open (chatId: string, segments: string[]): Promise<{ handle: FileHandle, name: string }>
-  /** The typed listing of §6.3, newest first, capped. */
-  list (chatId: string): Promise<OutputsListing>
-  /** Plans the archive (limits → 413, nothing → 404) and returns the zip stream; nothing is read before that. */
+  /**
+   * The serialised listing of §6.3, newest first, capped. Concurrent and repeated calls for one chat share
+   * one walk (single flight, short cache); walks across chats are limited; FILES_SERVER_BUSY (429) when no
+   * walk slot frees up within `listingWaitMs`.
+   */
+  list (chatId: string): Promise<Buffer>
+  /**
+   * Takes the chat's and a global archive slot (FILES_ARCHIVE_IN_PROGRESS / FILES_SERVER_BUSY, both 429
+   * after `archiveWaitMs`), plans the archive (limits or a walk over `walkBudgetMs` → 413, nothing → 404)
+   * and returns the zip stream; no file is read before that. The slots are held until the stream closes.
+   */
   archive (chatId: string): Promise<Readable>
 }
 
-export interface FilesDeps { links: LinkService, log: FastifyBaseLogger }
+export interface FilesDeps { links: LinkService, log: FastifyBaseLogger, now?: () => number }
+
+// Parked requests are bounded too: beyond these queues a request is answered busy at once.
+const WALK_QUEUE = 128
+const ARCHIVE_QUEUE = 16
+const ARCHIVE_QUEUE_PER_CHAT = 2
+// Retry-After (seconds) of the busy answers.
+const LISTING_RETRY_S = 2
+const ARCHIVE_RETRY_S = 10
 
 function errnoCode (err: unknown): string | undefined {
   return typeof err === 'object' && err !== null && 'code' in err && typeof err.code === 'string' ? err.code : undefined
@@ -29,6 +48,12 @@ function errnoCode (err: unknown): string | undefined {
 
 export function createFilesService (deps: FilesDeps, opts: Required<FilesOptions>): FilesService {
   const { links, log } = deps
+  const now = deps.now ?? Date.now
+  const cache = createListingCache({ ttlMs: opts.listingCacheMs, maxBytes: opts.listingCacheMaxBytes, now })
+  const walkSlots = createSlots(opts.listingMaxWalks, WALK_QUEUE)
+  const chatArchives = createKeyedSlots(opts.archivesPerChat, ARCHIVE_QUEUE_PER_CHAT)
+  const allArchives = createSlots(opts.archivesMax, ARCHIVE_QUEUE)
+  const limits = { maxEntries: opts.listingMaxEntries, scanLimit: opts.listingScanLimit, budgetMs: opts.walkBudgetMs }
 
   async function outputsRoot (chatId: string): Promise<string | undefined> {
     const dir = chatPaths(opts.dataDir, chatId).outputs
@@ -43,16 +68,66 @@ export function createFilesService (deps: FilesDeps, opts: Required<FilesOptions
     }
   }
 
-  async function planArchive (root: string): Promise<WalkEntry[]> {
+  /** One walk under a global walk slot; the slot is kept until the walker has really stopped. */
+  async function walkListing (chatId: string): Promise<Produced> {
+    const release = await walkSlots.acquire(opts.listingWaitMs)
+    if (release === undefined) throw serverBusy('listings', LISTING_RETRY_S)
+    let settled: Promise<void> = Promise.resolve()
+    try {
+      const started = now()
+      const root = await outputsRoot(chatId)
+      const walk = root === undefined ? { kept: [], truncated: false, settled } : await walkNewest(root, limits)
+      settled = walk.settled
+      return { body: serializeListing(chatId, walk, links), costMs: now() - started }
+    } finally {
+      void settled.finally(release)
+    }
+  }
+
+  /** The files to zip; over a limit → 413 (the files walked so far are the evidence, not a guess). */
+  async function planArchive (root: string): Promise<{ entries: WalkEntry[], outOfTime: boolean, settled: Promise<void> }> {
     const entries: WalkEntry[] = []
     let bytes = 0
-    for await (const entry of walkRegularFiles(root, { skipDot: true, limit: opts.archiveMaxFiles + 1 })) {
+    const walk = await walkWithin(root, { skipDot: true, limit: opts.archiveMaxFiles + 1 }, opts.walkBudgetMs, entry => {
       entries.push(entry)
       bytes += entry.size
       if (entries.length > opts.archiveMaxFiles) throw new FILES_ARCHIVE_TOO_LARGE(`more than ${opts.archiveMaxFiles} files`)
       if (bytes > opts.archiveMaxBytes) throw new FILES_ARCHIVE_TOO_LARGE(`more than ${opts.archiveMaxBytes} bytes`)
+      return true
+    })
+    return { entries, ...walk }
+  }
+
+  /** Plans and starts the zip under slots already held; `release` runs when the stream closes or on failure. */
+  async function startArchive (chatId: string, release: Release): Promise<Readable> {
+    let settled: Promise<void> = Promise.resolve()
+    try {
+      const root = await outputsRoot(chatId)
+      if (root === undefined) throw new FILES_NOTHING_TO_ARCHIVE()
+      const plan = await planArchive(root)
+      settled = plan.settled
+      if (plan.outOfTime) throw new FILES_ARCHIVE_TOO_LARGE(`listing the outputs took longer than ${opts.walkBudgetMs / 1000} s`)
+      if (plan.entries.length === 0) throw new FILES_NOTHING_TO_ARCHIVE()
+      const zipOptions = { log: log.child({ chatId }), stallMs: opts.archiveStallMs, minBytesPerSecond: opts.archiveMinBytesPerSecond, onClose: release }
+      return streamZip(root, plan.entries, zipOptions)
+    } catch (err) {
+      // A walk cut by the budget may still be finishing its step: keep the slots until it has.
+      void settled.finally(release)
+      throw err
     }
-    return entries
+  }
+
+  /** Both archive slots (the chat's first, so one chat never queues for global slots it cannot use). */
+  async function archiveSlots (chatId: string): Promise<Release> {
+    const deadline = now() + opts.archiveWaitMs
+    const releaseChat = await chatArchives.acquire(chatId, opts.archiveWaitMs)
+    if (releaseChat === undefined) throw archiveInProgress(ARCHIVE_RETRY_S)
+    const releaseGlobal = await allArchives.acquire(Math.max(0, deadline - now()))
+    if (releaseGlobal === undefined) {
+      releaseChat()
+      throw serverBusy('archives', ARCHIVE_RETRY_S)
+    }
+    return () => { releaseGlobal(); releaseChat() }
   }
 
   return {
@@ -65,38 +140,10 @@ export function createFilesService (deps: FilesDeps, opts: Required<FilesOptions
       return { handle, name: basename(segments[segments.length - 1] as string) }
     },
     async list (chatId) {
-      const root = await outputsRoot(chatId)
-      const files: OutputEntry[] = []
-      let scanned = 0
-      if (root !== undefined) {
-        for await (const e of walkRegularFiles(root, { skipDot: true, limit: opts.listingScanLimit })) {
-          scanned++
-          const name = e.relPath.slice(e.relPath.lastIndexOf('/') + 1)
-          const mime = mimeOf(name)
-          files.push({
-            name,
-            path: e.relPath,
-            size: e.size,
-            modified: e.mtimeMs / 1000,
-            type: typeClassOf(name, mime),
-            mime,
-            url: links.filePath(chatId, e.relPath)
-          })
-        }
-      }
-      files.sort((a, b) => b.modified - a.modified || (a.path < b.path ? -1 : 1))
-      const truncated = files.length > opts.listingMaxEntries || scanned >= opts.listingScanLimit
-      const shown = files.slice(0, opts.listingMaxEntries)
-      const listing: OutputsListing = { chat_id: chatId, files: shown, total: shown.length, timestamp: Date.now() / 1000 }
-      if (truncated) listing.truncated = true
-      return listing
+      return await cache.get(chatId, async () => await walkListing(chatId))
     },
     async archive (chatId) {
-      const root = await outputsRoot(chatId)
-      if (root === undefined) throw new FILES_NOTHING_TO_ARCHIVE()
-      const entries = await planArchive(root)
-      if (entries.length === 0) throw new FILES_NOTHING_TO_ARCHIVE()
-      return streamZip(root, entries, log)
+      return await startArchive(chatId, await archiveSlots(chatId))
     }
   }
 }

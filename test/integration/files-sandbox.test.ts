@@ -64,3 +64,34 @@ t.test('symlinks created inside the sandbox never lead out of its outputs (real 
   t.notOk(zip.rawPayload.includes('OTHER-CHAT-SECRET'), 'the archive has nothing of the other chat')
   t.same(readZip(zip.rawPayload).map(e => [e.name, e.content.toString()]), [['ok.txt', 'VICTIM-OK\n']], 'the archive has exactly the real output')
 })
+
+// issue #8 (Low): a name with backslashes, written by the agent, made the archive a 500.
+t.test('odd names written inside the sandbox: the archive renames them, the listing shows what downloads (real Docker)', { skip }, async t => {
+  await cleanupPrefix(t, PREFIX)
+  const { app: sandboxApp, dataDir } = await buildSandboxApp(t, PREFIX)
+  const sb = sandboxApp.sandbox
+  await sb.ensure('fs-names')
+  const r = await sb.exec('fs-names', ['bash', '-c', [
+    'cd /mnt/user-data/outputs',
+    "printf traversal > 'a\\..\\..\\x'",
+    "printf drive > 'C:evil.txt'",
+    'printf real > d_x.txt',
+    "printf backslash > 'd\\x.txt'",
+    'printf plain > plain.txt'
+  ].join(' && ')], { timeoutMs: 20_000 })
+  t.equal(r.exitCode, 0, `sandbox script ran: ${r.stderr.toString()}`)
+  const server = await build(t, { DATA_DIR: dataDir, MCP_API_KEY: KEY }, config => [
+    entry(capabilities, { apiKey: config.MCP_API_KEY, signingKey: '', tokenTtlSeconds: config.LINK_TOKEN_TTL, publicBaseUrl: config.publicBaseUrl }),
+    entry(files, { dataDir: config.DATA_DIR })
+  ])
+  const token = server.links.token('fs-names', 'f') as string
+  const zip = await server.inject({ url: `/files/fs-names/~${token}/archive` })
+  t.equal(zip.statusCode, 200, 'the archive is built, not a 500')
+  t.same(Object.fromEntries(readZip(zip.rawPayload).map(e => [e.name, e.content.toString()])), {
+    'C_evil.txt': 'drive', 'a_.._.._x': 'traversal', 'd_x (2).txt': 'backslash', 'd_x.txt': 'real', 'plain.txt': 'plain'
+  })
+  const listing = (await server.inject({ url: `/api/outputs/fs-names?t=${token}` })).json()
+  const paths = (listing.files as Array<{ path: string, url: string }>).map(f => f.path).sort()
+  t.same(paths, ['C:evil.txt', 'd_x.txt', 'plain.txt'], 'names with a backslash have no working URL and are not listed')
+  for (const file of listing.files as Array<{ path: string, url: string }>) t.equal((await server.inject({ url: file.url })).statusCode, 200, `${file.path} downloads from its listed URL`)
+})

@@ -101,3 +101,36 @@ t.test('unzip accepts the archive (interoperability)', { skip: existsSync('/usr/
   t.match(out, /No errors detected/)
   t.equal(execFileSync('/usr/bin/unzip', ['-p', file, 'x/y.txt']).toString(), 'hello zip')
 })
+
+// issue #8 (Low): an output named `a\..\..\x` made yazl throw, and the whole archive was a 500.
+t.test('names yazl refuses or rewrites are renamed without collisions; the archive never fails on a name', async t => {
+  const { app, put } = await filesApp(t)
+  put('chat-a', 'a\\..\\..\\x', 'traversal-looking')
+  put('chat-a', 'd_x.txt', 'real d_x')
+  put('chat-a', 'd\\x.txt', 'backslash d\\x')
+  put('chat-a', 'C:evil.txt', 'drive-looking')
+  put('chat-a', 'sub/back\\slash', 'nested')
+  put('chat-a', 'plain.txt', 'plain')
+  const res = await app.inject({ url: '/files/chat-a/archive', headers: bearer(KEY) })
+  t.equal(res.statusCode, 200)
+  const byName = Object.fromEntries(readZip(res.rawPayload).map(e => [e.name, e.content.toString()]))
+  t.same(byName, {
+    'C_evil.txt': 'drive-looking',
+    'a_.._.._x': 'traversal-looking',
+    'd_x (2).txt': 'backslash d\\x',
+    'd_x.txt': 'real d_x',
+    'plain.txt': 'plain',
+    'sub/back_slash': 'nested'
+  }, 'every file is in, renamed where needed; the real d_x.txt keeps its name')
+  for (const name of Object.keys(byName)) t.notOk(name.includes('\\') || name.split('/').includes('..'), `${name} is a plain relative name`)
+})
+
+t.test('the listing leaves out names whose URL could not be downloaded (backslash)', async t => {
+  const { app, put } = await filesApp(t)
+  put('chat-a', 'a\\..\\..\\x', 'x')
+  put('chat-a', 'C:evil.txt', 'c')
+  const body = (await app.inject({ url: '/api/outputs/chat-a', headers: bearer(KEY) })).json()
+  t.same(body.files.map((f: { path: string }) => f.path), ['C:evil.txt'])
+  const res = await app.inject({ url: body.files[0].url as string, headers: bearer(KEY) })
+  t.equal(res.statusCode, 200, 'what is listed downloads')
+})

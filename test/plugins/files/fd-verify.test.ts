@@ -10,8 +10,10 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import Fastify from 'fastify'
 import { chatPaths } from '../../../core/chat-paths.js'
+import { parseOptions } from '../../../core/config.js'
 import { openVerified, resolveInside } from '../../../core/safe-path.js'
 import { createLinkService } from '../../../plugins/capabilities/service.js'
+import { FilesOptions } from '../../../plugins/files/schemas.js'
 import { createFilesService } from '../../../plugins/files/service.js'
 import { TEST_API_KEY } from '../../helper.js'
 
@@ -46,9 +48,9 @@ t.test('a parent dir swapped for a symlink after the path check is refused by th
 t.test('the archive re-verifies each file when it streams it: a swap after the walk aborts, never leaks', async t => {
   const { dataDir, outputs, outside } = tree(t)
   const links = createLinkService({ apiKey: TEST_API_KEY, signingKey: '', tokenTtlSeconds: 86400, publicBaseUrl: 'http://x' })
-  const service = createFilesService({ links, log: Fastify({ logger: false }).log }, {
+  const service = createFilesService({ links, log: Fastify({ logger: false }).log }, parseOptions(FilesOptions, {
     dataDir, archiveMaxBytes: 1e9, archiveMaxFiles: 100, listingMaxEntries: 100, listingScanLimit: 1000, frameAncestors: '*'
-  })
+  }, 'files'))
   const stream = await service.archive('chat-a')
   // The walk saw a regular file; now the sandbox swaps the parent dir for a symlink to a foreign dir.
   renameSync(join(outputs, 'dir'), join(outputs, 'moved'))
@@ -66,9 +68,9 @@ t.test('the archive re-verifies each file when it streams it: a swap after the w
 t.test('the download route opens by fd: an inner symlink to a file inside outputs is allowed, one outside is 403', async t => {
   const { dataDir, outputs, outside } = tree(t)
   const links = createLinkService({ apiKey: TEST_API_KEY, signingKey: '', tokenTtlSeconds: 86400, publicBaseUrl: 'http://x' })
-  const service = createFilesService({ links, log: Fastify({ logger: false }).log }, {
+  const service = createFilesService({ links, log: Fastify({ logger: false }).log }, parseOptions(FilesOptions, {
     dataDir, archiveMaxBytes: 1e9, archiveMaxFiles: 100, listingMaxEntries: 100, listingScanLimit: 1000, frameAncestors: '*'
-  })
+  }, 'files'))
   symlinkSync('dir/f.txt', join(outputs, 'alias.txt'))
   symlinkSync(join(outside, 'f.txt'), join(outputs, 'escape.txt'))
   const { handle } = await service.open('chat-a', ['alias.txt'])
