@@ -1,0 +1,64 @@
+// DOMPurify in the page: the last gate between the parser worker's HTML and the DOM. Beyond the HTML profile
+// it removes what lets a document reach outside its box: `style` attributes and `<style>` (position:fixed
+// overlays, phishing over the toolbar), forms and buttons, popovers, and class names the app's own CSS uses
+// (`.banner` is fixed-positioned). Ids and names are prefixed (`user-content-…`) so a document cannot
+// shadow the app's elements. CSS containment on `.doc` and `#preview` (app.css) is the second layer.
+import { el } from './dom.js'
+
+const VENDOR = new URL('../vendor/', import.meta.url)
+// Syntax classes only: highlight.js (`hljs-…`, scope modifiers like `function_`) and marked's `language-…`.
+const SAFE_CLASS = /^(?:hljs(?:-[a-z0-9-]{1,40})?|[a-z]{1,20}_|language-[\w+#.-]{1,40})$/
+
+let loading = null
+function loadPurify () {
+  loading ??= new Promise((resolve, reject) => {
+    const script = document.createElement('script')
+    script.src = new URL('dompurify/dist/purify.min.js', VENDOR).href
+    script.onload = () => {
+      window.DOMPurify.addHook('uponSanitizeAttribute', (node, data) => {
+        if (data.attrName !== 'class') return
+        data.attrValue = data.attrValue.split(/\s+/).filter(name => SAFE_CLASS.test(name)).join(' ')
+        if (data.attrValue === '') data.keepAttr = false
+      })
+      resolve(window.DOMPurify)
+    }
+    script.onerror = () => { loading = null; reject(new Error('could not load the sanitiser')) }
+    document.head.append(script)
+  })
+  return loading
+}
+
+const DOCUMENT = {
+  USE_PROFILES: { html: true },
+  FORBID_TAGS: ['style', 'form', 'input', 'button', 'select', 'textarea', 'dialog', 'template'],
+  FORBID_ATTR: ['style', 'popover', 'popovertarget', 'popovertargetaction', 'autofocus'],
+  SANITIZE_NAMED_PROPS: true
+}
+const HIGHLIGHT = { ALLOWED_TAGS: ['span'], ALLOWED_ATTR: ['class'] }
+
+/** Sanitised document HTML → a contained box; relative links and images resolve against the file's URL. */
+export async function documentBox (html, file, className) {
+  const DOMPurify = await loadPurify()
+  const box = el('div', { className })
+  box.innerHTML = DOMPurify.sanitize(html, DOCUMENT)
+  const base = new URL(file.url, window.location.href)
+  for (const node of box.querySelectorAll('[src], [href]')) {
+    const attr = node.hasAttribute('src') ? 'src' : 'href'
+    const value = node.getAttribute(attr)
+    if (value.startsWith('data:')) continue
+    if (value.startsWith('#')) {
+      // SANITIZE_NAMED_PROPS renamed the targets; keep in-document links (footnotes, bookmarks) working.
+      if (!value.startsWith('#user-content-')) node.setAttribute(attr, `#user-content-${value.slice(1)}`)
+      continue
+    }
+    try { node.setAttribute(attr, new URL(value, base).href) } catch { node.removeAttribute(attr) }
+    if (node.tagName === 'A') { node.setAttribute('target', '_blank'); node.setAttribute('rel', 'noopener noreferrer') }
+  }
+  return box
+}
+
+/** highlight.js markup from the worker, reduced to `<span class="hljs-…">` and text. */
+export async function highlightMarkup (html) {
+  const DOMPurify = await loadPurify()
+  return DOMPurify.sanitize(html, HIGHLIGHT)
+}
