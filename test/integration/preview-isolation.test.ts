@@ -24,7 +24,8 @@ async function hostileFixtures (): Promise<Record<string, string | Buffer>> {
     'data/hostile.xlsx': await workbook([{ name: '<img src=x onerror="window.__pwned=4">', rows: [['<script>window.__pwned=5</script>', '=1+1'], ['<b>x</b>', 2]] }]),
     'hostile.docx': await docxWithLink('click me', 'javascript:window.__pwned=6'),
     'notes/overlay.md': OVERLAY_MD,
-    'notes/spy.md': '# whatever the parser is given'
+    'notes/spy.md': '# whatever the parser is given',
+    'src/hostile.py': 'def f():\n    return "</span><img src=x onerror=window.__pwned=8><span class=\\"banner\\">"\n'
   }
 }
 
@@ -71,7 +72,24 @@ t.test('malicious XLSX and DOCX content runs no script and is shown as text', ch
   t.equal(await page.getAttribute('#preview .docx a', 'href'), null, 'the javascript: link lost its href')
   await page.click('#preview .docx a')
   t.match(await page.textContent('#preview .docx'), /<img src=x onerror="window.__pwned=7">/, 'markup in text stays text')
+  await open(page, 'src/hostile.py')
+  t.equal(await page.textContent('#preview pre.code .hljs-keyword'), 'def')
+  t.match(await page.textContent('#preview pre.code .hljs-string'), /<\/span><img src=x onerror=window.__pwned=8><span class=\\"banner\\">/, 'markup in code stays text')
+  t.equal(await page.$$eval('#preview pre.code img, #preview pre.code .banner', n => n.length), 0)
   t.equal(await page.evaluate(() => typeof window.__pwned), 'undefined', 'nothing ran')
+})
+
+t.test('highlighter output reaches the page as data: only syntax classes become classes, nothing becomes an element', chromiumOrSkip(), async t => {
+  const { url, context, page, token } = await setup(t, await hostileFixtures())
+  // A highlighter that answers its own markup: class names the app's CSS uses next to syntax classes.
+  const fake = `self.hljs = { getLanguage: () => ({}), highlight: () => ({ value: '<span class="hljs-keyword banner">def</span> <span class="topbar">&lt;img src=x onerror=window.__pwned=9&gt;</span>' }) }`
+  await context.route('**/static/vendor/highlight/highlight.min.js', route => route.fulfill({ status: 200, contentType: 'text/javascript', body: fake }))
+  await page.goto(`${url}/preview/${CHAT}?t=${token}`)
+  await page.waitForSelector('#file-list li[data-path="src/hostile.py"]')
+  await open(page, 'src/hostile.py')
+  t.same(await page.$$eval('#preview pre.code code span', s => s.map(n => [n.className, n.textContent])), [['hljs-keyword', 'def'], ['', '<img src=x onerror=window.__pwned=9>']])
+  t.equal(await page.$$eval('#preview img', n => n.length), 0)
+  t.equal(await page.evaluate(() => typeof window.__pwned), 'undefined')
 })
 
 t.test('the parser worker holds no token: a compromised parser finds none and cannot send one out', chromiumOrSkip(), async t => {

@@ -51,6 +51,39 @@ function checkInflated (bytes, kind) {
   if (size > INFLATED_LIMIT[kind]) throw new Error(`it unpacks to more than ${mib(INFLATED_LIMIT[kind])}`)
 }
 
+const ENTITIES = { '&amp;': '&', '&lt;': '<', '&gt;': '>', '&quot;': '"', '&#x27;': "'", '&#39;': "'" }
+const unescapeHtml = text => text.includes('&') ? text.replace(/&(?:amp|lt|gt|quot|#x27|#39);/g, e => ENTITIES[e]) : text
+
+/**
+ * highlight.js output (`<span class="…">`, `</span>` and escaped text, nothing else) as a tree of plain data:
+ * a node is `[className, ...children]`, a child a string or a node. The page builds it with text nodes, so no
+ * highlighter markup is ever parsed as HTML there. One linear pass.
+ */
+function spanTree (html) {
+  const root = ['']
+  const stack = [root]
+  let at = 0
+  while (at < html.length) {
+    const lt = html.indexOf('<', at)
+    const end = lt === -1 ? html.length : lt
+    if (end > at) stack[stack.length - 1].push(unescapeHtml(html.slice(at, end)))
+    if (lt === -1) break
+    if (html.startsWith('</span>', lt)) {
+      if (stack.length > 1) stack.pop()
+      at = lt + 7
+    } else if (html.startsWith('<span class="', lt) && html.indexOf('">', lt) !== -1) {
+      const close = html.indexOf('">', lt)
+      const node = [html.slice(lt + 13, close)]
+      stack[stack.length - 1].push(node)
+      stack.push(node)
+      at = close + 2
+    } else {
+      throw new Error('unexpected highlighter output')
+    }
+  }
+  return root
+}
+
 const clip = text => text.length > MAX_CELL_CHARS ? `${text.slice(0, MAX_CELL_CHARS)}…` : text
 
 function cellText (value) {
@@ -86,11 +119,11 @@ const PARSERS = {
     const text = decode(bytes)
     const language = typeof options.language === 'string' ? options.language : ''
     if (language !== '' && hljs.getLanguage(language) !== undefined) {
-      return { html: boundedHtml(hljs.highlight(text, { language, ignoreIllegals: true }).value, 'code'), language }
+      return { tree: spanTree(boundedHtml(hljs.highlight(text, { language, ignoreIllegals: true }).value, 'code')), language }
     }
     if (text.length > AUTO_DETECT_CHARS) return { text }
     const auto = hljs.highlightAuto(text)
-    return { html: boundedHtml(auto.value, 'code'), language: auto.language ?? '' }
+    return { tree: spanTree(boundedHtml(auto.value, 'code')), language: auto.language ?? '' }
   },
   csv ({ bytes, options }) {
     const delimiter = options.delimiter === '\t' ? '\t' : ''

@@ -9,6 +9,9 @@ const VENDOR = new URL('../vendor/', import.meta.url)
 // Syntax classes only: highlight.js (`hljs-…`, scope modifiers like `function_`) and marked's `language-…`.
 const SAFE_CLASS = /^(?:hljs(?:-[a-z0-9-]{1,40})?|[a-z]{1,20}_|language-[\w+#.-]{1,40})$/
 
+/** The syntax class names in `value`, space-separated; every other class name is dropped. */
+export const safeClasses = value => value.split(/\s+/).filter(name => SAFE_CLASS.test(name)).join(' ')
+
 let loading = null
 function loadPurify () {
   loading ??= new Promise((resolve, reject) => {
@@ -17,7 +20,7 @@ function loadPurify () {
     script.onload = () => {
       window.DOMPurify.addHook('uponSanitizeAttribute', (node, data) => {
         if (data.attrName !== 'class') return
-        data.attrValue = data.attrValue.split(/\s+/).filter(name => SAFE_CLASS.test(name)).join(' ')
+        data.attrValue = safeClasses(data.attrValue)
         if (data.attrValue === '') data.keepAttr = false
       })
       resolve(window.DOMPurify)
@@ -34,7 +37,6 @@ const DOCUMENT = {
   FORBID_ATTR: ['style', 'popover', 'popovertarget', 'popovertargetaction', 'autofocus'],
   SANITIZE_NAMED_PROPS: true
 }
-const HIGHLIGHT = { ALLOWED_TAGS: ['span'], ALLOWED_ATTR: ['class'] }
 
 /** Sanitised document HTML → a contained box; relative links and images resolve against the file's URL. */
 export async function documentBox (html, file, className) {
@@ -55,10 +57,4 @@ export async function documentBox (html, file, className) {
     if (node.tagName === 'A') { node.setAttribute('target', '_blank'); node.setAttribute('rel', 'noopener noreferrer') }
   }
   return box
-}
-
-/** highlight.js markup from the worker, reduced to `<span class="hljs-…">` and text. */
-export async function highlightMarkup (html) {
-  const DOMPurify = await loadPurify()
-  return DOMPurify.sanitize(html, HIGHLIGHT)
 }
