@@ -5,7 +5,7 @@ import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import type { Test } from 'tap'
 import { chromiumOrSkip } from './chromium.js'
-import { allFixtures } from './preview-fixtures.js'
+import { allFixtures, docx } from './preview-fixtures.js'
 import { CHAT, KEY, open, setup as harness, shot } from './preview-harness.js'
 
 // Page-side callbacks run in the browser; the project compiles without the DOM lib.
@@ -191,6 +191,26 @@ t.test('the page works embedded in an opaque-origin sandboxed iframe of another 
   t.equal(await frame.textContent('#preview pre.code .hljs-keyword'), 'def', 'code highlighted in the worker')
   await shot(page, 'embedded')
   t.same([...cspRefusals(errors), ...errors.filter(e => /CORS/.test(e))], [], 'no CSP or CORS refusals')
+})
+
+t.test('long markdown and DOCX render completely and in order (parsed in blocks, sanitised in slices)', chromiumOrSkip(), async t => {
+  const sections = Array.from({ length: 6000 }, (_, i) => `## Section ${i}\n\nText ${i} with *emphasis* and \`code\`.`).join('\n\n')
+  const paragraphs = ['Long letter', ...Array.from({ length: 3000 }, (_, i) => `Paragraph ${i} & <b>not bold</b>.`)]
+  const { url, page, token } = await harness(t, { 'notes/long.md': sections, 'long.docx': await docx(paragraphs) })
+  await page.goto(`${url}/preview/${CHAT}?t=${token}`)
+  await page.waitForSelector('#file-list li[data-path="notes/long.md"]')
+  await open(page, 'notes/long.md', 60000)
+  t.ok(sections.length > 300000, 'several slices of 64 KB')
+  const headings = await page.$$eval('#preview .markdown h2', h => [h.length, h[0]?.textContent, h[h.length - 1]?.textContent])
+  t.same(headings, [6000, 'Section 0', 'Section 5999'])
+  t.equal(await page.$$eval('#preview .markdown p em', e => e.length), 6000)
+  t.equal(await page.$$eval('#preview .markdown > *', n => n.filter(e => e.tagName === 'H2').map(e => Number(e.textContent.slice(8))).every((v, i) => v === i)), true, 'in document order')
+  await open(page, 'long.docx', 60000)
+  const docxParagraphs = await page.$$eval('#preview .docx p', p => p.map(e => e.textContent))
+  t.equal(docxParagraphs.length, 3000)
+  t.equal(docxParagraphs[0], 'Paragraph 0 & <b>not bold</b>.')
+  t.equal(docxParagraphs[2999], 'Paragraph 2999 & <b>not bold</b>.')
+  t.equal(await page.$$eval('#preview .docx > *', n => n.length), 3001, 'every paragraph a direct child: no slice boundary split an element')
 })
 
 t.test('a chat without outputs shows the empty state', chromiumOrSkip(), async t => {

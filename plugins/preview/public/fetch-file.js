@@ -3,7 +3,7 @@
 
 export class TooLargeError extends Error {
   constructor (limit) {
-    super(`larger than the preview limit of ${Math.round(limit / 1048576)} MB`)
+    super(`larger than the preview limit of ${limit >= 1048576 ? `${Math.round(limit / 1048576)} MB` : `${limit} bytes`}`)
     this.name = 'TooLargeError'
   }
 }

@@ -1,8 +1,8 @@
 /* global marked, hljs, Papa, readXlsxFile, mammoth */
 // The preview's parser worker: the only place agent-written documents are parsed. It is started by parse.js
 // from a blob bootstrap that importScripts() the one vendored library its kind needs, then this file. It
-// holds no token, no page config and no DOM; it receives bytes and answers plain data: rows of strings or an
-// HTML string (which the page sanitises with DOMPurify before insertion). Every output is bounded; the page
+// holds no token, no page config and no DOM; it receives bytes and answers plain data: rows of strings, a tree
+// of class names and strings, or HTML in slices (which the page sanitises with DOMPurify before insertion). Every output is bounded; the page
 // terminates the worker when it runs past its time budget.
 
 const MAX_ROWS = 2000
@@ -22,6 +22,40 @@ function boundedHtml (html, kind) {
   if (typeof html !== 'string') throw new Error('the parser produced no HTML')
   if (html.length > HTML_LIMIT[kind]) throw new Error(`the rendered document is larger than ${mib(HTML_LIMIT[kind])}`)
   return html
+}
+
+const CHUNK_CHARS = 64 * 1024
+const VOID_ELEMENTS = new Set(['area', 'br', 'col', 'embed', 'hr', 'img', 'input', 'link', 'meta', 'source', 'track', 'wbr'])
+
+function boundedChunks (chunks, kind) {
+  const total = chunks.reduce((sum, chunk) => sum + chunk.length, 0)
+  if (total > HTML_LIMIT[kind]) throw new Error(`the rendered document is larger than ${mib(HTML_LIMIT[kind])}`)
+  return chunks
+}
+
+/**
+ * mammoth's HTML (well-formed, escaped text) cut at top-level element boundaries into slices of about
+ * CHUNK_CHARS, in one linear pass. A misjudged boundary only splits an element across two slices, which the
+ * page sanitises separately: a cosmetic fault, never a way around the sanitiser.
+ */
+function splitTopLevel (html) {
+  const chunks = []
+  let depth = 0
+  let start = 0
+  let at = 0
+  for (;;) {
+    const lt = html.indexOf('<', at)
+    const gt = lt === -1 ? -1 : html.indexOf('>', lt)
+    if (gt === -1) break
+    const closing = html[lt + 1] === '/'
+    const name = /^[a-z][a-z0-9]*/i.exec(html.slice(lt + (closing ? 2 : 1), lt + 16))?.[0].toLowerCase()
+    if (closing) depth = Math.max(0, depth - 1)
+    else if (name !== undefined && !VOID_ELEMENTS.has(name) && html[gt - 1] !== '/') depth++
+    at = gt + 1
+    if (depth === 0 && at - start >= CHUNK_CHARS) { chunks.push(html.slice(start, at)); start = at }
+  }
+  if (start < html.length) chunks.push(html.slice(start))
+  return chunks
 }
 
 /** Sum of the uncompressed sizes in a ZIP's central directory; Infinity for ZIP64 (beyond any budget here). */
@@ -113,7 +147,23 @@ function boundedRows (rows, budget) {
 
 const PARSERS = {
   markdown ({ bytes }) {
-    return { html: boundedHtml(marked.parse(decode(bytes), { gfm: true, async: false }), 'markdown') }
+    // Parsed block by block so the page can sanitise and insert the result in slices (it stays responsive).
+    const tokens = marked.lexer(decode(bytes), { gfm: true })
+    const chunks = []
+    let group = []
+    let size = 0
+    const flush = () => {
+      if (group.length > 0) chunks.push(marked.parser(group, { gfm: true }))
+      group = []
+      size = 0
+    }
+    for (const token of tokens) {
+      group.push(token)
+      size += typeof token.raw === 'string' ? token.raw.length : 0
+      if (size >= CHUNK_CHARS) flush()
+    }
+    flush()
+    return { chunks: boundedChunks(chunks, 'markdown') }
   },
   code ({ bytes, options }) {
     const text = decode(bytes)
@@ -147,7 +197,7 @@ const PARSERS = {
   async docx ({ bytes }) {
     checkInflated(bytes, 'docx')
     const result = await mammoth.convertToHtml({ arrayBuffer: bytes.buffer })
-    return { html: boundedHtml(result.value, 'docx') }
+    return { chunks: boundedChunks(splitTopLevel(boundedHtml(result.value, 'docx')), 'docx') }
   }
 }
 

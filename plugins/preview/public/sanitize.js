@@ -38,12 +38,31 @@ const DOCUMENT = {
   SANITIZE_NAMED_PROPS: true
 }
 
-/** Sanitised document HTML → a contained box; relative links and images resolve against the file's URL. */
-export async function documentBox (html, file, className) {
+/** Yields to the event loop (not throttled in hidden tabs, unlike setTimeout). */
+const nextTask = () => new Promise(resolve => {
+  const channel = new MessageChannel()
+  channel.port1.onmessage = () => { channel.port1.close(); resolve() }
+  channel.port2.postMessage(null)
+})
+
+/**
+ * Sanitised document HTML → a contained box. `chunks` are slices of the document (top-level blocks), each
+ * sanitised on its own with a yield in between, so a large document never blocks the page for long and a
+ * newer selection (`signal`) stops the work. Relative links and images resolve against the file's URL.
+ */
+export async function documentBox (chunks, file, className, signal) {
   const DOMPurify = await loadPurify()
   const box = el('div', { className })
-  box.innerHTML = DOMPurify.sanitize(html, DOCUMENT)
-  const base = new URL(file.url, window.location.href)
+  for (let i = 0; i < chunks.length; i++) {
+    if (i > 0) await nextTask()
+    if (signal?.aborted) throw new DOMException('the preview was cancelled', 'AbortError')
+    box.append(DOMPurify.sanitize(String(chunks[i]), { ...DOCUMENT, RETURN_DOM_FRAGMENT: true }))
+  }
+  resolveLinks(box, new URL(file.url, window.location.href))
+  return box
+}
+
+function resolveLinks (box, base) {
   for (const node of box.querySelectorAll('[src], [href]')) {
     const attr = node.hasAttribute('src') ? 'src' : 'href'
     const value = node.getAttribute(attr)
@@ -56,5 +75,4 @@ export async function documentBox (html, file, className) {
     try { node.setAttribute(attr, new URL(value, base).href) } catch { node.removeAttribute(attr) }
     if (node.tagName === 'A') { node.setAttribute('target', '_blank'); node.setAttribute('rel', 'noopener noreferrer') }
   }
-  return box
 }

@@ -5,6 +5,6 @@ import { documentBox } from '../sanitize.js'
 
 export default async function docx (file, ctx) {
   const bytes = await fetchBytes(file.url, ctx.limit, ctx.signal)
-  const { html } = await parseInWorker('docx', bytes, ctx)
-  return await documentBox(String(html), file, 'doc docx')
+  const { chunks } = await parseInWorker('docx', bytes, ctx)
+  return await documentBox(Array.isArray(chunks) ? chunks : [], file, 'doc docx', ctx.signal)
 }

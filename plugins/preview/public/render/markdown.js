@@ -5,6 +5,6 @@ import { documentBox } from '../sanitize.js'
 
 export default async function markdown (file, ctx) {
   const bytes = await fetchBytes(file.url, ctx.limit, ctx.signal)
-  const { html } = await parseInWorker('markdown', bytes, ctx)
-  return await documentBox(String(html), file, 'doc markdown')
+  const { chunks } = await parseInWorker('markdown', bytes, ctx)
+  return await documentBox(Array.isArray(chunks) ? chunks : [], file, 'doc markdown', ctx.signal)
 }
