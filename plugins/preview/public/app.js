@@ -106,7 +106,7 @@ async function showSelected () {
   if (state.shown === key) return
   state.shown = key
   showViewerHead(file)
-  await renderPreview(file, $('preview'), { stillCurrent: () => state.shown === key, downloadHref: downloadHref(file), parseTimeoutMs: config.parseTimeoutMs })
+  await renderPreview(file, $('preview'), { stillCurrent: () => state.shown === key, downloadHref: downloadHref(file), parseTimeoutMs: config.parseTimeoutMs, guardKey: `${config.chatId}|${key}` })
 }
 
 function select (path) {

@@ -26,12 +26,15 @@ export function badgeFor (file) {
 }
 
 /** A centred message with the file's badge and a download button: the answer whenever there is no preview. */
-export function notice (file, title, detail, downloadHref) {
+export function notice (file, title, detail, downloadHref, actions = []) {
   return el('div', { className: 'notice' }, [
     el('div', { className: 'notice-icon' }, [badgeFor(file)]),
     el('h2', { text: title }),
     el('p', { text: detail }),
-    el('a', { className: 'button primary', href: downloadHref, download: file.name, text: `Download ${file.name}` })
+    el('div', { className: 'notice-actions' }, [
+      el('a', { className: 'button primary', href: downloadHref, download: file.name, text: `Download ${file.name}` }),
+      ...actions
+    ])
   ])
 }
 

@@ -1,6 +1,7 @@
 // One renderer module per listing `type` (render/*.js). Those that parse agent-written content do it in the
 // parser worker (parse.js, parser-worker.js); the page only fetches bytes, sanitises HTML and builds DOM.
 // Libraries are vendored from npm and served from /static/vendor; nothing comes from a third-party host.
+import * as guard from './crash-guard.js'
 import { NoPreviewError, el, notice } from './dom.js'
 import { TooLargeError } from './fetch-file.js'
 import { ParseError } from './parse.js'
@@ -32,11 +33,19 @@ function failure (file, err, downloadHref, timeoutMs) {
   return notice(file, 'Could not show a preview', `${file.name}: ${detail}`, downloadHref)
 }
 
+function pausedNotice (file, target, options) {
+  const retry = el('button', { type: 'button', className: 'button', text: 'Preview anyway' })
+  retry.addEventListener('click', () => renderPreview(file, target, { ...options, force: true }))
+  return notice(file, 'Preview paused', `The last attempt to preview ${file.name} did not finish: it may have stopped this page. You can download it, or try the preview again.`, options.downloadHref, [retry])
+}
+
 /**
  * Renders `file` into `target` unless another file was selected meanwhile (`stillCurrent`). A newer call
- * cancels the older one's fetch and parser worker.
+ * cancels the older one's fetch and parser worker. `guardKey` names the document for the crash guard;
+ * `force` parses it even when an earlier attempt never finished.
  */
-export async function renderPreview (file, target, { stillCurrent, downloadHref, parseTimeoutMs }) {
+export async function renderPreview (file, target, options) {
+  const { stillCurrent, downloadHref, parseTimeoutMs, guardKey, force = false } = options
   running?.abort()
   const controller = new AbortController()
   running = controller
@@ -51,8 +60,13 @@ export async function renderPreview (file, target, { stillCurrent, downloadHref,
       node = notice(file, 'No preview for this file type', `${file.name} (${file.mime}) can be downloaded and opened on your computer.`, downloadHref)
     } else if (limit !== undefined && file.size > limit) {
       node = failure(file, new TooLargeError(limit), downloadHref, parseTimeoutMs)
+    } else if (limit !== undefined && !force && guard.unfinished(guardKey)) {
+      node = pausedNotice(file, target, options)
+    } else if (limit !== undefined) {
+      guard.begin(guardKey)
+      try { node = await render(file, { limit, signal: controller.signal, timeoutMs: parseTimeoutMs }) } finally { guard.end(guardKey) }
     } else {
-      node = await render(file, { limit, signal: controller.signal, timeoutMs: parseTimeoutMs })
+      node = render(file)
     }
   } catch (err) {
     if (controller.signal.aborted) return
