@@ -18,7 +18,7 @@ async function app (t: Test, env: Record<string, string> = {}): Promise<FastifyI
 }
 
 /** Every front-end module the page imports or the parser worker loads (static, public, nosniff). */
-const FRONT_END = ['renderers.js', 'dom.js', 'fetch-file.js', 'parse.js', 'parser-worker.js', 'sanitize.js',
+const FRONT_END = ['renderers.js', 'dom.js', 'fetch-file.js', 'parse.js', 'parser-worker.js', 'sanitize.js', 'crash-guard.js',
   'render/media.js', 'render/text.js', 'render/markdown.js', 'render/code.js', 'render/table.js', 'render/spreadsheet.js',
   'render/xlsx.js', 'render/docx.js'].map(f => `/static/preview/${f}`)
 
