@@ -46,7 +46,7 @@ const preview: FastifyPluginAsync<PreviewOptions> = async (fastify, raw) => {
       allowedPath: pathName => allowed.has(pathName)
     })
   }
-  await fastify.register(routes, { frameAncestors: opts.frameAncestors })
+  await fastify.register(routes, { frameAncestors: opts.frameAncestors, parseTimeoutMs: opts.parseTimeoutMs })
 }
 
 export default fp(preview, {

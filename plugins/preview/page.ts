@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto'
 import type { PreviewConfig } from './schemas.js'
 
 /** JSON safe inside a `<script>` block: `<`, `>`, `&`, U+2028 and U+2029 escaped (§6.3 preview item 2). */
@@ -10,16 +11,26 @@ export function scriptJson (value: unknown): string {
 const escapeHtml = (s: string): string =>
   s.replace(/[&<>"']/g, c => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c] as string)
 
-/** The response CSP of the page (§6.3 preview item 5): no inline script, frames only from our origin. */
-export function pageCsp (frameAncestors: string): string {
-  return `default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; connect-src 'self'; frame-src 'self'; frame-ancestors ${frameAncestors}`
+/** A fresh CSP nonce per response: 128 random bits, base64 (never reused, never derived from request data). */
+export const newNonce = (): string => randomBytes(16).toString('base64')
+
+/**
+ * The response CSP of the page: §6.3 preview item 5, made stricter (see README "Deviations").
+ * - `script-src 'nonce-…' 'strict-dynamic'` instead of `'self'`: `'self'` also trusts every agent-written `.js`
+ *   under `/files`; now only the page's own nonced module runs, plus what it loads itself (vendored libraries).
+ * - `worker-src blob:`: the document parsers run in a dedicated worker the page builds from a blob bootstrap
+ *   (an opaque-origin embed cannot start a worker from a URL); no worker from any server path.
+ * - `object-src 'none'; base-uri 'none'`: no plugins, and no injected `<base>` can re-point the nonced script.
+ */
+export function pageCsp (frameAncestors: string, nonce: string): string {
+  return `default-src 'self'; script-src 'nonce-${nonce}' 'strict-dynamic'; worker-src blob:; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; connect-src 'self'; frame-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors ${frameAncestors}`
 }
 
 /**
  * The HTML shell. Asset URLs are relative (`../static/…` from `/preview/{chat}`), so a reverse proxy that
  * mounts the server below a path prefix keeps working. The config is data, not script: CSP never runs it.
  */
-export function renderPage (config: PreviewConfig): string {
+export function renderPage (config: PreviewConfig, nonce: string): string {
   return `<!doctype html>
 <html lang="en">
 <head>
@@ -60,7 +71,7 @@ export function renderPage (config: PreviewConfig): string {
   </main>
   <div class="banner" id="banner" hidden></div>
 </div>
-<script type="module" src="../static/preview/app.js"></script>
+<script type="module" nonce="${nonce}" src="../static/preview/app.js"></script>
 </body>
 </html>
 `

@@ -1,14 +1,13 @@
 import type { FastifyPluginAsync } from 'fastify'
 import { chatRouteCors } from '../../core/chat-route.js'
 import { requireChatId } from '../../core/chat-id.js'
-import { pageCsp, renderPage } from './page.js'
+import { newNonce, pageCsp, renderPage } from './page.js'
 import type { PreviewConfig } from './schemas.js'
 
-export interface PreviewRoutesOptions { frameAncestors: string }
+export interface PreviewRoutesOptions { frameAncestors: string, parseTimeoutMs: number }
 
 const routes: FastifyPluginAsync<PreviewRoutesOptions> = async (fastify, opts) => {
   const { auth, links } = fastify
-  const csp = pageCsp(opts.frameAncestors)
 
   // Chat route: readable from the opaque-origin iframe Open WebUI embeds it in (§6.1 item 6, §12.2 item 5).
   chatRouteCors(fastify, ['/preview/:chat'])
@@ -17,12 +16,13 @@ const routes: FastifyPluginAsync<PreviewRoutesOptions> = async (fastify, opts) =
     const chatId = requireChatId(request.params.chat)
     const used = auth.authorizeChat(request, chatId, 'f')
     const config = pageConfig(chatId, used)
+    const nonce = newNonce()
     return await reply
       .header('Content-Type', 'text/html; charset=utf-8')
-      .header('Content-Security-Policy', csp)
+      .header('Content-Security-Policy', pageCsp(opts.frameAncestors, nonce))
       .header('Cache-Control', 'no-cache, no-store, must-revalidate')
       .header('X-Content-Type-Options', 'nosniff')
-      .send(renderPage(config))
+      .send(renderPage(config, nonce))
   })
 
   /**
@@ -46,7 +46,8 @@ const routes: FastifyPluginAsync<PreviewRoutesOptions> = async (fastify, opts) =
       apiUrl: `/api/outputs/${encodeURIComponent(chatId)}${filesToken === undefined ? '' : `?t=${filesToken}`}`,
       filesBase: new URL(links.filesBase(chatId)).pathname,
       scope,
-      token
+      token,
+      parseTimeoutMs: opts.parseTimeoutMs
     }
   }
 }

@@ -2,7 +2,8 @@ import Type, { type Static } from 'typebox'
 
 export const PreviewOptions = Type.Object({
   frameAncestors: Type.Optional(Type.String({ default: '*', description: 'FRAME_ANCESTORS: who may embed the preview page' })),
-  publicDir: Type.Optional(Type.String({ default: '', description: 'front-end files; empty = plugins/preview/public of this install' }))
+  publicDir: Type.Optional(Type.String({ default: '', description: 'front-end files; empty = plugins/preview/public of this install' })),
+  parseTimeoutMs: Type.Optional(Type.Integer({ default: 20000, minimum: 100, maximum: 600000, description: 'how long the page lets its parser worker read one document before it terminates it' }))
 })
 export type PreviewOptions = Static<typeof PreviewOptions>
 
@@ -13,4 +14,6 @@ export interface PreviewConfig {
   filesBase: string
   scope: 'files' | 'full'
   token: string | null
+  /** Extension of §6.3 item 2: the parser worker's time budget per document (a runaway parser is terminated). */
+  parseTimeoutMs: number
 }

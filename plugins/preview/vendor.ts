@@ -5,6 +5,8 @@ import { join } from 'node:path'
 /**
  * Front-end libraries the preview page loads, each served from its npm package (no CDN, works air-gapped).
  * `alias` becomes `/static/vendor/<alias>/`; only the listed files of a package are reachable.
+ * Every parser of agent-written documents (marked, highlight.js, papaparse, read-excel-file, mammoth) runs only
+ * inside the page's parser worker (public/parser-worker.js), never in the page; DOMPurify runs in the page.
  */
 export interface VendorPackage { alias: string, pkg: string, files: string[] }
 
@@ -13,7 +15,7 @@ export const VENDOR: VendorPackage[] = [
   { alias: 'dompurify', pkg: 'dompurify', files: ['dist/purify.min.js'] },
   { alias: 'highlight', pkg: '@highlightjs/cdn-assets', files: ['highlight.min.js', 'styles/github.min.css', 'styles/github-dark.min.css'] },
   { alias: 'papaparse', pkg: 'papaparse', files: ['papaparse.min.js'] },
-  { alias: 'xlsx', pkg: 'xlsx', files: ['dist/xlsx.full.min.js'] },
+  { alias: 'read-excel-file', pkg: 'read-excel-file', files: ['bundle/read-excel-file.min.js'] },
   { alias: 'mammoth', pkg: 'mammoth', files: ['mammoth.browser.min.js'] }
 ]
 

@@ -1,64 +1,23 @@
 import t from 'tap'
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs'
+import { readFileSync, writeFileSync } from 'node:fs'
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
-import { tmpdir } from 'node:os'
-import { dirname, join } from 'node:path'
-import type { Page } from 'playwright-core'
+import { join } from 'node:path'
 import type { Test } from 'tap'
-import { entry } from '../../core/app.js'
-import { chatPaths } from '../../core/chat-paths.js'
-import capabilities from '../../plugins/capabilities/index.js'
-import files from '../../plugins/files/index.js'
-import preview from '../../plugins/preview/index.js'
-import { listen, TEST_API_KEY } from '../helper.js'
-import { chromiumOrSkip, launchChromium } from './chromium.js'
-import { allFixtures } from './preview-fixtures.js'
+import { chromiumOrSkip } from './chromium.js'
+import { allFixtures, docx } from './preview-fixtures.js'
+import { CHAT, KEY, open, setup as harness, shot } from './preview-harness.js'
 
 // Page-side callbacks run in the browser; the project compiles without the DOM lib.
 declare const document: any // eslint-disable-line @typescript-eslint/no-explicit-any
 
-const KEY = TEST_API_KEY
-const CHAT = 'preview-e2e'
-const ARTIFACTS = new URL('../../test-artifacts/preview/', import.meta.url)
+/** Console lines in which CSP blocked something, except the hostile markdown's inline handler (expected). */
+const cspRefusals = (errors: string[]): string[] =>
+  errors.filter(e => /Content Security Policy|Refused to/.test(e) && !/inline event handler/.test(e))
 
-async function setup (t: Test): Promise<{ url: string, outputs: string, fixtures: Record<string, string | Buffer>, page: Page, token: string, errors: string[] }> {
-  const dataDir = mkdtempSync(join(tmpdir(), 'cubicle-preview-'))
-  t.teardown(() => rmSync(dataDir, { recursive: true, force: true }))
-  const { app, url } = await listen(t, { DATA_DIR: dataDir, MCP_API_KEY: KEY }, config => [
-    entry(capabilities, { apiKey: config.MCP_API_KEY, signingKey: '', tokenTtlSeconds: config.LINK_TOKEN_TTL, publicBaseUrl: config.publicBaseUrl }),
-    entry(files, { dataDir: config.DATA_DIR, archiveMaxBytes: config.ARCHIVE_MAX_BYTES, frameAncestors: config.FRAME_ANCESTORS }),
-    entry(preview, { frameAncestors: config.FRAME_ANCESTORS })
-  ])
-  const outputs = chatPaths(dataDir, CHAT).outputs
+async function setup (t: Test): Promise<Awaited<ReturnType<typeof harness>> & { fixtures: Record<string, string | Buffer> }> {
   const fixtures = await allFixtures()
-  // Ascending mtimes in insertion order: the last fixture is the newest and is listed first.
-  let when = Math.floor(Date.now() / 1000) - 3600
-  for (const [rel, content] of Object.entries(fixtures)) {
-    const abs = join(outputs, rel)
-    mkdirSync(dirname(abs), { recursive: true })
-    writeFileSync(abs, content)
-    utimesSync(abs, when, when)
-    when += 10
-  }
-  const browser = await launchChromium()
-  t.teardown(async () => { await browser.close() })
-  const context = await browser.newContext({ acceptDownloads: true, viewport: { width: 1280, height: 800 } })
-  const page = await context.newPage()
-  const errors: string[] = []
-  page.on('console', msg => { if (msg.type() === 'error') errors.push(msg.text()) })
-  page.on('pageerror', err => { errors.push(String(err)) })
-  return { url, outputs, fixtures, page, token: app.links.token(CHAT, 'f') as string, errors }
-}
-
-async function open (page: Page, path: string): Promise<void> {
-  await page.click(`#file-list li[data-path="${path}"] button`)
-  await page.waitForSelector(`#preview[data-rendered="${path}"]`, { timeout: 15000 })
-}
-
-async function shot (page: Page, name: string): Promise<void> {
-  mkdirSync(ARTIFACTS, { recursive: true })
-  await page.screenshot({ path: new URL(`${name}.png`, ARTIFACTS).pathname })
+  return { ...await harness(t, fixtures), fixtures }
 }
 
 t.test('the preview page opened with a files token renders every preview type and serves downloads', chromiumOrSkip(), async t => {
@@ -106,6 +65,26 @@ t.test('the preview page opened with a files token renders every preview type an
     t.equal(await page.textContent('#preview .tabs .tab'), 'Budget')
     t.same(await page.$$eval('#preview table.sheet tbody tr:first-child td', td => td.map(c => c.textContent)), ['laptop', '1200'])
     await shot(page, 'xlsx')
+  })
+  // issue #8: xlsx 0.18.5 was replaced by read-excel-file (in the parser worker); it must read what Excel writes.
+  await t.test('a workbook with several sheets, shared strings, dates, booleans and formula results', async t => {
+    await open(page, 'data/quarters.xlsx')
+    t.same(await page.$$eval('#preview .tabs .tab', tabs => tabs.map(b => b.textContent)), ['Q1', 'Q2 & notes'])
+    t.same(await page.$$eval('#preview table.sheet thead th', th => th.map(c => c.textContent)), ['month', 'revenue', 'closed', 'booked'])
+    t.same(await page.$$eval('#preview table.sheet tbody tr', rows => rows.map(r => [...r.querySelectorAll('td')].map(c => c.textContent))), [
+      ['Jan', '1234.5', 'TRUE', '2026-01-31'],
+      ['Feb', '2469', 'FALSE', '2026-02-28']
+    ])
+    await page.click('#preview .tabs .tab:nth-child(2)')
+    t.equal(await page.getAttribute('#preview .tabs .tab:nth-child(2)', 'aria-selected'), 'true')
+    t.equal(await page.textContent('#preview table.sheet tbody td'), 'shared strings, a second sheet')
+    await shot(page, 'xlsx-sheets')
+  })
+  await t.test('a legacy .xls workbook gets a clear notice and a download button', async t => {
+    await open(page, 'data/legacy.xls')
+    t.equal(await page.textContent('#preview .notice h2'), 'No preview for this file')
+    t.match(await page.textContent('#preview .notice p'), /legacy Excel 97–2003 workbook \(\.xls\)/)
+    t.equal(await page.getAttribute('#preview .notice a.button', 'download'), 'legacy.xls')
   })
   await t.test('docx converted to HTML', async t => {
     await open(page, 'letter.docx')
@@ -179,8 +158,8 @@ t.test('the preview page opened with a files token renders every preview type an
     t.pass('listed within the 3 s poll')
   })
   // The hostile markdown's inline handler is reported as blocked (Chrome reports it even for DOMParser documents);
-  // anything our own page needed and CSP refused would read "Refused to load/frame/connect/apply".
-  t.same(errors.filter(e => /Refused to/.test(e)), [], 'CSP refused nothing the page itself needs')
+  // anything our own page needed and CSP refused would name the policy (older Chromium: "Refused to …").
+  t.same(cspRefusals(errors), [], 'CSP refused nothing the page itself needs')
 })
 
 t.test('the page works embedded in an opaque-origin sandboxed iframe of another site (Open WebUI)', chromiumOrSkip(), async t => {
@@ -200,8 +179,38 @@ t.test('the page works embedded in an opaque-origin sandboxed iframe of another 
   await frame.click('#file-list li[data-path="data/table.csv"] button')
   await frame.waitForSelector('#preview[data-rendered="data/table.csv"] table.sheet')
   t.equal(await frame.textContent('#preview table.sheet tbody tr:first-child td'), 'Berlin', 'cross-origin fetches of listing and file work (CORS *)')
+  // issue #8: the parser worker starts from a blob bootstrap, which works where a URL worker cannot (origin null).
+  await frame.click('#file-list li[data-path="data/book.xlsx"] button')
+  await frame.waitForSelector('#preview[data-rendered="data/book.xlsx"] table.sheet')
+  t.same(await frame.$$eval('#preview table.sheet tbody tr:first-child td', td => td.map(c => c.textContent)), ['laptop', '1200'], 'xlsx parsed in the worker')
+  await frame.click('#file-list li[data-path="notes/summary.md"] button')
+  await frame.waitForSelector('#preview[data-rendered="notes/summary.md"] .markdown h1')
+  t.equal(await frame.textContent('#preview .markdown h1'), 'Summary heading', 'markdown parsed in the worker')
+  await frame.click('#file-list li[data-path="src/app.py"] button')
+  await frame.waitForSelector('#preview[data-rendered="src/app.py"] .hljs-keyword')
+  t.equal(await frame.textContent('#preview pre.code .hljs-keyword'), 'def', 'code highlighted in the worker')
   await shot(page, 'embedded')
-  t.same(errors.filter(e => /Refused to|CORS/.test(e)), [], 'no CSP or CORS refusals')
+  t.same([...cspRefusals(errors), ...errors.filter(e => /CORS/.test(e))], [], 'no CSP or CORS refusals')
+})
+
+t.test('long markdown and DOCX render completely and in order (parsed in blocks, sanitised in slices)', chromiumOrSkip(), async t => {
+  const sections = Array.from({ length: 6000 }, (_, i) => `## Section ${i}\n\nText ${i} with *emphasis* and \`code\`.`).join('\n\n')
+  const paragraphs = ['Long letter', ...Array.from({ length: 3000 }, (_, i) => `Paragraph ${i} & <b>not bold</b>.`)]
+  const { url, page, token } = await harness(t, { 'notes/long.md': sections, 'long.docx': await docx(paragraphs) })
+  await page.goto(`${url}/preview/${CHAT}?t=${token}`)
+  await page.waitForSelector('#file-list li[data-path="notes/long.md"]')
+  await open(page, 'notes/long.md', 60000)
+  t.ok(sections.length > 300000, 'several slices of 64 KB')
+  const headings = await page.$$eval('#preview .markdown h2', h => [h.length, h[0]?.textContent, h[h.length - 1]?.textContent])
+  t.same(headings, [6000, 'Section 0', 'Section 5999'])
+  t.equal(await page.$$eval('#preview .markdown p em', e => e.length), 6000)
+  t.equal(await page.$$eval('#preview .markdown > *', n => n.filter(e => e.tagName === 'H2').map(e => Number(e.textContent.slice(8))).every((v, i) => v === i)), true, 'in document order')
+  await open(page, 'long.docx', 60000)
+  const docxParagraphs = await page.$$eval('#preview .docx p', p => p.map(e => e.textContent))
+  t.equal(docxParagraphs.length, 3000)
+  t.equal(docxParagraphs[0], 'Paragraph 0 & <b>not bold</b>.')
+  t.equal(docxParagraphs[2999], 'Paragraph 2999 & <b>not bold</b>.')
+  t.equal(await page.$$eval('#preview .docx > *', n => n.length), 3001, 'every paragraph a direct child: no slice boundary split an element')
 })
 
 t.test('a chat without outputs shows the empty state', chromiumOrSkip(), async t => {

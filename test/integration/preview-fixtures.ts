@@ -101,6 +101,54 @@ export async function xlsx (sheetName: string, rows: Array<Array<string | number
   })
 }
 
+export type Cell = string | number | boolean | Date | { formula: string, value: number }
+const RELS = 'http://schemas.openxmlformats.org/officeDocument/2006/relationships'
+const MAIN = 'http://schemas.openxmlformats.org/spreadsheetml/2006/main'
+
+/**
+ * A workbook shaped like the ones Excel and openpyxl write: several sheets, a shared-strings table, a date
+ * number format (cells with style 1), booleans and formulas with cached values.
+ */
+export async function workbook (sheets: Array<{ name: string, rows: Cell[][] }>): Promise<Buffer> {
+  const strings: string[] = []
+  const shared = (v: string): number => { const i = strings.indexOf(v); return i >= 0 ? i : strings.push(v) - 1 }
+  const col = (i: number): string => String.fromCharCode(65 + i)
+  const cell = (v: Cell, ref: string): string => {
+    if (typeof v === 'string') return `<c r="${ref}" t="s"><v>${shared(v)}</v></c>`
+    if (typeof v === 'boolean') return `<c r="${ref}" t="b"><v>${v ? 1 : 0}</v></c>`
+    if (v instanceof Date) return `<c r="${ref}" s="1"><v>${v.getTime() / 86400000 + 25569}</v></c>`
+    if (typeof v === 'number') return `<c r="${ref}"><v>${v}</v></c>`
+    return `<c r="${ref}"><f>${esc(v.formula)}</f><v>${v.value}</v></c>`
+  }
+  const sheetXml = (rows: Cell[][]): string => `<?xml version="1.0" encoding="UTF-8"?><worksheet xmlns="${MAIN}"><sheetData>${rows.map((row, r) =>
+    `<row r="${r + 1}">${row.map((v, c) => cell(v, `${col(c)}${r + 1}`)).join('')}</row>`).join('')}</sheetData></worksheet>`
+  const entries: Record<string, string> = {}
+  sheets.forEach((sheet, i) => { entries[`xl/worksheets/sheet${i + 1}.xml`] = sheetXml(sheet.rows) })
+  const ct = (part: string, type: string): string => `<Override PartName="/${part}" ContentType="application/vnd.openxmlformats-officedocument.spreadsheetml.${type}+xml"/>`
+  return await zip({
+    '[Content_Types].xml': `<?xml version="1.0" encoding="UTF-8"?><Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types"><Default Extension="rels" ContentType="application/vnd.openxmlformats-package.relationships+xml"/><Default Extension="xml" ContentType="application/xml"/>${ct('xl/workbook.xml', 'sheet.main')}${ct('xl/sharedStrings.xml', 'sharedStrings')}${ct('xl/styles.xml', 'styles')}${sheets.map((_, i) => ct(`xl/worksheets/sheet${i + 1}.xml`, 'worksheet')).join('')}</Types>`,
+    '_rels/.rels': `<?xml version="1.0" encoding="UTF-8"?><Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships"><Relationship Id="rId1" Type="${RELS}/officeDocument" Target="xl/workbook.xml"/></Relationships>`,
+    'xl/workbook.xml': `<?xml version="1.0" encoding="UTF-8"?><workbook xmlns="${MAIN}" xmlns:r="${RELS}"><sheets>${sheets.map((sheet, i) => `<sheet name="${esc(sheet.name).replace(/"/g, '&quot;')}" sheetId="${i + 1}" r:id="rId${i + 1}"/>`).join('')}</sheets></workbook>`,
+    'xl/_rels/workbook.xml.rels': `<?xml version="1.0" encoding="UTF-8"?><Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">${sheets.map((_, i) => `<Relationship Id="rId${i + 1}" Type="${RELS}/worksheet" Target="worksheets/sheet${i + 1}.xml"/>`).join('')}<Relationship Id="rIdS" Type="${RELS}/sharedStrings" Target="sharedStrings.xml"/><Relationship Id="rIdT" Type="${RELS}/styles" Target="styles.xml"/></Relationships>`,
+    'xl/styles.xml': `<?xml version="1.0" encoding="UTF-8"?><styleSheet xmlns="${MAIN}"><cellXfs count="2"><xf numFmtId="0"/><xf numFmtId="14" applyNumberFormat="1"/></cellXfs></styleSheet>`,
+    ...entries,
+    'xl/sharedStrings.xml': `<?xml version="1.0" encoding="UTF-8"?><sst xmlns="${MAIN}" count="${strings.length}" uniqueCount="${strings.length}">${strings.map(v => `<si><t xml:space="preserve">${esc(v)}</t></si>`).join('')}</sst>`
+  })
+}
+
+/** A DOCX whose one paragraph is a hyperlink to `target` (mammoth turns it into `<a href>`). */
+export async function docxWithLink (text: string, target: string): Promise<Buffer> {
+  return await zip({
+    '[Content_Types].xml': '<?xml version="1.0" encoding="UTF-8"?><Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types"><Default Extension="rels" ContentType="application/vnd.openxmlformats-package.relationships+xml"/><Default Extension="xml" ContentType="application/xml"/><Override PartName="/word/document.xml" ContentType="application/vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml"/></Types>',
+    '_rels/.rels': `<?xml version="1.0" encoding="UTF-8"?><Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships"><Relationship Id="rId1" Type="${RELS}/officeDocument" Target="word/document.xml"/></Relationships>`,
+    'word/_rels/document.xml.rels': `<?xml version="1.0" encoding="UTF-8"?><Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships"><Relationship Id="rId2" Type="${RELS}/hyperlink" Target="${esc(target).replace(/"/g, '&quot;')}" TargetMode="External"/></Relationships>`,
+    'word/document.xml': `<?xml version="1.0" encoding="UTF-8"?><w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main" xmlns:r="${RELS}"><w:body><w:p><w:hyperlink r:id="rId2"><w:r><w:t xml:space="preserve">${esc(text)}</w:t></w:r></w:hyperlink></w:p><w:p><w:r><w:t xml:space="preserve">${esc('<img src=x onerror="window.__pwned=7">')}</w:t></w:r></w:p></w:body></w:document>`
+  })
+}
+
+/** The first bytes of an OLE compound file (a legacy Excel 97–2003 .xls), padded to one 512-byte sector. */
+export const oleCompound = (): Buffer => Buffer.concat([Buffer.from([0xd0, 0xcf, 0x11, 0xe0, 0xa1, 0xb1, 0x1a, 0xe1]), Buffer.alloc(504)])
+
 /** One second of a 440 Hz sine as 8 kHz 16-bit mono PCM WAV. */
 export function wav (seconds = 1): Buffer {
   const rate = 8000
@@ -132,6 +180,11 @@ export async function allFixtures (): Promise<Record<string, string | Buffer>> {
     'notes/summary.md': '# Summary heading\n\nSome **bold** text and a list:\n\n- alpha\n- beta\n\n<img src=x onerror="window.__pwned=1">\n<script>window.__pwned=2</script>\n',
     'data/table.csv': 'city,population\nBerlin,3645000\nParis,2161000\nRome,2873000\n',
     'data/book.xlsx': await xlsx('Budget', [['item', 'cost'], ['laptop', 1200], ['desk', 300]]),
+    'data/quarters.xlsx': await workbook([
+      { name: 'Q1', rows: [['month', 'revenue', 'closed', 'booked'], ['Jan', 1234.5, true, new Date(Date.UTC(2026, 0, 31))], ['Feb', { formula: 'B2*2', value: 2469 }, false, new Date(Date.UTC(2026, 1, 28))]] },
+      { name: 'Q2 & notes', rows: [['note'], ['shared strings, a second sheet']] }
+    ]),
+    'data/legacy.xls': oleCompound(),
     'letter.docx': await docx(['Letter title', 'Dear reader, this came from a DOCX file.']),
     'src/app.py': 'def greet(name):\n    return f"hello {name}"\n\nprint(greet("world"))\n',
     'log.txt': 'plain text line one\nline two <b>not bold</b>\n',

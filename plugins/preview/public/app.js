@@ -1,6 +1,8 @@
 // Preview single-page app: lists the chat's outputs (newest first), refreshes on its own and previews
 // the selected file. Every remote string reaches the DOM through textContent or after DOMPurify; agent
-// HTML only runs inside a sandboxed iframe without allow-same-origin (surface.md §6.3 preview item 4).
+// HTML only runs inside a sandboxed iframe without allow-same-origin (surface.md §6.3 preview item 4);
+// agent documents are parsed only in a token-less worker (parse.js). The token stays in this module.
+import { el } from './dom.js'
 import { badgeFor, renderPreview } from './renderers.js'
 
 const config = JSON.parse(document.getElementById('config').textContent)
@@ -42,18 +44,6 @@ function formatAge (seconds) {
 }
 
 const downloadHref = file => `${file.url}?download=1`
-
-function el (tag, props = {}, children = []) {
-  const node = document.createElement(tag)
-  for (const [key, value] of Object.entries(props)) {
-    if (key === 'text') node.textContent = value
-    else if (key === 'className') node.className = value
-    else if (key === 'dataset') Object.assign(node.dataset, value)
-    else node.setAttribute(key, value)
-  }
-  for (const child of children) node.append(child)
-  return node
-}
 
 function renderList () {
   const list = $('file-list')
@@ -116,7 +106,7 @@ async function showSelected () {
   if (state.shown === key) return
   state.shown = key
   showViewerHead(file)
-  await renderPreview(file, $('preview'), { stillCurrent: () => state.shown === key, downloadHref: downloadHref(file) })
+  await renderPreview(file, $('preview'), { stillCurrent: () => state.shown === key, downloadHref: downloadHref(file), parseTimeoutMs: config.parseTimeoutMs, guardKey: `${config.chatId}|${key}` })
 }
 
 function select (path) {

@@ -17,10 +17,26 @@ async function app (t: Test, env: Record<string, string> = {}): Promise<FastifyI
   ])
 }
 
+/** Every front-end module the page imports or the parser worker loads (static, public, nosniff). */
+const FRONT_END = ['renderers.js', 'dom.js', 'fetch-file.js', 'parse.js', 'parser-worker.js', 'sanitize.js', 'crash-guard.js',
+  'render/media.js', 'render/text.js', 'render/markdown.js', 'render/code.js', 'render/table.js', 'render/spreadsheet.js',
+  'render/xlsx.js', 'render/docx.js'].map(f => `/static/preview/${f}`)
+
 function configOf (html: string): Record<string, unknown> {
   const m = /<script type="application\/json" id="config">(.*?)<\/script>/s.exec(html)
   if (m === null) throw new Error('no config block')
   return JSON.parse(m[1] as string) as Record<string, unknown>
+}
+
+// issue #8 (Low): `script-src 'self'` also trusted agent-written .js under /files. The CSP is §6.3 item 5 made
+// stricter: a per-response nonce with 'strict-dynamic', workers from blob: only (the parser worker), no plugins,
+// no <base>; everything else exactly as the spec has it.
+const CSP = (nonce: string, ancestors: string): string => `default-src 'self'; script-src 'nonce-${nonce}' 'strict-dynamic'; worker-src blob:; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; connect-src 'self'; frame-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors ${ancestors}`
+
+function nonceOf (csp: unknown): string {
+  const m = /script-src 'nonce-([A-Za-z0-9+/]{22}==)' /.exec(String(csp))
+  if (m === null) throw new Error(`no nonce in ${String(csp)}`)
+  return m[1] as string
 }
 
 t.test('the page carries the exact CSP, no-store caching, nosniff and CORS *', async t => {
@@ -29,7 +45,9 @@ t.test('the page carries the exact CSP, no-store caching, nosniff and CORS *', a
   const res = await server.inject({ url: `/preview/chat-a?t=${token}` })
   t.equal(res.statusCode, 200)
   t.equal(res.headers['content-type'], 'text/html; charset=utf-8')
-  t.equal(res.headers['content-security-policy'], "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; connect-src 'self'; frame-src 'self'; frame-ancestors https://chat.example.com")
+  const nonce = nonceOf(res.headers['content-security-policy'])
+  t.equal(res.headers['content-security-policy'], CSP(nonce, 'https://chat.example.com'))
+  t.notMatch(String(res.headers['content-security-policy']), /script-src[^;]*'self'/, "script-src no longer trusts 'self' (agent .js under /files)")
   t.equal(res.headers['cache-control'], 'no-cache, no-store, must-revalidate')
   t.equal(res.headers['x-content-type-options'], 'nosniff')
   t.equal(res.headers['access-control-allow-origin'], '*')
@@ -45,7 +63,8 @@ t.test('a files token opens the files-only UI; the config holds token, apiUrl an
     apiUrl: `/api/outputs/chat-a?t=${token}`,
     filesBase: `/files/chat-a/~${token}`,
     scope: 'files',
-    token
+    token,
+    parseTimeoutMs: 20000
   })
 })
 
@@ -67,7 +86,7 @@ t.test('a control token or the API key opens the full UI, whose data URLs still 
 t.test('open mode: no tokens anywhere, reference-shaped paths', async t => {
   const server = await app(t, { MCP_API_KEY: '' })
   const config = configOf((await server.inject({ url: '/preview/chat-a' })).body)
-  t.same(config, { chatId: 'chat-a', apiUrl: '/api/outputs/chat-a', filesBase: '/files/chat-a', scope: 'full', token: null })
+  t.same(config, { chatId: 'chat-a', apiUrl: '/api/outputs/chat-a', filesBase: '/files/chat-a', scope: 'full', token: null, parseTimeoutMs: 20000 })
 })
 
 t.test('config JSON escapes <, >, &, U+2028 and U+2029 so it cannot end the script block', async t => {
@@ -86,12 +105,38 @@ t.test('the page has no inline script: only src scripts and the JSON data block'
   t.notMatch(html, /\son[a-z]+=/i, 'no inline event handlers')
 })
 
+t.test('each response has its own nonce, and only the page\'s module script carries it', async t => {
+  const server = await app(t)
+  const get = async (): Promise<{ html: string, nonce: string }> => {
+    const res = await server.inject({ url: '/preview/chat-a', headers: { authorization: `Bearer ${KEY}` } })
+    return { html: res.body, nonce: nonceOf(res.headers['content-security-policy']) }
+  }
+  const [a, b] = [await get(), await get()]
+  t.not(a.nonce, b.nonce, 'a fresh nonce per response')
+  const nonced = a.html.match(/<script[^>]*nonce="[^"]*"[^>]*>/g) ?? []
+  t.same(nonced, [`<script type="module" nonce="${a.nonce}" src="../static/preview/app.js">`])
+  t.notMatch(a.html, new RegExp(b.nonce.replace(/[+/]/g, '\\$&')), 'no other response\'s nonce')
+})
+
+t.test('parseTimeoutMs reaches the page config and is validated', async t => {
+  const server = await build(t, { MCP_API_KEY: KEY }, config => [
+    entry(capabilities, { apiKey: config.MCP_API_KEY, signingKey: '', tokenTtlSeconds: config.LINK_TOKEN_TTL, publicBaseUrl: config.publicBaseUrl }),
+    entry(preview, { frameAncestors: config.FRAME_ANCESTORS, parseTimeoutMs: 1500 })
+  ])
+  const config = configOf((await server.inject({ url: '/preview/chat-a', headers: { authorization: `Bearer ${KEY}` } })).body)
+  t.equal(config.parseTimeoutMs, 1500)
+  await t.rejects(build(t, { MCP_API_KEY: KEY }, config => [
+    entry(capabilities, { apiKey: config.MCP_API_KEY, signingKey: '', tokenTtlSeconds: config.LINK_TOKEN_TTL, publicBaseUrl: config.publicBaseUrl }),
+    entry(preview, { frameAncestors: config.FRAME_ANCESTORS, parseTimeoutMs: 0 })
+  ]), /parseTimeoutMs/)
+})
+
 t.test('every asset the page references is served from /static without credentials', async t => {
   const server = await app(t)
   const html = (await server.inject({ url: '/preview/chat-a', headers: { authorization: `Bearer ${KEY}` } })).body
   const refs = [...html.matchAll(/(?:src|href)="(\.\.\/static\/[^"]+)"/g)].map(m => new URL(m[1] as string, 'http://x/preview/chat-a').pathname)
   t.ok(refs.length >= 4)
-  for (const path of [...refs, '/static/preview/renderers.js']) {
+  for (const path of [...refs, ...FRONT_END]) {
     const res = await server.inject({ url: path })
     t.equal(res.statusCode, 200, path)
     t.equal(res.headers['x-content-type-options'], 'nosniff', `${path} nosniff`)
