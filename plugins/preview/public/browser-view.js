@@ -82,21 +82,25 @@ export function mountBrowserView (config) {
   }
 
   async function poll () {
+    let body = null
     try {
       const res = await fetch(withToken('status'), { cache: 'no-store', credentials: 'omit' })
-      if (!res.ok) throw new Error(`HTTP ${res.status}`)
-      const body = await res.json()
+      if (res.ok) body = await res.json()
+    } catch {}
+    // A failed poll (slow server, network blip) never drops a live connection: its socket reports
+    // its own end, and that drives reconnection.
+    if (body !== null) {
       state.active = body.active === true
       state.pages = Array.isArray(body.pages) ? body.pages : []
-    } catch {
+    } else if (state.page === null) {
       state.active = false
       state.pages = []
     }
-    if (!state.pages.some(p => p.id === state.selected)) state.selected = state.pages[0]?.id ?? null
+    if (!state.pages.some(p => p.id === state.selected) && (state.page === null || body !== null)) state.selected = state.pages[0]?.id ?? null
     renderTabs()
-    if (!shown()) return
-    if (state.selected === null) { disconnect(); setState('idle', 'Not running'); return }
-    if (state.page === null || state.page.id !== state.selected) connect()
+    if (!shown() || state.page !== null) return
+    if (state.selected === null) { setState('idle', 'Not running'); return }
+    connect()
   }
 
   function schedule (soon = false) {
