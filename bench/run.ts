@@ -8,6 +8,8 @@
  *   (b) new chat's first bash_tool result      ÷ raw create + start + exec             goal ≤ 1.3
  *   (c) 50 chats × 10 calls concurrently: errors (0), containers (50), p50/p99, server RSS
  *   (d) MCP tools/list round trip              ÷ GET /health round trip                (protocol overhead)
+ *   (e) CDP Runtime.evaluate through the bridge ÷ a direct CDP connection inside the sandbox  goal ≤ 1.5;
+ *       screencast frames per second delivered to a viewer for an animating page             goal ≥ 10
  */
 import { spawn, type ChildProcess } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
@@ -15,6 +17,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import Docker from 'dockerode'
+import WebSocket from 'ws'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 
@@ -24,6 +27,9 @@ const PREFIX = `bench${process.pid % 10000}`
 const PORT = 18000 + (process.pid % 1000)
 const BASE = `http://127.0.0.1:${PORT}`
 const docker = new Docker()
+// BENCH_ONLY=e runs the browser section alone (after (d)); empty runs everything.
+const ONLY = (process.env.BENCH_ONLY ?? '').split(',').map(x => x.trim()).filter(Boolean)
+const want = (section: string): boolean => ONLY.length === 0 || ONLY.includes(section)
 
 const median = (xs: number[]): number => { const s = [...xs].sort((a, b) => a - b); return s[Math.floor(s.length / 2)] ?? NaN }
 const pct = (xs: number[], p: number): number => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor(s.length * p))] ?? NaN }
@@ -77,6 +83,72 @@ async function cleanup (): Promise<void> {
   await docker.getNetwork(`${PREFIX}-sandboxes`).remove().catch(() => {})
 }
 
+// An animating page (a box moving every frame) and a direct CDP client run inside the sandbox on the
+// image's own Node and the WebSocket of its playwright-core.
+const ANIM_PAGE = `<!doctype html><title>anim</title><body style="margin:0"><div id="b" style="position:absolute;width:80px;height:80px;background:#4f46e5"></div>
+<script>let x = 0; (function f () { x = (x + 7) % 1100; document.getElementById('b').style.transform = 'translate(' + x + 'px,' + (x % 600) + 'px)'; requestAnimationFrame(f) })()</script>`
+const DIRECT_CDP = `const WS = require('/opt/cubicle-browser/node_modules/playwright-core/lib/utilsBundle').ws
+const ws = new WS('ws://127.0.0.1:9222/devtools/page/' + process.argv[2])
+let id = 0
+const once = () => new Promise(resolve => {
+  const my = ++id; const t0 = performance.now()
+  const h = d => { if (JSON.parse(d).id === my) { ws.off('message', h); resolve(performance.now() - t0) } }
+  ws.on('message', h)
+  ws.send(JSON.stringify({ id: my, method: 'Runtime.evaluate', params: { expression: '1+1' } }))
+})
+ws.on('open', async () => {
+  const times = []
+  for (let i = 0; i < 220; i++) { const t = await once(); if (i >= 20) times.push(t) }
+  times.sort((a, b) => a - b)
+  console.log('median ' + times[times.length >> 1])
+  ws.close()
+})`
+
+/** A CDP client to a relayed page: call(method) resolves with the result; frames counted by the caller. */
+async function cdpSocket (url: string): Promise<{ ws: WebSocket, call: (method: string, params?: object) => Promise<unknown> }> {
+  const ws = new WebSocket(url, { maxPayload: 64 << 20 })
+  await new Promise<void>((resolve, reject) => { ws.once('open', () => { resolve() }); ws.once('error', reject) })
+  let next = 0
+  const waiting = new Map<number, (v: unknown) => void>()
+  ws.on('message', data => { const m = JSON.parse(data.toString()) as { id?: number, result?: unknown }; if (m.id !== undefined) waiting.get(m.id)?.(m.result) })
+  return { ws, call: async (method, params = {}) => await new Promise(resolve => { const id = ++next; waiting.set(id, resolve); ws.send(JSON.stringify({ id, method, params })) }) }
+}
+
+/** (e): the live browser. */
+async function benchBrowser (): Promise<string[]> {
+  const c = await client('bench-e')
+  await bash(c, `mkdir -p ~/anim && cat > ~/anim/index.html <<'EOF'\n${ANIM_PAGE}\nEOF\ncat > ~/direct-cdp.js <<'EOF'\n${DIRECT_CDP}\nEOF\nbrowser open file:///home/assistant/anim/index.html`)
+  const targets = await (await fetch(`${BASE}/browser/bench-e/json`)).json() as Array<{ id: string, type: string, url: string, webSocketDebuggerUrl: string }>
+  const page = targets.find(x => x.type === 'page' && x.url.endsWith('/anim/index.html'))
+  if (page === undefined) throw new Error('the animating page is not listed')
+  const { ws, call } = await cdpSocket(page.webSocketDebuggerUrl)
+  const bridged: number[] = []
+  for (let i = 0; i < 220; i++) {
+    const t0 = now(); await call('Runtime.evaluate', { expression: '1+1' }); if (i >= 20) bridged.push(now() - t0)
+  }
+  const direct = Number(/median ([\d.]+)/.exec(await bash(c, `node ~/direct-cdp.js ${page.id}`))?.[1] ?? NaN)
+  let frames = 0
+  let counting = false
+  ws.on('message', data => {
+    const m = JSON.parse(data.toString()) as { method?: string, params?: { sessionId: number } }
+    if (m.method !== 'Page.screencastFrame') return
+    if (counting) frames++
+    void call('Page.screencastFrameAck', { sessionId: m.params?.sessionId })
+  })
+  await call('Page.startScreencast', { format: 'jpeg', quality: 70, maxWidth: 1280, maxHeight: 800 })
+  await new Promise(resolve => setTimeout(resolve, 1000))
+  counting = true
+  const t0 = now()
+  await new Promise(resolve => setTimeout(resolve, 5000))
+  const fps = frames / ((now() - t0) / 1000)
+  ws.close()
+  await c.close()
+  return [
+    `(e) CDP Runtime.evaluate via the bridge ${ms(median(bridged))} ÷ direct in the sandbox ${ms(direct)} = ${(median(bridged) / direct).toFixed(2)} (goal ≤ 1.5)`,
+    `(e) screencast to a viewer through the bridge: ${fps.toFixed(1)} frames/s for an animating page (goal ≥ 10)`
+  ]
+}
+
 async function main (): Promise<void> {
   await docker.ping()
   const dataDir = mkdtempSync(join(tmpdir(), 'cubicle-bench-'))
@@ -92,6 +164,9 @@ async function main (): Promise<void> {
       t0 = now(); await c0.listTools(); list.push(now() - t0)
     }
     results.push(`(d) tools/list ${ms(median(list))} ÷ /health ${ms(median(health))} = ${(median(list) / median(health)).toFixed(2)}`)
+
+    if (want('e')) results.push(...await benchBrowser())
+    if (!want('a')) return
 
     // (a) warm round trip vs raw exec in the same container
     const ca = await client('bench-a')
@@ -149,9 +224,9 @@ async function main (): Promise<void> {
     server.kill('SIGTERM')
     await cleanup()
     rmSync(dataDir, { recursive: true, force: true })
+    console.log('\nCubicle bench (same machine, same run)')
+    for (const line of results) console.log(line)
   }
-  console.log('\nCubicle bench (same machine, same run)')
-  for (const line of results) console.log(line)
 }
 
 await main()

@@ -12,7 +12,7 @@ import WebSocket from 'ws'
 import type { SandboxStream } from '../sandbox-docker/types.js'
 
 /** argv of the relay process inside the sandbox. */
-export const relayArgv = (port: number): string[] => ['socat', '-', `TCP:127.0.0.1:${port}`]
+export const relayArgv = (port: number): string[] => ['socat', '-', `TCP:127.0.0.1:${port},nodelay`]
 
 /**
  * The relay's stdout/stdin as a socket-like Duplex. Backpressure both ways: reads pause the exec stream

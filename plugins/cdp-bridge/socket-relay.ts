@@ -98,9 +98,13 @@ export function startRelay (deps: RelayDeps, opts: RelayOptions, chatId: string,
     })
     b.on('close', (code: number) => {
       if (!opened) close(1011, 'browser unavailable')
-      else close(viewerCode(code), code === 1009 ? 'message too big' : 'browser closed the connection')
+      else close(viewerCode(code), 'browser closed the connection')
     })
-    b.on('error', err => { log.debug({ err }, 'backend socket error') })
+    b.on('error', (err: Error & { code?: string }) => {
+      log.debug({ err }, 'backend socket error')
+      // ws reports its own 1009 as an error; its close event then carries 1006.
+      if (err.code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH') close(1009, 'message too big')
+    })
   }, (err: unknown) => {
     log.debug({ err }, 'relay to the browser could not be opened')
     close(1011, 'browser unavailable')

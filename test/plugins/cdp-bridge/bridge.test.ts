@@ -62,7 +62,7 @@ t.test('status lists the pages of a running browser and is inactive otherwise', 
   t.equal(ok.status, 200)
   t.same(ok.body, { active: true, pages: [{ id: PAGE_ID, title: 'Agent page', url: 'http://127.0.0.1:8000/index.html' }] }, 'type page only')
   t.equal(ok.headers.get('cache-control'), 'no-cache, no-store')
-  t.same(b.fake.argvs[0], ['socat', '-', 'TCP:127.0.0.1:9222'], 'the relay runs socat inside the sandbox')
+  t.same(b.fake.argvs[0], ['socat', '-', 'TCP:127.0.0.1:9222,nodelay'], 'the relay runs socat inside the sandbox')
   const other = await get(`${b.url}/browser/chat-b/status`, { Authorization: `Bearer ${b.token('chat-b', 'c')}` })
   t.same(other.body, { active: false, pages: [] }, 'no running sandbox')
   b.cdp.raw = (_path, res) => { res.destroy() }
