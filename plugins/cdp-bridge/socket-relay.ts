@@ -49,65 +49,83 @@ function pump (source: WebSocket, target: WebSocket, high: number): (data: WebSo
   }
 }
 
-export function startRelay (deps: RelayDeps, opts: RelayOptions, chatId: string, targetId: string, client: WebSocket, onClosed: () => void): SocketRelay {
-  const log = deps.log.child({ chatId, targetId })
-  let backend: WebSocket | undefined
-  let pipe: Duplex | undefined
-  let opened = false
-  let closed = false
+/** Both sockets of one relayed connection and their shared fate. */
+class Relay implements SocketRelay {
+  private backend: WebSocket | undefined
+  private pipe: Duplex | undefined
+  private opened = false
+  private closed = false
+  private toBackend: ((data: WebSocket.RawData, isBinary: boolean) => void) | undefined
   // Messages the viewer sends before the backend is open wait here, bounded.
-  let early: Array<[WebSocket.RawData, boolean]> = []
-  let earlyBytes = 0
+  private early: Array<[WebSocket.RawData, boolean]> = []
+  private earlyBytes = 0
+  private readonly log: FastifyBaseLogger
 
-  const close = (code: number, reason: string): void => {
-    if (closed) return
-    closed = true
-    early = []
-    if (client.readyState === WebSocket.OPEN || client.readyState === WebSocket.CONNECTING) client.close(code, reason)
-    if (backend !== undefined && backend.readyState !== WebSocket.CLOSED) backend.terminate()
-    pipe?.destroy()
-    log.debug({ code, reason }, 'browser socket closed')
-    onClosed()
+  constructor (private readonly deps: RelayDeps, private readonly opts: RelayOptions, private readonly client: WebSocket, private readonly onClosed: () => void, chatId: string, targetId: string) {
+    this.log = deps.log.child({ chatId, targetId })
+    client.on('message', (data, isBinary) => { this.fromViewer(data, isBinary) })
+    client.on('close', () => { this.close(1000, 'viewer closed') })
+    client.on('error', err => { this.log.debug({ err }, 'viewer socket error') })
   }
 
-  client.on('message', (data, isBinary) => {
-    if (closed) return
-    if (opened) return toBackend?.(data, isBinary)
-    earlyBytes += sizeOf(data)
-    if (earlyBytes > opts.highWaterBytes) { close(1008, 'too much data before the browser answered'); return }
-    early.push([data, isBinary])
-  })
-  client.on('close', () => { close(1000, 'viewer closed') })
-  client.on('error', err => { log.debug({ err }, 'viewer socket error') })
+  start (openStream: NonNullable<SandboxService['openStream']>, chatId: string, targetId: string): void {
+    openStream.call(this.deps.sandbox, chatId, relayArgv(this.opts.port)).then(stream => {
+      if (this.closed) { stream.close(); return }
+      this.pipe = relayPipe(stream)
+      this.attach(connectBackend(this.pipe, { port: this.opts.port, targetId, maxPayload: this.opts.maxMessageBytes, handshakeTimeout: this.opts.connectTimeoutMs }))
+    }, (err: unknown) => {
+      this.log.debug({ err }, 'relay to the browser could not be opened')
+      this.close(1011, 'browser unavailable')
+    })
+  }
 
-  let toBackend: ((data: WebSocket.RawData, isBinary: boolean) => void) | undefined
-  const openStream = deps.sandbox.openStream
-  if (openStream === undefined) { close(1011, 'browser unavailable'); return { close } }
-  openStream.call(deps.sandbox, chatId, relayArgv(opts.port)).then(stream => {
-    if (closed) { stream.close(); return }
-    pipe = relayPipe(stream)
-    const b = connectBackend(pipe, { port: opts.port, targetId, maxPayload: opts.maxMessageBytes, handshakeTimeout: opts.connectTimeoutMs })
-    backend = b
+  private fromViewer (data: WebSocket.RawData, isBinary: boolean): void {
+    if (this.closed) return
+    if (this.toBackend !== undefined) { this.toBackend(data, isBinary); return }
+    this.earlyBytes += sizeOf(data)
+    if (this.earlyBytes > this.opts.highWaterBytes) { this.close(1008, 'too much data before the browser answered'); return }
+    this.early.push([data, isBinary])
+  }
+
+  private attach (b: WebSocket): void {
+    this.backend = b
     b.on('open', () => {
-      opened = true
-      toBackend = pump(client, b, opts.highWaterBytes)
-      b.on('message', pump(b, client, opts.highWaterBytes))
-      for (const [data, isBinary] of early) toBackend(data, isBinary)
-      early = []
-      log.debug('browser socket relayed')
+      this.opened = true
+      this.toBackend = pump(this.client, b, this.opts.highWaterBytes)
+      b.on('message', pump(b, this.client, this.opts.highWaterBytes))
+      for (const [data, isBinary] of this.early) this.toBackend(data, isBinary)
+      this.early = []
+      this.log.debug('browser socket relayed')
     })
     b.on('close', (code: number) => {
-      if (!opened) close(1011, 'browser unavailable')
-      else close(viewerCode(code), 'browser closed the connection')
+      if (!this.opened) this.close(1011, 'browser unavailable')
+      else this.close(viewerCode(code), 'browser closed the connection')
     })
     b.on('error', (err: Error & { code?: string }) => {
-      log.debug({ err }, 'backend socket error')
+      this.log.debug({ err }, 'backend socket error')
       // ws reports its own 1009 as an error; its close event then carries 1006.
-      if (err.code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH') close(1009, 'message too big')
+      if (err.code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH') this.close(1009, 'message too big')
     })
-  }, (err: unknown) => {
-    log.debug({ err }, 'relay to the browser could not be opened')
-    close(1011, 'browser unavailable')
-  })
-  return { close }
+  }
+
+  close (code: number, reason: string): void {
+    if (this.closed) return
+    this.closed = true
+    this.early = []
+    const { client, backend } = this
+    if (client.readyState === WebSocket.OPEN || client.readyState === WebSocket.CONNECTING) client.close(code, reason)
+    if (backend !== undefined && backend.readyState !== WebSocket.CLOSED) backend.terminate()
+    this.pipe?.destroy()
+    this.log.debug({ code, reason }, 'browser socket closed')
+    this.onClosed()
+  }
+}
+
+/** Relays `client` to the target until either side closes; `onClosed` runs once, afterwards. */
+export function startRelay (deps: RelayDeps, opts: RelayOptions, chatId: string, targetId: string, client: WebSocket, onClosed: () => void): SocketRelay {
+  const openStream = deps.sandbox.openStream
+  if (openStream === undefined) throw new TypeError('the sandbox driver has no openStream()')
+  const relay = new Relay(deps, opts, client, onClosed, chatId, targetId)
+  relay.start(openStream, chatId, targetId)
+  return relay
 }
