@@ -52,7 +52,7 @@ function buildDom () {
 
 export function mountBrowserView (config) {
   buildDom()
-  const state = { active: false, pages: [], selected: null, page: null, timer: null, takeover: false, retry: 0 }
+  const state = { active: false, pages: [], selected: null, page: null, timer: null, takeover: false, retry: 0, connections: 0 }
   const base = new URL(`../browser/${encodeURIComponent(config.chatId)}/`, window.location.href)
   const withToken = path => {
     const url = new URL(path, base)
@@ -119,6 +119,7 @@ export function mountBrowserView (config) {
     const ws = withToken(`devtools/page/${encodeURIComponent(id)}`)
     ws.protocol = ws.protocol === 'https:' ? 'wss:' : 'ws:'
     setState('connecting', 'Connecting…')
+    $('browser-view').dataset.connections = String(++state.connections)
     const screen = $('browser-screen')
     const page = connectPage(ws.href, {
       screen,
