@@ -112,8 +112,8 @@ export function createCdpService (deps: CdpDeps, opts: CdpServiceOptions): CdpRu
     },
     async reserve (chatId) {
       const used = slots.get(chatId) ?? 0
-      if (used >= opts.maxViewersPerChat) throw new CDP_TOO_MANY_VIEWERS(opts.maxViewersPerChat)
-      if (slotTotal >= opts.maxViewers) throw new CDP_TOO_MANY_VIEWERS(used)
+      if (used >= opts.maxViewersPerChat) throw new CDP_TOO_MANY_VIEWERS(`this chat has ${opts.maxViewersPerChat}`)
+      if (slotTotal >= opts.maxViewers) throw new CDP_TOO_MANY_VIEWERS(`the server has ${opts.maxViewers}`)
       // Taken before the (async) status check, so concurrent handshakes cannot overshoot the cap.
       slots.set(chatId, used + 1)
       slotTotal++

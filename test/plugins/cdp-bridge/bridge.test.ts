@@ -212,9 +212,15 @@ t.test('the per-chat viewer cap refuses the next handshake with 429 and frees sl
   t.equal(await openWs(url), 429)
   one.close()
   await closed(one)
-  let three: WebSocket | number = 429
-  await until(() => false, 100)
-  three = await openWs(url)
+  const three = await openWs(url)
   t.type(three, WebSocket, 'a slot is free again')
   for (const ws of [two, three]) if (ws instanceof WebSocket) ws.close()
+})
+
+t.test('the server-wide viewer cap applies across chats', async t => {
+  const b = await bridge(t, {}, { maxViewers: 1 })
+  b.fake.running.add('chat-b')
+  const first = await openWs(`${b.base}/browser/${CHAT}/devtools/page/${PAGE_ID}?t=${b.token(CHAT, 'c')}`) as WebSocket
+  t.equal(await openWs(`${b.base}/browser/chat-b/devtools/page/${PAGE_ID}?t=${b.token('chat-b', 'c')}`), 429, 'another chat is refused while the server is full')
+  first.close()
 })
