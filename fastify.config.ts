@@ -21,6 +21,7 @@ import tierResources from './plugins/tier-resources/index.js'
 import tierHttp from './plugins/tier-http/index.js'
 import files from './plugins/files/index.js'
 import preview from './plugins/preview/index.js'
+import cdpBridge from './plugins/cdp-bridge/index.js'
 import runtimeCli from './plugins/runtime-cli/index.js'
 import docs from './plugins/docs/index.js'
 
@@ -85,6 +86,11 @@ const plugins = {
   'tier-resources': config => entry(tierResources, { maxReadBytes: config.RESOURCE_READ_MAX_BYTES }),
   'tier-http': config => entry(tierHttp, { singleUserMode: config.singleUserMode }),
   files: config => entry(files, { dataDir: config.DATA_DIR, archiveMaxBytes: config.ARCHIVE_MAX_BYTES, frameAncestors: config.FRAME_ANCESTORS }),
+  'cdp-bridge': config => entry(cdpBridge, {
+    cdpPort: config.CDP_PORT,
+    publicBaseUrl: config.publicBaseUrl,
+    allowedOrigins: config.allowedOrigins
+  }),
   preview: config => entry(preview, { frameAncestors: config.FRAME_ANCESTORS }),
   'runtime-cli': config => entry(runtimeCli, {
     cli: config.subagentCli,

@@ -45,7 +45,7 @@ docker info >/dev/null 2>&1 || die "no Docker engine answers (run scripts/docker
 build_hash() {
   (
     cd "$HERE"
-    find . -type f ! -name README.md ! -name build.sh -print | LC_ALL=C sort | while IFS= read -r f; do
+    find . -path ./browser/node_modules -prune -o -type f ! -name README.md ! -name build.sh -print | LC_ALL=C sort | while IFS= read -r f; do
       printf '%s %s %s\n' "$f" "$(stat -c %a "$f")" "$(sha256sum <"$f" | cut -d' ' -f1)"
     done
     printf 'target=%s\nbase=%s\n' "$TARGET" "${BASE_IMAGE:-}"
@@ -59,6 +59,22 @@ if [ "$current" = "$HASH" ]; then
   exit 0
 fi
 say "building $TAG (target $TARGET, build hash $HASH)"
+
+# --- the browser CLI: npm ci on this host from the lockfile (derived, so not part of the hash)
+install_browser_cli() {
+  command -v npm >/dev/null 2>&1 || die "npm not found: the browser CLI is installed with npm ci before the image build"
+  local dir=$HERE/browser stamp
+  stamp=$(sha256sum <"$dir/package-lock.json" | cut -c1-16)
+  if [ -f "$dir/node_modules/.cubicle-lock" ] && [ "$(cat "$dir/node_modules/.cubicle-lock")" = "$stamp" ]; then
+    say "browser CLI up to date (browser/node_modules)"
+    return 0
+  fi
+  say "npm ci for the browser CLI (browser/package-lock.json)"
+  rm -rf "$dir/node_modules"
+  (cd "$dir" && npm ci --omit=dev --ignore-scripts --no-audit --no-fund --loglevel=error) || die "npm ci failed in $dir"
+  echo "$stamp" >"$dir/node_modules/.cubicle-lock"
+}
+install_browser_cli
 
 # --- base image
 make_local_base() {

@@ -51,6 +51,9 @@ const has = (skills: SkillEntry[], category: SkillCategory, name: string): boole
 export function buildPrompt (v: PromptVars): string {
   const skillDirs = v.skillDirs.map(d => `\`${d}\``).join(', ')
   const sharingSkill = has(v.skills, 'public', 'file-sharing') ? ` Details: \`${SANDBOX_SKILLS}/public/file-sharing/SKILL.md\`.` : ''
+  const browserSkill = has(v.skills, 'public', 'browser')
+    ? [`- Web browser: the \`browser\` command drives a Chromium that the user watches live and can take over in the Browser tab of this chat's preview page. Read \`${SANDBOX_SKILLS}/public/browser/SKILL.md\` before using it; for logins and captchas, ask the user to take over there instead of asking for passwords.`]
+    : []
   const subAgentSkill = has(v.skills, 'public', 'sub-agent') ? ` Read \`${SANDBOX_SKILLS}/public/sub-agent/SKILL.md\` before the first call.` : ''
   const cli = `${CLI_NAME[v.subagentCli]} (\`${v.subagentCli}\`)`
   const lines = [
@@ -63,6 +66,7 @@ export function buildPrompt (v: PromptVars): string {
     `- A \`bash_tool\` command may run for ${v.commandTimeoutSeconds} seconds, then it is stopped. Start longer jobs in the background with output redirected (\`nohup cmd > job.log 2>&1 &\`) and check the log in later calls.`,
     '- Commands run without a terminal or stdin: use non-interactive flags (`-y`, `--yes`), no editors or pagers.',
     v.networkEnabled ? '- Outbound network access is available (downloads, package installs into your home).' : '- The sandbox has no network access.',
+    ...browserSkill,
     '',
     '## Where files live',
     '',

@@ -23,6 +23,8 @@ const routes: FastifyPluginAsync<TierHttpRoutesOptions> = async (fastify, opts) 
       reply.header('X-Files-Base-URL', links.filesBase(chatId))
         .header('X-Archive-URL', links.archiveUrl(chatId))
         .header('X-Preview-URL', links.previewUrl(chatId, 'c'))
+      // The live browser (cdp-bridge): the preview opened on its Browser view, with the control token.
+      if (fastify.hasDecorator('cdp')) reply.header('X-Browser-URL', `${links.previewUrl(chatId, 'c')}#browser`)
     }
     return text
   })

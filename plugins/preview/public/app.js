@@ -166,3 +166,6 @@ $('download-all').addEventListener('click', event => {
 })
 
 refresh().then(ok => { if (ok) schedule() })
+
+// Full scope (control token, API key, open mode): the live Browser view beside Outputs (browser-view.js).
+if (config.scope === 'full') import('./browser-view.js').then(m => m.mountBrowserView(config)).catch(() => {})

@@ -1,0 +1,31 @@
+import fp from 'fastify-plugin'
+import type { FastifyPluginAsync } from 'fastify'
+import { parseOptions } from '../../core/config.js'
+import { CdpBridgeOptions } from './schemas.js'
+import { createCdpService } from './service.js'
+import routes from './routes.js'
+
+/**
+ * The live browser bridge (surface.md §7.1, §7.3): status, target list and version of the browser in
+ * a chat's sandbox, and a CDP WebSocket relay to its pages, all through exec relays into the sandbox
+ * (no published ports, no network changes). Decorates `cdp`. Never creates or starts a sandbox.
+ */
+const cdpBridge: FastifyPluginAsync<CdpBridgeOptions> = async (fastify, raw) => {
+  const opts = parseOptions(CdpBridgeOptions, raw, 'cdp-bridge')
+  const log = fastify.log.child({ plugin: 'cdp-bridge' })
+  const { service, sandboxStopped, close } = createCdpService({ sandbox: fastify.sandbox, log }, opts)
+  fastify.decorate('cdp', service)
+  // A stopped or removed sandbox (idle, max age, capacity) closes its viewers with 1001 (§5.6 item 5).
+  fastify.sandbox.onStop?.(chatId => { sandboxStopped(chatId) })
+  // preClose: server.close() waits for upgraded sockets, which would hold the shutdown until the grace timer.
+  fastify.addHook('preClose', close)
+  fastify.addHook('onClose', close)
+  await fastify.register(routes, { publicBaseUrl: opts.publicBaseUrl, allowedOrigins: opts.allowedOrigins })
+}
+
+export default fp(cdpBridge, {
+  name: 'cdp-bridge',
+  fastify: '5.x',
+  dependencies: ['sandbox-docker', 'capabilities'],
+  decorators: { fastify: ['sandbox', 'auth', 'websocketServer'] }
+})

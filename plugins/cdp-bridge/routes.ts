@@ -1,0 +1,93 @@
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
+import { requireChatId } from '../../core/chat-id.js'
+import { chatRouteCors } from '../../core/chat-route.js'
+import { CDP_FORBIDDEN_ORIGIN } from './errors.js'
+import { ChatParams, SocketParams, StatusReply, TargetsReply, VersionReply } from './schemas.js'
+import { publicSocketUrl } from './targets.js'
+
+export interface CdpRoutesOptions {
+  publicBaseUrl: string
+  allowedOrigins: string[]
+}
+
+interface ChatRoute { Params: { chat: string } }
+interface SocketRoute { Params: SocketParams }
+
+const NO_STORE = 'no-cache, no-store'
+
+/**
+ * §7.3 item 2: PUBLIC_BASE_URL's origin, ALLOWED_ORIGINS and `null` (the preview runs in opaque-origin
+ * iframes); no Origin at all is a non-browser client. Tokens are the protection; this is defence in depth.
+ */
+export function originChecker (publicBaseUrl: string, allowedOrigins: string[]): (origin: string | undefined) => boolean {
+  const allowed = new Set([new URL(publicBaseUrl).origin, ...allowedOrigins].map(o => o.toLowerCase().replace(/\/+$/, '')))
+  return origin => origin === undefined || origin === 'null' || allowed.has(origin.toLowerCase())
+}
+
+/** The browser routes of surface.md §7.1: every one needs a control token or the API key. */
+const routes: FastifyPluginAsync<CdpRoutesOptions> = async (fastify, opts) => {
+  const { auth, cdp } = fastify
+  const originAllowed = originChecker(opts.publicBaseUrl, opts.allowedOrigins)
+
+  chatRouteCors(fastify, ['/browser/:chat/status', '/browser/:chat/json', '/browser/:chat/json/list', '/browser/:chat/json/version'])
+
+  /** Chat id (400), then credentials (401/403), before anything touches the sandbox (general rule 6). */
+  const authorize = (request: FastifyRequest<ChatRoute>): { chatId: string, token: string | undefined } => {
+    const chatId = requireChatId(request.params.chat)
+    return { chatId, token: auth.authorizeChat(request, chatId, 'c') }
+  }
+
+  fastify.get<ChatRoute>('/browser/:chat/status', {
+    schema: { params: ChatParams, response: { 200: StatusReply } }
+  }, async (request, reply) => {
+    const { chatId } = authorize(request)
+    return await reply.header('Cache-Control', NO_STORE).send(await cdp.status(chatId))
+  })
+
+  const targetList = async (request: FastifyRequest<ChatRoute>, reply: FastifyReply): Promise<FastifyReply> => {
+    const { chatId, token } = authorize(request)
+    const list = await cdp.targets(chatId)
+    const body = list.map(t => ({ ...t, webSocketDebuggerUrl: publicSocketUrl(opts.publicBaseUrl, chatId, t.id, token) }))
+    return await reply.header('Cache-Control', NO_STORE).send(body)
+  }
+  // DevTools clients ask for either name of the list.
+  for (const path of ['/browser/:chat/json', '/browser/:chat/json/list']) {
+    fastify.get<ChatRoute>(path, { schema: { params: ChatParams, response: { 200: TargetsReply } } }, targetList)
+  }
+
+  fastify.get<ChatRoute>('/browser/:chat/json/version', {
+    schema: { params: ChatParams, response: { 200: VersionReply } }
+  }, async (request, reply) => {
+    const { chatId } = authorize(request)
+    return await reply.header('Cache-Control', NO_STORE).send(await cdp.version(chatId))
+  })
+
+  // Slots reserved before the upgrade, by handshake request, for the handler to take over.
+  const reserved = new WeakMap<FastifyRequest, () => void>()
+
+  fastify.get<SocketRoute>('/browser/:chat/devtools/page/:id', {
+    websocket: true,
+    schema: { params: SocketParams },
+    // Everything that can refuse the handshake runs before the upgrade, so refusals are plain HTTP
+    // answers (§7.3 item 1): chat id 400, credentials 401/403, Origin 403, then (after the schema
+    // checked the target id, 400) sandbox 404 and the viewer caps 429.
+    preValidation: async request => {
+      authorize(request)
+      if (!originAllowed(request.headers.origin)) throw new CDP_FORBIDDEN_ORIGIN()
+    },
+    preHandler: async request => {
+      const chatId = requireChatId(request.params.chat)
+      const release = await cdp.reserve(chatId)
+      reserved.set(request, release)
+      // Freed however the connection ends: a failed upgrade never reaches the handler.
+      request.raw.socket.once('close', release)
+    }
+  }, (socket, request) => {
+    const chatId = requireChatId(request.params.chat)
+    const release = reserved.get(request) ?? (() => {})
+    reserved.delete(request)
+    cdp.relay(chatId, request.params.id, socket, release)
+  })
+}
+
+export default routes
