@@ -35,7 +35,7 @@ t.test('tools/list and tools/call work without initialize and with a stale sessi
   const headers = { 'x-chat-id': 'c1', 'mcp-session-id': 'stale-session-that-never-existed' }
   const list = await rpc(url, { jsonrpc: '2.0', id: 1, method: 'tools/list' }, headers)
   t.equal(list.status, 200)
-  t.equal(list.headers.get('mcp-session-id'), null, 'no session id is issued')
+  t.equal(list.headers.get('mcp-session-id'), null, 'only initialize hands out a session id')
   const body = await list.json() as { result: { tools: Array<{ name: string }> } }
   t.same(body.result.tools.map(x => x.name), ['whoami', 'slow', 'boom'])
   const call = await rpc(url, { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'whoami', arguments: {} } }, { ...headers, accept: 'application/json' })
@@ -249,7 +249,7 @@ t.test('HTTP surface of /mcp: methods, Accept, protocol version, batches, body l
   t.equal(own.headers.get('access-control-allow-origin'), null, 'no CORS for the own origin')
   const cors = await rpc(url, { jsonrpc: '2.0', id: 1, method: 'ping' }, { origin: 'https://chat.example.com' })
   t.equal(cors.headers.get('access-control-allow-origin'), 'https://chat.example.com')
-  t.equal(cors.headers.get('access-control-expose-headers'), 'WWW-Authenticate')
+  t.equal(cors.headers.get('access-control-expose-headers'), 'WWW-Authenticate, Mcp-Session-Id')
   const preflight = await fetch(mcp, { method: 'OPTIONS', headers: { origin: 'https://chat.example.com', 'access-control-request-method': 'POST' } })
   t.equal(preflight.status, 204)
   t.match(preflight.headers.get('access-control-allow-headers'), /MCP-Protocol-Version.*X-Chat-Id.*X-OpenWebUI-Mcp-Servers/)
