@@ -1,12 +1,12 @@
-import { randomUUID } from 'node:crypto'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { isInitializeRequest, type JSONRPCRequest } from '@modelcontextprotocol/sdk/types.js'
 import { readUser, resolveMcpChat } from '../../core/identity.js'
 import { Exchange } from './exchange.js'
 import { registerGuard } from './guard.js'
 import { keepAlive, openStream, writeEvent } from './sse.js'
+import { acceptsPriming, issueSessionId } from './session.js'
 import { createRequestServer, type ServerDeps } from './server-factory.js'
-import { DEFAULT_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS, type McpTransportOptions } from './schemas.js'
+import { SUPPORTED_PROTOCOL_VERSIONS, type McpTransportOptions } from './schemas.js'
 import type { McpRequestContext } from './types.js'
 import type { RegistryInternals } from './registry.js'
 
@@ -100,11 +100,11 @@ export default async function mcpRoutes (fastify: FastifyInstance, { deps }: { d
       await server.close()
       if (response === undefined) return await reply.code(204).send()
       // Stateless, yet session-friendly (§2.1 item 2): a random id, stored nowhere, never required.
-      if (isInitializeRequest(msg) && 'result' in response) reply.header('Mcp-Session-Id', randomUUID())
+      if (isInitializeRequest(msg) && 'result' in response) reply.header('Mcp-Session-Id', issueSessionId(String(response.result.protocolVersion)))
       return await reply.type('application/json').send(response)
     }
 
-    openStream(reply, { retryMs: opts.sseRetryMs, priming: true })
+    openStream(reply, { retryMs: opts.sseRetryMs, primed: acceptsPriming(request.headers), kind: 'post' })
     const stopKeepAlive = keepAlive(reply, opts.keepAliveMs)
     reply.raw.on('close', () => { if (!reply.raw.writableFinished) disconnect.abort() })
     disconnect.signal.addEventListener('abort', () => {
@@ -136,7 +136,7 @@ export default async function mcpRoutes (fastify: FastifyInstance, { deps }: { d
       return await reply.code(406).send({ error: 'not_acceptable', detail: 'GET /mcp is an event stream: send Accept: text/event-stream' })
     }
     const resolution = resolveMcpChat(request.headers, opts.singleUserMode)
-    openStream(reply, { retryMs: opts.sseRetryMs, priming: false })
+    openStream(reply, { retryMs: opts.sseRetryMs, primed: acceptsPriming(request.headers), kind: 'get' })
     const unsubscribe = resolution.kind === 'chat'
       ? registry.subscribe(resolution.chatId, n => writeEvent(reply, { jsonrpc: '2.0', ...n }))
       : () => {}

@@ -29,7 +29,7 @@ t.test('initialize answers with a fresh random Mcp-Session-Id; other requests ge
     const res = await post(url, INIT)
     t.equal(res.status, 200)
     const id = res.headers.get('mcp-session-id') ?? ''
-    t.match(id, /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/, 'a random UUID (visible ASCII, as the spec asks)')
+    t.match(id, /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.2025-06-18$/, 'a random UUID tagged with the negotiated version (visible ASCII, as the spec asks)')
     ids.add(id)
     await res.text()
   }
@@ -78,7 +78,7 @@ t.test('the SDK client stores the id, sends it back, terminates with DELETE and 
   t.teardown(async () => { await client.close() })
   await client.connect(transport)
   const sid = transport.sessionId
-  t.match(sid, /^[0-9a-f-]{36}$/, 'the SDK picked the id up from the initialize answer')
+  t.match(sid, /^[0-9a-f-]{36}\.2025-11-25$/, 'the SDK picked the id up from the initialize answer')
   t.match(textOf(await client.callTool({ name: 'whoami', arguments: {} })), /"chatId":"sdk-s"/)
   t.ok(seen.slice(1).every(r => r.sid === sid), 'every later request carried it')
   await transport.terminateSession()

@@ -10,10 +10,12 @@ import { kernelManifest, textOf, type Probe } from '../fixtures/mcp-probe.js'
 const PRIMING = /^id: [A-Za-z0-9_-]{8,}\nretry: 2000\ndata: \n\n/
 const newProbe = (): Probe => ({ calls: [], aborted: [] })
 
-async function callOverSse (url: string, params: unknown, signal?: AbortSignal): Promise<Response> {
+const MODERN = { 'mcp-protocol-version': '2025-11-25' }
+
+async function callOverSse (url: string, params: unknown, signal?: AbortSignal, headers: Record<string, string> = MODERN): Promise<Response> {
   return await fetch(new URL('/mcp', url), {
     method: 'POST',
-    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'x-chat-id': 'sse', 'mcp-protocol-version': '2025-11-25' },
+    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'x-chat-id': 'sse', ...headers },
     body: JSON.stringify({ jsonrpc: '2.0', id: 5, method: 'tools/call', params }),
     ...(signal !== undefined && { signal })
   })
@@ -72,12 +74,44 @@ t.test('GET streams carry the retry field; a GET resuming with Last-Event-ID get
   const { url } = await listen(t, {}, kernelManifest(newProbe()))
   const controller = new AbortController()
   t.teardown(() => { controller.abort() })
-  const stream = await fetch(new URL('/mcp', url), { headers: { accept: 'text/event-stream', 'x-chat-id': 'g' }, signal: controller.signal })
+  const stream = await fetch(new URL('/mcp', url), { headers: { accept: 'text/event-stream', 'x-chat-id': 'g', ...MODERN }, signal: controller.signal })
   t.match(await readUntil(stream, /stream open/), /^retry: 2000\n: stream open\n\n/)
   const resume = await fetch(new URL('/mcp', url), { headers: { accept: 'text/event-stream', 'x-chat-id': 'g', 'last-event-id': 'abc' } })
   t.equal(resume.status, 405)
   t.equal(resume.headers.get('allow'), 'GET, POST, DELETE')
   t.match(await resume.json(), { error: 'resumption_not_supported', detail: /send it again/ })
+})
+
+t.test('clients before protocol 2025-11-25 get the old framing: no priming event, no retry field', async t => {
+  // TS SDK <= 1.23 and older Python clients parse a field-only event's empty data as JSON and
+  // report an error on every call (measured: SyntaxError from SDK 1.12, 1.18, 1.21 and 1.23).
+  const { url } = await listen(t, {}, kernelManifest(newProbe()))
+  const versions: Array<Record<string, string>> = [{ 'mcp-protocol-version': '2025-06-18' }, { 'mcp-protocol-version': '2024-11-05' }, {}]
+  for (const headers of versions) {
+    const text = await (await callOverSse(url, { name: 'slow', arguments: { ms: 10 } }, undefined, headers)).text()
+    t.match(text, /^event: message\ndata: \{/, `${JSON.stringify(headers)}: the first event is the result`)
+    t.notMatch(text, /^(id|retry):/m)
+    const controller = new AbortController()
+    const stream = await fetch(new URL('/mcp', url), { headers: { accept: 'text/event-stream', ...headers }, signal: controller.signal })
+    t.match(await readUntil(stream, /stream open/), /^: stream open\n\n/)
+    controller.abort()
+  }
+})
+
+t.test('a client that negotiated 2025-11-25 at initialize is primed by its session id, whatever version header follows', async t => {
+  // The conformance suite's server-sse-polling scenario does exactly this.
+  const { url } = await listen(t, {}, kernelManifest(newProbe()))
+  const init = await fetch(new URL('/mcp', url), {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'x', version: '1' } } })
+  })
+  const sid = init.headers.get('mcp-session-id') ?? ''
+  await init.text()
+  const primed = await callOverSse(url, { name: 'slow', arguments: { ms: 10 } }, undefined, { 'mcp-session-id': sid, 'mcp-protocol-version': '2025-03-26' })
+  t.match(await primed.text(), PRIMING)
+  const other = await callOverSse(url, { name: 'slow', arguments: { ms: 10 } }, undefined, { 'mcp-session-id': sid.replace(/\.[\d-]+$/, '.2025-06-18'), 'mcp-protocol-version': '2025-03-26' })
+  t.notMatch(await other.text(), /^id:/m, 'a session from an older negotiation is not primed')
 })
 
 t.test('the SDK client parses primed streams without errors and stops at the 405 after a protocol error', async t => {
