@@ -30,6 +30,7 @@ const plugins = {
     apiKeyRequired: config.MCP_API_KEY !== '',
     singleUserMode: config.singleUserMode,
     publicBaseUrl: config.publicBaseUrl,
+    publicBaseUrlSet: config.publicBaseUrlSet,
     allowedOrigins: config.allowedOrigins,
     maxBodyBytes: config.MCP_MAX_BODY_BYTES,
     keepAliveMs: config.PROGRESS_INTERVAL_SECONDS * 1000

@@ -104,6 +104,8 @@ export interface AppConfig extends RawConfig {
   singleUserMode: SingleUserMode
   subagentCli: SubagentCli
   publicBaseUrl: string
+  /** false while PUBLIC_BASE_URL is unset or empty (the built-in default applies) */
+  publicBaseUrlSet: boolean
   allowedOrigins: string[]
   dataDirHost: string
   sandboxNetwork: string
@@ -158,7 +160,7 @@ export function loadConfig (env: Record<string, string | undefined>): AppConfig 
     const name = first.instancePath.split('/')[1] ?? '?'
     throw new CORE_INVALID_CONFIG(name, `${String(env[name] ?? '')} ${first.message}`)
   }
-  return derive(value)
+  return { ...derive(value), publicBaseUrlSet: (env.PUBLIC_BASE_URL ?? '').trim() !== '' }
 }
 
 /** Shortest accepted MCP_API_KEY / LINK_SIGNING_KEY: tokens signed with them can be attacked offline (issue #8). */
@@ -200,7 +202,7 @@ function derivePublicBaseUrl (raw: RawConfig): string {
   return publicBaseUrl
 }
 
-function derive (raw: RawConfig): AppConfig {
+function derive (raw: RawConfig): Omit<AppConfig, 'publicBaseUrlSet'> {
   checkKey('MCP_API_KEY', raw.MCP_API_KEY)
   checkKey('LINK_SIGNING_KEY', raw.LINK_SIGNING_KEY)
   const mode = raw.SINGLE_USER_MODE.trim().toLowerCase()

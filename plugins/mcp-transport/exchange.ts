@@ -40,6 +40,14 @@ export class Exchange implements Transport {
     this.onclose?.()
   }
 
+  /**
+   * The client is gone: resolve `deliver` with no response now. The SDK sends nothing for a request
+   * it cancelled, so without this the exchange (and its stream's timers) would wait forever.
+   */
+  abandon (): void {
+    this.finish(undefined)
+  }
+
   /** Hands the request to the connected server; resolves with its response (undefined when dropped). */
   async deliver (message: JSONRPCMessage, extra: MessageExtraInfo): Promise<JSONRPCMessage | undefined> {
     this.onmessage?.(message, extra)

@@ -1,18 +1,14 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { isInitializeRequest, type JSONRPCMessage, type JSONRPCRequest } from '@modelcontextprotocol/sdk/types.js'
+import { isInitializeRequest, type JSONRPCRequest } from '@modelcontextprotocol/sdk/types.js'
 import { readUser, resolveMcpChat } from '../../core/identity.js'
 import { Exchange } from './exchange.js'
+import { registerGuard } from './guard.js'
+import { keepAlive, openStream, writeEvent } from './sse.js'
+import { acceptsPriming, issueSessionId } from './session.js'
 import { createRequestServer, type ServerDeps } from './server-factory.js'
-import { DEFAULT_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS, type McpTransportOptions } from './schemas.js'
+import { SUPPORTED_PROTOCOL_VERSIONS, type McpTransportOptions } from './schemas.js'
 import type { McpRequestContext } from './types.js'
 import type { RegistryInternals } from './registry.js'
-
-const CORS_ALLOW_HEADERS = ['Authorization', 'Content-Type', 'Accept', 'Mcp-Session-Id', 'MCP-Protocol-Version', 'Last-Event-ID',
-  'X-Chat-Id', 'X-OpenWebUI-Chat-Id', 'X-User-Email', 'X-OpenWebUI-User-Email', 'X-User-Name', 'X-OpenWebUI-User-Name',
-  'X-Gitlab-Token', 'X-OpenWebUI-Gitlab-Token', 'X-Gitlab-Host', 'X-OpenWebUI-Gitlab-Host', 'X-Anthropic-Api-Key',
-  'X-OpenWebUI-Anthropic-Api-Key', 'X-Anthropic-Base-Url', 'X-OpenWebUI-Anthropic-Base-Url', 'X-Mcp-Tokens-Url',
-  'X-OpenWebUI-Mcp-Tokens-Url', 'X-Mcp-Tokens-Api-Key', 'X-OpenWebUI-Mcp-Tokens-Api-Key', 'X-Mcp-Servers', 'X-OpenWebUI-Mcp-Servers'].join(', ')
-const SSE_HEADERS = { 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-cache, no-transform', 'X-Accel-Buffering': 'no', Connection: 'keep-alive' }
 
 type Rpc = Record<string, unknown>
 const rpcError = (code: number, message: string, id: unknown = null): Rpc => ({ jsonrpc: '2.0', id, error: { code, message } })
@@ -21,10 +17,6 @@ export interface RouteDeps extends ServerDeps { registry: RegistryInternals, opt
 
 export default async function mcpRoutes (fastify: FastifyInstance, { deps }: { deps: RouteDeps }): Promise<void> {
   const { registry, runner, opts } = deps
-  const publicOrigin = new URL(opts.publicBaseUrl).origin
-  const corsOrigins = new Set(opts.allowedOrigins)
-  const okOrigins = new Set([publicOrigin, ...opts.allowedOrigins])
-
   const context = (request: FastifyRequest): McpRequestContext => {
     const user = readUser(request.headers)
     if (user.emailRejected) request.log.warn('ignoring an invalid X-User-Email header')
@@ -35,38 +27,15 @@ export default async function mcpRoutes (fastify: FastifyInstance, { deps }: { d
   fastify.addContentTypeParser(/^application\/([a-z.+-]+\+)?json(\s*;.*)?$/i, { parseAs: 'buffer', bodyLimit: opts.maxBodyBytes },
     (_request, body, done) => { done(null, body) })
 
-  // Origin and auth run before any body parsing (§2.6 item 3).
-  fastify.addHook('onRequest', async (request, reply) => {
-    const origin = request.headers.origin
-    if (origin !== undefined && !okOrigins.has(origin)) {
-      return await reply.code(403).send({ error: 'forbidden', detail: 'Origin not allowed' })
-    }
-    if (origin !== undefined && corsOrigins.has(origin)) {
-      reply.header('Access-Control-Allow-Origin', origin).header('Vary', 'Origin').header('Access-Control-Expose-Headers', 'WWW-Authenticate')
-    }
-    if (request.method === 'OPTIONS') return
-    if (!opts.apiKeyRequired) return
-    try {
-      await fastify.auth.requireApiKey(request, reply)
-    } catch (err) {
-      if ((err as { statusCode?: number }).statusCode === 429) throw err
-      return await reply.code(401).header('WWW-Authenticate', 'Bearer').type('application/json').send('{"error": "Unauthorized"}')
-    }
-  })
+  // Origin, CORS and auth run before any body parsing (§2.6).
+  const preflight = registerGuard(fastify, opts)
 
   const paths = opts.path.endsWith('/') ? [opts.path.slice(0, -1), opts.path] : [opts.path, `${opts.path}/`]
   for (const url of paths) {
     fastify.post(url, async (request, reply) => await handlePost(request, reply))
     fastify.get(url, { exposeHeadRoute: false }, async (request, reply) => await handleGet(request, reply))
     fastify.delete(url, async (_request, reply) => await reply.code(204).send())
-    fastify.options(url, async (request, reply) => {
-      const origin = request.headers.origin
-      if (origin === undefined || !corsOrigins.has(origin)) {
-        return await reply.code(405).header('Allow', 'GET, POST, DELETE').send({ error: 'method_not_allowed', detail: 'use GET, POST or DELETE' })
-      }
-      return await reply.code(204).header('Access-Control-Allow-Methods', 'GET, POST, DELETE, OPTIONS')
-        .header('Access-Control-Allow-Headers', CORS_ALLOW_HEADERS).header('Access-Control-Max-Age', '600').send()
-    })
+    fastify.options(url, preflight)
   }
 
   async function handlePost (request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
@@ -130,46 +99,50 @@ export default async function mcpRoutes (fastify: FastifyInstance, { deps }: { d
       const response = await exchange.deliver(msg, { requestInfo: { headers: request.headers } })
       await server.close()
       if (response === undefined) return await reply.code(204).send()
+      // Stateless, yet session-friendly (§2.1 item 2): a random id, stored nowhere, never required.
+      if (isInitializeRequest(msg) && 'result' in response) reply.header('Mcp-Session-Id', issueSessionId(String(response.result.protocolVersion)))
       return await reply.type('application/json').send(response)
     }
 
-    reply.hijack()
-    reply.raw.writeHead(200, { ...reply.getHeaders() as Record<string, string>, ...SSE_HEADERS })
-    reply.raw.flushHeaders()
-    const keepAlive = setInterval(() => reply.raw.write(': keep-alive\n\n'), opts.keepAliveMs)
+    openStream(reply, { retryMs: opts.sseRetryMs, primed: acceptsPriming(request.headers), kind: 'post' })
+    const stopKeepAlive = keepAlive(reply, opts.keepAliveMs)
     reply.raw.on('close', () => { if (!reply.raw.writableFinished) disconnect.abort() })
     disconnect.signal.addEventListener('abort', () => {
       void exchange.onmessage?.({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: msg.id, reason: 'client disconnected' } })
+      exchange.abandon()
     }, { once: true })
     try {
       const response = await exchange.deliver(msg, { requestInfo: { headers: request.headers } })
       if (response !== undefined) writeEvent(reply, response)
     } finally {
-      clearInterval(keepAlive)
+      stopKeepAlive()
       reply.raw.end()
       await server.close()
     }
     return reply
   }
 
-  function writeEvent (reply: FastifyReply, message: JSONRPCMessage | Rpc): void {
-    if (!reply.raw.writableEnded) reply.raw.write(`event: message\ndata: ${JSON.stringify(message)}\n\n`)
-  }
-
   async function handleGet (request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
+    if (request.headers['last-event-id'] !== undefined) {
+      // A client resuming an interrupted POST stream (its priming id). We keep no events to replay and
+      // the interrupted call was cancelled; 405 tells SDK clients to stop instead of waiting on a
+      // notification stream that will never carry that response.
+      return await reply.code(405).header('Allow', 'GET, POST, DELETE').send({
+        error: 'resumption_not_supported',
+        detail: 'this server does not resume SSE streams (Last-Event-ID); an interrupted request was cancelled, send it again. GET without Last-Event-ID opens the notification stream.'
+      })
+    }
     if (!(request.headers.accept ?? '').toLowerCase().includes('text/event-stream')) {
       return await reply.code(406).send({ error: 'not_acceptable', detail: 'GET /mcp is an event stream: send Accept: text/event-stream' })
     }
     const resolution = resolveMcpChat(request.headers, opts.singleUserMode)
-    reply.hijack()
-    reply.raw.writeHead(200, { ...reply.getHeaders() as Record<string, string>, ...SSE_HEADERS })
-    reply.raw.write(': stream open\n\n')
+    openStream(reply, { retryMs: opts.sseRetryMs, primed: acceptsPriming(request.headers), kind: 'get' })
     const unsubscribe = resolution.kind === 'chat'
       ? registry.subscribe(resolution.chatId, n => writeEvent(reply, { jsonrpc: '2.0', ...n }))
       : () => {}
-    const keepAlive = setInterval(() => reply.raw.write(': keep-alive\n\n'), opts.keepAliveMs)
+    const stopKeepAlive = keepAlive(reply, opts.keepAliveMs)
     const maxAge = setTimeout(() => reply.raw.end(), opts.getStreamMaxMs)
-    const cleanup = (): void => { clearInterval(keepAlive); clearTimeout(maxAge); unsubscribe() }
+    const cleanup = (): void => { stopKeepAlive(); clearTimeout(maxAge); unsubscribe() }
     reply.raw.on('close', cleanup)
     openStreams.add(reply)
     reply.raw.on('close', () => openStreams.delete(reply))

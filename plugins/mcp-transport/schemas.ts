@@ -4,10 +4,12 @@ export const McpTransportOptions = Type.Object({
   path: Type.Optional(Type.String({ default: '/mcp' })),
   apiKeyRequired: Type.Optional(Type.Boolean({ default: false, description: 'protected mode: every /mcp request needs the bearer key' })),
   singleUserMode: Type.Optional(Type.Union([Type.Literal('lenient'), Type.Literal('true'), Type.Literal('false')], { default: 'lenient' })),
-  publicBaseUrl: Type.String({ description: 'its origin is always an allowed Origin' }),
+  publicBaseUrl: Type.String({ description: 'its origin (and its loopback spellings) is always an allowed Origin' }),
+  publicBaseUrlSet: Type.Optional(Type.Boolean({ default: true, description: 'false while PUBLIC_BASE_URL is unset: http loopback origins on the listening port are then allowed' })),
   allowedOrigins: Type.Optional(Type.Array(Type.String(), { default: [], description: 'extra origins: allowed and sent CORS headers' })),
   maxBodyBytes: Type.Optional(Type.Integer({ default: 16777216, minimum: 1024 })),
   keepAliveMs: Type.Optional(Type.Integer({ default: 15000, minimum: 100, description: 'SSE keep-alive comment interval' })),
+  sseRetryMs: Type.Optional(Type.Integer({ default: 2000, minimum: 0, description: 'the SSE retry field: how long a client waits before it reconnects a stream' })),
   maxCallsPerChat: Type.Optional(Type.Integer({ default: 8, minimum: 1 })),
   getStreamMaxMs: Type.Optional(Type.Integer({ default: 1800000, minimum: 1000, description: 'a GET stream is closed after this long' })),
   lenientWarnIntervalMs: Type.Optional(Type.Integer({ default: 60000, minimum: 0 }))

@@ -2,9 +2,10 @@ import { Server } from '@modelcontextprotocol/sdk/server/index.js'
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv'
 import {
   CallToolRequestSchema, ErrorCode, ListResourcesRequestSchema, ListResourceTemplatesRequestSchema,
-  ListToolsRequestSchema, McpError, ReadResourceRequestSchema, type CallToolResult, type Resource
+  ListToolsRequestSchema, ReadResourceRequestSchema, type CallToolResult, type Resource
 } from '@modelcontextprotocol/sdk/types.js'
 import { SERVER_NAME, SERVER_VERSION } from '../../core/version.js'
+import { protocolError } from './errors.js'
 import type { RegistryInternals } from './registry.js'
 import type { ToolRunner } from './tool-call.js'
 import type { ChatRequestContext, McpRequestContext } from './types.js'
@@ -23,7 +24,7 @@ function chatContext (ctx: McpRequestContext): ChatRequestContext | undefined {
 function decodeCursor (cursor: string | undefined): number {
   if (cursor === undefined) return 0
   const n = Number(Buffer.from(cursor, 'base64url').toString('utf8'))
-  if (!Number.isInteger(n) || n < 0) throw new McpError(ErrorCode.InvalidParams, 'invalid cursor')
+  if (!Number.isInteger(n) || n < 0) throw protocolError(ErrorCode.InvalidParams, 'invalid cursor')
   return n
 }
 
@@ -83,7 +84,7 @@ export function createRequestServer (deps: ServerDeps, ctx: McpRequestContext, i
         if (contents !== undefined) return { contents }
       }
     }
-    throw new McpError(RESOURCE_NOT_FOUND, 'Resource not found', { uri: request.params.uri })
+    throw protocolError(RESOURCE_NOT_FOUND, 'Resource not found', { uri: request.params.uri })
   })
 
   server.setRequestHandler(ListResourceTemplatesRequestSchema, async () => ({ resourceTemplates: [] }))

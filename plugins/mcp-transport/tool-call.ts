@@ -1,4 +1,5 @@
-import { ErrorCode, McpError, type CallToolResult, type RequestId } from '@modelcontextprotocol/sdk/types.js'
+import { ErrorCode, type CallToolResult, type RequestId } from '@modelcontextprotocol/sdk/types.js'
+import { protocolError } from './errors.js'
 import type { RegistryInternals } from './registry.js'
 import { validateArguments } from './registry.js'
 import type { McpRequestContext, ToolCallContext } from './types.js'
@@ -72,7 +73,7 @@ export function createToolRunner (registry: RegistryInternals, opts: { maxCallsP
     },
     async run ({ ctx, name, args, requestId, progressToken, signal, sendProgress }) {
       const tool = registry.tool(name)
-      if (tool === undefined) throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${name}`)
+      if (tool === undefined) throw protocolError(ErrorCode.InvalidParams, `Unknown tool: ${name}`)
       const { resolution } = ctx
       if (resolution.kind === 'missing') {
         return errorResult('X-Chat-Id header is required (SINGLE_USER_MODE=false). Send X-Chat-Id (or X-OpenWebUI-Chat-Id) with an id that names this chat; nothing was run.')

@@ -35,7 +35,7 @@ t.test('tools/list and tools/call work without initialize and with a stale sessi
   const headers = { 'x-chat-id': 'c1', 'mcp-session-id': 'stale-session-that-never-existed' }
   const list = await rpc(url, { jsonrpc: '2.0', id: 1, method: 'tools/list' }, headers)
   t.equal(list.status, 200)
-  t.equal(list.headers.get('mcp-session-id'), null, 'no session id is issued')
+  t.equal(list.headers.get('mcp-session-id'), null, 'only initialize hands out a session id')
   const body = await list.json() as { result: { tools: Array<{ name: string }> } }
   t.same(body.result.tools.map(x => x.name), ['whoami', 'slow', 'boom'])
   const call = await rpc(url, { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'whoami', arguments: {} } }, { ...headers, accept: 'application/json' })
@@ -162,6 +162,10 @@ t.test('argument validation: coercion, defaults, readable errors; unknown tool i
   t.equal(bad.isError, true)
   t.match(textOf(bad), /^Error: invalid arguments: .*ms/)
   await t.rejects(client.callTool({ name: 'nope', arguments: {} }), { code: -32602 })
+  const unknown = await rpc(url, { jsonrpc: '2.0', id: 4, method: 'tools/call', params: { name: 'nope', arguments: {} } }, { 'x-chat-id': 'c1', accept: 'application/json' })
+  t.match(await unknown.json(), { id: 4, error: { code: -32602, message: 'Unknown tool: nope' } }, 'the wire message carries no "MCP error -32602:" prefix for clients to double')
+  const missing = await rpc(url, { jsonrpc: '2.0', id: 5, method: 'resources/read', params: { uri: 'file://uploads/c1/none' } }, { 'x-chat-id': 'c1' })
+  t.match(await missing.json(), { id: 5, error: { code: -32002, message: 'Resource not found', data: { uri: 'file://uploads/c1/none' } } })
   const malformed = await rpc(url, { jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: 'whoami', arguments: 'x' } }, { 'x-chat-id': 'c1' })
   t.match(await malformed.json(), { id: 3, error: { code: -32602 } })
 })
@@ -249,7 +253,7 @@ t.test('HTTP surface of /mcp: methods, Accept, protocol version, batches, body l
   t.equal(own.headers.get('access-control-allow-origin'), null, 'no CORS for the own origin')
   const cors = await rpc(url, { jsonrpc: '2.0', id: 1, method: 'ping' }, { origin: 'https://chat.example.com' })
   t.equal(cors.headers.get('access-control-allow-origin'), 'https://chat.example.com')
-  t.equal(cors.headers.get('access-control-expose-headers'), 'WWW-Authenticate')
+  t.equal(cors.headers.get('access-control-expose-headers'), 'WWW-Authenticate, Mcp-Session-Id')
   const preflight = await fetch(mcp, { method: 'OPTIONS', headers: { origin: 'https://chat.example.com', 'access-control-request-method': 'POST' } })
   t.equal(preflight.status, 204)
   t.match(preflight.headers.get('access-control-allow-headers'), /MCP-Protocol-Version.*X-Chat-Id.*X-OpenWebUI-Mcp-Servers/)

@@ -1,0 +1,30 @@
+import { randomUUID } from 'node:crypto'
+import type { IncomingHttpHeaders } from 'node:http'
+import { DEFAULT_PROTOCOL_VERSION } from './schemas.js'
+
+/** The protocol revision from which clients must accept SSE priming events (empty `data`). */
+const PRIMING_SINCE = '2025-11-25'
+const TAGGED = /\.(\d{4}-\d\d-\d\d)$/
+
+/**
+ * The Mcp-Session-Id handed out by initialize (surface.md §2.1 item 2): random and stored nowhere.
+ * It ends with the protocol version negotiated there, so later requests of that client can be
+ * framed for it without server state. Nothing ever requires or checks it.
+ */
+export function issueSessionId (negotiatedVersion: string): string {
+  return `${randomUUID()}.${negotiatedVersion}`
+}
+
+/**
+ * Whether a POST stream may open with a priming event. Clients before protocol 2025-11-25 (e.g. TS
+ * SDK <= 1.23) parse its empty data as JSON and report an error on every streamed call, so only a
+ * client that speaks 2025-11-25 gets one: by its MCP-Protocol-Version header (missing = 2025-03-26),
+ * or by the version it negotiated at initialize, which its session id carries.
+ */
+export function acceptsPriming (headers: IncomingHttpHeaders): boolean {
+  const header = headers['mcp-protocol-version']
+  const spoken = typeof header === 'string' && header.trim() !== '' ? header.trim() : DEFAULT_PROTOCOL_VERSION
+  const session = headers['mcp-session-id']
+  const negotiated = typeof session === 'string' ? TAGGED.exec(session)?.[1] : undefined
+  return spoken >= PRIMING_SINCE || (negotiated !== undefined && negotiated >= PRIMING_SINCE)
+}

@@ -1,0 +1,43 @@
+import t from 'tap'
+import { mkdtemp, rm } from 'node:fs/promises'
+import { createRequire } from 'node:module'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
+import { listen, TEST_API_KEY as KEY } from '../helper.js'
+import { kernelManifest, textOf } from '../fixtures/mcp-probe.js'
+
+// Claude Desktop reaches the server through the mcp-remote bridge (surface.md §12.4): a stdio MCP
+// server that forwards to /mcp with the configured headers. It carries its own MCP client, which
+// must parse our primed SSE streams and live with our session ids. // issue #8
+
+const proxy = createRequire(import.meta.url).resolve('mcp-remote/dist/proxy.js')
+
+
+t.test('Claude Desktop\'s mcp-remote bridge lists tools and runs a streamed call with progress', async t => {
+  const { url } = await listen(t, { MCP_API_KEY: KEY }, kernelManifest({ calls: [], aborted: [] }))
+  const configDir = await mkdtemp(join(tmpdir(), 'cu-mcp-remote-'))
+  t.teardown(async () => { await rm(configDir, { recursive: true, force: true }) })
+  let stderr = ''
+  const transport = new StdioClientTransport({
+    command: process.execPath,
+    // The header form of §12.4: Name:value, no space after the colon.
+    args: [proxy, `${url}/mcp`, '--header', `Authorization:Bearer ${KEY}`, '--header', 'X-Chat-Id:desktop-1', '--transport', 'http-only'],
+    env: { PATH: process.env.PATH ?? '', HOME: configDir, MCP_REMOTE_CONFIG_DIR: configDir },
+    stderr: 'pipe'
+  })
+  transport.stderr?.on('data', (chunk: Buffer) => { stderr += chunk.toString('utf8') })
+  const client = new Client({ name: 'claude-desktop-stand-in', version: '0.0.0' })
+  t.teardown(async () => { await client.close() })
+  await client.connect(transport)
+  t.same((await client.listTools()).tools.map(x => x.name), ['whoami', 'slow', 'boom'])
+  t.match(textOf(await client.callTool({ name: 'whoami', arguments: {} })), /"chatId":"desktop-1"/)
+  const progress: number[] = []
+  const slow = await client.callTool({ name: 'slow', arguments: { ms: 50 } }, undefined, { onprogress: p => { progress.push(p.progress) } })
+  t.equal(textOf(slow), 'done', 'a tools/call answered as a primed SSE stream comes through')
+  t.same(progress, [1], 'progress notifications are forwarded')
+  if (process.env.TEST_LOG === '1') t.comment(stderr)
+  t.match(stderr, /Connected to remote server using StreamableHTTPClientTransport/)
+  t.notMatch(stderr, /SyntaxError|Unexpected end of JSON|Error from remote server/, 'no parse errors on the bridge')
+})
