@@ -15,11 +15,11 @@ import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js'
 import type { FastifyInstance } from 'fastify'
 import WebSocket from 'ws'
 import { entries } from '../../fastify.config.js'
-import { build } from '../helper.js'
+import { build, TEST_API_KEY } from '../helper.js'
 import { connect } from '../fixtures/mcp-probe.js'
 import { removeByPrefix, TEST_IMAGE } from './docker.js'
 
-export const KEY = 'browser-integration-key'
+export const KEY = TEST_API_KEY
 
 export interface BrowserApp { app: FastifyInstance, url: string, prefix: string, dataDir: string }
 

@@ -16,10 +16,10 @@ import { chatPaths } from '../../core/chat-paths.js'
 import capabilities from '../../plugins/capabilities/index.js'
 import files from '../../plugins/files/index.js'
 import type { FilesOptions } from '../../plugins/files/schemas.js'
-import { listen } from '../helper.js'
+import { listen, TEST_API_KEY } from '../helper.js'
 import { readZip } from '../plugins/files/zip-reader.js'
 
-const KEY = 'archive-limits-key'
+const KEY = TEST_API_KEY
 const MIB = 1024 * 1024
 // Stored (.mp4), incompressible and larger than loopback socket buffers: the archive cannot finish unread.
 const BIG = 24 * MIB

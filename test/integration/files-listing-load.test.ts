@@ -14,13 +14,14 @@ import { join } from 'node:path'
 import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
 import { chatPaths } from '../../core/chat-paths.js'
+import { TEST_API_KEY } from '../helper.js'
 
 const MIB = 1024 * 1024
 const FILES = Number(process.env.LISTING_LOAD_FILES ?? 100_000)
 const PARALLEL = 100
 const SHOWN = 5000
 const RSS_BOUND_MIB = 150
-const KEY = 'listing-load-key'
+const KEY = TEST_API_KEY
 const BASE_MTIME = 1_600_000_000
 const root = fileURLToPath(new URL('../..', import.meta.url))
 

@@ -4,11 +4,11 @@ import WebSocket from 'ws'
 import { entry } from '../../../core/app.js'
 import capabilities from '../../../plugins/capabilities/index.js'
 import cdpBridge from '../../../plugins/cdp-bridge/index.js'
-import { listen } from '../../helper.js'
+import { listen, TEST_API_KEY } from '../../helper.js'
 import { fakeSandbox, type FakeSandbox } from './fake-sandbox.js'
 import { fakeCdp, PAGE_ID, type FakeCdp } from './fake-cdp.js'
 
-const KEY = 'cdp-bridge-test-key'
+const KEY = TEST_API_KEY
 const CHAT = 'chat-a'
 
 interface Bridge { url: string, base: string, fake: FakeSandbox, cdp: FakeCdp, token: (chat: string, scope: 'f' | 'c') => string }

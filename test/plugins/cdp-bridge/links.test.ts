@@ -1,10 +1,10 @@
 import t from 'tap'
 import { entries } from '../../../fastify.config.js'
 import type { Entry } from '../../../core/app.js'
-import { build } from '../../helper.js'
+import { build, TEST_API_KEY } from '../../helper.js'
 import { fakeSandbox } from './fake-sandbox.js'
 
-const KEY = 'links-test-key'
+const KEY = TEST_API_KEY
 
 // issue #9: the prompt and /system-prompt give the human a way to the Browser view.
 t.test('/system-prompt sends X-Browser-URL (preview on its Browser view, control token) when cdp-bridge is loaded', async t => {
