@@ -1,0 +1,28 @@
+/*
+ * What in-sandbox helpers print is untrusted (issue #8 audit): a planted PIL module or a flood of error
+ * lines must cost the server one look at the last line, never a split or a parse of megabytes.
+ */
+import t from 'tap'
+import { parseImageReport } from '../../../plugins/workspace-tools/image-script.js'
+import { errorReason } from '../../../plugins/workspace-tools/sandbox-files.js'
+
+t.test('the image report is the last stderr line, parsed only when it is report-sized', async t => {
+  t.same(parseImageReport('warning\n{"width":10,"height":5,"outWidth":10,"outHeight":5}\n\n'), { width: 10, height: 5, outWidth: 10, outHeight: 5 })
+  t.same(parseImageReport('\n{"error":"decode","detail":"bad"}\n'), { error: 'decode', detail: 'bad' })
+  t.equal(parseImageReport(''), undefined)
+  t.equal(parseImageReport('\n\n  \n'), undefined)
+  // 16 MiB of nesting: JSON.parse would spend seconds on it; the report is refused unread.
+  const bomb = '['.repeat(8 << 20) + ']'.repeat(8 << 20)
+  const started = process.cpuUsage()
+  t.equal(parseImageReport(`${'\n'.repeat(1 << 20)}${bomb}\n`), undefined)
+  const used = process.cpuUsage(started)
+  t.ok((used.user + used.system) / 1000 < 2000, 'answered without parsing the bomb')
+})
+
+t.test('errorReason reads the reason of the last non-blank line only', async t => {
+  t.equal(errorReason("mkdir: cannot create directory '/x': Permission denied\n"), 'Permission denied')
+  t.equal(errorReason('find: a: Permission denied\nfind: b: No such file or directory\n\n  \n'), 'No such file or directory')
+  t.equal(errorReason(''), 'unknown error')
+  t.equal(errorReason(`${'noise\n'.repeat(1 << 20)}cat: x: Is a directory\n`), 'Is a directory')
+  t.equal(errorReason(`e: ${'r'.repeat(1000)}`).length, 300)
+})
