@@ -48,6 +48,8 @@ export async function whitespaceInsensitiveLine (text: string, needle: string): 
   const core = (await stripWhitespace(needle)).text
   if (core === '' || core.length > text.length) return undefined
   const stripped = await stripWhitespace(text)
+  // Neither has whitespace: the exact search that just failed was this very search.
+  if (core.length === needle.length && stripped.text.length === text.length) return undefined
   const k = await findYielding(createSearcher(core), stripped.text, core.length, 0)
   if (k === -1) return undefined
   const [line] = await linesAt(text, [originalOffset(text, stripped, k)])

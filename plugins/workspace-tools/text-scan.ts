@@ -1,12 +1,12 @@
 /*
  * Linear passes over texts of up to 16 MiB (a file that view or str_replace read), cut into slices of
- * about a million characters with a yield to the event loop between slices: the server process is
- * shared by every chat, so no single call may hold it for more than a few milliseconds at a time.
+ * 64K characters with a yield to the event loop between slices: the server process is shared by every
+ * chat, so no single call may hold it for more than a millisecond or so at a time.
  * Every helper is O(n) in the characters it covers and allocates at most one slice's worth at once.
  */
 
-/** Characters handled between two yields (a few milliseconds of work). */
-export const SLICE_CHARS = 1 << 18
+/** Characters handled between two yields (well under a millisecond of work each). */
+export const SLICE_CHARS = 1 << 16
 
 /** Lets other requests run (timers, I/O callbacks, /health) before the next slice of work. */
 export const yieldToLoop = async (): Promise<void> => { await new Promise<void>(resolve => setImmediate(resolve)) }

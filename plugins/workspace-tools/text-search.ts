@@ -112,13 +112,15 @@ function nativeFind (haystack: string, needle: string, from: number, until?: num
 }
 
 /**
- * First occurrence at or after `from`, searched in slices of SLICE_CHARS alignments with a yield to the
- * event loop between them (each slice costs O(SLICE_CHARS + needle length)).
+ * First occurrence at or after `from`, searched in slices of alignments with a yield to the event loop
+ * between them. A slice costs O(its alignments + needle length), so slices are never shorter than the
+ * needle: the total stays linear for any needle, and a slice stays small for ordinary ones.
  */
 export async function findYielding (searcher: Searcher, text: string, needleLength: number, from: number): Promise<number> {
-  for (let start = from; start <= text.length - needleLength; start += SLICE_CHARS) {
+  const slice = Math.max(SLICE_CHARS, needleLength)
+  for (let start = from; start <= text.length - needleLength; start += slice) {
     if (start > from) await yieldToLoop()
-    const at = searcher.find(text, start, start + SLICE_CHARS - 1)
+    const at = searcher.find(text, start, start + slice - 1)
     if (at !== -1) return at
   }
   return -1
