@@ -21,13 +21,16 @@ const PART_BYTES = 256 * 1024
 const SPECIAL: Partial<Record<FileKind, string>> = { fifo: 'a named pipe (FIFO)', socket: 'a socket', char: 'a character device', block: 'a block device', other: 'not a regular file' }
 const utf8 = new TextDecoder('utf-8')
 
+/** A view_range string longer than this is no pair of line numbers; it is not parsed (deep JSON nesting parses slowly). */
+const MAX_RANGE_STRING = 200
+
 /** view_range given as a JSON string ("[1,20]", "null") or with numeric-string items becomes a real array. */
 export function prepareViewArgs (args: Record<string, unknown>): Record<string, unknown> {
   let range = args.view_range
   if (typeof range === 'string') {
     const trimmed = range.trim()
     if (trimmed === '' || trimmed === 'null') range = null
-    else {
+    else if (trimmed.length <= MAX_RANGE_STRING) {
       try { range = JSON.parse(trimmed) } catch { /* left as is: validation reports it */ }
     }
   }
