@@ -13,8 +13,10 @@
  *   - it is listed and its entries are lstat'ed relative to the descriptor (`/proc/self/fd/<n>/<name>`),
  *     so names and metadata always come from the directory that was verified.
  * A descriptor stays open only while its subtree is walked: at most maxDepth + 1 directories (plus one
- * listing handle) are open at once. Without /proc (not Linux) the path is used instead, checked by
- * realpath plus a (dev, inode) match with the open descriptor.
+ * listing handle) are open at once. Without /proc (not Linux; development only, the server runs in
+ * Linux containers) Node has no openat/fdopendir: the verified path is used instead, each directory
+ * checked by realpath plus a (dev, inode) match with its open descriptor. That still refuses planted
+ * and swapped symlinks but cannot close the window between the check and the listing.
  */
 import { constants, type Dirent } from 'node:fs'
 import { lstat, open, opendir, readlink, realpath, type FileHandle } from 'node:fs/promises'

@@ -132,3 +132,31 @@ t.test('open descriptors stay bounded by the depth and are all closed, also afte
   for await (const f of walkRegularFiles(base)) if (f.relPath.includes('l5')) break
   t.equal(await fds(), before, 'all closed after a break')
 })
+
+t.test('without /proc (not Linux) the walk checks each directory by realpath and inode instead', async t => {
+  const fsp = await import('node:fs/promises')
+  let refused = 0
+  const { walkRegularFiles: walkNoProc } = await t.mockImport<typeof import('../../core/tree-walk.js')>('../../core/tree-walk.js', {
+    'node:fs/promises': {
+      ...fsp,
+      readlink: async (path: string) => {
+        if (path.startsWith('/proc/self/fd/')) { refused++; throw Object.assign(new Error('no /proc'), { code: 'ENOENT' }) }
+        return await fsp.readlink(path)
+      }
+    }
+  })
+  const { base, secret } = await tree(t)
+  await symlink(secret, join(base, 'link-dir'))
+  const plain: WalkEntry[] = []
+  for await (const f of walkNoProc(base)) plain.push(f)
+  t.same(plain.map(f => f.relPath), ['a.txt', 'd/inner.txt', 'deep/x/y.txt'])
+  t.ok(refused >= 4, 'the fallback was taken for every directory')
+  const swapped: WalkEntry[] = []
+  const afterList = async (rel: string): Promise<void> => {
+    if (rel !== 'deep') return
+    await rename(join(base, 'deep'), join(base, 'deep.moved'))
+    await symlink(secret, join(base, 'deep'))
+  }
+  for await (const f of walkNoProc(base, { afterList })) swapped.push(f)
+  t.same(leaks(swapped, base), [], 'an ancestor swapped for a symlink is still caught')
+})
