@@ -125,9 +125,51 @@ async function listEntries (dir: Opened, budget: number): Promise<{ entries: Dir
   return { entries, exceeded: false }
 }
 
-interface Frame extends Opened { rel: string, depth: number, subdirs: string[], next: number }
+interface Frame extends Opened {
+  rel: string
+  depth: number
+  /** Names of the regular files found by the listing (lstat'ed when yielded); undefined until listed. */
+  files?: string[]
+  subdirs: string[]
+  next: number
+}
 
 const childRel = (rel: string, name: string): string => rel === '' ? name : `${rel}/${name}`
+
+/** Lists a frame's directory into its file and subdirectory names. false: the entry budget ran out. */
+async function listFrame (top: Frame, summary: WalkSummary, opts: WalkOptions, maxDepth: number): Promise<boolean> {
+  const { entries, exceeded } = await listEntries(top, (opts.maxEntries ?? Number.POSITIVE_INFINITY) - summary.entries)
+  summary.entries += entries.length
+  if (exceeded) return false
+  await opts.afterList?.(top.rel)
+  top.files = []
+  for (const entry of entries) {
+    if (opts.skipDot === true && entry.name.startsWith('.')) continue
+    if (entry.isDirectory() && top.depth + 1 < maxDepth) top.subdirs.push(entry.name)
+    else if (entry.isFile()) top.files.push(entry.name)
+  }
+  return true
+}
+
+/** The frame's files that are still regular files, stat'ed relative to its descriptor. */
+async function * filesOf (top: Frame, realBase: string): AsyncGenerator<WalkEntry> {
+  for (const name of top.files ?? []) {
+    const info = await lstat(`${top.ref}/${name}`).catch(() => undefined)
+    if (info === undefined || !info.isFile()) continue
+    const relPath = childRel(top.rel, name)
+    yield { relPath, absPath: join(realBase, relPath), size: info.size, mtimeMs: info.mtimeMs, ino: info.ino }
+  }
+}
+
+/** realpath(base) and its directory, opened and verified; undefined when there is none. */
+async function openBase (baseDir: string): Promise<{ realBase: string, root: Opened } | undefined> {
+  const realBase = await realpath(baseDir).catch((err: unknown) => {
+    if (SKIP.has(errnoCode(err) ?? '')) return undefined
+    throw err
+  })
+  const root = realBase === undefined ? undefined : await openDirectory(realBase, realBase)
+  return realBase === undefined || root === undefined ? undefined : { realBase, root }
+}
 
 /**
  * Yields the regular files below `baseDir` (depth first, names sorted; a directory's files before its
@@ -139,40 +181,18 @@ export async function * walkRegularFiles (baseDir: string, opts: WalkOptions = {
   const summary: WalkSummary = { found: false, entries: 0, exceeded: false, limited: false }
   const limit = opts.limit ?? Number.POSITIVE_INFINITY
   const maxDepth = opts.maxDepth ?? 64
-  const maxEntries = opts.maxEntries ?? Number.POSITIVE_INFINITY
-  const realBase = await realpath(baseDir).catch((err: unknown) => {
-    if (SKIP.has(errnoCode(err) ?? '')) return undefined
-    throw err
-  })
-  const root = realBase === undefined ? undefined : await openDirectory(realBase, realBase)
-  if (realBase === undefined || root === undefined || limit <= 0) {
-    await root?.handle.close().catch(() => {})
-    return summary
-  }
+  const base = limit > 0 ? await openBase(baseDir) : undefined
+  if (base === undefined) return summary
   summary.found = true
-  const stack: Frame[] = [{ ...root, rel: '', depth: 0, subdirs: [], next: -1 }]
+  const stack: Frame[] = [{ ...base.root, rel: '', depth: 0, subdirs: [], next: 0 }]
   let count = 0
   try {
     while (stack.length > 0) {
       const top = stack[stack.length - 1] as Frame
-      if (top.next === -1) {
-        // First visit: list the directory, yield its files, remember its subdirectories.
-        top.next = 0
-        const { entries, exceeded } = await listEntries(top, maxEntries - summary.entries)
-        summary.entries += entries.length
-        if (exceeded) { summary.exceeded = true; return summary }
-        await opts.afterList?.(top.rel)
-        for (const entry of entries) {
-          if (opts.skipDot === true && entry.name.startsWith('.')) continue
-          if (entry.isDirectory()) {
-            if (top.depth + 1 < maxDepth) top.subdirs.push(entry.name)
-            continue
-          }
-          if (!entry.isFile()) continue
-          const info = await lstat(`${top.ref}/${entry.name}`).catch(() => undefined)
-          if (info === undefined || !info.isFile()) continue
-          const relPath = childRel(top.rel, entry.name)
-          yield { relPath, absPath: join(realBase, relPath), size: info.size, mtimeMs: info.mtimeMs, ino: info.ino }
+      if (top.files === undefined) {
+        if (!await listFrame(top, summary, opts, maxDepth)) { summary.exceeded = true; return summary }
+        for await (const file of filesOf(top, base.realBase)) {
+          yield file
           if (++count >= limit) { summary.limited = true; return summary }
         }
         continue
@@ -184,8 +204,8 @@ export async function * walkRegularFiles (baseDir: string, opts: WalkOptions = {
         continue
       }
       const rel = childRel(top.rel, name)
-      const child = await openDirectory(`${top.ref}/${name}`, join(realBase, rel))
-      if (child !== undefined) stack.push({ ...child, rel, depth: top.depth + 1, subdirs: [], next: -1 })
+      const child = await openDirectory(`${top.ref}/${name}`, join(base.realBase, rel))
+      if (child !== undefined) stack.push({ ...child, rel, depth: top.depth + 1, subdirs: [], next: 0 })
     }
     return summary
   } finally {
