@@ -105,6 +105,7 @@ export function isWhitespace (c: number): boolean {
 export interface Stripped { text: string, slices: Array<{ start: number, end: number, kept: number }> }
 
 const utf16 = new TextDecoder('utf-16le')
+const ANY_WHITESPACE = /\s/
 
 /**
  * Removes what `\s` matches, slice by slice: the kept code units are copied into a buffer and decoded
@@ -116,6 +117,13 @@ export async function stripWhitespace (text: string): Promise<Stripped> {
   const slices: Stripped['slices'] = []
   const units = new Uint16Array(Math.min(text.length, SLICE_CHARS + 1))
   await forEachSlice(text, 0, text.length, (start, end) => {
+    const part = text.slice(start, end)
+    // A slice without whitespace is kept as it is (a native scan instead of a loop).
+    if (!ANY_WHITESPACE.test(part)) {
+      parts.push(part)
+      slices.push({ start, end, kept: part.length })
+      return false
+    }
     let kept = 0
     for (let i = start; i < end; i++) {
       const c = text.charCodeAt(i)

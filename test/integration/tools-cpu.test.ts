@@ -14,7 +14,7 @@ const gate = await dockerOrSkip()
 
 interface Watch { stop: () => Promise<{ maxHealthMs: number, maxLoopDelayMs: number, polls: number }> }
 
-/** Polls GET /health back to back (one in flight) and records the slowest answer and the loop's worst delay. */
+/** Polls GET /health every 50 ms (one in flight) and records the slowest answer and the loop's worst delay. */
 function watch (url: string): Watch {
   const loop = monitorEventLoopDelay({ resolution: 10 })
   loop.enable()
@@ -29,7 +29,7 @@ function watch (url: string): Watch {
       if (!res.ok) throw new Error(`/health answered ${res.status}`)
       maxHealthMs = Math.max(maxHealthMs, performance.now() - started)
       polls++
-      await new Promise(resolve => setTimeout(resolve, 10))
+      await new Promise(resolve => setTimeout(resolve, 50))
     }
   })()
   return {
@@ -74,9 +74,11 @@ t.test('str_replace on adversarial input keeps the server answering (issue #8)',
     const seen = await busy.stop()
     t.equal(attack.result.isError, true, `${name}: an error result`)
     t.match(textOf(attack.result), /^Error: old_str not found in \/home\/assistant\/(small|big)\.txt\. It must match/, `${name}: not found, no hint`)
+    // The work the attack adds: under 1 s of CPU (about 100 ms on an idle machine; the old code: 31 s and more).
     t.ok(attack.cpuMs - baseline.cpuMs < 1000, `${name}: ${attack.cpuMs.toFixed(0)} ms of CPU (the same call without the attack: ${baseline.cpuMs.toFixed(0)} ms)`)
-    // Under 1 s more than the same call without the attack; on a loaded machine the baseline call shows how slow everything is.
-    const wallBound = Math.max(1000, 2 * baseline.ms)
+    // Wall time: under 1 s more than the same call without the attack, scaled when the shared machine is so
+    // loaded that the plain call is slow too (CPU time, above, is the measure that load does not distort).
+    const wallBound = Math.max(1000, 5 * baseline.ms)
     t.ok(attack.ms - baseline.ms < wallBound, `${name}: answered in ${attack.ms.toFixed(0)} ms (without the attack: ${baseline.ms.toFixed(0)} ms; bound +${wallBound.toFixed(0)} ms)`)
     t.ok(seen.polls > 0, `${name}: /health answered ${seen.polls} times during the call`)
     const healthBound = Math.max(200, 5 * quiet.maxHealthMs)

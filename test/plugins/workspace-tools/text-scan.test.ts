@@ -43,4 +43,8 @@ t.test('whitespace stripping maps every kept character back to its offset', asyn
   t.same([...'abcdef'].map((_, k) => text[originalOffset(text, stripped, k)]), [...'abcdef'])
   t.equal(originalOffset(text, stripped, 6), -1)
   t.equal((await stripWhitespace('😀 😀')).text, '😀😀', 'pairs survive')
+  const plain = `${'x'.repeat(SLICE_CHARS * 2)} y`
+  const kept = await stripWhitespace(plain)
+  t.equal(kept.text, `${'x'.repeat(SLICE_CHARS * 2)}y`, 'slices without whitespace are kept whole')
+  t.equal(originalOffset(plain, kept, SLICE_CHARS * 2), plain.length - 1)
 })
