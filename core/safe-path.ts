@@ -164,4 +164,4 @@ async function fdPath (handle: FileHandle, absPath: string, info: Stats): Promis
   return again !== undefined && again.dev === info.dev && again.ino === info.ino ? real : undefined
 }
 
-export { walkRegularFiles, type WalkEntry, type WalkOptions, type WalkSummary } from './tree-walk.js'
+export { walkRegularFiles, walkTree, type WalkEntry, type WalkOptions, type WalkSummary } from './tree-walk.js'

@@ -177,7 +177,12 @@ async function openBase (baseDir: string): Promise<{ realBase: string, root: Ope
  * changes (see the header). Symlinks, sockets, fifos and devices are skipped. A missing base yields
  * nothing; a directory that vanishes or moves during the walk is skipped. Returns a WalkSummary.
  */
-export async function * walkRegularFiles (baseDir: string, opts: WalkOptions = {}): AsyncGenerator<WalkEntry, WalkSummary, undefined> {
+export function walkRegularFiles (baseDir: string, opts: WalkOptions = {}): AsyncGenerator<WalkEntry> {
+  return walkTree(baseDir, opts)
+}
+
+/** walkRegularFiles typed with its return value, for callers that need the summary (iterate with next()). */
+export async function * walkTree (baseDir: string, opts: WalkOptions = {}): AsyncGenerator<WalkEntry, WalkSummary, undefined> {
   const summary: WalkSummary = { found: false, entries: 0, exceeded: false, limited: false }
   const limit = opts.limit ?? Number.POSITIVE_INFINITY
   const maxDepth = opts.maxDepth ?? 64

@@ -1,8 +1,8 @@
-import { walkRegularFiles } from '../../core/safe-path.js'
+import { walkTree } from '../../core/safe-path.js'
 
 /*
  * Before/after snapshots of a chat's outputs directory, read on the host (the server's view of the
- * bind mount) instead of with extra execs. The walk is core's descriptor-based walkRegularFiles: the
+ * bind mount) instead of with extra execs. The walk is core's descriptor-based walk (walkTree): the
  * sandbox can plant symlinks or swap directories for them while we look, and neither is ever followed,
  * so no name, size or mtime from outside this chat's outputs can reach the links of a result.
  */
@@ -15,7 +15,7 @@ export const SNAPSHOT_MAX_ENTRIES = 2000
 /** undefined when the directory is missing or holds more than `maxEntries` entries (§3.3: skipped). */
 export async function snapshotOutputs (root: string, maxEntries = SNAPSHOT_MAX_ENTRIES): Promise<OutputsSnapshot | undefined> {
   const files: OutputsSnapshot = new Map()
-  const walk = walkRegularFiles(root, { maxEntries })
+  const walk = walkTree(root, { maxEntries })
   for (let step = await walk.next(); ; step = await walk.next()) {
     if (step.done === true) return step.value.found && !step.value.exceeded ? files : undefined
     files.set(step.value.relPath, `${step.value.size}:${step.value.mtimeMs}`)

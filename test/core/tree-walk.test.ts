@@ -7,7 +7,7 @@ import { mkdir, mkdtemp, readdir, realpath, rename, rm, symlink, writeFile } fro
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
-import { walkRegularFiles, type WalkEntry, type WalkOptions, type WalkSummary } from '../../core/safe-path.js'
+import { walkRegularFiles, walkTree, type WalkEntry, type WalkOptions, type WalkSummary } from '../../core/safe-path.js'
 
 async function tree (t: Test): Promise<{ base: string, secret: string }> {
   const root = await realpath(await mkdtemp(join(tmpdir(), 'tree-walk-')))
@@ -28,7 +28,7 @@ async function tree (t: Test): Promise<{ base: string, secret: string }> {
 
 async function walk (base: string, opts: WalkOptions = {}): Promise<{ files: WalkEntry[], summary: WalkSummary }> {
   const files: WalkEntry[] = []
-  const it = walkRegularFiles(base, opts)
+  const it = walkTree(base, opts)
   for (let step = await it.next(); ; step = await it.next()) {
     if (step.done === true) return { files, summary: step.value }
     files.push(step.value)
