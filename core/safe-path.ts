@@ -5,10 +5,11 @@
  *   resolveInside  – realpath of the candidate must stay below realpath(base) (403)
  *   openVerified   – after open(O_NOFOLLOW), the fd itself is checked, closing the race in which the
  *                    sandbox swaps a path component for a symlink between the check and the open (403)
- * walkRegularFiles lists a tree with lstat only, so a symlink planted by the sandbox is never followed.
+ * walkRegularFiles (tree-walk.ts) lists a tree by descriptor, so neither a planted symlink nor a directory
+ * swapped for one while we walk is ever followed.
  */
-import { constants, type Dirent, type Stats } from 'node:fs'
-import { lstat, open, readdir, readlink, realpath, stat, type FileHandle } from 'node:fs/promises'
+import { constants, type Stats } from 'node:fs'
+import { lstat, open, readlink, realpath, stat, type FileHandle } from 'node:fs/promises'
 import { join, sep } from 'node:path'
 import { createError } from '@fastify/error'
 import { CORE_FORBIDDEN } from './errors.js'
@@ -163,64 +164,4 @@ async function fdPath (handle: FileHandle, absPath: string, info: Stats): Promis
   return again !== undefined && again.dev === info.dev && again.ino === info.ino ? real : undefined
 }
 
-/** One regular file found by walkRegularFiles. */
-export interface WalkEntry {
-  /** Path relative to the base, `/`-separated. */
-  relPath: string
-  /** Absolute host path. */
-  absPath: string
-  size: number
-  mtimeMs: number
-  /** Inode number: with size and mtime it identifies one version of a file (upload md5 cache). */
-  ino: number
-}
-
-export interface WalkOptions {
-  /** Skip every entry (file or directory, at any depth) whose name starts with `.`. */
-  skipDot?: boolean
-  /** Stop after yielding this many files (callers detecting "too many" pass their cap + 1). */
-  limit?: number
-  /** Do not descend deeper than this many directory levels (default 64). */
-  maxDepth?: number
-}
-
-/**
- * Yields the regular files below `baseDir` (depth first, names sorted), using readdir dirent types and
- * lstat only: symlinks, sockets, fifos and devices are skipped and never followed. A missing base dir
- * yields nothing; a directory that vanishes during the walk is skipped.
- */
-export async function * walkRegularFiles (baseDir: string, opts: WalkOptions = {}): AsyncGenerator<WalkEntry> {
-  const limit = opts.limit ?? Number.POSITIVE_INFINITY
-  const maxDepth = opts.maxDepth ?? 64
-  let count = 0
-  const stack: Array<{ abs: string, rel: string, depth: number }> = [{ abs: baseDir, rel: '', depth: 0 }]
-  while (stack.length > 0 && count < limit) {
-    const dir = stack.pop() as { abs: string, rel: string, depth: number }
-    let entries: Dirent[]
-    try {
-      entries = await readdir(dir.abs, { withFileTypes: true })
-    } catch (err) {
-      const code = errnoCode(err)
-      if (code === 'ENOENT' || code === 'ENOTDIR' || code === 'EACCES') continue
-      throw err
-    }
-    entries.sort((a, b) => a.name < b.name ? -1 : a.name > b.name ? 1 : 0)
-    const subdirs: Array<{ abs: string, rel: string, depth: number }> = []
-    for (const entry of entries) {
-      if (opts.skipDot === true && entry.name.startsWith('.')) continue
-      const abs = join(dir.abs, entry.name)
-      const rel = dir.rel === '' ? entry.name : `${dir.rel}/${entry.name}`
-      if (entry.isDirectory()) {
-        if (dir.depth + 1 < maxDepth) subdirs.push({ abs, rel, depth: dir.depth + 1 })
-        continue
-      }
-      if (!entry.isFile()) continue
-      const info = await lstat(abs).catch(() => undefined)
-      if (info === undefined || !info.isFile()) continue
-      yield { relPath: rel, absPath: abs, size: info.size, mtimeMs: info.mtimeMs, ino: info.ino }
-      if (++count >= limit) return
-    }
-    // Reverse so the stack pops subdirectories in name order.
-    for (let i = subdirs.length - 1; i >= 0; i--) stack.push(subdirs[i] as { abs: string, rel: string, depth: number })
-  }
-}
+export { walkRegularFiles, walkTree, type WalkEntry, type WalkOptions, type WalkSummary } from './tree-walk.js'

@@ -57,10 +57,18 @@ export const IMAGE_MAX_SIDE = 1280
 
 export interface ImageDims { width: number, height: number, outWidth: number, outHeight: number }
 
-/** Reads the script's last stderr line. */
+/** The script's report is one short JSON line (its error detail is cut to 300 characters). */
+const MAX_REPORT_CHARS = 8192
+
+/**
+ * Reads the script's last stderr line. stderr comes from the sandbox (up to 16 MiB, and a module planted
+ * in the working directory can write anything), so the line is found without splitting the whole text
+ * and a line longer than any real report is not parsed at all (JSON.parse of deep nesting is slow).
+ */
 export function parseImageReport (stderr: string): ImageDims | { error: string, detail: string } | undefined {
-  const line = stderr.trim().split('\n').pop()
-  if (line === undefined || line === '') return undefined
+  const trimmed = stderr.trimEnd()
+  const line = trimmed.slice(trimmed.lastIndexOf('\n') + 1).trim()
+  if (line === '' || line.length > MAX_REPORT_CHARS) return undefined
   try {
     const value = JSON.parse(line) as Record<string, unknown>
     if (typeof value.error === 'string') return { error: value.error, detail: typeof value.detail === 'string' ? value.detail : '' }

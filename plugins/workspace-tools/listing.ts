@@ -1,4 +1,4 @@
-import { humanSize } from './text.js'
+import { cutTo, humanSize } from './text.js'
 
 /*
  * Directory listings of `view` (surface.md §3.4): two levels deep, dot-entries and bulky directories
@@ -27,29 +27,52 @@ export interface ListingEntry {
   rel: string
 }
 
-/** Parses listingArgv output. A record cut off by an output cap is dropped. */
+/** Parses listingArgv output (up to 8 MiB from the sandbox: one split, no per-record arrays). A record cut off by an output cap is dropped. */
 export function parseListing (out: string): ListingEntry[] {
   const fields = out.split('\0')
   const entries: ListingEntry[] = []
   // Every complete record's last field is followed by a NUL, hence the element after it must exist.
   for (let i = 0; i + 4 < fields.length; i += 4) {
-    const [type, size, target, rel] = fields.slice(i, i + 4) as [string, string, string, string]
+    const rel = fields[i + 3] as string
     if (rel === '') continue
-    entries.push({ type, size: Number(size) || 0, target, rel })
+    entries.push({ type: fields[i] as string, size: Number(fields[i + 1]) || 0, target: fields[i + 2] as string, rel })
   }
   return entries
 }
 
+/**
+ * Sort key of a relative path: `/` becomes NUL, which sorts below every character a name can hold, so
+ * plain string order puts each directory right before its own children (`src`, `src/a`, `src-old`).
+ */
+const sortKey = (rel: string): string => rel.replaceAll('/', '\0')
+
 /** Orders entries so that each directory is followed by its own children. */
 export function compareEntries (a: ListingEntry, b: ListingEntry): number {
-  const pa = a.rel.split('/')
-  const pb = b.rel.split('/')
-  for (let i = 0; i < Math.min(pa.length, pb.length); i++) {
-    const x = pa[i] as string
-    const y = pb[i] as string
-    if (x !== y) return x < y ? -1 : 1
+  const x = sortKey(a.rel)
+  const y = sortKey(b.rel)
+  return x < y ? -1 : x > y ? 1 : 0
+}
+
+interface Keyed { key: string, entry: ListingEntry }
+const byKey = (a: Keyed, b: Keyed): number => a.key < b.key ? -1 : a.key > b.key ? 1 : 0
+
+/**
+ * The first `n` entries in listing order, without sorting all of them: keys are computed once, and
+ * once n are known anything that sorts after the n-th is dropped at once (O(entries · log n)).
+ */
+export function firstEntries (entries: ListingEntry[], n: number): ListingEntry[] {
+  let kept: Keyed[] = []
+  let cutoff: string | undefined
+  for (const entry of entries) {
+    const key = sortKey(entry.rel)
+    if (cutoff !== undefined && key >= cutoff) continue
+    kept.push({ key, entry })
+    if (kept.length >= 2 * n) {
+      kept = kept.sort(byKey).slice(0, n)
+      cutoff = kept[n - 1]?.key
+    }
   }
-  return pa.length - pb.length
+  return kept.sort(byKey).slice(0, n).map(k => k.entry)
 }
 
 const MARKERS: Record<string, string> = { f: 'f', d: 'd', l: 'l', p: 'p', s: 's', c: 'c', b: 'b' }
@@ -59,17 +82,16 @@ function entryLine (e: ListingEntry): string {
   const size = e.type === 'd' ? '-' : humanSize(e.size)
   const top = !e.rel.includes('/')
   const name = e.type === 'd' ? `${e.rel}/` : e.rel
-  const note = e.type === 'l' ? ` -> ${e.target}` : e.type === 'd' && top && (e.rel.startsWith('.') || NOT_DESCENDED.includes(e.rel)) ? '  (not expanded)' : ''
+  const note = e.type === 'l' ? ` -> ${cutTo(e.target, 300)}` : e.type === 'd' && top && (e.rel.startsWith('.') || NOT_DESCENDED.includes(e.rel)) ? '  (not expanded)' : ''
   return `${marker} ${size.padStart(6)}  ${name}${note}`
 }
 
 /** Header, one line per entry (type marker, human size, relative path), then `[... N more entries]`. */
 export function formatListing (dir: string, entries: ListingEntry[], incomplete: boolean): string {
-  const sorted = [...entries].sort(compareEntries)
   const header = `Directory ${dir.endsWith('/') ? dir : `${dir}/`} (2 levels deep; d = directory, f = file, l = symlink; sizes in bytes, K/M/G = KiB/MiB/GiB):`
-  if (sorted.length === 0) return `${header}\n(empty directory)`
-  const lines = sorted.slice(0, LISTING_MAX_LINES).map(entryLine)
-  const more = sorted.length - lines.length
+  if (entries.length === 0) return `${header}\n(empty directory)`
+  const lines = firstEntries(entries, LISTING_MAX_LINES).map(entryLine)
+  const more = entries.length - lines.length
   if (more > 0) lines.push(`[... ${incomplete ? 'at least ' : ''}${more} more entries]`)
   else if (incomplete) lines.push('[... more entries not listed]')
   return `${header}\n${lines.join('\n')}`

@@ -60,9 +60,13 @@ case $info in
 esac
 `
 
-/** The reason part of a coreutils message: `mkdir: cannot create directory '/x': Permission denied` → `Permission denied`. */
+/**
+ * The reason part of the last message line: `mkdir: cannot create directory '/x': Permission denied` →
+ * `Permission denied`. stderr may hold megabytes from the sandbox: only its last line is looked at.
+ */
 export function errorReason (stderr: string): string {
-  const line = stderr.trim().split('\n').filter(l => l.trim() !== '').pop() ?? ''
+  const trimmed = stderr.trimEnd()
+  const line = trimmed.slice(trimmed.lastIndexOf('\n') + 1)
   const reason = line.slice(line.lastIndexOf(': ') + 2).trim()
   return reason === '' ? 'unknown error' : reason.slice(0, 300)
 }

@@ -33,7 +33,7 @@ export function createStrReplaceTool (deps: WorkspaceDeps, settings: WorkspaceSe
         }
         const text = decodeEditable(opened.content)
         if (text === undefined) return errorResult(`Error: cannot edit binary or non-UTF-8 file: ${path}`)
-        const outcome = replaceOnce(text, args.old_str, newStr, path)
+        const outcome = await replaceOnce(text, args.old_str, newStr, path)
         if (!outcome.ok) return errorResult(outcome.error)
         await files.write(path, Buffer.from(outcome.text, 'utf8'))
         const rel = outputsRelative(path)

@@ -1,8 +1,11 @@
 import { cpLength, firstCodePoints } from './text.js'
+import { countCodePoints, countNewlines, offsetAfterNewlines } from './text-scan.js'
 
 /*
  * Text rendering of `view` (surface.md §3.4): cat -n style numbering with real line numbers, view_range
- * validation, and head/tail truncation cut at line boundaries.
+ * validation, and head/tail truncation cut at line boundaries. A file of up to 16 MiB is never split into
+ * an array of lines: lines are counted and located with linear, yielding scans (text-scan.ts), and only
+ * the lines that are shown are cut out of the text.
  */
 
 /** Lines of a text; a final newline ends the last line rather than starting an empty one. */
@@ -37,50 +40,88 @@ export function rangeBeyondEnd ([start, end]: ViewRange, lineCount: number): str
 /** A run of consecutive lines and the number of the first. */
 export interface LineBlock { first: number, lines: string[] }
 
+/** The same kept as one text: `count` lines joined by `\n` (no final newline); count 0 means no lines. */
+export interface TextBlock { first: number, text: string, count: number }
+
+/** The lines of `text` (a final newline ends the last line, as in splitLines), the first numbered `first`. */
+export async function textBlock (text: string, first: number): Promise<TextBlock> {
+  if (text === '') return { first, text, count: 0 }
+  const body = text.endsWith('\n') ? text.slice(0, -1) : text
+  return { first, text: body, count: await countNewlines(body) + 1 }
+}
+
+/** Lines start..stop (1-based, inclusive, 1 ≤ start ≤ stop ≤ block.count) of a block that starts at line 1. */
+async function subBlock (block: TextBlock, start: number, stop: number): Promise<TextBlock> {
+  const from = start === 1 ? 0 : await offsetAfterNewlines(block.text, 0, start - 1)
+  const after = stop === block.count ? -1 : await offsetAfterNewlines(block.text, from, stop - start + 1)
+  return { first: start, text: block.text.slice(from, after === -1 ? block.text.length : after - 1), count: stop - start + 1 }
+}
+
+const asText = (b: LineBlock | TextBlock): TextBlock => 'lines' in b ? { first: b.first, text: b.lines.join('\n'), count: b.lines.length } : b
+
 /** What the truncation marker reports about the whole file. */
 export interface FileFacts { bytes: number, lineCount: number }
 
 interface Fitted { text: string, count: number }
 
+/** Characters of numberLine(n, ''): the number padded to 6 and the TAB. */
+const prefixWidth = (n: number): number => Math.max(6, String(n).length) + 1
+
+/** Σ prefixWidth(n) for n = a … b, by runs of equal digit count. */
+function prefixSum (a: number, b: number): number {
+  let total = 0
+  for (let digits = 1, lo = 1; lo <= b; digits++, lo *= 10) {
+    const from = Math.max(a, lo)
+    const to = Math.min(b, lo * 10 - 1)
+    if (from <= to) total += (to - from + 1) * (Math.max(6, digits) + 1)
+  }
+  return total
+}
+
+/** Code points of the rendered line n, or budget + 1 when it certainly does not fit (long lines are not counted). */
+const fitLength = (n: number, line: string, budget: number): number =>
+  line.length > 2 * budget ? budget + 1 : prefixWidth(n) + cpLength(line)
+
+/** A single numbered line cut to budget code points with ` …`, reading only the start of the line. */
+const cutLine = (n: number, line: string, budget: number): string =>
+  `${firstCodePoints(numberLine(n, firstCodePoints(line, budget)), budget - 2)} …`
+
 /** As many whole numbered lines from the start as fit in budget; a too-long first line is cut instead. */
-function fitFromStart (block: LineBlock, budget: number): Fitted {
+function fitFromStart (block: TextBlock, budget: number): Fitted {
   const parts: string[] = []
   let used = 0
-  for (let i = 0; i < block.lines.length; i++) {
-    const rendered = numberLine(block.first + i, block.lines[i] as string)
-    const len = cpLength(rendered) + (i === 0 ? 0 : 1)
-    if (used + len > budget) break
-    parts.push(rendered)
+  for (let i = 0, start = 0; i < block.count; i++) {
+    const nl = block.text.indexOf('\n', start)
+    const line = block.text.slice(start, nl === -1 ? block.text.length : nl)
+    const len = fitLength(block.first + i, line, budget) + (i === 0 ? 0 : 1)
+    if (used + len > budget) {
+      if (i === 0) return { text: cutLine(block.first, line, budget), count: 1 }
+      break
+    }
+    parts.push(numberLine(block.first + i, line))
     used += len
-  }
-  if (parts.length === 0 && block.lines.length > 0) {
-    return { text: `${firstCodePoints(numberLine(block.first, block.lines[0] as string), budget - 2)} …`, count: 1 }
+    start = nl + 1
   }
   return { text: parts.join('\n'), count: parts.length }
 }
 
 /** As many whole numbered lines from the end as fit in budget; a too-long last line is cut instead. */
-function fitFromEnd (block: LineBlock, budget: number, notBefore: number): Fitted {
+function fitFromEnd (block: TextBlock, budget: number, notBefore: number): Fitted {
   const parts: string[] = []
   let used = 0
-  for (let i = block.lines.length - 1; i >= 0 && block.first + i >= notBefore; i--) {
-    const rendered = numberLine(block.first + i, block.lines[i] as string)
-    const len = cpLength(rendered) + (parts.length === 0 ? 0 : 1)
-    if (used + len > budget) break
-    parts.unshift(rendered)
+  for (let i = block.count - 1, end = block.text.length; i >= 0 && block.first + i >= notBefore; i--) {
+    const nl = i === 0 ? -1 : block.text.lastIndexOf('\n', end - 1)
+    const line = block.text.slice(nl + 1, end)
+    const len = fitLength(block.first + i, line, budget) + (parts.length === 0 ? 0 : 1)
+    if (used + len > budget) {
+      if (parts.length === 0) return { text: cutLine(block.first + i, line, budget), count: 1 }
+      break
+    }
+    parts.unshift(numberLine(block.first + i, line))
     used += len
-  }
-  const lastIndex = block.lines.length - 1
-  if (parts.length === 0 && lastIndex >= 0 && block.first + lastIndex >= notBefore) {
-    return { text: `${firstCodePoints(numberLine(block.first + lastIndex, block.lines[lastIndex] as string), budget - 2)} …`, count: 1 }
+    end = nl
   }
   return { text: parts.join('\n'), count: parts.length }
-}
-
-function renderedLength (block: LineBlock): number {
-  let total = 0
-  for (let i = 0; i < block.lines.length; i++) total += cpLength(numberLine(block.first + i, block.lines[i] as string)) + 1
-  return Math.max(0, total - 1)
 }
 
 export function fileTruncatedMarker (facts: FileFacts, shown: [number, number, number, number], chars?: number): string {
@@ -99,35 +140,34 @@ export function fileTruncatedMarker (facts: FileFacts, shown: [number, number, n
  * boundaries with a marker between them. `tailBlock` is given when the end of a huge file was read
  * separately (its lines follow an unread gap).
  */
-export function renderNumbered (block: LineBlock, facts: FileFacts, maxChars: number, tailBlock?: LineBlock): string {
+export async function renderNumbered (lines: LineBlock | TextBlock, facts: FileFacts, maxChars: number, tailLines?: LineBlock | TextBlock): Promise<string> {
+  const block = asText(lines)
   const headBudget = Math.floor(maxChars / 2)
   const tailBudget = maxChars - headBudget
-  if (tailBlock === undefined) {
-    const chars = renderedLength(block)
-    if (chars <= maxChars) return block.lines.map((l, i) => numberLine(block.first + i, l)).join('\n')
-    const head = fitFromStart(block, headBudget)
-    const tail = fitFromEnd(block, tailBudget, block.first + head.count)
-    const lastLine = block.first + block.lines.length - 1
-    const shown: [number, number, number, number] = [block.first, block.first + head.count - 1, lastLine - tail.count + 1, lastLine]
-    return head.text + fileTruncatedMarker(facts, shown, chars) + tail.text
+  const tail = tailLines === undefined ? block : asText(tailLines)
+  let chars: number | undefined
+  if (tailLines === undefined) {
+    chars = block.count === 0 ? 0 : prefixSum(block.first, block.first + block.count - 1) + await countCodePoints(block.text)
+    // Within the budget every line has at least 7 characters, so this split is bounded by maxChars.
+    if (chars <= maxChars) return block.count === 0 ? '' : block.text.split('\n').map((l, i) => numberLine(block.first + i, l)).join('\n')
   }
   const head = fitFromStart(block, headBudget)
-  const tail = fitFromEnd(tailBlock, tailBudget, block.first + head.count)
-  const lastLine = tailBlock.first + tailBlock.lines.length - 1
-  const shown: [number, number, number, number] = [block.first, block.first + head.count - 1, lastLine - tail.count + 1, lastLine]
-  return head.text + fileTruncatedMarker(facts, shown) + tail.text
+  const end = fitFromEnd(tail, tailBudget, block.first + head.count)
+  const lastLine = tail.first + tail.count - 1
+  const shown: [number, number, number, number] = [block.first, block.first + head.count - 1, lastLine - end.count + 1, lastLine]
+  return head.text + fileTruncatedMarker(facts, shown, chars) + end.text
 }
 
 /** The whole text view of a file read completely: `[Empty file]`, a range error, or numbered lines. */
-export function viewText (text: string, bytes: number, range: ViewRange | null, maxChars: number): { text: string } | { error: string } {
-  const lines = splitLines(text)
-  if (lines.length === 0) return { text: '[Empty file]' }
-  const facts = { bytes, lineCount: lines.length }
-  if (range === null) return { text: renderNumbered({ first: 1, lines }, facts, maxChars) }
+export async function viewText (text: string, bytes: number, range: ViewRange | null, maxChars: number): Promise<{ text: string } | { error: string }> {
+  const all = await textBlock(text, 1)
+  if (all.count === 0) return { text: '[Empty file]' }
+  const facts = { bytes, lineCount: all.count }
+  if (range === null) return { text: await renderNumbered(all, facts, maxChars) }
   const bad = checkRange(range)
   if (bad !== undefined) return { error: bad }
   const [start, end] = range
-  if (start > lines.length) return { error: rangeBeyondEnd(range, lines.length) }
-  const stop = end === -1 ? lines.length : Math.min(end, lines.length)
-  return { text: renderNumbered({ first: start, lines: lines.slice(start - 1, stop) }, facts, maxChars) }
+  if (start > all.count) return { error: rangeBeyondEnd(range, all.count) }
+  const stop = end === -1 ? all.count : Math.min(end, all.count)
+  return { text: await renderNumbered(await subBlock(all, start, stop), facts, maxChars) }
 }

@@ -9,8 +9,9 @@ import { outputsRelative, resolveSandboxPath } from './paths.js'
 import { binaryFileError, hasBinaryExtension, hasImageMagic, isImagePath, knownBinaryHint, looksBinary } from './file-kinds.js'
 import { IMAGE_MAX_BYTES, RESIZE_HINT, imageErrorText, parseImageReport } from './image-script.js'
 import { formatListing, parseListing } from './listing.js'
-import { checkRange, rangeBeyondEnd, renderNumbered, splitLines, viewText, type ViewRange } from './view-text.js'
+import { checkRange, rangeBeyondEnd, renderNumbered, textBlock, viewText, type ViewRange } from './view-text.js'
 import { humanSize } from './text.js'
+import { yieldToLoop } from './text-scan.js'
 
 /** The most of a file the server ever holds (§3.4). */
 export const READ_MAX_BYTES = 16 * 1024 * 1024
@@ -20,13 +21,16 @@ const PART_BYTES = 256 * 1024
 const SPECIAL: Partial<Record<FileKind, string>> = { fifo: 'a named pipe (FIFO)', socket: 'a socket', char: 'a character device', block: 'a block device', other: 'not a regular file' }
 const utf8 = new TextDecoder('utf-8')
 
+/** A view_range string longer than this is no pair of line numbers; it is not parsed (deep JSON nesting parses slowly). */
+const MAX_RANGE_STRING = 200
+
 /** view_range given as a JSON string ("[1,20]", "null") or with numeric-string items becomes a real array. */
 export function prepareViewArgs (args: Record<string, unknown>): Record<string, unknown> {
   let range = args.view_range
   if (typeof range === 'string') {
     const trimmed = range.trim()
     if (trimmed === '' || trimmed === 'null') range = null
-    else {
+    else if (trimmed.length <= MAX_RANGE_STRING) {
       try { range = JSON.parse(trimmed) } catch { /* left as is: validation reports it */ }
     }
   }
@@ -61,14 +65,14 @@ async function viewLargeText (path: string, size: number, headBytes: Buffer, ran
     const [start, end] = range
     if (start > lineCount) return errorResult(rangeBeyondEnd(range, lineCount))
     const stop = end === -1 ? lineCount : Math.min(end, lineCount)
-    const lines = splitLines(utf8.decode(await c.files.readLines(path, start, stop, READ_MAX_BYTES)))
-    return textResult(renderNumbered({ first: start, lines }, facts, c.maxChars))
+    const lines = await textBlock(utf8.decode(await c.files.readLines(path, start, stop, READ_MAX_BYTES)), start)
+    return textResult(await renderNumbered(lines, facts, c.maxChars))
   }
-  const head = splitLines(utf8.decode(headBytes))
+  const head = await textBlock(utf8.decode(headBytes), 1)
   const tailText = utf8.decode(await c.files.readTail(path, PART_BYTES))
   // The tail read starts inside a line: drop that partial line.
-  const tailLines = splitLines(tailText.slice(tailText.indexOf('\n') + 1))
-  return textResult(renderNumbered({ first: 1, lines: head }, facts, c.maxChars, { first: lineCount - tailLines.length + 1, lines: tailLines }))
+  const tail = await textBlock(tailText.slice(tailText.indexOf('\n') + 1), 1)
+  return textResult(await renderNumbered(head, facts, c.maxChars, { ...tail, first: lineCount - tail.count + 1 }))
 }
 
 /** How much view reads in the first exec: nothing for files it will not show as text. */
@@ -87,7 +91,7 @@ async function viewFile (path: string, opened: Opened, range: ViewRange | null, 
   if (hasImageMagic(content)) return await viewImage(path, size, c)
   if (looksBinary(content)) return errorResult(binaryFileError(path, size))
   if (size > READ_MAX_BYTES) return await viewLargeText(path, size, content, range, c)
-  const view = viewText(utf8.decode(content), content.length, range, c.maxChars)
+  const view = await viewText(utf8.decode(content), content.length, range, c.maxChars)
   return 'error' in view ? errorResult(view.error) : textResult(view.text)
 }
 
@@ -114,7 +118,11 @@ export function createViewTool (deps: WorkspaceDeps, settings: WorkspaceSettings
         const opened = await files.open(path, { ...readPlan(path), list: true })
         if (opened === undefined) return errorResult(`Error: path not found: ${path}`)
         const call: ViewCall = { files, links: deps.links, chatId: ctx.chatId, maxChars: settings.maxOutputChars }
-        if (opened.listing !== undefined) return textResult(formatListing(path, parseListing(opened.listing.out), opened.listing.incomplete))
+        if (opened.listing !== undefined) {
+          const entries = parseListing(opened.listing.out)
+          await yieldToLoop() // up to 8 MiB of records: parsing and ordering are two bounded pieces of work
+          return textResult(formatListing(path, entries, opened.listing.incomplete))
+        }
         if (opened.kind === 'file') return await viewFile(path, opened, range, call)
         return errorResult(`Error: cannot view ${path}: it is ${SPECIAL[opened.kind] ?? 'not a regular file'}; only regular files and directories can be viewed`)
       })

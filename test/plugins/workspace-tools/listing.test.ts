@@ -1,5 +1,5 @@
 import t from 'tap'
-import { compareEntries, formatListing, listingArgv, parseListing, type ListingEntry } from '../../../plugins/workspace-tools/listing.js'
+import { compareEntries, firstEntries, formatListing, listingArgv, parseListing, type ListingEntry } from '../../../plugins/workspace-tools/listing.js'
 
 const rec = (type: string, size: number, rel: string, target = ''): string => `${type}\0${size}\0${target}\0${rel}\0`
 
@@ -57,4 +57,25 @@ t.test('at most 500 entry lines, then [... N more entries]', async t => {
   t.match(lines[1], /f0000$/)
   const cut = formatListing('/d', entries, true).split('\n')
   t.equal(cut[cut.length - 1], '[... at least 734 more entries]')
+})
+
+// issue #8 audit: up to 8 MiB of records from the sandbox are ordered without sorting them all.
+t.test('the first 500 of many entries are the same as a full sort would give', async t => {
+  let seed = 8
+  const random = (): number => { seed = (Math.imul(seed, 1103515245) + 12345) >>> 0; return seed / 4294967296 }
+  const names = ['a', 'b', 'a-b', 'a b', 'ab', 'é', '😀', 'Z', 'node_modules']
+  const rels = new Set<string>()
+  while (rels.size < 20000) rels.add(Array.from({ length: 1 + Math.floor(random() * 2) }, () => `${names[Math.floor(random() * names.length)]}${Math.floor(random() * 3000)}`).join('/'))
+  const entries = [...rels].map((rel): ListingEntry => ({ type: 'f', size: 1, target: '', rel }))
+  const expected = [...entries].sort(compareEntries).slice(0, 500).map(e => e.rel)
+  t.same(firstEntries(entries, 500).map(e => e.rel), expected)
+  const lines = formatListing('/d', entries, false).split('\n')
+  t.equal(lines.length, 502)
+  t.equal(lines[501], '[... 19500 more entries]')
+  t.ok(lines[1]?.endsWith(` ${expected[0]}`))
+})
+
+t.test('a symlink target is shown cut to 300 characters', async t => {
+  const text = formatListing('/d', parseListing(rec('l', 4000, 'link', 'x'.repeat(4000))), false)
+  t.ok(text.endsWith(` link -> ${'x'.repeat(299)}…`))
 })

@@ -1,0 +1,219 @@
+/*
+ * Walks a directory tree that a sandbox may change while we look (surface.md §6.3 archive item 1, §6.4;
+ * issue #8): the sandbox can swap any directory for a symlink (to another chat's outputs, to a host
+ * directory) between the moment we list its parent and the moment we descend. A walk by path would
+ * follow that symlink in the server's namespace and report foreign names, sizes and mtimes.
+ *
+ * So the walk goes by descriptor, like openat(2):
+ *   - every directory is opened O_DIRECTORY|O_NOFOLLOW *through its parent's descriptor*
+ *     (`/proc/self/fd/<parent>/<name>`): a symlink in its place fails to open (ELOOP/ENOTDIR), and a
+ *     swap of any ancestor cannot redirect it;
+ *   - the descriptor is then verified: `readlink /proc/self/fd/<n>` must be exactly the expected path
+ *     below realpath(base), otherwise the directory moved under us and is skipped;
+ *   - it is listed and its entries are lstat'ed relative to the descriptor (`/proc/self/fd/<n>/<name>`),
+ *     so names and metadata always come from the directory that was verified.
+ * A descriptor stays open only while its subtree is walked: at most maxDepth + 1 directories (plus one
+ * listing handle) are open at once. Without /proc (not Linux; development only, the server runs in
+ * Linux containers) Node has no openat/fdopendir: the verified path is used instead, each directory
+ * checked by realpath plus a (dev, inode) match with its open descriptor. That still refuses planted
+ * and swapped symlinks but cannot close the window between the check and the listing.
+ */
+import { constants, type Dirent } from 'node:fs'
+import { lstat, open, opendir, readlink, realpath, type FileHandle } from 'node:fs/promises'
+import { join } from 'node:path'
+
+/** One regular file found by walkRegularFiles. */
+export interface WalkEntry {
+  /** Path relative to the base, `/`-separated. */
+  relPath: string
+  /** Absolute host path (below realpath(base)). */
+  absPath: string
+  size: number
+  mtimeMs: number
+  /** Inode number: with size and mtime it identifies one version of a file (upload md5 cache). */
+  ino: number
+}
+
+export interface WalkOptions {
+  /** Skip every entry (file or directory, at any depth) whose name starts with `.`. */
+  skipDot?: boolean
+  /** Stop after yielding this many files (callers detecting "too many" pass their cap + 1). */
+  limit?: number
+  /** Do not descend deeper than this many directory levels (default 64). */
+  maxDepth?: number
+  /**
+   * Stop as soon as more than this many directory entries (of any type, at any depth) exist in the
+   * directories read; the summary then has `exceeded: true`. Reading stops there too, so a directory of
+   * a million entries costs no more than the budget.
+   */
+  maxEntries?: number
+  /** Test hook: runs after a directory was listed and before its entries are examined. */
+  afterList?: (relDir: string) => Promise<void> | void
+}
+
+/** What the generator returns when it is done (`for await` ignores it; iterate with next() to read it). */
+export interface WalkSummary {
+  /** The base directory exists and was opened. */
+  found: boolean
+  /** Directory entries read. */
+  entries: number
+  /** maxEntries was exceeded: the walk is incomplete. */
+  exceeded: boolean
+  /** limit files were yielded: the walk may be incomplete. */
+  limited: boolean
+}
+
+const DIR_FLAGS = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW
+/** Open errors that mean "not (or no longer) a directory we may enter": skip it. */
+const SKIP = new Set(['ENOENT', 'ENOTDIR', 'ELOOP', 'EACCES', 'EPERM'])
+
+function errnoCode (err: unknown): string | undefined {
+  return typeof err === 'object' && err !== null && 'code' in err && typeof err.code === 'string' ? err.code : undefined
+}
+
+/** An open, verified directory: `ref` reaches it (its /proc/self/fd link, or its checked path). */
+interface Opened { handle: FileHandle, ref: string }
+
+/** `ref` for an open directory that must be `expected`, or undefined when it is somewhere else. */
+async function verifiedRef (handle: FileHandle, expected: string): Promise<string | undefined> {
+  const magic = `/proc/self/fd/${handle.fd}`
+  try {
+    return await readlink(magic) === expected ? magic : undefined
+  } catch (err) {
+    if (errnoCode(err) !== 'ENOENT') throw err
+  }
+  const [info, real] = await Promise.all([handle.stat(), realpath(expected).catch(() => undefined)])
+  if (real !== expected) return undefined
+  const again = await lstat(expected).catch(() => undefined)
+  return again !== undefined && again.dev === info.dev && again.ino === info.ino ? expected : undefined
+}
+
+/** Opens `path` as a directory without following a final symlink and verifies it is `expected`. */
+async function openDirectory (path: string, expected: string): Promise<Opened | undefined> {
+  let handle: FileHandle
+  try {
+    handle = await open(path, DIR_FLAGS)
+  } catch (err) {
+    if (SKIP.has(errnoCode(err) ?? '')) return undefined
+    throw err
+  }
+  let ref: string | undefined
+  try {
+    ref = await verifiedRef(handle, expected)
+  } finally {
+    if (ref === undefined) await handle.close().catch(() => {})
+  }
+  return ref === undefined ? undefined : { handle, ref }
+}
+
+/** Up to `budget` entries of an open directory, sorted by name; more than budget → `exceeded`. */
+async function listEntries (dir: Opened, budget: number): Promise<{ entries: Dirent[], exceeded: boolean }> {
+  const entries: Dirent[] = []
+  let handle
+  try {
+    handle = await opendir(dir.ref, { bufferSize: 256 })
+  } catch (err) {
+    if (SKIP.has(errnoCode(err) ?? '')) return { entries, exceeded: false }
+    throw err
+  }
+  // Leaving the loop early closes the listing handle.
+  for await (const entry of handle) {
+    if (entries.length >= budget) return { entries, exceeded: true }
+    entries.push(entry)
+  }
+  entries.sort((a, b) => a.name < b.name ? -1 : a.name > b.name ? 1 : 0)
+  return { entries, exceeded: false }
+}
+
+interface Frame extends Opened {
+  rel: string
+  depth: number
+  /** Names of the regular files found by the listing (lstat'ed when yielded); undefined until listed. */
+  files?: string[]
+  subdirs: string[]
+  next: number
+}
+
+const childRel = (rel: string, name: string): string => rel === '' ? name : `${rel}/${name}`
+
+/** Lists a frame's directory into its file and subdirectory names. false: the entry budget ran out. */
+async function listFrame (top: Frame, summary: WalkSummary, opts: WalkOptions, maxDepth: number): Promise<boolean> {
+  const { entries, exceeded } = await listEntries(top, (opts.maxEntries ?? Number.POSITIVE_INFINITY) - summary.entries)
+  summary.entries += entries.length
+  if (exceeded) return false
+  await opts.afterList?.(top.rel)
+  top.files = []
+  for (const entry of entries) {
+    if (opts.skipDot === true && entry.name.startsWith('.')) continue
+    if (entry.isDirectory() && top.depth + 1 < maxDepth) top.subdirs.push(entry.name)
+    else if (entry.isFile()) top.files.push(entry.name)
+  }
+  return true
+}
+
+/** The frame's files that are still regular files, stat'ed relative to its descriptor. */
+async function * filesOf (top: Frame, realBase: string): AsyncGenerator<WalkEntry> {
+  for (const name of top.files ?? []) {
+    const info = await lstat(`${top.ref}/${name}`).catch(() => undefined)
+    if (info === undefined || !info.isFile()) continue
+    const relPath = childRel(top.rel, name)
+    yield { relPath, absPath: join(realBase, relPath), size: info.size, mtimeMs: info.mtimeMs, ino: info.ino }
+  }
+}
+
+/** realpath(base) and its directory, opened and verified; undefined when there is none. */
+async function openBase (baseDir: string): Promise<{ realBase: string, root: Opened } | undefined> {
+  const realBase = await realpath(baseDir).catch((err: unknown) => {
+    if (SKIP.has(errnoCode(err) ?? '')) return undefined
+    throw err
+  })
+  const root = realBase === undefined ? undefined : await openDirectory(realBase, realBase)
+  return realBase === undefined || root === undefined ? undefined : { realBase, root }
+}
+
+/**
+ * Yields the regular files below `baseDir` (depth first, names sorted; a directory's files before its
+ * subdirectories), never following a symlink and never leaving realpath(baseDir), even while the tree
+ * changes (see the header). Symlinks, sockets, fifos and devices are skipped. A missing base yields
+ * nothing; a directory that vanishes or moves during the walk is skipped. Returns a WalkSummary.
+ */
+export function walkRegularFiles (baseDir: string, opts: WalkOptions = {}): AsyncGenerator<WalkEntry> {
+  return walkTree(baseDir, opts)
+}
+
+/** walkRegularFiles typed with its return value, for callers that need the summary (iterate with next()). */
+export async function * walkTree (baseDir: string, opts: WalkOptions = {}): AsyncGenerator<WalkEntry, WalkSummary, undefined> {
+  const summary: WalkSummary = { found: false, entries: 0, exceeded: false, limited: false }
+  const limit = opts.limit ?? Number.POSITIVE_INFINITY
+  const maxDepth = opts.maxDepth ?? 64
+  const base = limit > 0 ? await openBase(baseDir) : undefined
+  if (base === undefined) return summary
+  summary.found = true
+  const stack: Frame[] = [{ ...base.root, rel: '', depth: 0, subdirs: [], next: 0 }]
+  let count = 0
+  try {
+    while (stack.length > 0) {
+      const top = stack[stack.length - 1] as Frame
+      if (top.files === undefined) {
+        if (!await listFrame(top, summary, opts, maxDepth)) { summary.exceeded = true; return summary }
+        for await (const file of filesOf(top, base.realBase)) {
+          yield file
+          if (++count >= limit) { summary.limited = true; return summary }
+        }
+        continue
+      }
+      const name = top.subdirs[top.next++]
+      if (name === undefined) {
+        stack.pop()
+        await top.handle.close().catch(() => {})
+        continue
+      }
+      const rel = childRel(top.rel, name)
+      const child = await openDirectory(`${top.ref}/${name}`, join(base.realBase, rel))
+      if (child !== undefined) stack.push({ ...child, rel, depth: top.depth + 1, subdirs: [], next: 0 })
+    }
+    return summary
+  } finally {
+    for (const frame of stack) await frame.handle.close().catch(() => {})
+  }
+}
