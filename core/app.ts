@@ -100,6 +100,13 @@ export async function buildApp (config: AppConfig, entries: Entry[], opts: Build
     reply.header('X-Request-Id', request.id)
     reply.header('Referrer-Policy', 'no-referrer')
   })
+  // Every 401 carries the challenge core/auth.ts computes for its route (RFC 9728 resource_metadata
+  // where a plugin accepts its own tokens, issue #15), whoever answered: the error handler, or a
+  // route that replies 401 itself (mcp-transport answers before any body parsing).
+  app.addHook('onSend', async (request, reply, payload) => {
+    if (reply.statusCode === 401) reply.header('WWW-Authenticate', app.auth.challenge(request))
+    return payload
+  })
   app.setErrorHandler(errorHandler)
   app.setNotFoundHandler(async (request, reply) => {
     const path = request.url.split('?')[0] ?? '/'
