@@ -12,7 +12,8 @@ import type { Upstream } from './upstream.js'
  * The interaction pages oidc-provider sends the browser to: sign-in (access key, or upstream OIDC),
  * then consent. Each POST needs three things a cross-site page cannot produce: the interaction
  * cookie (SameSite=Lax, path-bound, checked by oidc-provider), a CSRF token (HMAC of the
- * interaction id under a kept key) and, when the browser sends one, our own Origin.
+ * interaction id under a kept key) and, when the browser sends them, our own Origin and
+ * `Sec-Fetch-Site: same-origin`.
  */
 
 export interface LoginDeps {
@@ -67,12 +68,18 @@ export default async function loginRoutes (fastify: FastifyInstance, { deps }: {
     return undefined
   }
 
-  /** CSRF token and Origin of a POST; answers 403 and returns false when either is wrong. */
+  /**
+   * CSRF token and the browser's own word on where a POST comes from; answers 403 and returns false
+   * when any is wrong. Under `Referrer-Policy: no-referrer` browsers send `Origin: null` for our
+   * own forms, so a null Origin proves nothing either way; Sec-Fetch-Site does.
+   */
   function genuine (request: FastifyRequest<Uid>, reply: FastifyReply, form: Form): boolean {
     const origin = request.headers.origin
+    const site = request.headers['sec-fetch-site']
     const token = Buffer.from(form.csrf ?? '')
     const expected = Buffer.from(csrfFor(request.params.uid))
-    if ((origin === undefined || origin === publicOrigin) && token.length === expected.length && timingSafeEqual(token, expected)) return true
+    const sameSite = (origin === undefined || origin === 'null' || origin === publicOrigin) && (site === undefined || site === 'same-origin')
+    if (sameSite && token.length === expected.length && timingSafeEqual(token, expected)) return true
     problem(reply, 403, 'Request refused', 'This form was not sent from the sign-in page of this server.')
     return false
   }
