@@ -85,7 +85,11 @@ export async function buildApp (config: AppConfig, entries: Entry[], opts: Build
       const given = req.headers['x-request-id']
       return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID()
     },
-    routerOptions: { ignoreTrailingSlash: false, maxParamLength: 2048 }
+    routerOptions: { ignoreTrailingSlash: false, maxParamLength: 2048 },
+    // A plugin may do real work while it loads (the oauth plugin loads oidc-provider and, on first
+    // start, generates RSA keys: 9 s together on a 2-core host at load 20). avvio's 10 s default
+    // would stop such a boot; a plugin that truly hangs still fails, after a minute.
+    pluginTimeout: 60_000
   })
 
   // A mirror of every route lets the not-found handler answer 405 with Allow for a known path (§ general rule 2).

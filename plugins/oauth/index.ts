@@ -32,13 +32,12 @@ const oauth: FastifyPluginAsync<OAuthOptions> = async (fastify, raw) => {
     defaultLimit: opts.maxTokens,
     maxEntryBytes: 64 * 1024
   })
-  await store.load()
-  const { keys, created } = await loadOrCreateKeys(dir)
-  if (created) log.info('oauth signing keys generated and kept in DATA_DIR/oauth/keys.json')
-
   // Loaded only when enabled: a server without OAuth never loads oidc-provider or openid-client.
-  const { createAuthorizationServer } = await import('./provider.js')
-  const { createUpstream } = await import('./upstream.js')
+  // Loading them and generating first-start keys both take seconds on a busy host: side by side.
+  await store.load() // creates DATA_DIR/oauth (0700) before the key file goes in
+  const [{ keys, created }, { createAuthorizationServer }, { createUpstream }] =
+    await Promise.all([loadOrCreateKeys(dir), import('./provider.js'), import('./upstream.js')])
+  if (created) log.info('oauth signing keys generated and kept in DATA_DIR/oauth/keys.json')
   let server: AuthorizationServer | undefined
   const internals = createOAuthService({ store, server: () => server as AuthorizationServer, log, resource })
   server = createAuthorizationServer(store, keys, {
