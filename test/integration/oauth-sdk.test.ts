@@ -10,11 +10,16 @@ import type { Browser } from 'playwright-core'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js'
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
+import { mkdtemp, rm } from 'node:fs/promises'
+import { createRequire } from 'node:module'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { chatKey } from '../../core/chat-id.js'
 import { userChatId } from '../../core/identity.js'
 import { chromiumOrSkip, launchChromium } from './chromium.js'
 import { containersOfChat, dockerOrSkip } from './docker.js'
-import { authorizeUrl, codeOf, exchangeCode, MemoryOAuthProvider, probeMcp, registerClient, signInWithBrowser, signInWithFetch, startOAuthServer, type OAuthServer } from './oauth-server.js'
+import { authorizeUrl, codeOf, exchangeCode, freePort, MemoryOAuthProvider, probeMcp, registerClient, signInWithBrowser, signInWithFetch, startOAuthServer, type OAuthServer } from './oauth-server.js'
 
 const docker = await dockerOrSkip()
 const chromium = chromiumOrSkip()
@@ -39,6 +44,46 @@ async function connectAs (t: Test, server: OAuthServer, browser: Browser, email:
   t.teardown(async () => { await client.close() })
   await client.connect(new StreamableHTTPClientTransport(mcp, { authProvider: provider }))
   return { client, provider }
+}
+
+/**
+ * Claude Desktop's bridge with no headers at all: mcp-remote meets the 401, registers, prints the
+ * authorization URL (its own browser launch fails here: no display), and waits on its loopback
+ * callback server. Chromium signs in and is sent there for real; the bridge exchanges the code.
+ */
+async function connectBridge (t: Test, server: OAuthServer, browser: Browser, email: string): Promise<Client> {
+  const configDir = await mkdtemp(join(tmpdir(), 'oauth-mcp-remote-'))
+  t.teardown(async () => { await rm(configDir, { recursive: true, force: true }) })
+  const port = await freePort()
+  const proxy = createRequire(import.meta.url).resolve('mcp-remote/dist/proxy.js')
+  const transport = new StdioClientTransport({
+    command: process.execPath,
+    args: [proxy, `${server.base}/mcp`, String(port), '--host', '127.0.0.1', '--transport', 'http-only', '--auth-timeout', '120'],
+    env: { PATH: process.env.PATH ?? '', HOME: configDir, MCP_REMOTE_CONFIG_DIR: configDir, BROWSER: 'false' },
+    stderr: 'pipe'
+  })
+  let stderr = ''
+  let signedIn: Promise<URL> | undefined
+  transport.stderr?.on('data', (chunk: Buffer) => {
+    stderr += chunk.toString('utf8')
+    const url = /Please authorize this client by visiting:\s+(\S+)/.exec(stderr)?.[1]
+    if (url !== undefined && signedIn === undefined) {
+      signedIn = signInWithBrowser(browser, url, `http://127.0.0.1:${port}/`, { email, deliver: true })
+      signedIn.catch(() => {})
+    }
+  })
+  const client = new Client({ name: 'claude-desktop-stand-in', version: '0.0.0' })
+  t.teardown(async () => { await client.close() })
+  try {
+    await client.connect(transport)
+  } catch (err) {
+    t.comment(stderr)
+    throw err
+  }
+  t.ok(signedIn !== undefined, 'the bridge asked for the browser step')
+  t.match((await signedIn)?.searchParams.get('code'), /\S+/, 'the browser brought the code to the bridge\'s callback server')
+  if (process.env.TEST_LOG === '1') t.comment(stderr)
+  return client
 }
 
 t.test('OAuth with the MCP SDK client, Chromium and real Docker', gate, async t => {
@@ -107,6 +152,12 @@ t.test('OAuth with the MCP SDK client, Chromium and real Docker', gate, async t 
     t.equal(after.status, 401)
     t.match(after.headers.get('www-authenticate'), /^Bearer resource_metadata="[^"]+\/\.well-known\/oauth-protected-resource\/mcp", error="invalid_token"$/)
     t.same(await after.json(), { error: 'Unauthorized' })
+  })
+
+  t.test('mcp-remote with no headers completes its OAuth flow, lists the tools and works in its user\'s sandbox', async t => {
+    const bridge = await connectBridge(t, server, browser, 'dora@example.com')
+    t.ok((await bridge.listTools()).tools.map(x => x.name).includes('bash_tool'))
+    t.equal(await bash(bridge, 'printf %s "$CHAT_ID"'), userChatId('dora@example.com'))
   })
 
   t.test('a wrong key at the login page is refused, then throttled; the right key still signs in', async t => {

@@ -108,7 +108,13 @@ export class MemoryOAuthProvider implements OAuthClientProvider {
   codeVerifier (): string { return this.verifier }
 }
 
-export interface SignIn { key?: string, email?: string, decision?: 'allow' | 'deny' }
+export interface SignIn {
+  key?: string
+  email?: string
+  decision?: 'allow' | 'deny'
+  /** Let the browser really load the redirect URI (a client listening there, e.g. mcp-remote's callback server). */
+  deliver?: boolean
+}
 
 /**
  * Opens `url` in Chromium, signs in on the real login page (access key, optional email), answers
@@ -120,10 +126,13 @@ export async function signInWithBrowser (browser: Browser, url: URL | string, re
   try {
     const page = await context.newPage()
     let landed: URL | undefined
-    await page.route(`${redirectPrefix}**`, async route => {
-      landed = new URL(route.request().url())
-      await route.fulfill({ status: 200, contentType: 'text/plain', body: 'done' })
-    })
+    if (who.deliver === true) page.on('request', r => { if (r.url().startsWith(redirectPrefix)) landed = new URL(r.url()) })
+    else {
+      await page.route(`${redirectPrefix}**`, async route => {
+        landed = new URL(route.request().url())
+        await route.fulfill({ status: 200, contentType: 'text/plain', body: 'done' })
+      })
+    }
     await page.goto(String(url))
     await page.fill('input[name=key]', who.key ?? TEST_API_KEY)
     if (who.email !== undefined) await page.fill('input[name=email]', who.email)
