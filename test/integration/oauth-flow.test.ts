@@ -164,3 +164,23 @@ t.test('a restart keeps users connected: state and keys persist in DATA_DIR', as
   t.equal(refreshed.status, 200, 'so did the refresh token and the client')
   t.same((await (await fetch(`${second.base}/oauth/jwks`)).json() as typeof jwks).keys.map(k => k.kid), jwks.keys.map(k => k.kid), 'the same signing keys')
 })
+
+// issue #15: the /mcp failure throttle (30 failures a minute per address) counts wrong OAuth tokens
+// like wrong keys, and, like the key, a valid OAuth token is never refused by it.
+t.test('wrong tokens on /mcp are throttled per address; a valid OAuth token and the key still pass', async t => {
+  const { base } = await startOAuthServer(t)
+  const clientId = await registerClient(base, REDIRECT)
+  const tokens = await exchangeCode(base, clientId, REDIRECT, await signInWithFetch(authorizeUrl(base, clientId, REDIRECT), REDIRECT, { email: 'jo@example.com' }))
+  const statuses: number[] = []
+  // Fixed one-minute windows: should one end mid-test, the count starts over, hence up to 70 tries.
+  for (let i = 0; i < 70 && !statuses.includes(429); i++) statuses.push((await probeMcp(base, `forged${i}`.padEnd(43, 'A'))).status)
+  t.ok(statuses.length > 30, 'at least 30 failures are answered normally')
+  t.same(new Set(statuses.slice(0, -1)), new Set([401]))
+  t.equal(statuses.at(-1), 429)
+  const valid = await probeMcp(base, tokens.access_token)
+  t.equal(valid.status, 200, 'a valid OAuth token from the throttled address')
+  t.equal((await probeMcp(base, TEST_API_KEY)).status, 200, 'the key from the throttled address')
+  const again = await probeMcp(base, 'B'.repeat(43))
+  t.equal(again.status, 429)
+  t.match(again.headers.get('retry-after'), /^\d+$/)
+})
