@@ -87,7 +87,7 @@ async function connectBridge (t: Test, server: OAuthServer, browser: Browser, em
 }
 
 t.test('OAuth with the MCP SDK client, Chromium and real Docker', gate, async t => {
-  const server = await startOAuthServer(t, { plugins: ['mcp-transport', 'capabilities', 'sandbox-docker', 'workspace-tools'] })
+  const server = await startOAuthServer(t, { plugins: ['mcp-transport', 'capabilities', 'sandbox-docker', 'workspace-tools', 'files'] })
   const browser = await launchChromium()
   t.teardown(async () => { await browser.close() })
   const alice = await connectAs(t, server, browser, 'Alice@Example.com')
@@ -108,6 +108,15 @@ t.test('OAuth with the MCP SDK client, Chromium and real Docker', gate, async t 
     const chatId = userChatId('alice@example.com')
     t.equal(await bash(alice.client, 'printf %s "$CHAT_ID"'), chatId, 'no X-Chat-Id: the chat is derived from the token subject')
     t.equal((await containersOfChat(server.prefix, chatKey(chatId))).length, 1)
+  })
+
+  t.test('an OAuth user\'s outputs come back as working file links of their chat', async t => {
+    const text = await bash(alice.client, 'echo hello-out > /mnt/user-data/outputs/report.txt')
+    const link = /report\.txt: ([^\s\],]+)/.exec(text)?.[1]
+    t.ok(link?.startsWith(`${server.base}/files/${encodeURIComponent(userChatId('alice@example.com'))}/`), `a link into the user's chat: ${link ?? text}`)
+    const res = await fetch(link ?? '')
+    t.equal(res.status, 200)
+    t.equal(await res.text(), 'hello-out\n')
   })
 
   t.test('two users get two different sandboxes', async t => {
