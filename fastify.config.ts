@@ -24,6 +24,7 @@ import preview from './plugins/preview/index.js'
 import cdpBridge from './plugins/cdp-bridge/index.js'
 import runtimeCli from './plugins/runtime-cli/index.js'
 import docs from './plugins/docs/index.js'
+import oauth from './plugins/oauth/index.js'
 
 const plugins = {
   'mcp-transport': config => entry(mcpTransport, {
@@ -106,7 +107,19 @@ const plugins = {
       ANTHROPIC_DEFAULT_HAIKU_MODEL: config.ANTHROPIC_DEFAULT_HAIKU_MODEL
     }
   }),
-  docs: config => entry(docs, { publicBaseUrl: config.publicBaseUrl, singleUserMode: config.singleUserMode })
+  docs: config => entry(docs, { publicBaseUrl: config.publicBaseUrl, singleUserMode: config.singleUserMode }),
+  oauth: config => entry(oauth, {
+    enabled: config.OAUTH_ENABLED,
+    publicBaseUrl: config.publicBaseUrl,
+    dataDir: config.DATA_DIR,
+    keyLogin: config.OAUTH_KEY_LOGIN,
+    accessTokenTtlS: config.OAUTH_ACCESS_TOKEN_TTL,
+    refreshTokenTtlS: config.OAUTH_REFRESH_TOKEN_TTL,
+    oidcIssuer: config.OIDC_ISSUER.trim(),
+    oidcClientId: config.OIDC_CLIENT_ID.trim(),
+    oidcClientSecret: config.OIDC_CLIENT_SECRET,
+    oidcAllowedEmails: config.oidcAllowedEmails
+  })
 } satisfies Record<string, (config: AppConfig) => Entry>
 
 export type PluginName = keyof typeof plugins

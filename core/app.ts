@@ -85,7 +85,11 @@ export async function buildApp (config: AppConfig, entries: Entry[], opts: Build
       const given = req.headers['x-request-id']
       return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID()
     },
-    routerOptions: { ignoreTrailingSlash: false, maxParamLength: 2048 }
+    routerOptions: { ignoreTrailingSlash: false, maxParamLength: 2048 },
+    // A plugin may do real work while it loads (the oauth plugin loads oidc-provider and, on first
+    // start, generates RSA keys: 9 s together on a 2-core host at load 20). avvio's 10 s default
+    // would stop such a boot; a plugin that truly hangs still fails, after a minute.
+    pluginTimeout: 60_000
   })
 
   // A mirror of every route lets the not-found handler answer 405 with Allow for a known path (§ general rule 2).
@@ -99,6 +103,13 @@ export async function buildApp (config: AppConfig, entries: Entry[], opts: Build
   app.addHook('onRequest', async (request, reply) => {
     reply.header('X-Request-Id', request.id)
     reply.header('Referrer-Policy', 'no-referrer')
+  })
+  // Every 401 carries the challenge core/auth.ts computes for its route (RFC 9728 resource_metadata
+  // where a plugin accepts its own tokens, issue #15), whoever answered: the error handler, or a
+  // route that replies 401 itself (mcp-transport answers before any body parsing).
+  app.addHook('onSend', async (request, reply, payload) => {
+    if (reply.statusCode === 401) reply.header('WWW-Authenticate', app.auth.challenge(request))
+    return payload
   })
   app.setErrorHandler(errorHandler)
   app.setNotFoundHandler(async (request, reply) => {

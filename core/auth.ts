@@ -2,6 +2,7 @@ import { createHash, timingSafeEqual } from 'node:crypto'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { CORE_FORBIDDEN, CORE_TOO_MANY_FAILURES, CORE_UNAUTHORIZED } from './errors.js'
 import { createFailureThrottle } from './failure-throttle.js'
+import { attachPrincipal, type Principal } from './identity.js'
 
 /** What a chat route needs: `f` read-only files, `c` full control (surface.md §6.1). */
 export type ChatScope = 'f' | 'c'
@@ -9,6 +10,22 @@ export type ChatScope = 'f' | 'c'
 /** Outcome of a token check by a verifier another plugin registers (capability links). */
 export type TokenVerdict = 'ok' | 'forbidden' | 'not-mine'
 export type TokenVerifier = (token: string, chatId: string, scope: ChatScope) => TokenVerdict
+
+/**
+ * A second kind of bearer token for some routes, registered by a plugin while plugins load (the
+ * OAuth authorization server for /mcp, issue #15). The static key keeps working beside it.
+ */
+export interface BearerVerifier {
+  /** Route URLs exactly as registered (`request.routeOptions.url`, e.g. '/mcp' and '/mcp/') where these tokens count. */
+  routes: readonly string[]
+  /**
+   * The principal of a token that is valid for this resource right now, else undefined (unknown,
+   * expired, revoked, issued for another audience). It must not throw for a bad token.
+   */
+  verify: (token: string) => Promise<Principal | undefined>
+  /** Auth-params of the `WWW-Authenticate: Bearer` challenge on 401 answers of those routes (RFC 9728 `resource_metadata`). */
+  challenge: Readonly<Record<string, string>>
+}
 
 export interface AuthService {
   /** True when MCP_API_KEY is set: every /mcp request and every chat route needs credentials. */
@@ -18,9 +35,11 @@ export interface AuthService {
   /** The token of an `Authorization: Bearer <token>` header; the scheme word is case-insensitive. */
   bearer (request: FastifyRequest): string | undefined
   /**
-   * Requires the API key as a Bearer header (protected mode). A valid key always passes; a missing
-   * or wrong one throws CORE_UNAUTHORIZED (401), or CORE_TOO_MANY_FAILURES (429 with Retry-After)
-   * once the client address has more than 30 failures this minute. In open mode it always passes.
+   * Requires the API key as a Bearer header (protected mode). A valid key always passes; on routes
+   * a BearerVerifier claims, a token it accepts passes too and its principal is attached to the
+   * request (core/identity.ts: readUser, resolveMcpChat). A missing or wrong credential throws
+   * CORE_UNAUTHORIZED (401), or CORE_TOO_MANY_FAILURES (429 with Retry-After) once the client
+   * address has more than 30 failures this minute. In open mode it always passes.
    */
   requireApiKey (request: FastifyRequest, reply: FastifyReply): Promise<void>
   /**
@@ -34,6 +53,15 @@ export interface AuthService {
   authorizeChat (request: FastifyRequest, chatId: string, scope: ChatScope, pathToken?: string): string | undefined
   /** Registered by the plugin that mints capability tokens, while plugins load. */
   addTokenVerifier (verifier: TokenVerifier): void
+  /** Registered by a plugin that issues bearer tokens for some routes (OAuth for /mcp), while plugins load. */
+  addBearerVerifier (verifier: BearerVerifier): void
+  /**
+   * The `WWW-Authenticate` value of a 401 answer to this request: `Bearer`, and on a route a
+   * verifier claims its auth-params plus `error="invalid_token"` when a token other than the key
+   * was presented (RFC 6750 §3.1). Core sets it on every 401 reply (core/app.ts, onSend), so routes
+   * that answer 401 themselves need not know about OAuth.
+   */
+  challenge (request: FastifyRequest): string
 }
 
 const digest = (s: string): Buffer => createHash('sha256').update(s, 'utf8').digest()
@@ -49,6 +77,11 @@ export interface AuthOptions {
 export function createAuthService (opts: AuthOptions): AuthService {
   const keyDigest = opts.apiKey === '' ? null : digest(opts.apiKey)
   const verifiers: TokenVerifier[] = []
+  const bearerVerifiers = new Map<string, BearerVerifier>()
+  const claimedBy = (request: FastifyRequest): BearerVerifier | undefined => {
+    const url = request.routeOptions.url
+    return url === undefined ? undefined : bearerVerifiers.get(url)
+  }
   const throttle = createFailureThrottle({ limit: opts.maxFailuresPerMinute ?? 30, now: opts.now ?? Date.now })
 
   // Called only after the credential failed (issue #8): counts the failure and answers 429 once the
@@ -76,7 +109,14 @@ export function createAuthService (opts: AuthOptions): AuthService {
     },
     async requireApiKey (request, reply) {
       if (keyDigest === null) return
-      if (service.isApiKey(service.bearer(request))) return
+      const token = service.bearer(request)
+      if (service.isApiKey(token)) return
+      const verifier = claimedBy(request)
+      const principal = verifier === undefined || token === undefined ? undefined : await verifier.verify(token)
+      if (principal !== undefined) {
+        attachPrincipal(request.headers, principal)
+        return
+      }
       refuse(request, reply, new CORE_UNAUTHORIZED())
     },
     authorizeChat (request, chatId, scope, pathToken) {
@@ -96,7 +136,19 @@ export function createAuthService (opts: AuthOptions): AuthService {
       }
       refuse(request, undefined, new CORE_FORBIDDEN('the credential does not grant this access to this chat'))
     },
-    addTokenVerifier (verifier) { verifiers.push(verifier) }
+    addTokenVerifier (verifier) { verifiers.push(verifier) },
+    addBearerVerifier (verifier) {
+      for (const route of verifier.routes) bearerVerifiers.set(route, verifier)
+    },
+    challenge (request) {
+      const verifier = claimedBy(request)
+      if (verifier === undefined) return 'Bearer'
+      const params: Record<string, string> = { ...verifier.challenge }
+      const token = service.bearer(request)
+      if (token !== undefined && !service.isApiKey(token)) params.error = 'invalid_token'
+      const rendered = Object.entries(params).map(([k, v]) => `${k}="${v.replace(/["\\]/g, '\\$&')}"`)
+      return rendered.length === 0 ? 'Bearer' : `Bearer ${rendered.join(', ')}`
+    }
   }
   return service
 }

@@ -92,6 +92,14 @@ export const ConfigSchema = Type.Object({
   DEBUG_LOGGING: Bool(false, 'Alias for LOG_LEVEL=debug.'),
   TRUST_PROXY: Str('false', 'Proxies whose X-Forwarded-For names the client (logs, throttling only): false, a hop count, or comma-separated addresses/CIDRs.'),
   REQUEST_TIMEOUT: Int(300, 'Seconds a client may take to send a whole request (headers and body); responses and WebSockets are not limited; 0 = no limit.'),
+  OAUTH_ENABLED: Bool(false, 'Run the OAuth 2.1 authorization server so Claude (Desktop, web, mobile) connects by URL alone; needs MCP_API_KEY and an https PUBLIC_BASE_URL (http only on loopback).'),
+  OAUTH_KEY_LOGIN: Bool(true, 'Offer sign-in with the access key (MCP_API_KEY) on the OAuth login page; false leaves only OIDC.'),
+  OAUTH_ACCESS_TOKEN_TTL: Int(3600, 'Lifetime of OAuth access tokens in seconds.', 60),
+  OAUTH_REFRESH_TOKEN_TTL: Int(2592000, 'Lifetime of an OAuth refresh token in seconds; every refresh rotates it and starts a new lifetime; one year at most in total.', 300),
+  OIDC_ISSUER: Str('', 'Upstream OpenID Connect issuer for the OAuth login page (Google, Keycloak, …); empty = access-key sign-in only.'),
+  OIDC_CLIENT_ID: Str('', 'Client id of this server at the upstream OIDC issuer.'),
+  OIDC_CLIENT_SECRET: Str('', 'Client secret at the upstream OIDC issuer; empty = public client (PKCE only).'),
+  OIDC_ALLOWED_EMAILS: Str('', 'Who may sign in through OIDC: comma-separated emails and @domains, or * for every account of the issuer; required with OIDC_ISSUER.'),
   CLOSE_GRACE_MS: Int(10000, 'Milliseconds a SIGTERM/SIGINT shutdown may take before the process exits anyway.', 100)
 })
 export type RawConfig = Static<typeof ConfigSchema>
@@ -116,6 +124,8 @@ export interface AppConfig extends RawConfig {
   /** True when HOST was empty and open mode chose loopback (the boot log says so). */
   hostDefaultedToLoopback: boolean
   trustProxy: TrustProxy
+  /** OIDC_ALLOWED_EMAILS as lowercase entries: `user@example.com`, `@example.com` or `*`. */
+  oidcAllowedEmails: string[]
 }
 
 const BOOL: Record<string, boolean> = { true: true, 1: true, yes: true, false: false, 0: false, no: false }
@@ -202,6 +212,33 @@ function derivePublicBaseUrl (raw: RawConfig): string {
   return publicBaseUrl
 }
 
+const LOOPBACK_HOSTS = new Set(['127.0.0.1', 'localhost', '[::1]'])
+
+/** OAUTH_* and OIDC_*: what the authorization server needs to be safe (issue #15). */
+function deriveOAuth (raw: RawConfig, publicBaseUrl: string): string[] {
+  const allowed = raw.OIDC_ALLOWED_EMAILS.split(',').map(s => s.trim().toLowerCase()).filter(Boolean)
+    .map(s => s === '*' || s.startsWith('@') || s.includes('@') ? s : `@${s}`)
+  if (!raw.OAUTH_ENABLED) return allowed
+  if (raw.MCP_API_KEY === '') throw new CORE_INVALID_CONFIG('OAUTH_ENABLED', 'needs MCP_API_KEY: without it /mcp is open and tokens would protect nothing')
+  const url = new URL(publicBaseUrl)
+  if (url.protocol !== 'https:' && !LOOPBACK_HOSTS.has(url.hostname)) {
+    throw new CORE_INVALID_CONFIG('PUBLIC_BASE_URL', `OAuth needs an https URL (${publicBaseUrl}): sign-in pages and tokens must not travel in clear text; http is accepted only for 127.0.0.1, localhost and [::1]`)
+  }
+  const issuer = raw.OIDC_ISSUER.trim()
+  if (issuer === '') {
+    if (!raw.OAUTH_KEY_LOGIN) throw new CORE_INVALID_CONFIG('OAUTH_KEY_LOGIN', 'false leaves no way to sign in: set OIDC_ISSUER too')
+    return allowed
+  }
+  let parsed: URL
+  try { parsed = new URL(issuer) } catch { throw new CORE_INVALID_CONFIG('OIDC_ISSUER', `'${issuer}' is not an absolute URL`) }
+  if (parsed.protocol !== 'https:' && !(parsed.protocol === 'http:' && LOOPBACK_HOSTS.has(parsed.hostname))) {
+    throw new CORE_INVALID_CONFIG('OIDC_ISSUER', 'must be an https URL (http only on loopback)')
+  }
+  if (raw.OIDC_CLIENT_ID.trim() === '') throw new CORE_INVALID_CONFIG('OIDC_CLIENT_ID', 'is required with OIDC_ISSUER')
+  if (allowed.length === 0) throw new CORE_INVALID_CONFIG('OIDC_ALLOWED_EMAILS', 'is required with OIDC_ISSUER: list emails and @domains, or * for every account of the issuer')
+  return allowed
+}
+
 function derive (raw: RawConfig): Omit<AppConfig, 'publicBaseUrlSet'> {
   checkKey('MCP_API_KEY', raw.MCP_API_KEY)
   checkKey('LINK_SIGNING_KEY', raw.LINK_SIGNING_KEY)
@@ -217,12 +254,14 @@ function derive (raw: RawConfig): Omit<AppConfig, 'publicBaseUrlSet'> {
   for (const origin of allowedOrigins) {
     if (!/^https?:\/\/[^/\s]+$/.test(origin)) throw new CORE_INVALID_CONFIG('ALLOWED_ORIGINS', `'${origin}' is not an origin (scheme://host[:port])`)
   }
+  const publicBaseUrl = derivePublicBaseUrl(raw)
   return {
     ...raw,
     ...deriveNetwork(raw),
     singleUserMode: mode === '' ? 'lenient' : mode as SingleUserMode,
     subagentCli: cli,
-    publicBaseUrl: derivePublicBaseUrl(raw),
+    publicBaseUrl,
+    oidcAllowedEmails: deriveOAuth(raw, publicBaseUrl),
     allowedOrigins,
     dataDirHost: raw.DATA_DIR_HOST.trim() || raw.DATA_DIR,
     sandboxNetwork: raw.SANDBOX_NETWORK.trim() || `${raw.SANDBOX_PREFIX}-sandboxes`,

@@ -1,6 +1,44 @@
+import { createHash } from 'node:crypto'
 import type { IncomingHttpHeaders } from 'node:http'
 import { normalizeChatId } from './chat-id.js'
 import type { SingleUserMode } from './config.js'
+
+/**
+ * Who a plugin-verified bearer token belongs to (an OAuth access token on /mcp, issue #15). Set by
+ * core/auth.ts once the token is verified; read by readUser and resolveMcpChat below.
+ */
+export interface Principal {
+  /** The token's subject: the user, stable across sign-ins (an email where the sign-in gave one). */
+  subject: string
+  /** The user's email (§1.1 rules); it replaces any X-User-Email header of the request. */
+  email?: string
+  /** Display name for git author/committer; a header name is used when absent. */
+  name?: string
+}
+
+// The headers object of a request is unique to that request, so it can carry what authentication
+// proved about the request to the functions below, which only see headers. A WeakMap keyed by it
+// holds no state across requests or app instances: an entry lives exactly as long as its request.
+const principals = new WeakMap<IncomingHttpHeaders, Principal>()
+
+/** Records the verified principal of a request (core/auth.ts calls this; plugins never need to). */
+export function attachPrincipal (headers: IncomingHttpHeaders, principal: Principal): void {
+  principals.set(headers, principal)
+}
+
+/** The verified principal of a request, when a plugin-verified bearer token authenticated it. */
+export function principalOf (headers: IncomingHttpHeaders): Principal | undefined {
+  return principals.get(headers)
+}
+
+/**
+ * The chat of an OAuth user who sends no X-Chat-Id (surface.md §1.2, Revised): `user:` and 20 hex
+ * characters of SHA-256 over the subject. Stable across sign-ins, restarts and clients, so one
+ * person keeps one computer, and two people never share one (the subject is unique per user).
+ */
+export function userChatId (subject: string): string {
+  return `user:${createHash('sha256').update(`cubicle-user\0${subject}`, 'utf8').digest('hex').slice(0, 20)}`
+}
 
 /** Header value by direct name, then alias (surface.md §1.1): trimmed, empty counts as absent. */
 export function headerValue (headers: IncomingHttpHeaders, name: string, alias?: string): string | undefined {
@@ -59,9 +97,14 @@ function httpUrl (raw: string | undefined): string | undefined {
   } catch { return undefined }
 }
 
-/** Reads the user-related headers of §1.1, each with its X-OpenWebUI-* alias. */
+/**
+ * Reads the user-related headers of §1.1, each with its X-OpenWebUI-* alias. For a request
+ * authenticated by an OAuth token the token's identity wins: its email replaces X-User-Email (a
+ * header must not let one user act as another) and its name, when known, replaces X-User-Name.
+ */
 export function readUser (headers: IncomingHttpHeaders): RequestUser {
-  const rawEmail = headerValue(headers, 'x-user-email', 'x-openwebui-user-email')
+  const principal = principalOf(headers)
+  const rawEmail = principal === undefined ? headerValue(headers, 'x-user-email', 'x-openwebui-user-email') : principal.email
   const email = validEmail(rawEmail)
   const host = headerValue(headers, 'x-gitlab-host', 'x-openwebui-gitlab-host')?.toLowerCase()
   const anthropicApiKey = headerValue(headers, 'x-anthropic-api-key', 'x-openwebui-anthropic-api-key')
@@ -82,7 +125,7 @@ export function readUser (headers: IncomingHttpHeaders): RequestUser {
   return {
     email,
     emailRejected: rawEmail !== undefined && email === undefined,
-    name: cleanUserName(headerValue(headers, 'x-user-name', 'x-openwebui-user-name')),
+    name: cleanUserName(principal?.name ?? headerValue(headers, 'x-user-name', 'x-openwebui-user-name')),
     mcpServers: [...new Set(servers.split(',').map(s => s.trim().toLowerCase()).filter(s => MCP_SERVER.test(s)))],
     credentials
   }
@@ -94,13 +137,31 @@ export type ChatResolution =
   | { kind: 'invalid', reason: string }
   | { kind: 'missing' } // strict mode, no header
 
-/** Resolves the chat of an /mcp request from X-Chat-Id / X-OpenWebUI-Chat-Id under SINGLE_USER_MODE. */
+/**
+ * Resolves the chat of an /mcp request from X-Chat-Id / X-OpenWebUI-Chat-Id under SINGLE_USER_MODE.
+ * An OAuth-authenticated request (a principal is attached) stays among its user's own chats: without
+ * a header it gets the user's chat (userChatId), and a header names a chat below it,
+ * `user:<hex>:<header id>`, so no header can reach another person's sandbox. SINGLE_USER_MODE=true
+ * still means one computer, `default`, for everybody (§1.4: prompts always render for `default`).
+ */
 export function resolveMcpChat (headers: IncomingHttpHeaders, mode: SingleUserMode): ChatResolution {
   if (mode === 'true') return { kind: 'chat', chatId: 'default', lenientNote: false }
   const raw = headerValue(headers, 'x-chat-id', 'x-openwebui-chat-id')
+  const principal = principalOf(headers)
+  if (principal !== undefined) return resolveUserChat(userChatId(principal.subject), raw)
   if (raw === undefined) {
     return mode === 'false' ? { kind: 'missing' } : { kind: 'chat', chatId: 'default', lenientNote: true }
   }
   const chatId = normalizeChatId(raw)
   return chatId === null ? { kind: 'invalid', reason: 'must match ^[a-z0-9][a-z0-9_:-]{0,63}$ after lowercasing' } : { kind: 'chat', chatId, lenientNote: false }
+}
+
+function resolveUserChat (home: string, raw: string | undefined): ChatResolution {
+  if (raw === undefined) return { kind: 'chat', chatId: home, lenientNote: false }
+  const chatId = normalizeChatId(`${home}:${raw}`)
+  // The header must be a valid id on its own (§1.3), and `home:` takes 26 of the 64 characters.
+  if (chatId === null || normalizeChatId(raw) === null) {
+    return { kind: 'invalid', reason: `must match ^[a-z0-9][a-z0-9_:-]{0,${63 - home.length - 1}}$ after lowercasing (OAuth users' chat ids are kept below their own)` }
+  }
+  return { kind: 'chat', chatId, lenientNote: false }
 }

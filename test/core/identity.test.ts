@@ -1,6 +1,6 @@
 import t from 'tap'
 import { chatKey, normalizeChatId } from '../../core/chat-id.js'
-import { cleanUserName, readUser, resolveMcpChat, validEmail } from '../../core/identity.js'
+import { attachPrincipal, cleanUserName, readUser, resolveMcpChat, userChatId, validEmail } from '../../core/identity.js'
 import { chatPaths } from '../../core/chat-paths.js'
 
 t.test('chat ids: the accepted, normalised and rejected tables of §1.3', async t => {
@@ -53,4 +53,28 @@ t.test('SINGLE_USER_MODE resolution: absence decides, not the value', async t =>
   t.same(resolveMcpChat({ 'x-chat-id': 'default' }, 'false'), { kind: 'chat', chatId: 'default', lenientNote: false })
   t.same(resolveMcpChat({ 'x-chat-id': 'a/b' }, 'true'), { kind: 'chat', chatId: 'default', lenientNote: false })
   t.equal(resolveMcpChat({ 'x-chat-id': 'a/b' }, 'lenient').kind, 'invalid')
+})
+
+// issue #15: an OAuth token's subject is the user, and its chats stay below the user's own.
+t.test('OAuth principals: the token decides the user and keeps the chat among their own', async t => {
+  const home = userChatId('alice@example.com')
+  t.match(home, /^user:[0-9a-f]{20}$/)
+  t.equal(userChatId('alice@example.com'), home, 'stable')
+  t.not(userChatId('bob@example.com'), home)
+  const headers = (h: Record<string, string>): Record<string, string> => {
+    attachPrincipal(h, { subject: 'alice@example.com', email: 'alice@example.com', name: 'Alice A' })
+    return h
+  }
+  t.same(resolveMcpChat(headers({}), 'lenient'), { kind: 'chat', chatId: home, lenientNote: false }, 'no header: the user\'s own computer, no lenient note')
+  t.same(resolveMcpChat(headers({}), 'false'), { kind: 'chat', chatId: home, lenientNote: false }, 'strict mode needs no header either')
+  t.same(resolveMcpChat(headers({ 'x-chat-id': 'Proj-1' }), 'lenient'), { kind: 'chat', chatId: `${home}:proj-1`, lenientNote: false }, 'a header names a chat below the user\'s')
+  t.same(resolveMcpChat(headers({ 'x-chat-id': userChatId('bob@example.com') }), 'lenient'), { kind: 'chat', chatId: `${home}:${userChatId('bob@example.com')}`, lenientNote: false }, 'never another user\'s chat')
+  t.same(resolveMcpChat(headers({ 'x-chat-id': 'a'.repeat(38) }), 'lenient'), { kind: 'chat', chatId: `${home}:${'a'.repeat(38)}`, lenientNote: false }, '64 characters in all')
+  t.match(resolveMcpChat(headers({ 'x-chat-id': 'a'.repeat(39) }), 'lenient'), { kind: 'invalid', reason: /0,37/ }, 'too long once below the user\'s')
+  t.match(resolveMcpChat(headers({ 'x-chat-id': '../x' }), 'lenient'), { kind: 'invalid' })
+  t.same(resolveMcpChat(headers({}), 'true'), { kind: 'chat', chatId: 'default', lenientNote: false }, 'SINGLE_USER_MODE=true: one computer for all')
+  const user = readUser(headers({ 'x-user-email': 'mallory@example.com', 'x-user-name': 'Mallory' }))
+  t.equal(user.email, 'alice@example.com', 'the token\'s email wins over X-User-Email')
+  t.equal(user.name, 'Alice A')
+  t.equal(readUser({ 'x-user-email': 'mallory@example.com' }).email, 'mallory@example.com', 'without a principal the header counts as before')
 })

@@ -1,0 +1,78 @@
+import { join } from 'node:path'
+import fp from 'fastify-plugin'
+import type { FastifyPluginAsync } from 'fastify'
+import { parseOptions } from '../../core/config.js'
+import { loadOrCreateKeys } from './keys.js'
+import type { AuthorizationServer } from './provider.js'
+import { createOAuthService } from './service.js'
+import { createOAuthStore } from './store.js'
+import { OAuthOptions } from './schemas.js'
+import loginRoutes from './login.js'
+import oauthRoutes from './routes.js'
+
+const PERSISTED = ['Client', 'Grant', 'RefreshToken', 'AccessToken', 'Account']
+
+/**
+ * OAuth 2.1 authorization server for /mcp (issue #15): Claude connects by URL alone. Its access
+ * tokens are accepted on /mcp beside the static key through core auth's bearer-verifier hook, and
+ * their subject becomes the user (core/identity.ts), so no other plugin knows OAuth exists.
+ */
+const oauth: FastifyPluginAsync<OAuthOptions> = async (fastify, raw) => {
+  const opts = parseOptions(OAuthOptions, raw, 'oauth')
+  if (!opts.enabled) return
+  const log = fastify.log.child({ plugin: 'oauth' })
+  const dir = join(opts.dataDir, 'oauth')
+  const publicBaseUrl = opts.publicBaseUrl.replace(/\/+$/, '')
+  const resource = `${publicBaseUrl}${opts.resourcePath}`
+  const store = createOAuthStore({
+    dir: join(dir, 'state'),
+    log,
+    persisted: PERSISTED,
+    limits: { Client: opts.maxClients },
+    defaultLimit: opts.maxTokens,
+    maxEntryBytes: 64 * 1024
+  })
+  // Loaded only when enabled: a server without OAuth never loads oidc-provider or openid-client.
+  // Loading them and generating first-start keys both take seconds on a busy host: side by side.
+  await store.load() // creates DATA_DIR/oauth (0700) before the key file goes in
+  const [{ keys, created }, { createAuthorizationServer }, { createUpstream }] =
+    await Promise.all([loadOrCreateKeys(dir), import('./provider.js'), import('./upstream.js')])
+  if (created) log.info('oauth signing keys generated and kept in DATA_DIR/oauth/keys.json')
+  let server: AuthorizationServer | undefined
+  const internals = createOAuthService({ store, server: () => server as AuthorizationServer, log, resource })
+  server = createAuthorizationServer(store, keys, {
+    issuer: publicBaseUrl,
+    resource,
+    prefix: opts.prefix,
+    accessTokenTtlS: opts.accessTokenTtlS,
+    refreshTokenTtlS: opts.refreshTokenTtlS,
+    account: internals.principal
+  })
+  const upstream = opts.oidcIssuer === ''
+    ? undefined
+    : createUpstream({
+      issuer: opts.oidcIssuer,
+      clientId: opts.oidcClientId,
+      clientSecret: opts.oidcClientSecret,
+      redirectUri: `${publicBaseUrl}${opts.prefix}/upstream/callback`,
+      allowed: opts.oidcAllowedEmails
+    })
+
+  fastify.decorate('oauth', internals.service)
+  fastify.auth.addBearerVerifier({
+    routes: [opts.resourcePath, `${opts.resourcePath}/`],
+    verify: internals.service.verify,
+    challenge: { resource_metadata: `${publicBaseUrl}/.well-known/oauth-protected-resource${opts.resourcePath}` }
+  })
+  fastify.addHook('onClose', async () => { await store.flush() })
+
+  const common = { server, publicBaseUrl, prefix: opts.prefix }
+  await fastify.register(oauthRoutes, { deps: { ...common, service: internals.service, resourcePath: opts.resourcePath, registrationsPerMinute: opts.registrationsPerMinute } })
+  await fastify.register(loginRoutes, {
+    prefix: opts.prefix,
+    deps: { ...common, internals, csrfKey: keys.csrfKey, keyLogin: opts.keyLogin, loginFailuresPerMinute: opts.loginFailuresPerMinute, ...(upstream === undefined ? {} : { upstream }) }
+  })
+  log.info({ resource, upstream: upstream !== undefined, keyLogin: opts.keyLogin }, 'oauth authorization server ready')
+}
+
+export default fp(oauth, { name: 'oauth', fastify: '5.x' })
