@@ -9,7 +9,7 @@ t.test('a plugin added to the manifest contributes a tool after the built-ins an
   const { url } = await listen(t, { DOCKER_HOST: 'unix:///nonexistent.sock' }, config => [...manifest(config), entry(helloPlugin, { greeting: 'Hi' })])
   const client = await connect(t, url, { 'X-Chat-Id': 'plug-in' })
   const names = (await client.listTools()).tools.map(x => x.name)
-  t.same(names, ['bash_tool', 'view', 'create_file', 'str_replace', 'hello_world'])
+  t.same(names, ['bash_tool', 'view', 'create_file', 'str_replace', 'sub_agent', 'hello_world'])
   t.equal(textOf(await client.callTool({ name: 'hello_world', arguments: { name: 'Ada', times: '2' } })), 'Hi, Ada! (chat plug-in)\nHi, Ada! (chat plug-in)')
   t.same(await (await fetch(`${url}/hello`)).json(), { greeting: 'Hi' })
 })
@@ -18,7 +18,7 @@ t.test('the default manifest lists exactly the built-in tools in the contract or
   const { url } = await listen(t, { DOCKER_HOST: 'unix:///nonexistent.sock' })
   const client = await connect(t, url, { 'X-Chat-Id': 'plain' })
   const tools = (await client.listTools()).tools
-  t.same(tools.map(x => x.name), ['bash_tool', 'view', 'create_file', 'str_replace'])
+  t.same(tools.map(x => x.name), ['bash_tool', 'view', 'create_file', 'str_replace', 'sub_agent'], 'the five tools of §3.1 item 1 (issue #12)')
   t.match(tools.find(x => x.name === 'bash_tool')?.description, /README\.md/)
   t.match(tools.find(x => x.name === 'bash_tool')?.description, /\/home\/assistant/)
   t.match(tools.find(x => x.name === 'view')?.description, /README\.md/)
