@@ -75,14 +75,14 @@ t.test('the <available_skills> block has the exact layout of §8.1 item 5', asyn
   t.equal(skillsBlock([]), '<available_skills>\n</available_skills>')
 })
 
-t.test('the bundled skills of the sandbox image are all listed (examples only when enabled)', async t => {
+t.test('the bundled skills of the sandbox image are all listed (examples only when enabled; sub-agent only with its tool)', async t => {
   const config = loadConfig({ LOG_LEVEL: 'silent' })
   for (const includeExamples of [false, true]) {
     const a = await buildApp(config, [entry(capabilities, { publicBaseUrl: config.publicBaseUrl }), entry(promptRender, { includeExamples })], { logger: false })
     t.teardown(async () => { await a.close() })
     await a.ready()
     const names = (await a.prompts.skills()).map(s => s.name)
-    const expected = ['browser', 'docx', 'file-sharing', 'pdf', 'sub-agent', 'xlsx', ...(includeExamples ? ['hello-skill'] : [])]
+    const expected = ['browser', 'docx', 'file-sharing', 'pdf', 'xlsx', ...(includeExamples ? ['hello-skill'] : [])]
     t.same(names, expected, `includeExamples=${String(includeExamples)}`)
     const text = await a.prompts.render({ chatId: 'c1' })
     t.equal(text.includes('/mnt/skills/examples/hello-skill/SKILL.md'), includeExamples)
