@@ -122,6 +122,9 @@ const plugins = {
 
 export type PluginName = keyof typeof plugins
 
+/** Every plugin of the manifest, in order. */
+export const pluginNames = Object.keys(plugins) as PluginName[]
+
 /** The named entries in manifest order. */
 export function entries (config: AppConfig, names: readonly PluginName[]): Entry[] {
   return (Object.keys(plugins) as PluginName[]).filter(name => names.includes(name)).map(name => plugins[name](config))
