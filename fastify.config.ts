@@ -23,6 +23,7 @@ import files from './plugins/files/index.js'
 import preview from './plugins/preview/index.js'
 import cdpBridge from './plugins/cdp-bridge/index.js'
 import runtimeCli from './plugins/runtime-cli/index.js'
+import subAgent from './plugins/sub-agent/index.js'
 import docs from './plugins/docs/index.js'
 import oauth from './plugins/oauth/index.js'
 
@@ -72,6 +73,29 @@ const plugins = {
     progressIntervalS: config.PROGRESS_INTERVAL_SECONDS,
     dataDir: config.DATA_DIR
   }),
+  'runtime-cli': config => entry(runtimeCli, {
+    cli: config.subagentCli,
+    models: {
+      SUB_AGENT_DEFAULT_MODEL: config.SUB_AGENT_DEFAULT_MODEL,
+      CODEX_SUB_AGENT_DEFAULT_MODEL: config.CODEX_SUB_AGENT_DEFAULT_MODEL,
+      CODEX_MODEL: config.CODEX_MODEL,
+      OPENCODE_SUB_AGENT_DEFAULT_MODEL: config.OPENCODE_SUB_AGENT_DEFAULT_MODEL,
+      OPENCODE_MODEL: config.OPENCODE_MODEL,
+      ANTHROPIC_DEFAULT_SONNET_MODEL: config.ANTHROPIC_DEFAULT_SONNET_MODEL,
+      ANTHROPIC_DEFAULT_OPUS_MODEL: config.ANTHROPIC_DEFAULT_OPUS_MODEL,
+      ANTHROPIC_DEFAULT_HAIKU_MODEL: config.ANTHROPIC_DEFAULT_HAIKU_MODEL
+    }
+  }),
+  'sub-agent': config => entry(subAgent, {
+    cli: config.subagentCli,
+    timeoutS: config.SUB_AGENT_TIMEOUT,
+    maxTurns: config.SUB_AGENT_MAX_TURNS,
+    createTimeoutS: config.CONTAINER_CREATE_TIMEOUT,
+    maxOutputChars: config.MAX_OUTPUT_CHARS,
+    progressIntervalS: config.PROGRESS_INTERVAL_SECONDS,
+    networkEnabled: config.ENABLE_NETWORK,
+    cliEnv: sandboxEnvFromConfig(config)
+  }),
   'prompt-render': config => entry(promptRender, {
     singleUserMode: config.singleUserMode,
     skillsDir: config.SKILLS_DIR,
@@ -94,19 +118,6 @@ const plugins = {
     allowedOrigins: config.allowedOrigins
   }),
   preview: config => entry(preview, { frameAncestors: config.FRAME_ANCESTORS }),
-  'runtime-cli': config => entry(runtimeCli, {
-    cli: config.subagentCli,
-    models: {
-      SUB_AGENT_DEFAULT_MODEL: config.SUB_AGENT_DEFAULT_MODEL,
-      CODEX_SUB_AGENT_DEFAULT_MODEL: config.CODEX_SUB_AGENT_DEFAULT_MODEL,
-      CODEX_MODEL: config.CODEX_MODEL,
-      OPENCODE_SUB_AGENT_DEFAULT_MODEL: config.OPENCODE_SUB_AGENT_DEFAULT_MODEL,
-      OPENCODE_MODEL: config.OPENCODE_MODEL,
-      ANTHROPIC_DEFAULT_SONNET_MODEL: config.ANTHROPIC_DEFAULT_SONNET_MODEL,
-      ANTHROPIC_DEFAULT_OPUS_MODEL: config.ANTHROPIC_DEFAULT_OPUS_MODEL,
-      ANTHROPIC_DEFAULT_HAIKU_MODEL: config.ANTHROPIC_DEFAULT_HAIKU_MODEL
-    }
-  }),
   docs: config => entry(docs, { publicBaseUrl: config.publicBaseUrl, singleUserMode: config.singleUserMode }),
   oauth: config => entry(oauth, {
     enabled: config.OAUTH_ENABLED,
@@ -123,6 +134,9 @@ const plugins = {
 } satisfies Record<string, (config: AppConfig) => Entry>
 
 export type PluginName = keyof typeof plugins
+
+/** Every plugin of the manifest, in order. */
+export const pluginNames = Object.keys(plugins) as PluginName[]
 
 /** The named entries in manifest order. */
 export function entries (config: AppConfig, names: readonly PluginName[]): Entry[] {

@@ -45,7 +45,7 @@ docker info >/dev/null 2>&1 || die "no Docker engine answers (run scripts/docker
 build_hash() {
   (
     cd "$HERE"
-    find . -path ./browser/node_modules -prune -o -type f ! -name README.md ! -name build.sh -print | LC_ALL=C sort | while IFS= read -r f; do
+    find . -name node_modules -prune -o -type f ! -name README.md ! -name build.sh -print | LC_ALL=C sort | while IFS= read -r f; do
       printf '%s %s %s\n' "$f" "$(stat -c %a "$f")" "$(sha256sum <"$f" | cut -d' ' -f1)"
     done
     printf 'target=%s\nbase=%s\n' "$TARGET" "${BASE_IMAGE:-}"
@@ -75,6 +75,28 @@ install_browser_cli() {
   echo "$stamp" >"$dir/node_modules/.cubicle-lock"
 }
 install_browser_cli
+
+# >>> sub-agent CLIs (issue #12) >>>
+# claude, codex and opencode from sub-agent/package-lock.json, installed on this host (whose npm has
+# the registry's TLS setup) into sub-agent/node_modules, which the Dockerfile copies. Derived from the
+# lockfile, so not part of the build hash. `npm install --no-save` instead of `npm ci`: the lockfile
+# holds only the platform packages the registry publishes for the pinned versions, and npm ci refuses
+# a lockfile that lacks any optional dependency; --no-save keeps the lockfile as it is.
+install_sub_agent_clis() {
+  command -v npm >/dev/null 2>&1 || die "npm not found: the sub-agent CLIs are installed with npm before the image build"
+  local dir=$HERE/sub-agent stamp
+  stamp=$(cat "$dir/package.json" "$dir/package-lock.json" | sha256sum | cut -c1-16)
+  if [ -f "$dir/node_modules/.cubicle-lock" ] && [ "$(cat "$dir/node_modules/.cubicle-lock")" = "$stamp" ]; then
+    say "sub-agent CLIs up to date (sub-agent/node_modules)"
+    return 0
+  fi
+  say "npm install for the sub-agent CLIs (sub-agent/package-lock.json, about 1 GB)"
+  rm -rf "$dir/node_modules"
+  (cd "$dir" && npm install --no-save --omit=dev --ignore-scripts --no-audit --no-fund --loglevel=error) || die "npm install failed in $dir"
+  echo "$stamp" >"$dir/node_modules/.cubicle-lock"
+}
+install_sub_agent_clis
+# <<< sub-agent CLIs <<<
 
 # --- base image
 make_local_base() {

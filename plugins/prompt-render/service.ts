@@ -32,6 +32,12 @@ export interface PromptServiceOptions {
 const SEP = '\u0000'
 const keyOf = (chatId: string | undefined, email: string | undefined): string => `${chatId ?? ''}${SEP}${email ?? ''}`
 
+/**
+ * Skills that teach one tool, listed only while that tool is registered: without the sub-agent plugin
+ * the prompt never points at a sub_agent skill (issue #12).
+ */
+const TOOL_SKILLS: Readonly<Record<string, string>> = { 'sub-agent': 'sub_agent' }
+
 /** Builds the renderer; the skills index is read once here (and again on reloadSkills). */
 export async function createPromptService (deps: PromptDeps, opts: PromptServiceOptions): Promise<PromptService> {
   const { links, log } = deps
@@ -43,7 +49,9 @@ export async function createPromptService (deps: PromptDeps, opts: PromptService
   const counters = { hits: 0, misses: 0, renders: 0, totalMs: 0, maxMs: 0 }
 
   function defaultSkills (): SkillEntry[] {
-    return index.all.filter(s => s.category === 'public' || (opts.includeExamples && s.category === 'examples'))
+    const tools = opts.tools()
+    return index.all.filter(s => (s.category === 'public' || (opts.includeExamples && s.category === 'examples')) &&
+      (!Object.hasOwn(TOOL_SKILLS, s.name) || tools.includes(TOOL_SKILLS[s.name] as string)))
   }
 
   function vars (chatId: string | undefined, email: string | undefined): Omit<PromptVars, 'skills' | 'omittedSkills'> {

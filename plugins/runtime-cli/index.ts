@@ -3,6 +3,7 @@ import type { FastifyPluginAsync } from 'fastify'
 import Type, { type Static } from 'typebox'
 import { parseOptions } from '../../core/config.js'
 import { resolveModel } from './model.js'
+import type { RuntimeCliService } from './types.js'
 
 const Settings = Type.Object({
   SUB_AGENT_DEFAULT_MODEL: Type.Optional(Type.String({ default: '' })),
@@ -20,12 +21,21 @@ export const RuntimeCliOptions = Type.Object({
 })
 export type RuntimeCliOptions = Static<typeof RuntimeCliOptions>
 
-/** GET /api/runtime/cli (surface.md §8.8): which sub-agent CLI is active and its resolved default model. */
+/**
+ * GET /api/runtime/cli (surface.md §8.8): which sub-agent CLI is active and its resolved default
+ * model. Decorates `runtimeCli`, the one resolver the sub_agent tool uses too.
+ */
 const runtimeCli: FastifyPluginAsync<RuntimeCliOptions> = async (fastify, raw) => {
   const opts = parseOptions(RuntimeCliOptions, raw, 'runtime-cli')
   const models = parseOptions(Settings, opts.models, 'runtime-cli')
   const resolved = resolveModel(opts.cli, '', models)
-  const body = { cli: opts.cli, default_model: resolved.ok ? resolved.model : null, supports_cost: opts.cli === 'claude' }
+  const service: RuntimeCliService = {
+    cli: opts.cli,
+    defaultModel: resolved.ok ? resolved.model : undefined,
+    resolveModel: requested => resolveModel(opts.cli, requested, models)
+  }
+  fastify.decorate('runtimeCli', service)
+  const body = { cli: opts.cli, default_model: service.defaultModel ?? null, supports_cost: opts.cli === 'claude' }
   if (!resolved.ok) fastify.log.warn({ cli: opts.cli }, resolved.error)
   fastify.get('/api/runtime/cli', async (_request, reply) => await reply.header('Cache-Control', 'no-store').send(body))
 }

@@ -48,6 +48,8 @@ t.test('a chat render carries every topic of §4.6 and the chat\'s own links', a
   t.match(text, '<location>\n/mnt/skills/public/docx/SKILL.md\n</location>')
   t.match(text, 'OpenAI Codex CLI (`codex`)')
   t.match(text, 'resume_session_id')
+  t.match(text, '<location>\n/mnt/skills/public/sub-agent/SKILL.md\n</location>', 'the sub-agent skill is listed with its tool (issue #12)')
+  t.ok((await a.prompts.skills()).some(s => s.name === 'sub-agent'))
   t.match(text, /pdfinfo/)
   t.match(text, /exit status 1/i)
   t.notMatch(text, /file_create/)
@@ -61,6 +63,9 @@ t.test('the prompt names only the tools that exist: no sub_agent section without
   t.match(text, 'through four tools: `bash_tool` (run shell commands), `view` (read files, list directories, look at images), `create_file` (write a whole file) and `str_replace` (edit a file).')
   t.notMatch(text, 'sub_agent')
   t.notMatch(text, 'resume_session_id')
+  // issue #12: a skill that teaches a missing tool is not listed either
+  t.notMatch(text, '/mnt/skills/public/sub-agent/')
+  t.notOk((await a.prompts.skills()).some(s => s.name === 'sub-agent'))
 })
 
 t.test('without a chat the legacy template keeps its three placeholders', async t => {

@@ -75,7 +75,7 @@ t.test('the <available_skills> block has the exact layout of §8.1 item 5', asyn
   t.equal(skillsBlock([]), '<available_skills>\n</available_skills>')
 })
 
-t.test('the bundled skills of the sandbox image are all listed (examples only when enabled)', async t => {
+t.test('the bundled skills of the sandbox image are all listed (examples only when enabled; sub-agent only with its tool)', async t => {
   const config = loadConfig({ LOG_LEVEL: 'silent' })
   for (const includeExamples of [false, true]) {
     const a = await buildApp(config, [entry(capabilities, { publicBaseUrl: config.publicBaseUrl }), entry(promptRender, { includeExamples })], { logger: false })

@@ -1,0 +1,44 @@
+import fp from 'fastify-plugin'
+import type { FastifyPluginAsync } from 'fastify'
+import { parseOptions } from '../../core/config.js'
+import { SubAgentOptions } from './schemas.js'
+import { createSubAgentTool } from './tool.js'
+import { createRunRegistry, createSubAgentService } from './service.js'
+import { createProbe } from './probe.js'
+import { mcpHook } from './mcp-hook.js'
+import type { PlanDeps } from './plan.js'
+import type {} from '../mcp-transport/types.js'
+import type {} from '../capabilities/types.js'
+import type {} from '../runtime-cli/types.js'
+import type {} from '../prompt-render/types.js'
+
+/**
+ * The fifth tool, sub_agent (surface.md §3, §8.2–§8.7): delegates a task to the active coding-agent
+ * CLI inside the chat's sandbox. Decorates `subAgent`, which the terminal routes of §7.2 use to list
+ * and kill the active CLI's sessions and processes.
+ */
+const subAgent: FastifyPluginAsync<SubAgentOptions> = async (fastify, raw) => {
+  const opts = parseOptions(SubAgentOptions, raw, 'sub-agent')
+  const log = fastify.log.child({ plugin: 'sub-agent' })
+  const { sandbox, links, runtimeCli } = fastify
+  if (runtimeCli.cli !== opts.cli) throw new TypeError(`sub-agent: cli '${opts.cli}' differs from runtime-cli's '${runtimeCli.cli}'`)
+  const deps: PlanDeps = {
+    sandbox,
+    links,
+    runtimeCli,
+    log,
+    // The prompt renderer is optional: without it the sub-agent's prompt lists no skills.
+    skills: async email => fastify.hasDecorator('prompts') ? await fastify.prompts.skills(email) : []
+  }
+  const runs = createRunRegistry(opts.maxRunsPerChat)
+  fastify.mcp.addTool(createSubAgentTool(deps, opts, runs))
+  fastify.decorate('subAgent', createSubAgentService({ sandbox, probe: createProbe(sandbox), log }, opts, runs))
+  if (opts.cli === 'claude') sandbox.onEnsure(mcpHook(sandbox, opts.cliEnv, log))
+}
+
+export default fp(subAgent, {
+  name: 'sub-agent',
+  fastify: '5.x',
+  dependencies: ['mcp-transport', 'sandbox-docker', 'capabilities', 'runtime-cli'],
+  decorators: { fastify: ['mcp', 'sandbox', 'links', 'runtimeCli'] }
+})

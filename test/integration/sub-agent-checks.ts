@@ -1,0 +1,103 @@
+/*
+ * Checks every CLI's integration test shares (issue #12): progress notifications, the §8.7 credential
+ * rows, and the ways a run stops early: the per-chat cap, a kill from the terminal service, the
+ * client's cancellation and the timeout (on a second app with a short SUB_AGENT_TIMEOUT).
+ */
+import type { Test } from 'tap'
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import type { Progress } from '@modelcontextprotocol/sdk/types.js'
+import type { FastifyInstance } from 'fastify'
+import type {} from '../../plugins/sub-agent/types.js'
+import { chatClient, scripted, startMock, subAgent, subAgentApp, type SubAgentCall } from './sub-agent-app.js'
+
+/** The variables of each CLI's row that the test server sets (§8.7). */
+export const CREDENTIAL_ROWS: Record<'claude' | 'codex' | 'opencode', string[]> = {
+  claude: ['ANTHROPIC_AUTH_TOKEN', 'ANTHROPIC_BASE_URL', 'ANTHROPIC_DEFAULT_HAIKU_MODEL', 'SUBAGENT_CLI'],
+  codex: ['OPENAI_API_KEY', 'OPENAI_BASE_URL', 'AZURE_OPENAI_API_KEY', 'CODEX_CONFIG_EXTRA', 'SUBAGENT_CLI'],
+  opencode: ['OPENROUTER_API_KEY', 'OPENAI_API_KEY', 'ANTHROPIC_API_KEY', 'OPENCODE_MODEL', 'OPENCODE_CONFIG_EXTRA', 'OPENCODE_CONFIG', 'SUBAGENT_CLI']
+}
+
+/** Names set in `env` output. */
+export const envNames = (env: string): Set<string> => new Set(env.split('\n').map(l => /^([A-Za-z_][A-Za-z0-9_]*)=/.exec(l)?.[1]).filter((n): n is string => n !== undefined))
+
+const ELAPSED = /\((\d+s|\d+m \d\ds|\d+h \d\dm)\)$/
+
+/** §8.4 item 7: elapsed seconds, increasing, total = the timeout, `<action|Agent running...> (<elapsed>)`. */
+export function checkProgress (t: Test, progress: Progress[], totalS: number, minCount = 1): void {
+  t.ok(progress.length >= minCount, `${progress.length} progress notifications`)
+  for (const p of progress) {
+    t.equal(p.total, totalS)
+    t.match(p.message, ELAPSED)
+  }
+  const values = progress.map(p => p.progress)
+  t.ok(values.every((v, i) => i === 0 || v > (values[i - 1] as number)), `progress strictly increases: ${values.join(',')}`)
+  t.ok(progress.some(p => !/^Agent running\.\.\. /.test(p.message ?? '')), `an action from the event stream was reported: ${progress.map(p => p.message).join(' | ')}`)
+}
+
+export interface StopPathsInput {
+  cli: 'claude' | 'codex' | 'opencode'
+  app: FastifyInstance
+  client: Client
+  chatId: string
+  /** What the CLI's process looks like in `processes()` (`command`). */
+  processName: RegExp
+  waitFor: <T>(check: () => Promise<T | undefined>, ms: number, stepMs?: number) => Promise<T | undefined>
+  /** Generous bound for a CLI to start under load. */
+  startMs?: number
+}
+
+const TERMINATED = /^\*\*Sub-Agent Terminated\*\* \((terminated by SIGTERM|killed by SIGKILL)\)\n\*\*Model:\*\* \S+ \| \*\*Duration:\*\* \d+\.\ds\n\nThe agent process ended before producing results/
+
+export async function checkStopPaths (t: Test, v: StopPathsInput): Promise<void> {
+  const startMs = v.startMs ?? 240_000
+  const cliProcess = async (): Promise<number | undefined> => (await v.app.subAgent.processes(v.chatId)).find(p => v.processName.test(p.command))?.pid
+
+  await t.test('the per-chat cap refuses a second run; a kill from the terminal service terminates the first', async t => {
+    const first = subAgent(v.client, { task: scripted('out/never.txt', 'x', 'never', 'MOCK_SLEEP 900') })
+    const pid = await v.waitFor(cliProcess, startMs)
+    t.ok(pid !== undefined, `the ${v.cli} process is listed by processes()`)
+    t.equal(v.app.subAgent.runs(v.chatId).length, 1)
+    const second = await subAgent(v.client, { task: 'another task' })
+    t.equal(second.result.isError, true)
+    t.match(second.text, /^Error: a sub-agent is already running for this chat \(at most 1 at a time\)/)
+    await t.rejects(v.app.subAgent.kill(v.chatId, 1), { code: 'SUB_AGENT_BAD_PID' }, 'PID 1 is refused')
+    const killed = await v.app.subAgent.kill(v.chatId, pid as number)
+    t.match(killed, { killed: true, pid })
+    const call: SubAgentCall = await first
+    t.equal(call.result.isError, true)
+    t.match(call.text, TERMINATED, call.text)
+    t.same(await v.waitFor(async () => await cliProcess() === undefined ? true : undefined, 20_000), true, 'no CLI process is left')
+  })
+
+  await t.test('cancelling the call kills the run in the sandbox', async t => {
+    const controller = new AbortController()
+    const pending = subAgent(v.client, { task: scripted('out/never.txt', 'x', 'never', 'MOCK_SLEEP 900') }, { signal: controller.signal })
+    const pid = await v.waitFor(cliProcess, startMs)
+    t.ok(pid !== undefined, 'running before the cancel')
+    controller.abort()
+    await t.rejects(pending)
+    const gone = await v.waitFor(async () => (await cliProcess()) === undefined && v.app.subAgent.runs(v.chatId).length === 0 ? true : undefined, 30_000)
+    t.equal(gone, true, 'the CLI process and the run are gone after SIGTERM (SIGKILL 10 s later at most)')
+  })
+
+  await t.test('SUB_AGENT_TIMEOUT ends a run with SIGTERM then SIGKILL and the timed-out form', async t => {
+    const timeoutS = v.cli === 'opencode' ? 45 : 25
+    const short = await subAgentApp(t, v.cli, { SUB_AGENT_TIMEOUT: String(timeoutS) })
+    const c = await chatClient(t, short.url, `${v.chatId}-timeout`)
+    await startMock(c)
+    const call = await subAgent(c, { task: scripted('out/never.txt', 'x', 'never', 'MOCK_SLEEP 900') })
+    t.equal(call.result.isError, true)
+    t.match(call.text, new RegExp(`^\\*\\*Sub-Agent Terminated\\*\\* \\(timed out after ${timeoutS}s\\)\\n\\*\\*Model:\\*\\* \\S+ \\| \\*\\*Duration:\\*\\* \\d+\\.\\ds\\n\\nThe agent process ended before producing results`), call.text)
+    t.ok(call.ms >= timeoutS * 1000 && call.ms < (timeoutS + 40) * 1000, `returned after ${call.ms} ms (timeout ${timeoutS} s, SIGKILL 10 s later, result by +15 s)`)
+    t.ok(call.progress.every(p => p.total === timeoutS))
+    const left = await (async () => {
+      for (let i = 0; i < 20; i++) {
+        const procs = await short.app.subAgent.processes(`${v.chatId}-timeout`)
+        if (procs.length === 0) return 0
+        await new Promise(resolve => setTimeout(resolve, 1000))
+      }
+      return (await short.app.subAgent.processes(`${v.chatId}-timeout`)).length
+    })()
+    t.equal(left, 0, 'no CLI process survives the timeout')
+  })
+}

@@ -1,0 +1,70 @@
+// issue #12: sub_agent with the real codex CLI (OpenAI Codex) in a real sandbox, against the mock LLM (Responses API).
+import t from 'tap'
+import { dockerOrSkip } from './docker.js'
+import { bash, chatClient, mockRequests, scripted, sessionOf, startMock, subAgent, subAgentApp, waitFor } from './sub-agent-app.js'
+import { checkProgress, checkStopPaths, CREDENTIAL_ROWS, envNames } from './sub-agent-checks.js'
+
+const gate = await dockerOrSkip()
+const agentCalls = async (c: Parameters<typeof mockRequests>[0]): Promise<Array<Record<string, unknown>>> =>
+  (await mockRequests(c)).filter(r => r.path === '/v1/responses' && r.method === 'POST')
+
+t.test('sub_agent runs codex in the chat sandbox (issue #12)', gate, async t => {
+  const { app, url } = await subAgentApp(t, 'codex')
+  const c = await chatClient(t, url, 'sa-codex')
+  await startMock(c)
+
+  let session: string | undefined
+  t.test('a new run writes the scripted file; turns and cost are unknown, the thread id is the session', async t => {
+    const call = await subAgent(c, { task: scripted('out/hello.txt', 'Hello from codex', 'Codex wrote out/hello.txt') })
+    t.comment(`codex run: ${call.ms} ms`)
+    t.notOk(call.result.isError, call.text)
+    const lines = call.text.split('\n')
+    t.equal(lines[0], '**Sub-Agent Completed** (success)')
+    t.match(lines[1], /^\*\*Model:\*\* gpt-5-codex \| \*\*Turns:\*\* \?\/25 \| \*\*Cost:\*\* unavailable \| \*\*Duration:\*\* \d+\.\ds$/)
+    t.equal(lines[3], 'Codex wrote out/hello.txt')
+    session = sessionOf(call.text)
+    t.match(session, /^[0-9a-f]{8}-[0-9a-f-]{27}$/)
+    t.equal(await bash(c, 'cat /home/assistant/out/hello.txt'), 'Hello from codex')
+    checkProgress(t, call.progress, 3600)
+    t.ok(call.progress.some(p => /^Running: .*out\/hello\.txt/.test(p.message ?? '')), 'the command execution was reported')
+    const calls = await agentCalls(c)
+    t.ok(calls.length >= 2)
+    t.equal(calls[0]?.authorization, 'Bearer server-openai-key-0002', 'OPENAI_API_KEY reached codex')
+    t.match(calls[0]?.userText, /Your task is written in \/home\/assistant\/\.sub_agent\/r-[0-9a-z]+-[0-9a-f]{12}\/task_plan\.md[\s\S]*---\n\nCreate the file out\/hello\.txt/, 'system prompt, separator, task')
+    t.equal(await bash(c, 'cat /home/assistant/.sub_agent/r-*/last_message.txt'), 'Codex wrote out/hello.txt', 'the last-message file is in the run directory')
+  })
+
+  t.test('only the codex credential row reaches the sandbox (§8.7)', async t => {
+    const names = envNames(await bash(c, 'env'))
+    for (const name of CREDENTIAL_ROWS.codex) t.ok(names.has(name), `${name} present`)
+    for (const name of ['ANTHROPIC_AUTH_TOKEN', 'ANTHROPIC_BASE_URL', 'OPENROUTER_API_KEY', 'OPENCODE_CONFIG', 'OPENCODE_CONFIG_EXTRA', 'OPENCODE_MODEL', 'ANTHROPIC_API_KEY', 'MCP_API_KEY']) {
+      t.notOk(names.has(name), `${name} absent`)
+    }
+  })
+
+  t.test('resume continues the thread with the new task', async t => {
+    const call = await subAgent(c, { task: scripted('out/second.txt', 'Second codex task', 'Codex resumed'), resume_session_id: session })
+    t.notOk(call.result.isError, call.text)
+    t.equal(sessionOf(call.text), session, 'same thread')
+    t.match(call.text, /\n\nCodex resumed\n/)
+    t.equal(await bash(c, 'cat /home/assistant/out/second.txt'), 'Second codex task')
+    const last = (await agentCalls(c)).pop()
+    t.equal(last?.model, 'gpt-5-codex', 'the resumed run keeps the resolved model')
+    t.match(last?.userText, /MOCK_WRITE out\/hello\.txt[\s\S]*MOCK_WRITE out\/second\.txt/, 'old and new task in one conversation')
+  })
+
+  t.test('a Claude alias is refused under codex', async t => {
+    const call = await subAgent(c, { task: 'x', model: 'Sonnet' })
+    t.equal(call.result.isError, true)
+    t.match(call.text, /^Error: .*Claude-only.*CODEX_SUB_AGENT_DEFAULT_MODEL/)
+  })
+
+  t.test('sessions() lists the thread', async t => {
+    const sessions = await app.subAgent.sessions('sa-codex')
+    t.equal(sessions[0]?.session_id, session)
+    t.equal(sessions[0]?.model, 'gpt-5-codex')
+    t.match(sessions[0]?.label, /^Create the file out\/(hello|second)\.txt/)
+  })
+
+  await checkStopPaths(t, { cli: 'codex', app, client: c, chatId: 'sa-codex', processName: /(^|\/)codex /, waitFor })
+})
