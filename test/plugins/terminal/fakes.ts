@@ -75,18 +75,20 @@ export function fakeSandbox (answer: ProbeAnswer = () => '') {
       resizes: [],
       produced: () => produced,
       output: data => { socket.push(Buffer.isBuffer(data) ? data : Buffer.from(data)) },
-      flood: chunk => { floodChunk = chunk; socket.read(0) },
+      flood: chunk => { floodChunk = chunk; pump() },
       end: () => { socket.push(null); socket.destroy() },
       closed: () => socket.destroyed,
       paused: () => socket.isPaused()
     }
+    // Pushes until the stream's buffer is full; the stream calls read() again once it is consumed.
+    const pump = (): void => {
+      while (floodChunk !== null && !socket.destroyed) {
+        produced += floodChunk.length
+        if (!socket.push(floodChunk)) return
+      }
+    }
     const socket = new Duplex({
-      read () {
-        while (floodChunk !== null) {
-          produced += floodChunk.length
-          if (!this.push(floodChunk)) return
-        }
-      },
+      read () { pump() },
       write (chunk: Buffer, _enc, cb) { tty.input.push(chunk); cb() }
     })
     ttys.push(tty)
