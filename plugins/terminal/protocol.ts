@@ -72,38 +72,27 @@ export function frame (command: number, payload: Buffer | string): Buffer {
 }
 
 /**
- * The attach command prints `ESC ] cubicle;<pid>;<starttime> BEL` before it execs tmux, so the
- * server can later detach exactly this tmux client: Docker keeps an exec's process alive when its
- * connection closes. The header is removed from the output before anything reaches a viewer.
+ * argv of one viewer: `tmux -u new-session -A -s main` (attach, or create session main; every
+ * viewer shares it). The exec's environment carries CUBICLE_VIEWER=<random id>, so the server can
+ * later detach exactly this tmux client: Docker keeps an exec's process running after its
+ * connection closes.
  */
-const HEADER_PREFIX = Buffer.from('\x1b]cubicle;', 'latin1')
-const HEADER = /^\x1b\]cubicle;([1-9][0-9]{0,9});([0-9]{1,20})\x07/
-export const HEADER_MAX = 64
-
-export interface ClientIdentity { pid: number, start: string }
-
-export type HeaderResult =
-  | { state: 'more' }
-  | { state: 'done', identity: ClientIdentity | null, rest: Buffer }
-
-/** Feeds the first output bytes (accumulated by the caller). Anything not shaped like the header passes through untouched. */
-export function parseHeader (buf: Buffer): HeaderResult {
-  const n = Math.min(buf.length, HEADER_PREFIX.length)
-  if (!buf.subarray(0, n).equals(HEADER_PREFIX.subarray(0, n))) return { state: 'done', identity: null, rest: buf }
-  const bel = buf.indexOf(0x07)
-  if (bel === -1) return buf.length < HEADER_MAX ? { state: 'more' } : { state: 'done', identity: null, rest: buf }
-  const m = HEADER.exec(buf.subarray(0, bel + 1).toString('latin1'))
-  if (m === null) return { state: 'done', identity: null, rest: buf }
-  return { state: 'done', identity: { pid: Number(m[1]), start: m[2] as string }, rest: buf.subarray(bel + 1) }
-}
+export const ATTACH_ARGV = ['tmux', '-u', 'new-session', '-A', '-s', 'main']
+export const VIEWER_ENV = 'CUBICLE_VIEWER'
 
 /**
- * argv of one viewer: print the header, then become `tmux -u new-session -A -s main` (attach or
- * create; every viewer shares session main). `$$` survives the exec, and field 22 of
- * /proc/<pid>/stat (the start time) tells a reused pid apart.
+ * SIGHUP (tmux: "[lost tty]", a clean detach) to the processes carrying the viewer's id that docker
+ * exec started (parent pid 0). The tmux server and the shells of the session may carry the id too
+ * (they inherit the environment of the client that started them), but never have parent pid 0.
  */
-export const ATTACH_ARGV = [
-  '/bin/sh', '-c',
-  'printf "\\033]cubicle;%s;%s\\007" "$$" "$(sed "s/.*) //" /proc/$$/stat | cut -d" " -f20)"; exec tmux -u new-session -A -s main',
-  'cubicle-terminal'
-]
+const DETACH_SCRIPT = `
+for p in $(grep -lzx "${VIEWER_ENV}=$1" /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3); do
+  [ "$(sed 's/.*) //' "/proc/$p/stat" 2>/dev/null | cut -d' ' -f2)" = 0 ] && kill -HUP "$p" 2>/dev/null
+done
+echo done
+`
+
+export function detachArgv (viewerId: string): string[] {
+  if (!/^[0-9a-f]{16,64}$/.test(viewerId)) throw new TypeError('viewer id must be hex')
+  return ['/bin/sh', '-c', DETACH_SCRIPT, 'cubicle-detach', viewerId]
+}

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto'
 import type { FastifyBaseLogger } from 'fastify'
 import QuickLRU from 'quick-lru'
 import type { SandboxService } from '../sandbox-docker/types.js'
@@ -8,10 +9,10 @@ import {
 import { readMetaUser } from './meta.js'
 import { createProbe, type Probe, type ProbeOptions } from './probe.js'
 import { PS_ARGV, cliProcesses, killArgv, parsePs, type Cli } from './processes.js'
-import { ATTACH_ARGV, type ClientIdentity } from './protocol.js'
+import { ATTACH_ARGV, VIEWER_ENV, detachArgv } from './protocol.js'
 import { parseSessions, sessionsArgv, splitFiles } from './sessions.js'
 import type { CliProcess, TerminalService, TerminalStatus } from './types.js'
-import { openViewer, type Viewer } from './viewer.js'
+import { openViewer, type EndReason, type Viewer } from './viewer.js'
 
 export interface TerminalServiceOptions {
   cli: Cli
@@ -38,8 +39,6 @@ const SESSION_SCRIPT = (create: string): string[] => ['/bin/sh', '-c',
   `tmux has-session -t =main 2>/dev/null && { echo exists; exit 0; }; ${create} && echo created`, 'cubicle-terminal']
 const HAS_SESSION = ['/bin/sh', '-c', 'tmux has-session -t =main 2>/dev/null && echo yes || echo no']
 const KILL_SESSION = ['/bin/sh', '-c', 'tmux kill-session -t =main 2>/dev/null; echo done']
-/** SIGHUP to this viewer's tmux client, only if pid and start time still match (a reused pid is left alone). */
-const DETACH = ['/bin/sh', '-c', '[ "$(sed "s/.*) //" /proc/$1/stat 2>/dev/null | cut -d" " -f20)" = "$2" ] && kill -HUP "$1" 2>/dev/null; echo done', 'cubicle-detach']
 
 /** Wire names for why restart/resurrect failed (5xx bodies carry no detail, so the code must say it). */
 const START_FAILURE: Record<string, string> = {
@@ -70,6 +69,17 @@ export function createTerminalService (sandbox: SandboxService, log: FastifyBase
       if ((err as { code?: string }).code === 'SANDBOX_NOT_RUNNING') return null
       throw err
     }
+  }
+  /**
+   * The tmux client was killed without a word: usually the sandbox is stopping (its processes die
+   * before Docker reports the container as exited), so watch its state for a few seconds.
+   */
+  async function silentEnd (chatId: string): Promise<EndReason> {
+    for (let i = 0; i < 12; i++) {
+      if (!await running(chatId)) return 'stopped'
+      await new Promise(resolve => setTimeout(resolve, 250))
+    }
+    return await hasSession(chatId) ? 'detached' : 'ended'
   }
   const hasSession = async (chatId: string): Promise<boolean> => (await tryProbe(chatId, HAS_SESSION))?.trim() === 'yes'
 
@@ -109,11 +119,12 @@ export function createTerminalService (sandbox: SandboxService, log: FastifyBase
       return
     }
     const members = set
+    const viewerId = randomBytes(12).toString('hex')
     const release = sandbox.lease(chatId, { kind: 'socket' })
     const viewer = openViewer(socket, {
-      open: async () => await openStream!(chatId, ATTACH_ARGV, { tty: true, env, user: 'assistant', cwd: '/home/assistant' }),
-      detach: async (client: ClientIdentity) => { await probe(chatId, [...DETACH, String(client.pid), client.start], small) },
-      endReason: async () => !await running(chatId) ? 'stopped' : await hasSession(chatId) ? 'detached' : 'ended',
+      open: async () => await openStream!(chatId, ATTACH_ARGV, { tty: true, env: { ...env, [VIEWER_ENV]: viewerId }, user: 'assistant', cwd: '/home/assistant' }),
+      detach: async () => { await probe(chatId, detachArgv(viewerId), small) },
+      endReason: async () => await silentEnd(chatId),
       log: viewerLog,
       onGone: () => {
         release()
@@ -121,8 +132,6 @@ export function createTerminalService (sandbox: SandboxService, log: FastifyBase
         if (members.size === 0 && viewers.get(chatId) === members) viewers.delete(chatId)
       }
     }, {
-      argv: ATTACH_ARGV,
-      env,
       title: `${chatId} · tmux main`,
       highWaterBytes: opts.highWaterBytes,
       lowWaterBytes: opts.lowWaterBytes,

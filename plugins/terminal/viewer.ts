@@ -2,8 +2,7 @@ import type { FastifyBaseLogger } from 'fastify'
 import type { RawData, WebSocket } from 'ws'
 import type { SandboxStream } from '../sandbox-docker/types.js'
 import {
-  DEFAULT_SIZE, OUTPUT, SET_PREFERENCES, SET_TITLE, JSON_DATA, frame, parseClientMessage, parseHeader, parseSize,
-  type ClientIdentity, type TermSize
+  DEFAULT_SIZE, OUTPUT, SET_PREFERENCES, SET_TITLE, JSON_DATA, frame, parseClientMessage, parseSize, type TermSize
 } from './protocol.js'
 
 /*
@@ -20,8 +19,6 @@ import {
  */
 
 export interface ViewerSettings {
-  argv: string[]
-  env: Record<string, string>
   title: string
   highWaterBytes: number
   lowWaterBytes: number
@@ -32,9 +29,12 @@ export interface ViewerSettings {
 export interface ViewerDeps {
   open: () => Promise<SandboxStream>
   /** Detaches this viewer's tmux client inside the sandbox (Docker keeps it running after the connection closes). */
-  detach: (client: ClientIdentity) => Promise<void>
-  /** Why the tmux client ended: 'stopped' (sandbox gone), 'ended' (session main gone) or 'detached'. */
-  endReason: () => Promise<'stopped' | 'ended' | 'detached'>
+  detach: () => Promise<void>
+  /**
+   * Why the tmux client ended when it said nothing (it was killed): 'stopped' (the sandbox is going
+   * away), 'ended' (session main is gone) or 'detached'.
+   */
+  endReason: () => Promise<EndReason>
   log: FastifyBaseLogger
   /** Called once, after cleanup. */
   onGone: () => void
@@ -45,6 +45,20 @@ export interface Viewer {
   close: (code: number, reason: string, opts?: { detach?: boolean }) => Promise<void>
 }
 
+export type EndReason = 'stopped' | 'ended' | 'detached'
+
+/**
+ * tmux's client prints why it exits as its last line: `[exited]` (the session ended),
+ * `[server exited]`, `[detached (from session main)]`, `[lost tty]` (SIGHUP: our own detach),
+ * `[terminated]`. Killed outright (the sandbox stopping) it prints nothing.
+ */
+export function exitMessage (tail: string): EndReason | null {
+  const m = /\[(exited|server exited|detached[^\]\n]{0,80}|lost tty|terminated)\]\s*$/.exec(tail)
+  if (m === null) return null
+  return m[1] === 'exited' || m[1] === 'server exited' ? 'ended' : 'detached'
+}
+
+const TAIL_BYTES = 256
 const WS_OPEN = 1
 /** Queued input (before the stream opens, or not yet taken by Docker) above which the client is paused. */
 const INPUT_HIGH_WATER = 1024 * 1024
@@ -57,14 +71,14 @@ export function openViewer (socket: WebSocket, deps: ViewerDeps, settings: Viewe
   let stream: SandboxStream | undefined
   let attaching: Promise<void> | undefined
   let streamEnded = false
-  let identity: ClientIdentity | null = null
-  let head: Buffer | null = Buffer.alloc(0)
+  let started = false
   let queued: Buffer[] = []
   let queuedBytes = 0
   let inflight = 0
   let pausedByClient = false
   let streamPaused = false
   let closing: Promise<void> | undefined
+  let tail = Buffer.alloc(0)
   const resize = createResizer(() => stream, deps.log)
 
   const initTimer = setTimeout(() => { if (state === 'init') startAttach(DEFAULT_SIZE) }, settings.initTimeoutMs)
@@ -84,18 +98,11 @@ export function openViewer (socket: WebSocket, deps: ViewerDeps, settings: Viewe
     updateFlow()
   }
 
-  function onOutput (chunk: Buffer): void {
-    let data = chunk
-    if (head !== null) {
-      head = Buffer.concat([head, chunk])
-      const parsed = parseHeader(head)
-      if (parsed.state === 'more') return
-      head = null
-      identity = parsed.identity
-      if (identity === null) deps.log.warn('the terminal client did not report its pid; it cannot be detached on close')
-      data = parsed.rest
-    }
-    if (data.length > 0 && state !== 'closing') send(OUTPUT, data)
+  function onOutput (data: Buffer): void {
+    started = true
+    if (data.length === 0) return
+    tail = data.length >= TAIL_BYTES ? Buffer.from(data.subarray(-TAIL_BYTES)) : Buffer.concat([tail, data]).subarray(-TAIL_BYTES)
+    if (state !== 'closing') send(OUTPUT, data)
   }
 
   function startAttach (size: TermSize): void {
@@ -169,8 +176,10 @@ export function openViewer (socket: WebSocket, deps: ViewerDeps, settings: Viewe
 
   async function onStreamEnd (): Promise<void> {
     if (state === 'closing') return
-    let reason: 'stopped' | 'ended' | 'detached' = 'stopped'
-    try { reason = await deps.endReason() } catch {}
+    let reason = exitMessage(tail.toString('latin1'))
+    if (reason === null) {
+      try { reason = await deps.endReason() } catch { reason = 'stopped' }
+    }
     if (reason === 'stopped') await close(1001, 'sandbox stopped', { detach: false })
     else await close(1000, reason === 'ended' ? 'session ended' : 'detached', { detach: false })
   }
@@ -180,10 +189,10 @@ export function openViewer (socket: WebSocket, deps: ViewerDeps, settings: Viewe
     // An attach in flight finishes first, so the tmux client it starts is detached too.
     if (attaching !== undefined) await attaching
     if (stream !== undefined && !streamEnded && detach) {
-      // The client identifies itself in its first bytes (protocol.ts); give it a moment to do so.
-      for (let i = 0; i < 100 && head !== null && !streamEnded; i++) await new Promise(resolve => setTimeout(resolve, 20))
-      if (identity !== null && !streamEnded) {
-        try { await deps.detach(identity) } catch (err) { deps.log.debug({ err }, 'terminal detach failed') }
+      // tmux draws at once when it attaches: until it did, the client may not be running yet.
+      for (let i = 0; i < 100 && !started && !streamEnded; i++) await new Promise(resolve => setTimeout(resolve, 20))
+      if (!streamEnded) {
+        try { await deps.detach() } catch (err) { deps.log.debug({ err }, 'terminal detach failed') }
       }
     }
     stream?.close()

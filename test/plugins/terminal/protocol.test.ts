@@ -1,5 +1,6 @@
 import t from 'tap'
-import { ATTACH_ARGV, frame, parseClientMessage, parseHeader, parseSize } from '../../../plugins/terminal/protocol.js'
+import { ATTACH_ARGV, detachArgv, frame, parseClientMessage, parseSize } from '../../../plugins/terminal/protocol.js'
+import { exitMessage } from '../../../plugins/terminal/viewer.js'
 
 const b = (s: string): Buffer => Buffer.from(s, 'utf8')
 
@@ -31,16 +32,21 @@ t.test('server frames carry the command byte and the payload unchanged', async t
   t.same(frame(0x32, '{}'), b('2{}'))
 })
 
-t.test('the attach header is recognised, split across chunks, and never mistaken for output', async t => {
-  const header = '\x1b]cubicle;24;148790\x07'
-  t.same(parseHeader(b(`${header}prompt$ `)), { state: 'done', identity: { pid: 24, start: '148790' }, rest: b('prompt$ ') })
-  t.same(parseHeader(b(header.slice(0, 5))), { state: 'more' })
-  t.same(parseHeader(b('\x1b]cubi')), { state: 'more' })
-  const plain = parseHeader(b('\x1b[2Jhello'))
-  t.same(plain, { state: 'done', identity: null, rest: b('\x1b[2Jhello') }, 'other output passes untouched')
-  const bad = parseHeader(b('\x1b]cubicle;0;1\x07x'))
-  t.same(bad, { state: 'done', identity: null, rest: b('\x1b]cubicle;0;1\x07x') }, 'pid 0 is not an identity')
-  const endless = parseHeader(b(`\x1b]cubicle;${'9'.repeat(100)}`))
-  t.equal(endless.state, 'done', 'a header that never ends is given up after 64 bytes')
-  t.match(ATTACH_ARGV[2], /exec tmux -u new-session -A -s main$/)
+t.test('viewers attach to session main; detaching takes the viewer id as an argument, hex only', async t => {
+  t.same(ATTACH_ARGV, ['tmux', '-u', 'new-session', '-A', '-s', 'main'])
+  const argv = detachArgv('0123456789abcdef01234567')
+  t.same(argv.slice(3), ['cubicle-detach', '0123456789abcdef01234567'])
+  t.match(argv[2], /kill -HUP/)
+  t.throws(() => detachArgv('x; reboot'))
+  t.throws(() => detachArgv(''))
+})
+
+t.test('the tmux client\'s last line says why it ended', async t => {
+  t.equal(exitMessage('\x1b[?1049l\x1b[23;0;0t[exited]\r\n'), 'ended')
+  t.equal(exitMessage('[server exited]\r\n'), 'ended')
+  t.equal(exitMessage('[detached (from session main)]\r\n'), 'detached')
+  t.equal(exitMessage('[lost tty]\r\n'), 'detached')
+  t.equal(exitMessage('[terminated]\r\n'), 'detached')
+  t.equal(exitMessage('echo [exited]\r\n$ '), null, 'only as the very last output')
+  t.equal(exitMessage(''), null, 'killed without a word')
 })

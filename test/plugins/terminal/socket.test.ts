@@ -3,7 +3,6 @@ import WebSocket from 'ws'
 import type { Test } from 'tap'
 import { fakeSandbox, terminalApp, type FakeSandbox, type FakeTty } from './fakes.js'
 
-const HEADER = '\x1b]cubicle;24;148790\x07'
 
 /** Opens a terminal socket; resolves with the socket or the refused handshake's HTTP status. */
 async function connect (url: string, opts: { origin?: string, protocols?: string[] } = {}): Promise<WebSocket | number> {
@@ -54,7 +53,7 @@ async function open (t: Test, fake: FakeSandbox, url: string, token: string, siz
   ws.send(JSON.stringify({ AuthToken: 'ignored', ...size }))
   await until(() => fake.ttys.length > before)
   const tty = fake.ttys[fake.ttys.length - 1] as FakeTty
-  tty.output(HEADER)
+  tty.output('\x1b[H\x1b[2J$ ') // tmux draws as soon as it attaches
   return { ws, f, tty }
 }
 
@@ -106,17 +105,18 @@ t.test('ttyd framing: size, title, preferences, input, output, resize, pause and
   t.equal((await f.next(b => b[0] === 0x32)).subarray(1).toString(), '{}', 'preferences frame')
   await until(() => tty.resizes.length > 0)
   t.same(tty.resizes[0], [100, 30], 'the first message sizes the TTY')
-  t.same(tty.argv.slice(0, 2), ['/bin/sh', '-c'])
-  t.match(tty.argv[2], /exec tmux -u new-session -A -s main$/)
+  t.same(tty.argv, ['tmux', '-u', 'new-session', '-A', '-s', 'main'])
+  const viewerId = tty.opts.env?.CUBICLE_VIEWER
+  t.match(viewerId, /^[0-9a-f]{24}$/, 'the exec carries the viewer id')
   t.equal(tty.opts.tty, true)
   t.equal(tty.opts.user, 'assistant')
   t.equal(tty.opts.cwd, '/home/assistant')
   t.ok(fake.calls.includes('lease c1 socket'), 'an open terminal holds a socket lease')
 
+  await f.next(b => b[0] === 0x30)
   tty.output('hello ü\r\n')
-  const out = await f.next(b => b[0] === 0x30)
-  t.equal(out.subarray(1).toString(), 'hello ü\r\n', 'output frame, header removed')
-  t.notMatch(f.text(), /cubicle;/)
+  const out = await f.next(b => b[0] === 0x30 && b.includes('hello'))
+  t.equal(out.subarray(1).toString(), 'hello ü\r\n', 'output frame')
 
   ws.send(Buffer.from('0echo hi\r'))
   ws.send('1{"columns":120,"rows":40}')
@@ -140,7 +140,7 @@ t.test('ttyd framing: size, title, preferences, input, output, resize, pause and
   await ended
   await until(() => fake.calls.includes('release c1'))
   const detach = fake.probes.find(p => p.argv[3] === 'cubicle-detach')
-  t.same(detach?.argv.slice(4), ['24', '148790'], 'closing detaches exactly this viewer\'s tmux client')
+  t.same(detach?.argv.slice(4), [viewerId], 'closing detaches exactly this viewer\'s tmux client')
   t.ok(fake.calls.includes('stream close'))
   t.same(fake.calls.filter(c => c.startsWith('ensure') || c.startsWith('touch')), [])
 })
@@ -182,8 +182,14 @@ t.test('sandbox stop closes viewers with 1001; a session that ends closes them w
   t.same(await gone, { code: 1001, reason: 'sandbox stopped' })
   const b = await open(t, fake, url, token('c1'))
   const ended = closed(b.ws)
+  b.tty.output('\x1b[?1049l\x1b[23;0;0t[exited]\r\n')
   b.tty.end()
-  t.same(await ended, { code: 1000, reason: 'session ended' })
+  t.same(await ended, { code: 1000, reason: 'session ended' }, 'tmux said [exited]')
+  const d = await open(t, fake, url, token('c1'))
+  const detached = closed(d.ws)
+  d.tty.output('[detached (from session main)]\r\n')
+  d.tty.end()
+  t.same(await detached, { code: 1000, reason: 'detached' })
   const c = await open(t, fake, url, token('c1'))
   const stopped = closed(c.ws)
   fake.setState('c1', 'stopped')
