@@ -48,7 +48,7 @@ t.test('web terminal on real Docker', gate, async t => {
     await term.waitFor(/\$ /)
     term.resize(100, 30)
     await new Promise(resolve => setTimeout(resolve, 300))
-    const from = term.text.length
+    const from = term.received
     term.type('echo "size=$(tput cols)x$(tput lines)"\r')
     const m = await term.waitFor(/size=(\d+)x(\d+)/, 20000, from)
     t.equal(m[1], '100')
@@ -77,7 +77,7 @@ t.test('web terminal on real Docker', gate, async t => {
     await term.waitFor(/written-2/)
     t.equal(await bash('cat ~/human.txt'), 'from-the-human\n')
     await bash('echo from-the-model > ~/model.txt')
-    const from = term.text.length
+    const from = term.received
     term.type('cat ~/model.txt\r')
     await term.waitFor(/from-the-model/, 20000, from)
     await term.close()

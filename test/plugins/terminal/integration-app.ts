@@ -19,6 +19,8 @@ import { testConfig } from '../../helper.js'
 import { removeByPrefix, TEST_IMAGE } from '../../integration/docker.js'
 
 export const KEY = 'terminal-integration-key'
+const TAIL_CHARS = 256 * 1024
+const OVERLAP = 4096
 
 async function freePort (): Promise<number> {
   return await new Promise((resolve, reject) => {
@@ -52,22 +54,48 @@ export async function terminalStack (t: Test, env: Record<string, string> = {}):
   return { app, url, prefix, dataDir, token: (chatId, scope = 'c') => app.links.token(chatId, scope) as string }
 }
 
-/** A ttyd-protocol client: what it typed goes in as `0` frames; `text` is everything printed so far. */
+/**
+ * A ttyd-protocol client: what it typed goes in as `0` frames. It keeps only the last 256–512 K
+ * characters of what was printed, and a waiter searches only new output (plus a 4 K overlap for a
+ * match split across messages), so a flood costs the test neither memory nor quadratic time.
+ * Positions are absolute character offsets (see `received`).
+ */
 export class TermClient {
-  text = ''
+  /** characters printed so far */
+  received = 0
+  /** output bytes received so far */
+  bytes = 0
   titles: string[] = []
   readonly closed: Promise<{ code: number, reason: string }>
+  private chunks: string[] = []
+  private kept = 0
+  private recent = ''
   private readonly decoder = new StringDecoder('utf8')
-  private readonly waiters = new Set<() => void>()
+  private readonly waiters = new Set<(window: string, start: number) => void>()
 
   private constructor (readonly ws: WebSocket) {
     ws.on('message', (data: Buffer) => {
-      if (data[0] === 0x30) this.text += this.decoder.write(data.subarray(1))
-      else if (data[0] === 0x31) this.titles.push(data.subarray(1).toString())
-      for (const w of this.waiters) w()
+      if (data[0] === 0x31) { this.titles.push(data.subarray(1).toString()); return }
+      if (data[0] !== 0x30) return
+      const text = this.decoder.write(data.subarray(1))
+      this.bytes += data.length - 1
+      const window = this.recent + text
+      const start = this.received + text.length - window.length
+      this.received += text.length
+      this.chunks.push(text)
+      this.kept += text.length
+      if (this.kept > 2 * TAIL_CHARS) { this.chunks = [this.chunks.join('').slice(-TAIL_CHARS)]; this.kept = TAIL_CHARS }
+      this.recent = window.slice(-OVERLAP)
+      for (const w of this.waiters) w(window, start)
     })
     this.closed = new Promise(resolve => ws.once('close', (code, reason) => resolve({ code, reason: reason.toString() })))
   }
+
+  /** The last printed text (bounded). */
+  get text (): string { return this.chunks.join('') }
+
+  /** Printed text from absolute offset `from` on, as far as it is still kept. */
+  since (from: number): string { const tail = this.text; return tail.slice(Math.max(0, from - (this.received - tail.length))) }
 
   /** Opens and sends the first (size) message; rejects with the HTTP status of a refused handshake. */
   static async open (t: Test, url: string, chatId: string, token: string, size = { columns: 100, rows: 30 }, origin?: string): Promise<TermClient> {
@@ -86,17 +114,18 @@ export class TermClient {
   type (text: string): void { this.ws.send(Buffer.from(`0${text}`, 'utf8')) }
   resize (columns: number, rows: number): void { this.ws.send(`1${JSON.stringify({ columns, rows })}`) }
 
-  /** Resolves with the first match of `pattern` in output printed after `from` (an index into text). */
+  /** Resolves with the first match of `pattern` in output printed after absolute offset `from` (see `received`). */
   async waitFor (pattern: RegExp, timeoutMs = 20000, from = 0): Promise<RegExpExecArray> {
+    const now = pattern.exec(this.since(from))
+    if (now !== null) return now
     return await new Promise((resolve, reject) => {
-      const check = (): void => {
-        const m = pattern.exec(this.text.slice(from))
+      const check = (window: string, start: number): void => {
+        const m = pattern.exec(window.slice(Math.max(0, from - start)))
         if (m !== null) { done(); resolve(m) }
       }
-      const timer = setTimeout(() => { done(); reject(new Error(`timed out waiting for ${String(pattern)}; output tail: ${JSON.stringify(this.text.slice(-400))}`)) }, timeoutMs)
+      const timer = setTimeout(() => { done(); reject(new Error(`timed out waiting for ${String(pattern)}; output tail: ${JSON.stringify(this.recent.slice(-400))}`)) }, timeoutMs)
       const done = (): void => { clearTimeout(timer); this.waiters.delete(check) }
       this.waiters.add(check)
-      check()
     })
   }
 
