@@ -1,15 +1,15 @@
 import type { FastifyPluginAsync } from 'fastify'
 import { chatRouteCors } from '../../core/chat-route.js'
 import { requireChatId } from '../../core/chat-id.js'
-import { pageCsp, scriptJson } from './page.js'
+import { newNonce, pageCsp, scriptJson } from './page.js'
 
 export interface TerminalPageOptions { frameAncestors: string }
 
 const escapeHtml = (s: string): string =>
   s.replace(/[&<>"']/g, c => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c] as string)
 
-/** The full-window terminal's HTML shell: config as JSON data, assets relative (`../static/…`), no inline script. */
-export function renderTerminalPage (config: { chatId: string, token: string | null }): string {
+/** The full-window terminal's HTML shell: config as JSON data, assets relative (`../static/…`), one nonced module. */
+export function renderTerminalPage (config: { chatId: string, token: string | null }, nonce: string): string {
   return `<!doctype html>
 <html lang="en">
 <head>
@@ -24,7 +24,7 @@ export function renderTerminalPage (config: { chatId: string, token: string | nu
 <body class="term-page">
 <script type="application/json" id="config">${scriptJson(config)}</script>
 <div id="terminal" class="term-full"></div>
-<script type="module" src="../static/preview/terminal-page.js"></script>
+<script type="module" nonce="${nonce}" src="../static/preview/terminal-page.js"></script>
 </body>
 </html>
 `
@@ -37,19 +37,19 @@ export function renderTerminalPage (config: { chatId: string, token: string | nu
  */
 const terminalPage: FastifyPluginAsync<TerminalPageOptions> = async (fastify, opts) => {
   const { auth, links } = fastify
-  const csp = pageCsp(opts.frameAncestors)
   chatRouteCors(fastify, ['/terminal/:chat'])
   fastify.get<{ Params: { chat: string } }>('/terminal/:chat', async (request, reply) => {
     const chatId = requireChatId(request.params.chat)
     const used = auth.authorizeChat(request, chatId, 'c')
     // An API-key opener (a server-side client) gets a control token for the page; open mode has none.
     const token = auth.protectedMode ? used ?? links.token(chatId, 'c') ?? null : null
+    const nonce = newNonce()
     return await reply
       .header('Content-Type', 'text/html; charset=utf-8')
-      .header('Content-Security-Policy', csp)
+      .header('Content-Security-Policy', pageCsp(opts.frameAncestors, nonce))
       .header('Cache-Control', 'no-cache, no-store, must-revalidate')
       .header('X-Content-Type-Options', 'nosniff')
-      .send(renderTerminalPage({ chatId, token }))
+      .send(renderTerminalPage({ chatId, token }, nonce))
   })
 }
 

@@ -11,9 +11,9 @@ import capabilities from '../../../plugins/capabilities/index.js'
 import terminal from '../../../plugins/terminal/index.js'
 import type { TerminalOptions } from '../../../plugins/terminal/schemas.js'
 import type { SandboxService, SandboxState, SandboxStream, StopHook, StreamOptions } from '../../../plugins/sandbox-docker/types.js'
-import { listen } from '../../helper.js'
+import { listen, TEST_API_KEY } from '../../helper.js'
 
-export const KEY = 'terminal-test-key-0123456789'
+export const KEY = TEST_API_KEY
 
 /** A TTY stream the test drives: `output()` is what the sandbox prints, `input` what the viewer typed. */
 export interface FakeTty {

@@ -15,10 +15,10 @@ import type { Test } from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { buildApp } from '../../../core/app.js'
 import { entries } from '../../../fastify.config.js'
-import { testConfig } from '../../helper.js'
+import { testConfig, TEST_API_KEY } from '../../helper.js'
 import { removeByPrefix, TEST_IMAGE } from '../../integration/docker.js'
 
-export const KEY = 'terminal-integration-key'
+export const KEY = TEST_API_KEY
 const TAIL_CHARS = 256 * 1024
 const OVERLAP = 4096
 

@@ -7,9 +7,9 @@ import { entry } from '../../../core/app.js'
 import capabilities from '../../../plugins/capabilities/index.js'
 import preview from '../../../plugins/preview/index.js'
 import { pageCsp } from '../../../plugins/preview/page.js'
-import { build } from '../../helper.js'
+import { build, TEST_API_KEY } from '../../helper.js'
 
-const KEY = 'terminal-page-key'
+const KEY = TEST_API_KEY
 
 async function app (t: Test, key = KEY) {
   const dataDir = mkdtempSync(join(tmpdir(), 'cubicle-term-page-'))
@@ -29,11 +29,14 @@ t.test('GET /terminal/{chat} serves the full-window terminal to a control token 
   const res = await a.inject({ url: `/terminal/chat-1?t=${control}` })
   t.equal(res.statusCode, 200)
   t.match(res.headers['content-type'], /^text\/html/)
-  t.equal(res.headers['content-security-policy'], pageCsp('https://chat.example'), 'the preview page\'s CSP')
+  const nonce = /script-src 'nonce-([A-Za-z0-9+/]{22}==)' /.exec(String(res.headers['content-security-policy']))?.[1] ?? ''
+  t.equal(res.headers['content-security-policy'], pageCsp('https://chat.example', nonce), 'the preview page\'s CSP, with its own nonce')
   t.equal(res.headers['cache-control'], 'no-cache, no-store, must-revalidate')
   t.same(configOf(res.body), { chatId: 'chat-1', token: control })
-  t.notMatch(res.body.replace(/<script type="application\/json"[^]*?<\/script>|<script type="module" src="[^"]+"><\/script>/g, ''), /<script/, 'no inline script')
-  t.match(res.body, /src="\.\.\/static\/preview\/terminal-page\.js"/)
+  t.notMatch(res.body.replace(/<script type="application\/json"[^]*?<\/script>|<script type="module" nonce="[^"]+" src="[^"]+"><\/script>/g, ''), /<script/, 'no inline script')
+  t.ok(nonce !== '' && res.body.includes(`<script type="module" nonce="${nonce}" src="../static/preview/terminal-page.js">`), 'the page\'s one module carries the nonce')
+  const again = await a.inject({ url: `/terminal/chat-1?t=${control}` })
+  t.not(again.headers['content-security-policy'], res.headers['content-security-policy'], 'a fresh nonce per response')
   t.equal((await a.inject({ url: `/terminal/chat-1?t=${a.links.token('chat-1', 'f') as string}` })).statusCode, 403, 'a files token never opens a shell')
   t.equal((await a.inject({ url: `/terminal/chat-1?t=${a.links.token('chat-2', 'c') as string}` })).statusCode, 403, 'another chat\'s token')
   t.equal((await a.inject({ url: '/terminal/chat-1' })).statusCode, 401)
@@ -49,9 +52,11 @@ t.test('in open mode the page carries no token', async t => {
   t.same(configOf(res.body), { chatId: 'chat-1', token: null })
 })
 
-t.test('the preview page offers the Terminal view in full scope only', async t => {
+t.test('the preview page offers the Browser and Terminal views in full scope only', async t => {
   const a = await app(t)
   const full = await a.inject({ url: `/preview/chat-1?t=${a.links.token('chat-1', 'c') as string}` })
+  t.match(full.body, /data-view="outputs"/)
+  t.match(full.body, /data-view="browser"/)
   t.match(full.body, /data-view="terminal"/)
   t.match(full.body, /id="terminal-pane"/)
   t.equal(configOf(full.body).scope, 'full')
