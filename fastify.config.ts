@@ -98,6 +98,7 @@ const plugins = {
     cli: config.subagentCli,
     dataDir: config.DATA_DIR,
     publicBaseUrl: config.publicBaseUrl,
+    publicBaseUrlSet: config.publicBaseUrlSet,
     allowedOrigins: config.allowedOrigins,
     sessionEnv: sandboxEnvFromConfig(config),
     maxViewers: config.TERMINAL_MAX_VIEWERS

@@ -34,7 +34,7 @@ const terminal: FastifyPluginAsync<TerminalOptions> = async (fastify, raw) => {
   await fastify.register(routes, { service })
   await fastify.register(socketRoutes, {
     service,
-    originAllowed: createOriginCheck(opts.publicBaseUrl, opts.allowedOrigins),
+    originAllowed: createOriginCheck({ publicBaseUrl: opts.publicBaseUrl, publicBaseUrlSet: opts.publicBaseUrlSet, allowedOrigins: opts.allowedOrigins }),
     maxViewers: opts.maxViewers,
     isRunning: async chatId => (await fastify.sandbox.status(chatId)).state === 'running'
   })

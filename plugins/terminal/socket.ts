@@ -7,7 +7,8 @@ import type { TerminalService } from './types.js'
 
 export interface TerminalSocketOptions {
   service: TerminalService
-  originAllowed: (origin: string | undefined) => boolean
+  /** §7.3 item 2 (origin.ts); the port is the one the connection arrived on. */
+  originAllowed: (origin: string | undefined, listeningPort: number | undefined) => boolean
   maxViewers: number
   /** Never starts anything (SandboxService.status). */
   isRunning: (chatId: string) => Promise<boolean>
@@ -33,7 +34,7 @@ const socketRoutes: FastifyPluginAsync<TerminalSocketOptions> = async (fastify, 
     url: '/terminal/:chat/ws',
     onRequest: async request => {
       const chatId = chatOf(request)
-      if (!opts.originAllowed(request.headers.origin)) throw new CORE_FORBIDDEN('Origin not allowed')
+      if (!opts.originAllowed(request.headers.origin, request.socket.localPort)) throw new CORE_FORBIDDEN('Origin not allowed')
       fastify.auth.authorizeChat(request, chatId, 'c')
       if (!request.ws) return
       if (!offersTty(request.headers['sec-websocket-protocol'])) throw new TERMINAL_BAD_SUBPROTOCOL()

@@ -79,6 +79,34 @@ t.test('the handshake is refused with HTTP statuses before any upgrade', async t
   t.equal(res.status, 426, 'a plain GET is told to upgrade')
 })
 
+t.test('the Origin rule is core/origin.ts\'s (the one of /mcp) plus null', async t => { // issue #10
+  const fake = fakeSandbox()
+  fake.setState('c1', 'running')
+  const allowed = async (url: string, tok: string, origin: string): Promise<boolean> => {
+    const sock = await connect(`${url}/terminal/c1/ws?t=${tok}`, { origin })
+    if (typeof sock === 'number') return false
+    sock.close()
+    await closed(sock)
+    return true
+  }
+  // PUBLIC_BASE_URL set: its loopback spellings are the same origin; another loopback port is not.
+  const set = await terminalApp(t, fake, { publicBaseUrl: 'http://localhost:8081' })
+  for (const origin of ['http://localhost:8081', 'http://127.0.0.1:8081', 'http://[::1]:8081', 'https://chat.example', 'null']) {
+    t.ok(await allowed(set.url, set.token('c1'), origin), `${origin} is allowed`)
+  }
+  const port = Number(new URL(set.url).port)
+  for (const origin of [`http://127.0.0.1:${port}`, 'http://localhost:8082', 'https://localhost:8081', 'http://cubicle.test.evil.example', 'http://localhost:8081/path', 'garbage']) {
+    t.notOk(await allowed(set.url, set.token('c1'), origin), `${origin} is refused`)
+  }
+  // PUBLIC_BASE_URL unset: the server's own http loopback origin on the port the socket arrived on.
+  const unset = await terminalApp(t, fake, { publicBaseUrlSet: false })
+  const own = Number(new URL(unset.url).port)
+  t.ok(await allowed(unset.url, unset.token('c1'), `http://127.0.0.1:${own}`), 'own loopback origin while PUBLIC_BASE_URL is unset')
+  t.ok(await allowed(unset.url, unset.token('c1'), `http://localhost:${own}`), 'its localhost spelling')
+  t.notOk(await allowed(unset.url, unset.token('c1'), `http://127.0.0.1:${own + 1}`), 'another port')
+  t.notOk(await allowed(unset.url, unset.token('c1'), `https://127.0.0.1:${own}`), 'https on that port is another origin')
+})
+
 t.test('viewer cap: the ninth viewer of a chat is refused with 429', async t => {
   const fake = fakeSandbox()
   const { url, token } = await terminalApp(t, fake)
