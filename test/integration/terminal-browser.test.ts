@@ -105,6 +105,23 @@ t.test('the preview page\'s Terminal view in real Chromium', { skip: gate.skip |
     t.match(await page.evaluate('navigator.clipboard.readText()'), /^pasted-5/, 'the selection is on the clipboard')
   })
 
+  await t.test('the Browser view beside it: switching views keeps the terminal session and its screen', async t => {
+    await page.click('#views [data-view="browser"]')
+    await page.waitForSelector('#browser-view', { state: 'visible' })
+    t.equal(await page.isHidden('#terminal-pane'), true, 'the terminal pane is hidden')
+    t.equal(await page.isHidden('main.layout'), true, 'the outputs view stays hidden')
+    t.equal(await page.getAttribute('#views [data-view="browser"]', 'aria-selected'), 'true')
+    await page.click('#views [data-view="outputs"]')
+    t.equal(await page.isVisible('main.layout'), true, 'Outputs shows again')
+    t.equal(await page.isHidden('#browser-view'), true)
+    await page.click('#views [data-view="terminal"]')
+    t.equal(await page.isHidden('#browser-view'), true, 'the browser view is hidden')
+    await waitForText(page, /^pasted-5\s*$/m)
+    await typeLine(page, 'echo again-$((3*3))')
+    await waitForText(page, /^again-9\s*$/m)
+    t.equal(await page.getAttribute('.term-view', 'data-state'), 'open', 'the same connection, no reconnect')
+  })
+
   await t.test('a stopped sandbox shows "start it?", and the button brings the terminal back', async t => { // issue #10
     await app.sandbox.stop(CHAT)
     await page.waitForSelector('.term-overlay h3:has-text("The sandbox is stopped")', { timeout: 30000 })
