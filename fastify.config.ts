@@ -22,6 +22,7 @@ import tierHttp from './plugins/tier-http/index.js'
 import files from './plugins/files/index.js'
 import preview from './plugins/preview/index.js'
 import cdpBridge from './plugins/cdp-bridge/index.js'
+import terminal from './plugins/terminal/index.js'
 import runtimeCli from './plugins/runtime-cli/index.js'
 import subAgent from './plugins/sub-agent/index.js'
 import docs from './plugins/docs/index.js'
@@ -118,6 +119,15 @@ const plugins = {
     allowedOrigins: config.allowedOrigins
   }),
   preview: config => entry(preview, { frameAncestors: config.FRAME_ANCESTORS }),
+  terminal: config => entry(terminal, {
+    cli: config.subagentCli,
+    dataDir: config.DATA_DIR,
+    publicBaseUrl: config.publicBaseUrl,
+    publicBaseUrlSet: config.publicBaseUrlSet,
+    allowedOrigins: config.allowedOrigins,
+    sessionEnv: sandboxEnvFromConfig(config),
+    maxViewers: config.TERMINAL_MAX_VIEWERS
+  }),
   docs: config => entry(docs, { publicBaseUrl: config.publicBaseUrl, singleUserMode: config.singleUserMode }),
   oauth: config => entry(oauth, {
     enabled: config.OAUTH_ENABLED,

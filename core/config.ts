@@ -49,6 +49,7 @@ export const ConfigSchema = Type.Object({
   ARCHIVE_MAX_BYTES: Size(2147483648, 'Archive uncompressed size limit.'),
   RESOURCE_READ_MAX_BYTES: Size(10485760, 'resources/read size limit.'),
   CDP_PORT: Int(9222, 'Loopback CDP port inside the sandbox.', 1),
+  TERMINAL_MAX_VIEWERS: Int(8, 'Open web terminals (WebSockets) per chat; more are refused with 429.', 1),
   SUBAGENT_CLI: Str('claude', 'claude, codex or opencode.'),
   SUB_AGENT_TIMEOUT: Int(3600, 'Sub-agent timeout in seconds.', 1),
   SUB_AGENT_MAX_TURNS: Int(25, 'Default max_turns of sub_agent.', 1),

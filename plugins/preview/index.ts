@@ -7,6 +7,7 @@ import { parseOptions } from '../../core/config.js'
 import { PreviewOptions } from './schemas.js'
 import { VENDOR, packageDir } from './vendor.js'
 import routes from './routes.js'
+import terminalPage from './terminal-page.js'
 
 /** public/ beside this file (tsx) or, when running from dist/, the source tree's copy. */
 function defaultPublicDir (): string {
@@ -47,6 +48,7 @@ const preview: FastifyPluginAsync<PreviewOptions> = async (fastify, raw) => {
     })
   }
   await fastify.register(routes, { frameAncestors: opts.frameAncestors, parseTimeoutMs: opts.parseTimeoutMs })
+  await fastify.register(terminalPage, { frameAncestors: opts.frameAncestors })
 }
 
 export default fp(preview, {

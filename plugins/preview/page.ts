@@ -48,12 +48,17 @@ export function renderPage (config: PreviewConfig, nonce: string): string {
 <div id="app" class="app" data-state="loading">
   <header class="topbar">
     <div class="brand"><span class="logo" aria-hidden="true"></span><span class="title">Outputs</span><code class="chat" id="chat-id"></code></div>
+    <div class="views" id="views" role="tablist" aria-label="Views" hidden>
+      <button type="button" role="tab" id="view-outputs" data-view="outputs" aria-selected="true">Outputs</button>
+      <button type="button" role="tab" id="view-browser" data-view="browser" aria-selected="false"><span class="browser-dot" id="browser-dot" aria-hidden="true"></span>Browser</button>
+      <button type="button" role="tab" id="view-terminal" data-view="terminal" aria-selected="false">Terminal</button>
+    </div>
     <div class="actions">
       <span class="live" id="live" title="Refreshes automatically">live</span>
       <a class="button primary" id="download-all" href="#" download aria-disabled="true">Download all</a>
     </div>
   </header>
-  <main class="layout">
+  <main class="layout" data-view-pane="outputs">
     <nav class="sidebar" aria-label="Output files">
       <div class="sidebar-head"><span id="count">Loading…</span></div>
       <ul class="file-list" id="file-list"></ul>
@@ -69,6 +74,7 @@ export function renderPage (config: PreviewConfig, nonce: string): string {
       <div class="preview" id="preview"></div>
     </section>
   </main>
+  <section class="pane" id="terminal-pane" data-view-pane="terminal" aria-label="Terminal" hidden></section>
   <div class="banner" id="banner" hidden></div>
 </div>
 <script type="module" nonce="${nonce}" src="../static/preview/app.js"></script>

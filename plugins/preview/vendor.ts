@@ -16,7 +16,9 @@ export const VENDOR: VendorPackage[] = [
   { alias: 'highlight', pkg: '@highlightjs/cdn-assets', files: ['highlight.min.js', 'styles/github.min.css', 'styles/github-dark.min.css'] },
   { alias: 'papaparse', pkg: 'papaparse', files: ['papaparse.min.js'] },
   { alias: 'read-excel-file', pkg: 'read-excel-file', files: ['bundle/read-excel-file.min.js'] },
-  { alias: 'mammoth', pkg: 'mammoth', files: ['mammoth.browser.min.js'] }
+  { alias: 'mammoth', pkg: 'mammoth', files: ['mammoth.browser.min.js'] },
+  { alias: 'xterm', pkg: '@xterm/xterm', files: ['lib/xterm.mjs', 'css/xterm.css'] },
+  { alias: 'xterm-fit', pkg: '@xterm/addon-fit', files: ['lib/addon-fit.mjs'] }
 ]
 
 /** The installed package's directory, found along Node's module search paths (export maps do not matter). */

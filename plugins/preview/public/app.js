@@ -167,5 +167,29 @@ $('download-all').addEventListener('click', event => {
 
 refresh().then(ok => { if (ok) schedule() })
 
-// Full scope (control token, API key, open mode): the live Browser view beside Outputs (browser-view.js).
-if (config.scope === 'full') import('./browser-view.js').then(m => m.mountBrowserView(config)).catch(() => {})
+// Views. Full scope (control token, API key, open mode) adds the live Browser (browser-view.js,
+// mounted at once so its tab shows whether the browser runs) and the Terminal (terminal-view.js,
+// mounted on first show) beside Outputs. A view is told when it is shown or hidden.
+const views = {}
+const mounts = {
+  browser: () => import('./browser-view.js').then(m => m.mountBrowserView(config)),
+  terminal: () => import('./terminal-view.js').then(m => m.mountTerminal($('terminal-pane'), config))
+}
+const VIEW_HASHES = { '#browser': 'browser', '#terminal': 'terminal' }
+const mount = name => { views[name] ??= mounts[name]().catch(err => { delete views[name]; throw err }) }
+
+async function showView (name) {
+  for (const tab of document.querySelectorAll('#views [data-view]')) tab.setAttribute('aria-selected', String(tab.dataset.view === name))
+  if (name in mounts) {
+    try { mount(name); await views[name] } catch { banner(`The ${name} view could not be loaded.`); name = 'outputs' }
+  }
+  for (const pane of document.querySelectorAll('[data-view-pane]')) pane.hidden = pane.dataset.viewPane !== name
+  for (const [key, view] of Object.entries(views)) view.then(v => v.visible(key === name), () => {})
+}
+
+if (config.scope === 'full') {
+  $('views').hidden = false
+  for (const tab of document.querySelectorAll('#views [data-view]')) tab.addEventListener('click', () => { void showView(tab.dataset.view) })
+  mount('browser')
+  void showView(VIEW_HASHES[window.location.hash] ?? 'outputs')
+}

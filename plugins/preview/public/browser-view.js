@@ -20,18 +20,11 @@ function el (tag, props = {}, children = []) {
   return node
 }
 
-/** Builds the view's DOM: a view switcher in the top bar and a section beside the outputs layout. */
+/** Builds the view's section beside the outputs layout (the switcher in the top bar is the page's). */
 function buildDom () {
   const link = el('link', { rel: 'stylesheet', href: new URL('./browser-view.css', import.meta.url).href })
   document.head.append(link)
-  const tabs = el('div', { className: 'view-tabs', role: 'tablist', 'aria-label': 'Views' }, [
-    el('button', { type: 'button', className: 'view-tab', id: 'view-outputs', role: 'tab', 'aria-selected': 'true', text: 'Outputs' }),
-    el('button', { type: 'button', className: 'view-tab', id: 'view-browser', role: 'tab', 'aria-selected': 'false' }, [
-      el('span', { className: 'browser-dot', id: 'browser-dot', 'aria-hidden': 'true' }), 'Browser'
-    ])
-  ])
-  document.querySelector('.topbar .brand').after(tabs)
-  const section = el('section', { className: 'browser-view', id: 'browser-view', hidden: '', 'data-state': 'idle', 'aria-label': 'Live browser' }, [
+  const section = el('section', { className: 'browser-view', id: 'browser-view', hidden: '', 'data-view-pane': 'browser', 'data-state': 'idle', 'aria-label': 'Live browser' }, [
     el('div', { className: 'browser-bar' }, [
       el('div', { className: 'browser-tabs', id: 'browser-tabs', role: 'tablist', 'aria-label': 'Browser tabs' }),
       el('div', { className: 'browser-url', id: 'browser-url', title: 'Address of the shown tab' }),
@@ -152,17 +145,6 @@ export function mountBrowserView (config) {
     if (state.takeover) $('browser-screen').focus()
   }
 
-  function showView (browser) {
-    $('browser-view').hidden = !browser
-    document.querySelector('main.layout').hidden = browser
-    $('view-browser').setAttribute('aria-selected', String(browser))
-    $('view-outputs').setAttribute('aria-selected', String(!browser))
-    if (browser) schedule(true)
-    else disconnect()
-  }
-
-  $('view-outputs').addEventListener('click', () => showView(false))
-  $('view-browser').addEventListener('click', () => showView(true))
   $('browser-takeover').addEventListener('click', () => setTakeover(!state.takeover))
   document.addEventListener('visibilitychange', () => {
     // Hidden: no screencast, no input, no socket (an open socket keeps the sandbox from idling out).
@@ -171,6 +153,12 @@ export function mountBrowserView (config) {
   })
   window.addEventListener('pagehide', disconnect)
   setState('idle', 'Not running')
-  showView(window.location.hash === '#browser')
   schedule(true)
+  return {
+    /** Called by app.js's view switcher after it showed or hid the section. */
+    visible (on) {
+      if (on) schedule(true)
+      else disconnect()
+    }
+  }
 }

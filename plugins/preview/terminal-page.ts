@@ -1,0 +1,56 @@
+import type { FastifyPluginAsync } from 'fastify'
+import { chatRouteCors } from '../../core/chat-route.js'
+import { requireChatId } from '../../core/chat-id.js'
+import { newNonce, pageCsp, scriptJson } from './page.js'
+
+export interface TerminalPageOptions { frameAncestors: string }
+
+const escapeHtml = (s: string): string =>
+  s.replace(/[&<>"']/g, c => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c] as string)
+
+/** The full-window terminal's HTML shell: config as JSON data, assets relative (`../static/…`), one nonced module. */
+export function renderTerminalPage (config: { chatId: string, token: string | null }, nonce: string): string {
+  return `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="referrer" content="no-referrer">
+<title>Terminal · ${escapeHtml(config.chatId)}</title>
+<link rel="icon" href="../static/preview/favicon.svg" type="image/svg+xml">
+<link rel="stylesheet" href="../static/vendor/xterm/css/xterm.css">
+<link rel="stylesheet" href="../static/preview/terminal.css">
+</head>
+<body class="term-page">
+<script type="application/json" id="config">${scriptJson(config)}</script>
+<div id="terminal" class="term-full"></div>
+<script type="module" nonce="${nonce}" src="../static/preview/terminal-page.js"></script>
+</body>
+</html>
+`
+}
+
+/**
+ * GET /terminal/{chat}: the terminal alone, full window (the terminal plugin serves the routes the
+ * page talks to). A control token or the API key is required: a files token never opens a shell
+ * (§6.1 item 4). Same CSP as the preview page (§6.3 preview item 5).
+ */
+const terminalPage: FastifyPluginAsync<TerminalPageOptions> = async (fastify, opts) => {
+  const { auth, links } = fastify
+  chatRouteCors(fastify, ['/terminal/:chat'])
+  fastify.get<{ Params: { chat: string } }>('/terminal/:chat', async (request, reply) => {
+    const chatId = requireChatId(request.params.chat)
+    const used = auth.authorizeChat(request, chatId, 'c')
+    // An API-key opener (a server-side client) gets a control token for the page; open mode has none.
+    const token = auth.protectedMode ? used ?? links.token(chatId, 'c') ?? null : null
+    const nonce = newNonce()
+    return await reply
+      .header('Content-Type', 'text/html; charset=utf-8')
+      .header('Content-Security-Policy', pageCsp(opts.frameAncestors, nonce))
+      .header('Cache-Control', 'no-cache, no-store, must-revalidate')
+      .header('X-Content-Type-Options', 'nosniff')
+      .send(renderTerminalPage({ chatId, token }, nonce))
+  })
+}
+
+export default terminalPage

@@ -1,0 +1,48 @@
+import fp from 'fastify-plugin'
+import type { FastifyPluginAsync } from 'fastify'
+import { parseOptions } from '../../core/config.js'
+import type {} from '../sandbox-docker/types.js'
+import { createOriginCheck } from './origin.js'
+import { TerminalOptions } from './schemas.js'
+import { createTerminalService } from './service.js'
+import routes from './routes.js'
+import socketRoutes from './socket.js'
+
+export type { TerminalOptions } from './schemas.js'
+
+/**
+ * The web terminal (surface.md §7.2, §7.3): the human shares the chat's shell live. Each viewer's
+ * WebSocket (ttyd framing) drives its own TTY exec of `tmux -u new-session -A -s main` as the
+ * sandbox user, so all viewers share session `main`, which survives them. Control routes start,
+ * stop and inspect it. Decorates `fastify.terminal`.
+ */
+const terminal: FastifyPluginAsync<TerminalOptions> = async (fastify, raw) => {
+  const opts = parseOptions(TerminalOptions, raw, 'terminal')
+  const log = fastify.log.child({ plugin: 'terminal' })
+  const service = createTerminalService(fastify.sandbox, log, opts)
+  fastify.decorate('terminal', service)
+  // Close in preClose: server.close() waits for upgraded sockets. Each viewer's tmux client is
+  // detached on the way out (Docker would keep it running), so the wait is bounded.
+  fastify.addHook('preClose', async () => {
+    let timer: NodeJS.Timeout | undefined
+    await Promise.race([
+      service.closeAll('server shutting down'),
+      new Promise(resolve => { timer = setTimeout(resolve, 3000).unref() })
+    ])
+    clearTimeout(timer)
+  })
+  await fastify.register(routes, { service })
+  await fastify.register(socketRoutes, {
+    service,
+    originAllowed: createOriginCheck({ publicBaseUrl: opts.publicBaseUrl, publicBaseUrlSet: opts.publicBaseUrlSet, allowedOrigins: opts.allowedOrigins }),
+    maxViewers: opts.maxViewers,
+    isRunning: async chatId => (await fastify.sandbox.status(chatId)).state === 'running'
+  })
+}
+
+export default fp(terminal, {
+  name: 'terminal',
+  fastify: '5.x',
+  dependencies: ['sandbox-docker'],
+  decorators: { fastify: ['auth', 'sandbox', 'websocketServer'] }
+})

@@ -1,0 +1,87 @@
+import type { FastifyPluginAsync, FastifyRequest } from 'fastify'
+import { requireChatId } from '../../core/chat-id.js'
+import { chatRouteCors } from '../../core/chat-route.js'
+import { ErrorResponse } from '../../core/errors.js'
+import { TERMINAL_BAD_PID, TERMINAL_BAD_REQUEST } from './errors.js'
+import { parsePid } from './processes.js'
+import {
+  HeartbeatReply, KillReply, ProcessesReply, RestartReply, ResurrectReply, SessionsReply, StartReply, StatusReply, StopReply,
+  type ChatParams, type KillParams
+} from './schemas.js'
+import type { TerminalService } from './types.js'
+
+export interface TerminalRoutesOptions { service: TerminalService }
+
+const BASE = '/terminal/:chat'
+const PATHS = ['status', 'start-ttyd', 'stop-ttyd', 'restart-container', 'resurrect-container', 'sessions', 'processes', 'processes/:pid/kill', 'heartbeat']
+
+const reply = (schema: unknown): { response: Record<string, unknown> } => ({ response: { 200: schema, '4xx': ErrorResponse } })
+
+/** `{"dangerous_mode": bool}`, or no body at all. */
+function dangerousMode (body: unknown): boolean {
+  if (body === undefined || body === null) return false
+  if (typeof body !== 'object' || Array.isArray(body)) throw new TERMINAL_BAD_REQUEST('the body must be a JSON object')
+  const value = (body as Record<string, unknown>).dangerous_mode
+  if (value === undefined) return false
+  if (typeof value !== 'boolean') throw new TERMINAL_BAD_REQUEST('dangerous_mode must be true or false')
+  return value
+}
+
+/**
+ * The terminal's HTTP routes (surface.md §7.2). Every one needs a control token of the chat or the
+ * API key (§6.1), checked in onRequest, before a body is read; chat id first (400), then
+ * credentials (401/403), only then the sandbox's state (404/409). Handlers are thin: the service
+ * does the work and never starts a sandbox except for restart and resurrect.
+ */
+const routes: FastifyPluginAsync<TerminalRoutesOptions> = async (fastify, { service }) => {
+  chatRouteCors(fastify, PATHS.map(p => `${BASE}/${p}`))
+  fastify.addHook('onRequest', async (request, res) => {
+    if (request.method === 'OPTIONS') return
+    fastify.auth.authorizeChat(request, chatOf(request), 'c')
+    res.header('Cache-Control', 'no-cache, no-store')
+  })
+  const chatOf = (request: FastifyRequest): string => requireChatId((request.params as ChatParams).chat)
+
+  fastify.get<{ Params: ChatParams }>(`${BASE}/status`, { schema: reply(StatusReply) },
+    async request => await service.status(chatOf(request)))
+
+  fastify.post<{ Params: ChatParams }>(`${BASE}/start-ttyd`, { schema: reply(StartReply), bodyLimit: 4096 }, async request => {
+    const { started } = await service.start(chatOf(request), { dangerousMode: dangerousMode(request.body) })
+    return started ? { started: true } : { started: false, already_running: true }
+  })
+
+  fastify.post<{ Params: ChatParams }>(`${BASE}/stop-ttyd`, { schema: reply(StopReply), bodyLimit: 4096 }, async request => {
+    await service.stop(chatOf(request))
+    return { stopped: true }
+  })
+
+  fastify.post<{ Params: ChatParams }>(`${BASE}/restart-container`, { schema: reply(RestartReply), bodyLimit: 4096 }, async request => {
+    await service.restart(chatOf(request))
+    return { restarted: true }
+  })
+
+  fastify.post<{ Params: ChatParams }>(`${BASE}/resurrect-container`, { schema: reply(ResurrectReply), bodyLimit: 4096 }, async request => {
+    const { userEmail } = await service.resurrect(chatOf(request))
+    return { resurrected: true, user_email: userEmail }
+  })
+
+  fastify.get<{ Params: ChatParams }>(`${BASE}/sessions`, { schema: reply(SessionsReply) },
+    async request => ({ sessions: await service.sessions(chatOf(request)) }))
+
+  fastify.get<{ Params: ChatParams }>(`${BASE}/processes`, { schema: reply(ProcessesReply) },
+    async request => ({ processes: await service.processes(chatOf(request)) }))
+
+  fastify.post<{ Params: KillParams }>(`${BASE}/processes/:pid/kill`, { schema: reply(KillReply), bodyLimit: 4096 }, async request => {
+    const pid = parsePid(request.params.pid)
+    if (typeof pid === 'string') throw new TERMINAL_BAD_PID(pid)
+    await service.kill(chatOf(request), pid)
+    return { killed: true, pid }
+  })
+
+  fastify.get<{ Params: ChatParams }>(`${BASE}/heartbeat`, { schema: reply(HeartbeatReply) }, async request => {
+    await service.heartbeat(chatOf(request))
+    return { ok: true }
+  })
+}
+
+export default routes

@@ -1,0 +1,223 @@
+import { randomBytes } from 'node:crypto'
+import type { FastifyBaseLogger } from 'fastify'
+import QuickLRU from 'quick-lru'
+import type { SandboxService } from '../sandbox-docker/types.js'
+import {
+  TERMINAL_BAD_PID, TERMINAL_CONTAINER_EXISTS, TERMINAL_NO_META, TERMINAL_NO_STOPPED_CONTAINER,
+  TERMINAL_SANDBOX_NOT_RUNNING, TERMINAL_START_FAILED
+} from './errors.js'
+import { readMetaUser } from './meta.js'
+import { createProbe, type Probe, type ProbeOptions } from './probe.js'
+import { PS_ARGV, cliProcesses, killArgv, parsePs, type Cli } from './processes.js'
+import { ATTACH_ARGV, VIEWER_ENV, detachArgv } from './protocol.js'
+import { parseSessions, sessionsArgv, splitFiles } from './sessions.js'
+import type { CliProcess, TerminalService, TerminalStatus } from './types.js'
+import { openViewer, type EndReason, type Viewer } from './viewer.js'
+
+export interface TerminalServiceOptions {
+  cli: Cli
+  dataDir: string
+  sessionEnv: Record<string, string>
+  maxViewers: number
+  highWaterBytes: number
+  lowWaterBytes: number
+  maxMessageBytes: number
+  initTimeoutMs: number
+  probeTimeoutMs: number
+  maxProbes: number
+  processesCacheMs: number
+  killGraceMs: number
+}
+
+/** What the plugin drives besides the public contract. */
+export interface TerminalServiceInternals extends TerminalService {
+  /** preClose: every viewer closes with 1001 and its tmux client is detached (bounded wait). */
+  closeAll: (reason: string) => Promise<void>
+}
+
+const SESSION_SCRIPT = (create: string): string[] => ['/bin/sh', '-c',
+  `tmux has-session -t =main 2>/dev/null && { echo exists; exit 0; }; ${create} && echo created`, 'cubicle-terminal']
+const HAS_SESSION = ['/bin/sh', '-c', 'tmux has-session -t =main 2>/dev/null && echo yes || echo no']
+const KILL_SESSION = ['/bin/sh', '-c', 'tmux kill-session -t =main 2>/dev/null; echo done']
+
+/** Wire names for why restart/resurrect failed (5xx bodies carry no detail, so the code must say it). */
+const START_FAILURE: Record<string, string> = {
+  SANDBOX_CAPACITY: 'capacity_reached',
+  SANDBOX_IMAGE_MISSING: 'image_missing',
+  SANDBOX_DOCKER_UNAVAILABLE: 'docker_unavailable',
+  SANDBOX_CREATE_TIMEOUT: 'create_timeout'
+}
+
+export function createTerminalService (sandbox: SandboxService, log: FastifyBaseLogger, opts: TerminalServiceOptions): TerminalServiceInternals {
+  const { openStream } = sandbox
+  if (openStream === undefined) throw new TypeError('terminal: the sandbox driver has no openStream()')
+  const probe: Probe = createProbe(sandbox, opts.maxProbes)
+  const viewers = new Map<string, Set<Viewer>>()
+  const processCache = new QuickLRU<string, Promise<Array<CliProcess & { args: string }>>>({ maxSize: 1000, maxAge: Math.max(1, opts.processesCacheMs) })
+  const env = { ...opts.sessionEnv, SUBAGENT_CLI: opts.cli, TERM: 'xterm-256color', COLORTERM: 'truecolor', LANG: 'C.UTF-8' }
+  const small = { timeoutMs: opts.probeTimeoutMs, maxBytes: 4096 }
+
+  const running = async (chatId: string): Promise<boolean> => (await sandbox.status(chatId)).state === 'running'
+  async function requireRunning (chatId: string): Promise<void> {
+    if (!await running(chatId)) throw new TERMINAL_SANDBOX_NOT_RUNNING()
+  }
+  /** A probe that finds the sandbox gone reports "not running" instead of failing. */
+  async function tryProbe (chatId: string, argv: string[], o: ProbeOptions = small): Promise<string | null> {
+    try {
+      return (await probe(chatId, argv, o)).stdout.toString('utf8')
+    } catch (err) {
+      if ((err as { code?: string }).code === 'SANDBOX_NOT_RUNNING') return null
+      throw err
+    }
+  }
+  /**
+   * The tmux client was killed without a word: usually the sandbox is stopping (its processes die
+   * before Docker reports the container as exited), so watch its state for a few seconds.
+   */
+  async function silentEnd (chatId: string): Promise<EndReason> {
+    for (let i = 0; i < 12; i++) {
+      if (!await running(chatId)) return 'stopped'
+      await new Promise(resolve => setTimeout(resolve, 250))
+    }
+    return await hasSession(chatId) ? 'detached' : 'ended'
+  }
+  const hasSession = async (chatId: string): Promise<boolean> => (await tryProbe(chatId, HAS_SESSION))?.trim() === 'yes'
+
+  async function listProcesses (chatId: string): Promise<Array<CliProcess & { args: string }>> {
+    if (!await running(chatId)) return []
+    const out = await tryProbe(chatId, PS_ARGV, { timeoutMs: opts.probeTimeoutMs, maxBytes: 1024 * 1024 })
+    return out === null ? [] : cliProcesses(opts.cli, parsePs(out))
+  }
+  function cachedProcesses (chatId: string): Promise<Array<CliProcess & { args: string }>> {
+    let hit = processCache.get(chatId)
+    if (hit === undefined) {
+      hit = listProcesses(chatId)
+      processCache.set(chatId, hit)
+      hit.catch(() => { processCache.delete(chatId) })
+    }
+    return hit
+  }
+
+  async function startSandbox (chatId: string, user: Awaited<ReturnType<typeof readMetaUser>>): Promise<void> {
+    try {
+      await sandbox.ensure(chatId, user === null ? {} : { user })
+    } catch (err) {
+      const code = (err as { code?: string }).code ?? ''
+      const wrapped = new TERMINAL_START_FAILED((err as Error).message, { cause: err })
+      const status = (err as { statusCode?: number }).statusCode ?? 500
+      Object.assign(wrapped, { statusCode: status >= 500 ? status : 500, wireCode: START_FAILURE[code] ?? 'start_failed' })
+      throw wrapped
+    }
+  }
+
+  function attach (chatId: string, socket: Parameters<TerminalService['attach']>[1], viewerLog: FastifyBaseLogger): void {
+    let set = viewers.get(chatId)
+    if (set === undefined) { set = new Set(); viewers.set(chatId, set) }
+    if (set.size >= opts.maxViewers) {
+      // Lost a race with another handshake after the cap check: refuse on the socket instead.
+      socket.close(1013, 'too many terminals open for this chat')
+      return
+    }
+    const members = set
+    const viewerId = randomBytes(12).toString('hex')
+    const release = sandbox.lease(chatId, { kind: 'socket' })
+    const viewer = openViewer(socket, {
+      open: async () => await openStream!(chatId, ATTACH_ARGV, { tty: true, env: { ...env, [VIEWER_ENV]: viewerId }, user: 'assistant', cwd: '/home/assistant' }),
+      detach: async () => { await probe(chatId, detachArgv(viewerId), small) },
+      endReason: async () => await silentEnd(chatId),
+      log: viewerLog,
+      onGone: () => {
+        release()
+        members.delete(viewer)
+        if (members.size === 0 && viewers.get(chatId) === members) viewers.delete(chatId)
+      }
+    }, {
+      title: `${chatId} · tmux main`,
+      highWaterBytes: opts.highWaterBytes,
+      lowWaterBytes: opts.lowWaterBytes,
+      maxMessageBytes: opts.maxMessageBytes,
+      initTimeoutMs: opts.initTimeoutMs
+    })
+    members.add(viewer)
+  }
+
+  // A sandbox that goes away (max age, explicit stop, capacity) takes its terminals with it: 1001.
+  sandbox.onStop?.((chatId, reason) => {
+    processCache.delete(chatId)
+    for (const viewer of viewers.get(chatId) ?? []) void viewer.close(1001, 'sandbox stopped', { detach: false })
+    if (viewers.has(chatId)) log.info({ chatId, reason }, 'terminals closed: the sandbox stopped')
+  })
+
+  const service: TerminalServiceInternals = {
+    async status (chatId) {
+      const s = await sandbox.status(chatId)
+      const out: TerminalStatus = { active: false, running: s.state === 'running' }
+      if (s.state === 'running') out.active = await hasSession(chatId)
+      else if (s.state === 'stopped') out.container_stopped = true
+      else if (s.metaExists) out.meta_exists = true
+      return out
+    },
+    async start (chatId, { dangerousMode }) {
+      await requireRunning(chatId)
+      const create = `tmux -u new-session -d -s main -c /home/assistant${dangerousMode ? ' -e NO_AUTOSTART=1' : ''}`
+      // This may start the tmux server, whose environment every later window inherits: the session env goes with it.
+      const out = await tryProbe(chatId, SESSION_SCRIPT(create), { ...small, env })
+      if (out === null) throw new TERMINAL_SANDBOX_NOT_RUNNING()
+      sandbox.touch(chatId)
+      return { started: out.trim() === 'created' }
+    },
+    async stop (chatId) {
+      await requireRunning(chatId)
+      if (await tryProbe(chatId, KILL_SESSION) === null) throw new TERMINAL_SANDBOX_NOT_RUNNING()
+      sandbox.touch(chatId)
+    },
+    async restart (chatId) {
+      if ((await sandbox.status(chatId)).state !== 'stopped') throw new TERMINAL_NO_STOPPED_CONTAINER()
+      await startSandbox(chatId, await readMetaUser(opts.dataDir, chatId))
+    },
+    async resurrect (chatId) {
+      const s = await sandbox.status(chatId)
+      if (s.state !== 'absent') throw new TERMINAL_CONTAINER_EXISTS()
+      const user = s.metaExists ? await readMetaUser(opts.dataDir, chatId) : null
+      if (user === null) throw new TERMINAL_NO_META()
+      await startSandbox(chatId, user)
+      return { userEmail: user.email ?? null }
+    },
+    async sessions (chatId) {
+      if (!await running(chatId)) return []
+      const { argv, nonce } = sessionsArgv(opts.cli)
+      const out = await probe(chatId, argv, { timeoutMs: opts.probeTimeoutMs, maxBytes: 2 * 1024 * 1024 }).catch((err: { code?: string }) => {
+        if (err.code === 'SANDBOX_NOT_RUNNING') return null
+        throw err
+      })
+      return out === null ? [] : parseSessions(opts.cli, splitFiles(out.stdout, nonce))
+    },
+    async processes (chatId) {
+      return (await cachedProcesses(chatId)).map(({ args: _args, ...p }) => p)
+    },
+    async kill (chatId, pid) {
+      await requireRunning(chatId)
+      processCache.delete(chatId)
+      const target = (await cachedProcesses(chatId)).find(p => p.pid === pid)
+      if (target === undefined) throw new TERMINAL_BAD_PID(`pid ${pid} is not a running ${opts.cli} process of this sandbox`)
+      const out = await tryProbe(chatId, killArgv(pid, target.args, opts.killGraceMs), { timeoutMs: opts.killGraceMs + opts.probeTimeoutMs, maxBytes: 256 })
+      processCache.delete(chatId)
+      if (out === null) throw new TERMINAL_SANDBOX_NOT_RUNNING()
+      if (out.trim() === 'gone') throw new TERMINAL_BAD_PID(`pid ${pid} is no longer a running ${opts.cli} process`)
+      sandbox.touch(chatId)
+      log.info({ chatId, pid, escalated: out.trim() === 'kill' }, 'CLI process killed from the terminal')
+    },
+    async heartbeat (chatId) {
+      if (!await running(chatId)) return false
+      sandbox.touch(chatId)
+      return true
+    },
+    viewers: chatId => viewers.get(chatId)?.size ?? 0,
+    attach,
+    async closeAll (reason) {
+      const all = [...viewers.values()].flatMap(set => [...set])
+      await Promise.all(all.map(async v => { await v.close(1001, reason) }))
+    }
+  }
+  return service
+}
