@@ -24,6 +24,7 @@ import preview from './plugins/preview/index.js'
 import cdpBridge from './plugins/cdp-bridge/index.js'
 import runtimeCli from './plugins/runtime-cli/index.js'
 import docs from './plugins/docs/index.js'
+import egress from './plugins/egress/index.js'
 
 const plugins = {
   'mcp-transport': config => entry(mcpTransport, {
@@ -47,6 +48,7 @@ const plugins = {
     prefix: config.SANDBOX_PREFIX,
     network: config.sandboxNetwork,
     enableNetwork: config.ENABLE_NETWORK,
+    egressPort: config.EGRESS_PORT,
     dataDir: config.DATA_DIR,
     dataDirHost: config.dataDirHost,
     memLimit: config.CONTAINER_MEM_LIMIT,
@@ -63,6 +65,14 @@ const plugins = {
     skillsDirHost: config.SKILLS_DIR_HOST,
     subagentCli: config.subagentCli,
     sandboxEnv: sandboxEnvFromConfig(config)
+  }),
+  egress: config => entry(egress, {
+    mode: config.EGRESS as 'open' | 'allowlist' | 'off',
+    allow: config.EGRESS_ALLOW,
+    port: config.EGRESS_PORT,
+    maxConnectionsPerChat: config.EGRESS_MAX_CONNECTIONS,
+    idleTimeoutS: config.EGRESS_IDLE_TIMEOUT,
+    firewall: config.EGRESS_FIREWALL
   }),
   'workspace-tools': config => entry(workspaceTools, {
     commandTimeoutS: config.COMMAND_TIMEOUT,

@@ -208,7 +208,12 @@ export function classify (address: string | Ip, host: ReadonlySet<string> = new 
     // ::ffff:0.0.0.0 and friends stay unspecified; a public v4 behind 6to4/NAT64 is public.
     return inner
   }
-  if (host.has(key(ip))) return 'host'
+  const cls = tableClass(ip)
+  // The host's own addresses: named so unless a more specific sensitive class already applies (loopback, link-local).
+  return host.has(key(ip)) && SEVERITY[cls] !== 'sensitive' ? 'host' : cls
+}
+
+function tableClass (ip: Ip): AddressClass {
   for (const [cidr, cls] of ip.family === 4 ? V4_TABLE : V6_TABLE) {
     if (inCidr(ip, cidr)) return cls
   }

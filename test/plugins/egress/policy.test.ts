@@ -5,7 +5,7 @@ import { parseRules } from '../../../plugins/egress/rules.js'
 
 // issue #13: the policy engine is a pure function; every address class and rule form, no traffic.
 
-const HOST = addressSet(['192.0.2.2', '172.18.0.1', 'fe80::42:acff:fe12:1', '2a01:4f8::10'])
+const HOST = addressSet(['192.0.2.2', '172.18.0.1', 'fe80::42:acff:fe12:1', '2a01:4f8::10', '127.0.0.1', '8.8.4.4'])
 const policy = (mode: Policy['mode'], allow = ''): Policy => ({ mode, rules: parseRules(allow), hostAddresses: HOST })
 
 t.test('classifies every IPv4 class', async t => {
@@ -19,7 +19,7 @@ t.test('classifies every IPv4 class', async t => {
     ['224.0.0.1', 'multicast'], ['239.255.255.250', 'multicast'],
     ['0.0.0.0', 'unspecified'], ['0.1.2.3', 'unspecified'], ['255.255.255.255', 'broadcast'],
     ['240.0.0.1', 'reserved'], ['198.18.0.1', 'reserved'], ['203.0.113.9', 'reserved'],
-    ['192.0.2.2', 'host'], ['172.18.0.1', 'host']
+    ['192.0.2.2', 'host'], ['172.18.0.1', 'host'], ['8.8.4.4', 'host'], ['127.0.0.1', 'loopback']
   ]
   for (const [address, cls] of cases) t.equal(classify(address, HOST), cls, address)
 })
@@ -35,7 +35,7 @@ t.test('classifies every IPv6 class, including forms that embed an IPv4 address'
     ['::ffff:10.1.2.3', 'private'], ['::ffff:8.8.8.8', 'public'], ['::ffff:192.0.2.2', 'host'],
     ['64:ff9b::a9fe:a9fe', 'metadata'], ['64:ff9b::808:808', 'public'], ['2002:7f00:1::1', 'loopback'],
     ['2002:0a00:0001::', 'private'], ['::127.0.0.1', 'reserved'],
-    ['fe80::42:acff:fe12:1', 'host'], ['2a01:4f8::10', 'host']
+    ['fe80::42:acff:fe12:1', 'link-local'], ['2a01:4f8::10', 'host']
   ]
   for (const [address, cls] of cases) t.equal(classify(address, HOST), cls, address)
 })
