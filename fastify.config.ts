@@ -71,6 +71,7 @@ const plugins = {
     allow: config.EGRESS_ALLOW,
     port: config.EGRESS_PORT,
     maxConnectionsPerChat: config.EGRESS_MAX_CONNECTIONS,
+    maxBytesPerSecond: config.EGRESS_MAX_BYTES_PER_SECOND,
     idleTimeoutS: config.EGRESS_IDLE_TIMEOUT,
     firewall: config.EGRESS_FIREWALL
   }),

@@ -37,6 +37,7 @@ export const ConfigSchema = Type.Object({
   EGRESS_ALLOW: Str('', 'Allow rules, comma-separated: names (pypi.org, *.example.com, .example.com), IPs and CIDRs, each with optional :port. Address rules also open private and host addresses.'),
   EGRESS_PORT: Int(3128, 'Port of the egress proxy on the sandbox network gateway.', 1),
   EGRESS_MAX_CONNECTIONS: Int(64, 'Open proxy connections per chat.', 1),
+  EGRESS_MAX_BYTES_PER_SECOND: Type.Integer({ default: 0, minimum: 0, description: 'Bandwidth cap per chat over all its proxied connections, both directions (k/m/g suffix); 0 = unlimited.', 'x-kind': 'size' }),
   EGRESS_IDLE_TIMEOUT: Int(300, 'Seconds an idle proxied connection stays open.', 1),
   EGRESS_FIREWALL: Bool(true, 'Install iptables rules so the sandbox network reaches the host only on EGRESS_PORT (needs root on the Docker host).'),
   CONTAINER_MEM_LIMIT: Size(2147483648, 'Memory limit per sandbox (swap equal).'),

@@ -1,7 +1,9 @@
 import { createServer, connect, type Server, type Socket } from 'node:net'
+import type { Transform } from 'node:stream'
 import type { FastifyBaseLogger } from 'fastify'
 import { headEnd, MAX_HEAD, parseHead, refusal, type Head } from './head.js'
 import { decide, precheck, type Policy } from './policy.js'
+import { createRateLimiter } from './throttle.js'
 import type { ConnectionRecord } from './types.js'
 
 /*
@@ -29,6 +31,8 @@ export interface ProxyLimits {
   idleTimeoutMs: number
   connectTimeoutMs: number
   headTimeoutMs: number
+  /** per chat, both directions, all connections; 0 = unlimited */
+  bytesPerSecond: number
 }
 
 export interface EgressProxy {
@@ -43,6 +47,7 @@ export function createEgressProxy (deps: ProxyDeps, limits: ProxyLimits): Egress
   const perChat = new Map<string, number>()
   const sockets = new Set<Socket>()
   const now = deps.now ?? Date.now
+  const rate = createRateLimiter(limits.bytesPerSecond)
   const server = createServer({ pauseOnConnect: false }, client => {
     sockets.add(client)
     client.once('close', () => sockets.delete(client))
@@ -57,7 +62,7 @@ export function createEgressProxy (deps: ProxyDeps, limits: ProxyLimits): Egress
     perChat.set(chatId, count + 1)
     client.once('close', () => {
       const left = (perChat.get(chatId) ?? 1) - 1
-      if (left <= 0) perChat.delete(chatId); else perChat.set(chatId, left)
+      if (left <= 0) { perChat.delete(chatId); rate.release(chatId) } else perChat.set(chatId, left)
     })
     readHead(client, limits.headTimeoutMs, (err, head, rest) => {
       if (err !== null) { client.end(refusal(400, `bad proxy request: ${err}`)); return }
@@ -114,7 +119,7 @@ export function createEgressProxy (deps: ProxyDeps, limits: ProxyLimits): Egress
       if (head.kind === 'connect') client.write('HTTP/1.1 200 Connection Established\r\n\r\n')
       else upstream.write(head.head)
       if (rest.length > 0) upstream.write(rest)
-      splice(client, upstream, limits.idleTimeoutMs)
+      splice(client, upstream, limits.idleTimeoutMs, limits.bytesPerSecond > 0 ? () => rate.stream(chatId) : null)
       let recorded = false
       const done = (): void => {
         if (recorded) return
@@ -180,12 +185,18 @@ function readHead (client: Socket, timeoutMs: number, cb: (err: string | null, h
 }
 
 /** Pipes both ways with backpressure; either side idle for idleMs (no bytes either way) closes both. */
-function splice (client: Socket, upstream: Socket, idleMs: number): void {
+function splice (client: Socket, upstream: Socket, idleMs: number, throttle: (() => Transform) | null): void {
   client.setTimeout(idleMs, () => { client.destroy(); upstream.destroy() })
   upstream.setTimeout(idleMs, () => { client.destroy(); upstream.destroy() })
-  client.pipe(upstream)
-  upstream.pipe(client)
+  if (throttle === null) {
+    client.pipe(upstream)
+    upstream.pipe(client)
+  } else {
+    client.pipe(throttle()).pipe(upstream)
+    upstream.pipe(throttle()).pipe(client)
+  }
   client.resume()
   client.once('close', () => upstream.destroy())
-  upstream.once('close', () => { client.end(); setTimeout(() => client.destroy(), 1000).unref() })
+  // A clean end reaches the client through the pipe (after any throttled chunks); anything else drops it.
+  upstream.once('close', () => { if (!upstream.readableEnded) client.destroy() })
 }

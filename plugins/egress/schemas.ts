@@ -8,6 +8,7 @@ export const EgressOptions = Type.Object({
   port: Type.Optional(Type.Integer({ default: 3128, minimum: 1, maximum: 65535, description: 'EGRESS_PORT: proxy port on the sandbox network gateway' })),
   maxConnectionsPerChat: Type.Optional(Type.Integer({ default: 64, minimum: 1, description: 'EGRESS_MAX_CONNECTIONS' })),
   maxConnections: Type.Optional(Type.Integer({ default: 2048, minimum: 1, description: 'open proxy connections over all chats' })),
+  maxBytesPerSecond: Type.Optional(Type.Integer({ default: 0, minimum: 0, description: 'EGRESS_MAX_BYTES_PER_SECOND: per chat, 0 = unlimited' })),
   idleTimeoutS: Type.Optional(Type.Integer({ default: 300, minimum: 1, description: 'EGRESS_IDLE_TIMEOUT' })),
   logSize: Type.Optional(Type.Integer({ default: 200, minimum: 1, maximum: 10000, description: 'connections kept per chat' })),
   logChats: Type.Optional(Type.Integer({ default: 1000, minimum: 1, description: 'chats whose connection log is kept' })),

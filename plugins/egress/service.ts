@@ -82,7 +82,8 @@ export function createEgressService (deps: EgressDeps, opts: Required<EgressOpti
     maxConnections: opts.maxConnections,
     idleTimeoutMs: opts.idleTimeoutS * 1000,
     connectTimeoutMs: 10_000,
-    headTimeoutMs: 10_000
+    headTimeoutMs: 10_000,
+    bytesPerSecond: opts.maxBytesPerSecond
   })
 
   let bound: Promise<boolean> | null = null

@@ -11,10 +11,11 @@ import type { ConnectionRecord } from '../../../plugins/egress/types.js'
 
 // issue #13: the proxy on loopback only; upstreams are servers this test starts.
 
-const LIMITS: ProxyLimits = { maxConnectionsPerChat: 3, maxConnections: 100, idleTimeoutMs: 400, connectTimeoutMs: 2000, headTimeoutMs: 1000 }
+const LIMITS: ProxyLimits = { maxConnectionsPerChat: 3, maxConnections: 100, idleTimeoutMs: 400, connectTimeoutMs: 2000, headTimeoutMs: 1000, bytesPerSecond: 0 }
 
 async function canary (t: Test, text: string): Promise<number> {
   const server = http.createServer((req, res) => {
+    if (req.url === '/big') { res.end(Buffer.alloc(300 * 1024, 97)); return }
     let body = ''
     req.on('data', (c: Buffer) => { body += c.toString() })
     req.on('end', () => { res.end(`${text} ${req.method ?? ''} ${req.url ?? ''} ${req.headers['proxy-authorization'] ?? 'no-proxy-auth'} ${body}`) })
@@ -153,4 +154,14 @@ t.test('a client that never sends a request is dropped after the head timeout', 
     s.on('close', () => { resolve(out) })
   })
   t.match(text, /400 bad proxy request: no request within the time limit/)
+})
+
+t.test('caps a chat\'s bandwidth over all its connections', async t => {
+  const { port, a } = await proxy(t, ({ a }) => `127.0.0.1:${a}`, { ...LIMITS, idleTimeoutMs: 10_000, bytesPerSecond: 200 * 1024 })
+  const started = Date.now()
+  const results = await Promise.all([1, 2].map(async () => await viaProxy(port, `http://canary-a.test:${a}/big`)))
+  const elapsed = Date.now() - started
+  t.same(results.map(r => r.text.length), [300 * 1024, 300 * 1024], 'both downloads complete')
+  // 600 KiB at 200 KiB/s with a 200 KiB burst: at least 2 s (bound checked with slack for timers)
+  t.ok(elapsed >= 1800, `two parallel downloads share one 200 KiB/s bucket (took ${elapsed} ms)`)
 })
