@@ -14,7 +14,7 @@ export type { EgressOptions } from './schemas.js'
  * Sandbox egress (issue #13): sandboxes sit on an internal Docker network with no route out; their
  * only way out is this plugin's HTTP proxy (CONNECT and plain HTTP) on the network's gateway, which
  * decides every connection by the chat's policy after DNS, logs it per chat, and caps connections.
- * Decorates `egress`; routes under /chats/:chat/egress.
+ * Decorates `egress`; routes under /api/egress/:chat.
  *
  * `lookup` (not an option of the manifest) lets tests resolve their canary names.
  */

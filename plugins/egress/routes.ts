@@ -5,17 +5,17 @@ import { ErrorResponse } from '../../core/errors.js'
 import { ChatParams, LogReply, OverrideBody, PolicyReply } from './schemas.js'
 
 /*
- * GET    /chats/:chat/egress       the chat's effective policy (API key or the chat's capability token)
- * PUT    /chats/:chat/egress       sets the chat's override (API key only): { mode?, allow? }
- * DELETE /chats/:chat/egress       clears it (API key only)
- * GET    /chats/:chat/egress/log   the chat's recent connections, oldest first (API key or token)
+ * GET    /api/egress/:chat       the chat's effective policy (API key or the chat's capability token)
+ * PUT    /api/egress/:chat       sets the chat's override (API key only): { mode?, allow? }
+ * DELETE /api/egress/:chat       clears it (API key only)
+ * GET    /api/egress/:chat/log   the chat's recent connections, oldest first (API key or token)
  * Changes apply to the chat's next connection; the sandbox is not restarted.
  */
 const routes: FastifyPluginAsync = async fastify => {
-  chatRouteCors(fastify, ['/chats/:chat/egress/log'])
+  chatRouteCors(fastify, ['/api/egress/:chat', '/api/egress/:chat/log'])
   const { egress, auth } = fastify
 
-  fastify.get<{ Params: ChatParams }>('/chats/:chat/egress', {
+  fastify.get<{ Params: ChatParams }>('/api/egress/:chat', {
     schema: { params: ChatParams, response: { 200: PolicyReply, '4xx': ErrorResponse } }
   }, async request => {
     const chatId = requireChatId(request.params.chat)
@@ -23,7 +23,7 @@ const routes: FastifyPluginAsync = async fastify => {
     return egress.effective(chatId)
   })
 
-  fastify.put<{ Params: ChatParams, Body: OverrideBody }>('/chats/:chat/egress', {
+  fastify.put<{ Params: ChatParams, Body: OverrideBody }>('/api/egress/:chat', {
     schema: { params: ChatParams, body: OverrideBody, response: { 200: PolicyReply, '4xx': ErrorResponse } }
   }, async (request, reply) => {
     await auth.requireApiKey(request, reply)
@@ -33,7 +33,7 @@ const routes: FastifyPluginAsync = async fastify => {
     return egress.effective(chatId)
   })
 
-  fastify.delete<{ Params: ChatParams }>('/chats/:chat/egress', {
+  fastify.delete<{ Params: ChatParams }>('/api/egress/:chat', {
     schema: { params: ChatParams, response: { 200: PolicyReply, '4xx': ErrorResponse } }
   }, async (request, reply) => {
     await auth.requireApiKey(request, reply)
@@ -42,7 +42,7 @@ const routes: FastifyPluginAsync = async fastify => {
     return egress.effective(chatId)
   })
 
-  fastify.get<{ Params: ChatParams }>('/chats/:chat/egress/log', {
+  fastify.get<{ Params: ChatParams }>('/api/egress/:chat/log', {
     schema: { params: ChatParams, response: { 200: LogReply, '4xx': ErrorResponse } }
   }, async (request, reply) => {
     const chatId = requireChatId(request.params.chat)

@@ -111,8 +111,8 @@ except OSError as e:
   })
 
   t.test('the per-chat log shows both decisions; reading it needs credentials', async t => {
-    t.equal((await app.inject({ method: 'GET', url: `/chats/${CHAT}/egress/log` })).statusCode, 401)
-    const res = await app.inject({ method: 'GET', url: `/chats/${CHAT}/egress/log`, headers: auth })
+    t.equal((await app.inject({ method: 'GET', url: `/api/egress/${CHAT}/log` })).statusCode, 401)
+    const res = await app.inject({ method: 'GET', url: `/api/egress/${CHAT}/log`, headers: auth })
     t.equal(res.statusCode, 200)
     const { connections } = res.json() as { connections: Array<{ host: string, decision: string, bytesDown: number, message?: string }> }
     const allowed = connections.find(c => c.host === 'canary-a.test' && c.decision === 'allowed')
@@ -121,16 +121,16 @@ except OSError as e:
   })
 
   t.test('a per-chat override takes effect on the next connection without restarting the sandbox', async t => {
-    t.equal((await app.inject({ method: 'PUT', url: `/chats/${CHAT}/egress`, payload: { allow: [`127.0.0.1:${b.port}`] } })).statusCode, 401, 'bearer required')
-    const bad = await app.inject({ method: 'PUT', url: `/chats/${CHAT}/egress`, headers: auth, payload: { allow: ['*bad'] } })
+    t.equal((await app.inject({ method: 'PUT', url: `/api/egress/${CHAT}`, payload: { allow: [`127.0.0.1:${b.port}`] } })).statusCode, 401, 'bearer required')
+    const bad = await app.inject({ method: 'PUT', url: `/api/egress/${CHAT}`, headers: auth, payload: { allow: ['*bad'] } })
     t.match({ status: bad.statusCode, body: bad.json() }, { status: 400, body: { error: 'bad_rule', detail: /'\*bad'/ } })
-    const put = await app.inject({ method: 'PUT', url: `/chats/${CHAT}/egress`, headers: auth, payload: { allow: [`127.0.0.1:${b.port}`] } })
+    const put = await app.inject({ method: 'PUT', url: `/api/egress/${CHAT}`, headers: auth, payload: { allow: [`127.0.0.1:${b.port}`] } })
     t.equal(put.statusCode, 200)
     t.match(put.json(), { mode: 'open', override: { mode: null, allow: [`127.0.0.1:${b.port}`] } })
     t.match(await sh(`curl -sS -m 20 http://canary-b.test:${b.port}/now`), { out: 'hello from canary-b\n', code: 0 })
-    await app.inject({ method: 'PUT', url: `/chats/${CHAT}/egress`, headers: auth, payload: { mode: 'off' } })
+    await app.inject({ method: 'PUT', url: `/api/egress/${CHAT}`, headers: auth, payload: { mode: 'off' } })
     t.match((await sh(`curl -sS -m 20 http://canary-a.test:${a.port}/`)).out, /egress is switched off/)
-    const cleared = await app.inject({ method: 'DELETE', url: `/chats/${CHAT}/egress`, headers: auth })
+    const cleared = await app.inject({ method: 'DELETE', url: `/api/egress/${CHAT}`, headers: auth })
     t.match(cleared.json(), { mode: 'open', override: null })
     t.match(await sh(`curl -sS -m 20 http://canary-a.test:${a.port}/again`), { out: 'hello from canary-a\n' })
     t.equal((await app.sandbox.status(CHAT)).containerId, info.containerId, 'same container throughout')
