@@ -27,6 +27,7 @@ import runtimeCli from './plugins/runtime-cli/index.js'
 import subAgent from './plugins/sub-agent/index.js'
 import docs from './plugins/docs/index.js'
 import oauth from './plugins/oauth/index.js'
+import egress from './plugins/egress/index.js'
 
 const plugins = {
   'mcp-transport': config => entry(mcpTransport, {
@@ -50,6 +51,7 @@ const plugins = {
     prefix: config.SANDBOX_PREFIX,
     network: config.sandboxNetwork,
     enableNetwork: config.ENABLE_NETWORK,
+    egressPort: config.EGRESS_PORT,
     dataDir: config.DATA_DIR,
     dataDirHost: config.dataDirHost,
     memLimit: config.CONTAINER_MEM_LIMIT,
@@ -66,6 +68,15 @@ const plugins = {
     skillsDirHost: config.SKILLS_DIR_HOST,
     subagentCli: config.subagentCli,
     sandboxEnv: sandboxEnvFromConfig(config)
+  }),
+  egress: config => entry(egress, {
+    mode: config.EGRESS as 'open' | 'allowlist' | 'off',
+    allow: config.EGRESS_ALLOW,
+    port: config.EGRESS_PORT,
+    maxConnectionsPerChat: config.EGRESS_MAX_CONNECTIONS,
+    maxBytesPerSecond: config.EGRESS_MAX_BYTES_PER_SECOND,
+    idleTimeoutS: config.EGRESS_IDLE_TIMEOUT,
+    firewall: config.EGRESS_FIREWALL
   }),
   'workspace-tools': config => entry(workspaceTools, {
     commandTimeoutS: config.COMMAND_TIMEOUT,

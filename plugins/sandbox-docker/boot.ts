@@ -20,10 +20,7 @@ export async function bootstrap (reg: Registry): Promise<void> {
       throw err
     }
     reg.dockerUp = true
-    if (reg.opts.enableNetwork) {
-      const result = await reg.docker.ensureNetwork(reg.networkName, { 'managed-by': 'computer-use-server', 'cu.prefix': reg.opts.prefix })
-      reg.log.info({ network: reg.networkName, result }, 'sandbox network ready (inter-container communication disabled)')
-    }
+    if (reg.opts.enableNetwork) await prepareNetwork(reg)
     const imageId = await reg.docker.imageId(reg.opts.image)
     if (imageId === null) {
       reg.log.error(`sandbox image '${reg.opts.image}' is missing: build it with \`npm run sandbox:build\` (sandbox-image/build.sh); tool calls fail until it exists`)
@@ -32,6 +29,37 @@ export async function bootstrap (reg: Registry): Promise<void> {
     reg.bootstrapped = true
   })().finally(() => { reg.bootstrapping = null })
   await reg.bootstrapping
+}
+
+/**
+ * Ensures the internal sandbox network and points new sandboxes' proxy variables at its gateway. A
+ * network created before the egress policy (with a route out) is replaced when nothing uses it;
+ * otherwise sandboxes fail closed (network none) until an operator removes it.
+ */
+export async function prepareNetwork (reg: Registry): Promise<void> {
+  const labels = { 'managed-by': 'computer-use-server', 'cu.prefix': reg.opts.prefix }
+  let net = await reg.docker.ensureNetwork(reg.networkName, labels)
+  if (!net.internal) {
+    try {
+      await reg.docker.removeNetwork(reg.networkName)
+      net = await reg.docker.ensureNetwork(reg.networkName, labels)
+      reg.log.warn({ network: reg.networkName }, 'replaced a sandbox network that had a route out with an internal one')
+    } catch (err) {
+      reg.log.error({ network: reg.networkName, err: describe(err) },
+        `sandbox network '${reg.networkName}' has a direct route out and is in use: new sandboxes get no network until it is removed (stop its sandboxes, then docker network rm ${reg.networkName})`)
+    }
+  }
+  if (!net.internal || net.gateway === null) {
+    reg.network = null
+    reg.settings.networkMode = 'none'
+    reg.settings.egressProxy = null
+    return
+  }
+  reg.network = net
+  reg.settings.networkMode = reg.networkName
+  reg.settings.egressProxy = reg.opts.egressPort > 0 ? `http://${net.gateway}:${reg.opts.egressPort}` : null
+  reg.log.info({ network: reg.networkName, result: net.result, gateway: net.gateway, proxy: reg.settings.egressProxy },
+    'sandbox network ready (internal: no route out; inter-container communication disabled)')
 }
 
 /** §5.6 item 7: register every labelled container of our prefix; the boot time counts as activity. */

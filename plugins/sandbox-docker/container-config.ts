@@ -19,6 +19,8 @@ export interface ContainerSettings {
   skillsDirHost: string
   subagentCli: string
   sandboxEnv: Record<string, string>
+  /** http://<gateway>:<port> of the egress proxy, null when sandboxes have no network */
+  egressProxy?: string | null
 }
 
 export const SANDBOX_USER = 'assistant'
@@ -60,7 +62,7 @@ export function buildContainerConfig (s: ContainerSettings, chatId: string, user
     Hostname: names.hostname,
     User: SANDBOX_USER,
     WorkingDir: SANDBOX_HOME,
-    Env: toEnvList(s.sandboxEnv, chatEnv(chatId, s.subagentCli, user)),
+    Env: toEnvList(s.sandboxEnv, chatEnv(chatId, s.subagentCli, user), proxyEnv(s.egressProxy)),
     Labels: containerLabels(s.prefix, chatId, s.image, now),
     AttachStdin: false,
     AttachStdout: false,
@@ -80,14 +82,27 @@ export function buildContainerConfig (s: ContainerSettings, chatId: string, user
       LogConfig: { Type: 'json-file', Config: { 'max-size': '10m', 'max-file': '3' } },
       RestartPolicy: { Name: 'no' },
       NetworkMode: s.networkMode,
+      // No IPv6 link-local path to the host beside the IPv4 one the firewall covers.
+      ...(s.networkMode === 'none' ? {} : { Sysctls: { 'net.ipv6.conf.all.disable_ipv6': '1' } }),
       PublishAllPorts: false,
       Mounts: mounts
     }
   }
 }
 
+/** The variables every common tool reads (curl only reads lower-case http_proxy; npm, pip, git, apt read these). */
+const PROXY_VARS = ['HTTP_PROXY', 'HTTPS_PROXY', 'http_proxy', 'https_proxy', 'NO_PROXY', 'no_proxy', 'npm_config_proxy', 'npm_config_https_proxy']
+
+/** Egress through the server's policy proxy (plugins/egress): the sandbox network has no other way out. */
+export function proxyEnv (proxy: string | null | undefined): Record<string, string> {
+  if (proxy === null || proxy === undefined) return {}
+  const env: Record<string, string> = {}
+  for (const name of PROXY_VARS) env[name] = name.toLowerCase().includes('no_proxy') ? 'localhost,127.0.0.1,::1' : proxy
+  return env
+}
+
 /** Environment names a container's creation fixes from the configuration (user-derived ones excluded). */
-const MANAGED_ENV = new Set<string>(['CHAT_ID', 'SUBAGENT_CLI', 'OPENCODE_CONFIG', 'VISION_API_KEY', 'VISION_API_URL', 'VISION_MODEL',
+const MANAGED_ENV = new Set<string>([...PROXY_VARS, 'CHAT_ID', 'SUBAGENT_CLI', 'OPENCODE_CONFIG', 'VISION_API_KEY', 'VISION_API_URL', 'VISION_MODEL',
   ...Object.values(CLI_ALLOWLIST).flat()])
 
 function envMap (list: string[]): Map<string, string> {
@@ -100,7 +115,7 @@ function envMap (list: string[]): Map<string, string> {
 }
 
 /** What an existing container looks like, for drift detection: the adapter's details minus identity. */
-export type ExistingContainer = Omit<ContainerDetails, keyof ContainerSummary>
+export type ExistingContainer = Omit<ContainerDetails, keyof ContainerSummary | 'addresses'>
 
 /**
  * Why an existing (stopped) container no longer matches the settings, or null. Settings fixed at

@@ -49,9 +49,21 @@ export interface ContainerDetails extends ContainerSummary {
   env: string[]
   mounts: Array<{ type: string, source: string, target: string, readOnly: boolean }>
   networkMode: string
+  /** IPv4 address per attached network (empty when stopped) */
+  addresses: Record<string, string>
   memory: number
   nanoCpus: number
   pidsLimit: number
+}
+
+export interface NetworkInfo {
+  id: string
+  internal: boolean
+  /** the host's address on the network (the bridge's gateway), null when Docker reports none */
+  gateway: string | null
+  subnet: string | null
+  /** host interface of the bridge */
+  bridge: string
 }
 
 export interface VolumeSummary { name: string, labels: Record<string, string>, createdAt?: string }
@@ -82,8 +94,11 @@ export interface DockerClient {
   ping (timeoutMs?: number): Promise<void>
   /** Image id, or null when the image is not present locally. Never pulls. */
   imageId (image: string): Promise<string | null>
-  /** Creates a bridge network with inter-container communication disabled unless it exists. */
-  ensureNetwork (name: string, labels: Record<string, string>): Promise<'created' | 'exists'>
+  /**
+   * Creates an internal bridge network (no route out, inter-container communication disabled) unless
+   * it exists; answers what the existing or new network is (an old network may not be internal).
+   */
+  ensureNetwork (name: string, labels: Record<string, string>): Promise<NetworkInfo & { result: 'created' | 'exists' }>
   /** `config` is a Docker create body (container-config.ts). */
   createContainer (config: object): Promise<{ id: string } | 'conflict'>
   /** 304 (already running) is success. */
@@ -157,30 +172,43 @@ export function createDockerClient (host: string): DockerClient {
     },
 
     async ensureNetwork (name, labels) {
-      try {
-        await docker.getNetwork(name).inspect()
-        return 'exists'
-      } catch (err) {
-        const e = toDockerError(err, `network inspect ${name}`)
-        if (e.statusCode !== 404) throw e
+      const describeNetwork = async (): Promise<NetworkInfo | null> => {
+        try {
+          const n = await docker.getNetwork(name).inspect() as unknown as { Id: string, Internal?: boolean, Options?: Record<string, string>, IPAM?: { Config?: Array<{ Gateway?: string, Subnet?: string }> } }
+          const v4 = (n.IPAM?.Config ?? []).find(c => c.Subnet !== undefined && !c.Subnet.includes(':'))
+          return {
+            id: n.Id,
+            internal: n.Internal === true,
+            gateway: v4?.Gateway ?? null,
+            subnet: v4?.Subnet ?? null,
+            bridge: n.Options?.['com.docker.network.bridge.name'] ?? `br-${n.Id.slice(0, 12)}`
+          }
+        } catch (err) {
+          const e = toDockerError(err, `network inspect ${name}`)
+          if (e.statusCode === 404) return null
+          throw e
+        }
       }
+      const existing = await describeNetwork()
+      if (existing !== null) return { ...existing, result: 'exists' }
       try {
         await docker.createNetwork({
           Name: name,
           Driver: 'bridge',
           CheckDuplicate: true,
-          Internal: false,
+          Internal: true,
           Attachable: false,
           Labels: labels,
           Options: { 'com.docker.network.bridge.enable_icc': 'false' },
           abortSignal: signal()
         } as Docker.NetworkCreateOptions)
-        return 'created'
       } catch (err) {
         const e = toDockerError(err, `network create ${name}`)
-        if (e.statusCode === 409) return 'exists'
-        throw e
+        if (e.statusCode !== 409) throw e
       }
+      const created = await describeNetwork()
+      if (created === null) throw new DockerError(`network ${name} vanished after creation`, 404, false)
+      return { ...created, result: 'created' }
     },
 
     async createContainer (config) {
@@ -255,6 +283,8 @@ export function createDockerClient (host: string): DockerClient {
         env: info.Config.Env ?? [],
         mounts: (info.HostConfig.Mounts ?? []).map(m => ({ type: m.Type, source: m.Source, target: m.Target, readOnly: m.ReadOnly === true })),
         networkMode: info.HostConfig.NetworkMode ?? '',
+        addresses: Object.fromEntries(Object.entries(info.NetworkSettings?.Networks ?? {})
+          .filter(([, n]) => typeof n.IPAddress === 'string' && n.IPAddress !== '').map(([k, n]) => [k, n.IPAddress])),
         memory: info.HostConfig.Memory ?? 0,
         nanoCpus: info.HostConfig.NanoCpus ?? 0,
         pidsLimit: info.HostConfig.PidsLimit ?? 0

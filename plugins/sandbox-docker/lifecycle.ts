@@ -1,7 +1,7 @@
 import { chatPaths, type ChatPaths } from '../../core/chat-paths.js'
 import type { RequestUser } from '../../core/identity.js'
 import { activity, metaUserChanged, saveMeta } from './activity.js'
-import { bootstrap } from './boot.js'
+import { bootstrap, prepareNetwork } from './boot.js'
 import { buildContainerConfig, configDrift, SANDBOX_USER } from './container-config.js'
 import { chownOutputs, exists, prepareChatDirs, removeChatDir } from './data-dirs.js'
 import type { ContainerDetails, DockerError } from './docker-client.js'
@@ -153,7 +153,7 @@ async function createOnce (reg: Registry, config: ReturnType<typeof buildContain
     if (e.statusCode === 404 && /no such image/i.test(e.message)) throw new SANDBOX_IMAGE_MISSING(reg.opts.image)
     if (e.statusCode === 404 && /network/i.test(e.message) && reg.opts.enableNetwork) {
       // The network was removed behind our back: recreate it once.
-      await reg.docker.ensureNetwork(reg.networkName, { 'managed-by': 'computer-use-server', 'cu.prefix': reg.opts.prefix })
+      await prepareNetwork(reg)
       return await reg.docker.createContainer(config)
     }
     throw err

@@ -3,7 +3,7 @@ import type { FastifyBaseLogger } from 'fastify'
 import { chatKey } from '../../core/chat-id.js'
 import type { ContainerSettings } from './container-config.js'
 import type { ChatMeta } from './data-dirs.js'
-import { DockerError, type DockerClient } from './docker-client.js'
+import { DockerError, type DockerClient, type NetworkInfo } from './docker-client.js'
 import { SANDBOX_DOCKER_UNAVAILABLE, SANDBOX_FAILED, SANDBOX_NOT_RUNNING } from './errors.js'
 import { sandboxNames, type SandboxNames } from './names.js'
 import type { EnsureHook, SandboxInfo, StopHook, StopReason } from './types.js'
@@ -21,6 +21,8 @@ export interface ServiceOptions {
   prefix: string
   network: string
   enableNetwork: boolean
+  /** port of the egress proxy on the network's gateway; 0 = no proxy variables */
+  egressPort: number
   dataDir: string
   dataDirHost: string
   memLimit: number
@@ -62,6 +64,8 @@ export interface Entry {
   ensuring: Promise<{ info: SandboxInfo, started: boolean }> | null
   stopping: boolean
   meta?: ChatMeta
+  /** address on the sandbox network, cached while running */
+  address?: { containerId: string, ip: string }
   /** meta.json was read (or found missing) once */
   metaLoaded: boolean
   metaWrittenAt: number
@@ -75,6 +79,8 @@ export interface Registry {
   readonly log: FastifyBaseLogger
   readonly settings: ContainerSettings
   readonly networkName: string
+  /** the internal sandbox network once bootstrap prepared it; null without one (fail closed: network none) */
+  network: NetworkInfo | null
   readonly bootTime: number
   readonly entries: Map<string, Entry>
   readonly hooks: EnsureHook[]
@@ -121,6 +127,7 @@ export function createRegistry (opts: ServiceOptions, docker: DockerClient, log:
     docker,
     log,
     networkName,
+    network: null,
     bootTime: opts.now(),
     settings: {
       image: opts.image,
@@ -132,7 +139,8 @@ export function createRegistry (opts: ServiceOptions, docker: DockerClient, log:
       pidsLimit: opts.pidsLimit,
       skillsDirHost: opts.skillsDirHost,
       subagentCli: opts.subagentCli,
-      sandboxEnv: opts.sandboxEnv
+      sandboxEnv: opts.sandboxEnv,
+      egressProxy: null
     },
     entries: new Map(),
     hooks: [],

@@ -9,6 +9,7 @@ export const SandboxDockerOptions = Type.Object({
   image: Type.Optional(Type.String({ default: 'computer-use-sandbox:latest', minLength: 1, description: 'DOCKER_IMAGE' })),
   prefix: Type.Optional(Type.String({ default: 'cu', pattern: '^[a-z0-9][a-z0-9-]{0,19}$', description: 'SANDBOX_PREFIX' })),
   network: Type.Optional(Type.String({ default: '', description: 'SANDBOX_NETWORK; empty = <prefix>-sandboxes' })),
+  egressPort: Type.Optional(Type.Integer({ default: 0, minimum: 0, maximum: 65535, description: 'EGRESS_PORT: egress proxy port on the network gateway; 0 = no proxy variables' })),
   enableNetwork: Type.Optional(Type.Boolean({ default: true, description: 'ENABLE_NETWORK; false = network mode none' })),
   dataDir: Type.Optional(Type.String({ default: '/data', minLength: 1, description: 'DATA_DIR (server view)' })),
   dataDirHost: Type.Optional(Type.String({ default: '', description: 'DATA_DIR_HOST (daemon view); empty = dataDir' })),

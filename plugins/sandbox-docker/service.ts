@@ -6,7 +6,7 @@ import type { DockerClient } from './docker-client.js'
 import { exec, openStream, putFile } from './exec.js'
 import { ensure, remove, status } from './lifecycle.js'
 import { purge, reap } from './reaper.js'
-import { createRegistry, entryOf, stopEntry, type ServiceOptions } from './registry.js'
+import { createRegistry, entryOf, stopEntry, type Entry, type Registry, type ServiceOptions } from './registry.js'
 import type { SandboxService } from './types.js'
 
 export type { ServiceOptions } from './registry.js'
@@ -34,6 +34,18 @@ export interface DockerSandboxService extends Required<SandboxService> {
  * command.ts (reaching into a running sandbox), reaper.ts (idle, max age, purge, capacity),
  * boot.ts (bootstrap, re-adoption, readiness), activity.ts (leases, meta.json).
  */
+/** A running sandbox's address on the sandbox network, inspected once per container. */
+async function sandboxAddress (reg: Registry, entry: Entry): Promise<string | null> {
+  const id = entry.containerId
+  if (entry.state !== 'running' || id === undefined) return null
+  if (entry.address?.containerId === id) return entry.address.ip
+  const details = await reg.docker.inspectContainer(id)
+  const ip = details?.running === true ? details.addresses[reg.networkName] : undefined
+  if (ip === undefined) return null
+  entry.address = { containerId: id, ip }
+  return ip
+}
+
 export function createSandboxService (opts: ServiceOptions, docker: DockerClient, log: FastifyBaseLogger): DockerSandboxService {
   const reg = createRegistry(opts, docker, log)
   const service: DockerSandboxService = {
@@ -55,7 +67,11 @@ export function createSandboxService (opts: ServiceOptions, docker: DockerClient
     stop: async chatId => { await stopEntry(reg, entryOf(reg, chatId), 'stopped') },
     remove: async (chatId, o) => { await remove(reg, chatId, o) },
     onEnsure: hook => { reg.hooks.push(hook) },
-    onStop: hook => { reg.stopHooks.push(hook) }
+    onStop: hook => { reg.stopHooks.push(hook) },
+    network: () => reg.network === null || reg.network.gateway === null
+      ? null
+      : { name: reg.networkName, gateway: reg.network.gateway, subnet: reg.network.subnet, bridge: reg.network.bridge },
+    address: async chatId => await sandboxAddress(reg, entryOf(reg, chatId))
   }
   return service
 }

@@ -156,6 +156,20 @@ export interface SandboxService {
    * SANDBOX_NOT_RUNNING. The caller holds a lease (kind 'socket') for as long as it is open.
    */
   openStream? (chatId: string, argv: string[], opts?: StreamOptions): Promise<SandboxStream>
+  /** Extension: the internal sandbox network once prepared; null without one (ENABLE_NETWORK=false, Docker not reached yet, fail-closed). */
+  network? (): SandboxNetwork | null
+  /** Extension: a running sandbox's address on the sandbox network (cached), null when it has none. Never starts anything. */
+  address? (chatId: string): Promise<string | null>
+}
+
+/** Extension: the sandbox network as the host sees it (internal: no route out). */
+export interface SandboxNetwork {
+  name: string
+  /** the host's address on it: where the egress proxy listens */
+  gateway: string
+  subnet: string | null
+  /** host interface of the bridge (firewall rules) */
+  bridge: string
 }
 
 declare module 'fastify' {

@@ -1,0 +1,44 @@
+import fp from 'fastify-plugin'
+import type { FastifyPluginAsync } from 'fastify'
+import { CORE_INVALID_PLUGIN_OPTIONS } from '../../core/errors.js'
+import { parseOptions } from '../../core/config.js'
+import { parseRules } from './rules.js'
+import routes from './routes.js'
+import { EgressOptions } from './schemas.js'
+import { createEgressService } from './service.js'
+import type { Lookup } from './proxy.js'
+
+export type { EgressOptions } from './schemas.js'
+
+/**
+ * Sandbox egress (issue #13): sandboxes sit on an internal Docker network with no route out; their
+ * only way out is this plugin's HTTP proxy (CONNECT and plain HTTP) on the network's gateway, which
+ * decides every connection by the chat's policy after DNS, logs it per chat, and caps connections.
+ * Decorates `egress`; routes under /api/egress/:chat.
+ *
+ * `lookup` (not an option of the manifest) lets tests resolve their canary names.
+ */
+const egress: FastifyPluginAsync<EgressOptions & { lookup?: Lookup }> = async (fastify, raw) => {
+  const { lookup, ...rest } = raw
+  const opts = parseOptions(EgressOptions, rest, 'egress')
+  try { parseRules(opts.allow) } catch (err) { throw new CORE_INVALID_PLUGIN_OPTIONS('egress', `EGRESS_ALLOW: ${(err as Error).message}`) }
+  const log = fastify.log.child({ plugin: 'egress' })
+  const { service, attach, detach, close } = createEgressService({
+    sandbox: fastify.sandbox,
+    log,
+    ...(lookup === undefined ? {} : { lookup }),
+    firewall: opts.firewall
+  }, opts)
+  fastify.decorate('egress', service)
+  fastify.sandbox.onEnsure(async box => { await attach(box.chatId) })
+  fastify.sandbox.onStop?.(chatId => { detach(chatId) })
+  fastify.addHook('preClose', close)
+  await fastify.register(routes)
+}
+
+export default fp(egress, {
+  name: 'egress',
+  fastify: '5.x',
+  dependencies: ['sandbox-docker'],
+  decorators: { fastify: ['sandbox', 'auth'] }
+})

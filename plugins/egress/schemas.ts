@@ -1,0 +1,49 @@
+import Type, { type Static } from 'typebox'
+
+const Mode = Type.Union([Type.Literal('open'), Type.Literal('allowlist'), Type.Literal('off')])
+
+export const EgressOptions = Type.Object({
+  mode: Type.Optional(Type.Union([Type.Literal('open'), Type.Literal('allowlist'), Type.Literal('off')], { default: 'open', description: 'EGRESS' })),
+  allow: Type.Optional(Type.String({ default: '', description: 'EGRESS_ALLOW: names (*.x, .x), IPs, CIDRs, each with optional :port' })),
+  port: Type.Optional(Type.Integer({ default: 3128, minimum: 1, maximum: 65535, description: 'EGRESS_PORT: proxy port on the sandbox network gateway' })),
+  maxConnectionsPerChat: Type.Optional(Type.Integer({ default: 64, minimum: 1, description: 'EGRESS_MAX_CONNECTIONS' })),
+  maxConnections: Type.Optional(Type.Integer({ default: 2048, minimum: 1, description: 'open proxy connections over all chats' })),
+  maxBytesPerSecond: Type.Optional(Type.Integer({ default: 0, minimum: 0, description: 'EGRESS_MAX_BYTES_PER_SECOND: per chat, 0 = unlimited' })),
+  idleTimeoutS: Type.Optional(Type.Integer({ default: 300, minimum: 1, description: 'EGRESS_IDLE_TIMEOUT' })),
+  logSize: Type.Optional(Type.Integer({ default: 200, minimum: 1, maximum: 10000, description: 'connections kept per chat' })),
+  logChats: Type.Optional(Type.Integer({ default: 1000, minimum: 1, description: 'chats whose connection log is kept' })),
+  firewall: Type.Optional(Type.Boolean({ default: true, description: 'EGRESS_FIREWALL: install the iptables rules' }))
+})
+export type EgressOptions = Static<typeof EgressOptions>
+
+export const ChatParams = Type.Object({ chat: Type.String({ maxLength: 200 }) })
+export type ChatParams = Static<typeof ChatParams>
+
+export const OverrideBody = Type.Object({
+  mode: Type.Optional(Type.Union([Mode, Type.Null()])),
+  allow: Type.Optional(Type.Array(Type.String({ maxLength: 300 }), { maxItems: 256 }))
+}, { additionalProperties: false })
+export type OverrideBody = Static<typeof OverrideBody>
+
+const Record_ = Type.Object({
+  time: Type.String(),
+  host: Type.String(),
+  port: Type.Integer(),
+  method: Type.String(),
+  address: Type.Optional(Type.String()),
+  decision: Type.String(),
+  reason: Type.String(),
+  rule: Type.Optional(Type.String()),
+  message: Type.Optional(Type.String()),
+  bytesUp: Type.Integer(),
+  bytesDown: Type.Integer(),
+  durationMs: Type.Integer()
+})
+
+export const PolicyReply = Type.Object({
+  mode: Mode,
+  allow: Type.Array(Type.String()),
+  override: Type.Union([Type.Object({ mode: Type.Union([Mode, Type.Null()]), allow: Type.Array(Type.String()) }), Type.Null()])
+})
+
+export const LogReply = Type.Object({ connections: Type.Array(Record_) })

@@ -1,0 +1,143 @@
+import { lookup as dnsLookup } from 'node:dns/promises'
+import { networkInterfaces } from 'node:os'
+import type { FastifyBaseLogger } from 'fastify'
+import type { SandboxService } from '../sandbox-docker/types.js'
+import { addressSet } from './addresses.js'
+import { createConnectionLog } from './connection-log.js'
+import { EGRESS_BAD_RULE } from './errors.js'
+import { applyFirewall } from './firewall.js'
+import type { EgressMode, Policy } from './policy.js'
+import { createEgressProxy, type EgressProxy, type Lookup } from './proxy.js'
+import { parseRules, type Rule } from './rules.js'
+import type { EgressOptions } from './schemas.js'
+import type { EgressOverride, EgressService } from './types.js'
+
+/*
+ * The egress service: the policy of each chat (server setting + per-chat override), the source
+ * address → chat map fed by the sandbox driver's onEnsure hook, the connection log, and the proxy
+ * listener, bound on the sandbox network's gateway when the first sandbox with network starts.
+ */
+
+export interface EgressDeps {
+  sandbox: Pick<SandboxService, 'network' | 'address'>
+  log: FastifyBaseLogger
+  /** tests resolve their canary names here; default: the system resolver, 5 s bound */
+  lookup?: Lookup
+  /** tests on a shared host skip the iptables rules */
+  firewall?: boolean
+}
+
+const HOST_ADDRESSES_TTL_MS = 5000
+
+async function systemLookup (host: string): Promise<string[]> {
+  let timer: NodeJS.Timeout | undefined
+  const timeout = new Promise<never>((_resolve, reject) => {
+    timer = setTimeout(() => { reject(Object.assign(new Error('lookup timed out'), { code: 'ETIMEOUT' })) }, 5000)
+  })
+  try {
+    const found = await Promise.race([dnsLookup(host, { all: true, verbatim: true }), timeout])
+    return found.map(a => a.address)
+  } finally { clearTimeout(timer) }
+}
+
+function hostAddresses (): string[] {
+  return Object.values(networkInterfaces()).flatMap(list => (list ?? []).map(i => i.address))
+}
+
+export function createEgressService (deps: EgressDeps, opts: Required<EgressOptions>): {
+  service: EgressService
+  proxy: EgressProxy
+  /** onEnsure: bind the proxy when needed and map the sandbox's address to its chat */
+  attach: (chatId: string) => Promise<void>
+  detach: (chatId: string) => void
+  close: () => Promise<void>
+} {
+  const globalRules = parseRules(opts.allow)
+  const overrides = new Map<string, { override: EgressOverride, rules: Rule[] }>()
+  const byAddress = new Map<string, string>()
+  const addressOf = new Map<string, string>()
+  const connections = createConnectionLog(opts.logSize, opts.logChats)
+  let host = { at: -Infinity, set: new Set<string>() as ReadonlySet<string> }
+  const hostSet = (): ReadonlySet<string> => {
+    if (Date.now() - host.at > HOST_ADDRESSES_TTL_MS) host = { at: Date.now(), set: addressSet(hostAddresses()) }
+    return host.set
+  }
+
+  const policyFor = (chatId: string): Policy => {
+    const o = overrides.get(chatId)
+    return { mode: o?.override.mode ?? opts.mode, rules: o === undefined ? globalRules : [...globalRules, ...o.rules], hostAddresses: hostSet() }
+  }
+
+  const proxy = createEgressProxy({
+    log: deps.log,
+    identify: address => byAddress.get(address) ?? null,
+    policyFor,
+    lookup: deps.lookup ?? systemLookup,
+    record: (chatId, record) => {
+      connections.add(chatId, record)
+      deps.log.debug({ chatId, host: record.host, port: record.port, decision: record.decision, reason: record.reason }, 'egress connection')
+    }
+  }, {
+    maxConnectionsPerChat: opts.maxConnectionsPerChat,
+    maxConnections: opts.maxConnections,
+    idleTimeoutMs: opts.idleTimeoutS * 1000,
+    connectTimeoutMs: 10_000,
+    headTimeoutMs: 10_000,
+    bytesPerSecond: opts.maxBytesPerSecond
+  })
+
+  let bound: Promise<boolean> | null = null
+  const listen = async (): Promise<boolean> => {
+    const net = deps.sandbox.network?.() ?? null
+    if (net === null) return false
+    bound ??= (async () => {
+      try {
+        await proxy.listen(net.gateway, opts.port)
+      } catch (err) {
+        deps.log.error({ err, gateway: net.gateway, port: opts.port }, 'egress proxy cannot listen: sandboxes have no way out')
+        bound = null
+        return false
+      }
+      deps.log.info({ gateway: net.gateway, port: opts.port, mode: opts.mode, rules: globalRules.length }, 'egress proxy listening')
+      if (deps.firewall !== false) await applyFirewall(net, opts.port, deps.log)
+      return true
+    })()
+    return await bound
+  }
+
+  const service: EgressService = {
+    effective (chatId) {
+      const o = overrides.get(chatId)
+      return { mode: o?.override.mode ?? opts.mode, allow: [...globalRules, ...(o?.rules ?? [])].map(r => r.text), override: o?.override ?? null }
+    },
+    setOverride (chatId, override) {
+      if (override === null) { overrides.delete(chatId); return }
+      let rules: Rule[]
+      try { rules = parseRules(override.allow) } catch (err) { throw new EGRESS_BAD_RULE((err as Error).message) }
+      overrides.set(chatId, { override: { mode: override.mode, allow: rules.map(r => r.text) }, rules })
+    },
+    connections: chatId => connections.list(chatId)
+  }
+
+  return {
+    service,
+    proxy,
+    attach: async chatId => {
+      if (!await listen()) return
+      const ip = await deps.sandbox.address?.(chatId) ?? null
+      if (ip === null) return
+      const previous = addressOf.get(chatId)
+      if (previous !== undefined && previous !== ip && byAddress.get(previous) === chatId) byAddress.delete(previous)
+      addressOf.set(chatId, ip)
+      byAddress.set(ip, chatId)
+    },
+    detach: chatId => {
+      const ip = addressOf.get(chatId)
+      addressOf.delete(chatId)
+      if (ip !== undefined && byAddress.get(ip) === chatId) byAddress.delete(ip)
+    },
+    close: async () => { await proxy.close() }
+  }
+}
+
+export type { EgressMode }
