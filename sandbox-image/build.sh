@@ -45,7 +45,7 @@ docker info >/dev/null 2>&1 || die "no Docker engine answers (run scripts/docker
 build_hash() {
   (
     cd "$HERE"
-    find . -path ./browser/node_modules -prune -o -type f ! -name README.md ! -name build.sh -print | LC_ALL=C sort | while IFS= read -r f; do
+    find . \( -path ./browser/node_modules -o -path ./office/node_modules \) -prune -o -type f ! -name README.md ! -name build.sh -print | LC_ALL=C sort | while IFS= read -r f; do
       printf '%s %s %s\n' "$f" "$(stat -c %a "$f")" "$(sha256sum <"$f" | cut -d' ' -f1)"
     done
     printf 'target=%s\nbase=%s\n' "$TARGET" "${BASE_IMAGE:-}"
@@ -75,6 +75,22 @@ install_browser_cli() {
   echo "$stamp" >"$dir/node_modules/.cubicle-lock"
 }
 install_browser_cli
+
+# --- office libraries for Node.js (issue #16): pptxgenjs, npm ci on this host like the browser CLI
+install_office_node() {
+  local dir=$HERE/office stamp
+  stamp=$(sha256sum <"$dir/package-lock.json" | cut -c1-16)
+  if [ -f "$dir/node_modules/.cubicle-lock" ] && [ "$(cat "$dir/node_modules/.cubicle-lock")" = "$stamp" ]; then
+    say "office node modules up to date (office/node_modules)"
+    return 0
+  fi
+  say "npm ci for the office libraries (office/package-lock.json)"
+  rm -rf "$dir/node_modules"
+  (cd "$dir" && npm ci --omit=dev --ignore-scripts --no-audit --no-fund --loglevel=error) || die "npm ci failed in $dir"
+  echo "$stamp" >"$dir/node_modules/.cubicle-lock"
+}
+install_office_node
+# --- end office libraries
 
 # --- base image
 make_local_base() {
