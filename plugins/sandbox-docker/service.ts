@@ -55,7 +55,8 @@ export function createSandboxService (opts: ServiceOptions, docker: DockerClient
     stop: async chatId => { await stopEntry(reg, entryOf(reg, chatId), 'stopped') },
     remove: async (chatId, o) => { await remove(reg, chatId, o) },
     onEnsure: hook => { reg.hooks.push(hook) },
-    onStop: hook => { reg.stopHooks.push(hook) }
+    onStop: hook => { reg.stopHooks.push(hook) },
+    addMounts: provider => { reg.mountProviders.push(provider) }
   }
   return service
 }
