@@ -46,7 +46,7 @@ t.test('per-user skills on real Docker', gate, async t => {
     ...entries(config, ['mcp-transport', 'capabilities', 'sandbox-docker', 'workspace-tools']),
     // A short memory TTL so the test sees a changed configuration without waiting 60 s.
     entry(userSkills, { tokensUrl: fake.url, tokensApiKey: fake.apiKey, cacheDir: config.skillsCacheDir, cacheHostDir: config.skillsCacheHostDir, memoryTtlMs: 300, waitMs: 1500 }),
-    ...entries(config, ['prompt-render', 'tier-dynamic-instructions', 'tier-http'])
+    ...entries(config, ['prompt-render', 'uploads', 'tier-dynamic-instructions', 'tier-resources', 'tier-http'])
   ])
   const get = async (path: string): Promise<{ status: number, text: string }> => {
     const res = await fetch(`${url}${path}`, { headers: auth })
@@ -87,6 +87,26 @@ t.test('per-user skills on real Docker', gate, async t => {
     t.match(ann.getInstructions(), '/mnt/skills/user/team-notes/SKILL.md', 'MCP instructions (tier 4) too')
     const mounts = JSON.parse((await get('/skill-mounts?user_email=ann@example.com')).text) as Record<string, unknown>
     t.same(mounts, { [notesDir]: { bind: '/mnt/skills/user/team-notes', mode: 'ro' } })
+  })
+
+  // issue #16: skills as MCP resources, per chat and per user
+  t.test('skill resources: Ann lists and reads hers next to the built-ins; Bob cannot read it', async t => {
+    const ann = await connect(t, url, { ...auth, 'X-Chat-Id': chatA, 'X-User-Email': 'ann@example.com' })
+    const { resources } = await ann.listResources()
+    const skills = resources.filter(r => r.uri.startsWith('skill://'))
+    t.equal(skills[0]?.uri, 'skill://user/team-notes', 'user skills first')
+    t.match(skills[0], { name: 'user/team-notes', mimeType: 'text/markdown', description: /Ann's team note format.*\/mnt\/skills\/user\/team-notes\/SKILL\.md/ })
+    t.ok(skills.some(r => r.uri.startsWith('skill://public/')), 'the built-in public skills too')
+    const read = await ann.readResource({ uri: 'skill://user/team-notes' })
+    t.same(read.contents, [{ uri: 'skill://user/team-notes', mimeType: 'text/markdown', text: skillMd('team-notes', 'Ann\'s team note format (user skill).') }])
+    const pub = skills.find(r => r.uri.startsWith('skill://public/'))!
+    t.match((await ann.readResource({ uri: pub.uri })).contents[0], { text: /^---\n[\s\S]*name: / }, 'a built-in SKILL.md reads too')
+    const bob = await connect(t, url, { ...auth, 'X-Chat-Id': chatB, 'X-User-Email': 'bob@example.com' })
+    t.notOk((await bob.listResources()).resources.some(r => r.uri === 'skill://user/team-notes'), 'not in Bob\'s list')
+    for (const uri of ['skill://user/team-notes', 'skill://user/../public/x', 'skill://user/Team-Notes', 'skill://secret/team-notes']) {
+      const err = await bob.readResource({ uri }).then(() => undefined, (e: unknown) => e as { code: number })
+      t.equal(err?.code, -32002, `${uri} is not found for Bob`)
+    }
   })
 
   // issue #16: another user's sandbox never sees them
