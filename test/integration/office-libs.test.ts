@@ -73,4 +73,22 @@ t.test('the sandbox image makes docx, xlsx, pdf, png with Python and pptx with N
   }
   t.equal((await readFile(join(outputs, 'hello.pdf'))).subarray(0, 5).toString('latin1'), '%PDF-')
   t.equal((await readFile(join(outputs, 'chart.png'))).subarray(1, 4).toString('latin1'), 'PNG')
+
+  // issue #16: the pptx skill's scripts, run as its SKILL.md says, make a deck that reads back with the right slides
+  t.test('the pptx skill: outline → make_deck.js → read_deck.js', async t => {
+    const skill = await sh(c, 'cat /mnt/skills/public/pptx/SKILL.md')
+    const outline = /```json\n([\s\S]*?)```/.exec(skill)?.[1]
+    const build = /```bash\n(node \/mnt\/skills\/public\/pptx\/scripts\/make_deck\.js [^\n]+)\n```/.exec(skill)?.[1]
+    const check = /```bash\n(node \/mnt\/skills\/public\/pptx\/scripts\/read_deck\.js [^\n]+)\n```/.exec(skill)?.[1]
+    t.ok(outline !== undefined && build !== undefined && check !== undefined, 'the SKILL.md has the outline, build and check steps')
+    // The example outline's image slide uses the chart drawn above; the JSON goes in exactly as documented.
+    await sh(c, `cat > /tmp/outline.json <<'EOF'\n${outline ?? ''}EOF`)
+    t.match(await sh(c, build ?? 'false'), /^wrote \/mnt\/user-data\/outputs\/review\.pptx \(5 slides\)\n/)
+    const text = await sh(c, check ?? 'false')
+    t.match(text, /^5 slides\n--- slide 1\nQuarterly review\nQ3 2026\n--- slide 2\nHighlights\nRevenue \+12%\nTwo new markets\nBerlin\nLyon\n/)
+    t.match(text, '--- slide 4\nNumbers\nQuarter\nRevenue\nQ2\n10.1\nQ3\n11.3')
+    t.match(await sh(c, 'unzip -l /mnt/user-data/outputs/review.pptx | grep -c "ppt/media/.*png"'), /^[1-9]\n/, 'the image slide embeds the PNG')
+    const bad = await sh(c, 'echo \'{"slides":[{"type":"bullets","title":"x","bullets":"not a list"}]}\' > /tmp/bad.json; node /mnt/skills/public/pptx/scripts/make_deck.js /tmp/bad.json /tmp/bad.pptx; echo rc=$?')
+    t.match(bad, /slides\[0\]\.bullets must be a list[\s\S]*rc=2/, 'a wrong outline names the slide and field')
+  })
 })
