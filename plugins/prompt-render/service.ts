@@ -97,8 +97,7 @@ export async function createPromptService (deps: PromptDeps, opts: PromptService
   }
 
   /** Renders with every skill, dropping skills from the end until the text fits the byte cap. */
-  async function renderNow (chatId: string | undefined, email: string | undefined, credentials: RequestCredentials | undefined): Promise<string> {
-    const { skills } = await offered({ ...(email !== undefined && { email }), ...(credentials !== undefined && { credentials }) })
+  function renderNow (chatId: string | undefined, email: string | undefined, skills: SkillEntry[]): string {
     const base = vars(chatId, email, skills)
     let keep = skills.length
     let text = buildPrompt({ ...base, skills, omittedSkills: 0 })
@@ -109,9 +108,11 @@ export async function createPromptService (deps: PromptDeps, opts: PromptService
     return text
   }
 
+  /** The user's skills (bounded wait), then the synchronous render; the counters time the render only. */
   async function timedRender (chatId: string | undefined, email: string | undefined, credentials: RequestCredentials | undefined): Promise<string> {
+    const { skills } = await offered({ ...(email !== undefined && { email }), ...(credentials !== undefined && { credentials }) })
     const started = performance.now()
-    const text = await renderNow(chatId, email, credentials)
+    const text = renderNow(chatId, email, skills)
     const ms = performance.now() - started
     counters.renders++
     counters.totalMs += ms
