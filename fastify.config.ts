@@ -11,6 +11,7 @@ import mcpTransport from './plugins/mcp-transport/index.js'
 import capabilities from './plugins/capabilities/index.js'
 import sandboxDocker, { sandboxEnvFromConfig } from './plugins/sandbox-docker/index.js'
 import workspaceTools from './plugins/workspace-tools/index.js'
+import userSkills from './plugins/user-skills/index.js'
 import promptRender from './plugins/prompt-render/index.js'
 import uploads from './plugins/uploads/index.js'
 import tierToolDescriptions from './plugins/tier-tool-descriptions/index.js'
@@ -107,6 +108,12 @@ const plugins = {
     progressIntervalS: config.PROGRESS_INTERVAL_SECONDS,
     networkEnabled: config.ENABLE_NETWORK,
     cliEnv: sandboxEnvFromConfig(config)
+  }),
+  'user-skills': config => entry(userSkills, {
+    tokensUrl: config.MCP_TOKENS_URL,
+    tokensApiKey: config.MCP_TOKENS_API_KEY,
+    cacheDir: config.skillsCacheDir,
+    cacheHostDir: config.skillsCacheHostDir
   }),
   'prompt-render': config => entry(promptRender, {
     singleUserMode: config.singleUserMode,

@@ -94,7 +94,7 @@ export const ConfigSchema = Type.Object({
   SKILLS_DIR: Str('', 'Built-in skills tree (server view); empty = read from the sandbox image.'),
   SKILLS_DIR_HOST: Str('', 'Built-in skills tree as the Docker daemon sees it, mounted read-only at /mnt/skills.'),
   SKILLS_CACHE_DIR: Str('', 'User skill cache; empty = <DATA_DIR>/skills-cache.'),
-  SKILLS_CACHE_HOST_PATH: Str('', 'Host view of SKILLS_CACHE_DIR; empty = derived.'),
+  SKILLS_CACHE_HOST_PATH: Str('', 'Host view of SKILLS_CACHE_DIR for the bind mounts; empty = below DATA_DIR_HOST when the cache is below DATA_DIR, else SKILLS_CACHE_DIR.'),
   SKILLS_INCLUDE_EXAMPLES: Bool(false, 'List examples skills in the prompt.'),
   LOG_LEVEL: Type.Union(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'].map(l => Type.Literal(l)), { default: 'info', description: 'Log level.' }),
   DEBUG_LOGGING: Bool(false, 'Alias for LOG_LEVEL=debug.'),
@@ -126,6 +126,8 @@ export interface AppConfig extends RawConfig {
   dataDirHost: string
   sandboxNetwork: string
   skillsCacheDir: string
+  /** SKILLS_CACHE_HOST_PATH, else the cache dir as the daemon sees it (below DATA_DIR_HOST when the cache is below DATA_DIR). */
+  skillsCacheHostDir: string
   logLevel: string
   /** Listen address: HOST, else 0.0.0.0 in protected mode and 127.0.0.1 in open mode. */
   host: string
@@ -247,6 +249,16 @@ function deriveOAuth (raw: RawConfig, publicBaseUrl: string): string[] {
   return allowed
 }
 
+/** The user skill cache as the Docker daemon sees it: explicit, else moved along with DATA_DIR_HOST. */
+function skillsCacheHost (raw: RawConfig): string {
+  const explicit = raw.SKILLS_CACHE_HOST_PATH.trim()
+  if (explicit !== '') return explicit
+  const dataDir = raw.DATA_DIR.replace(/\/+$/, '')
+  const dataHost = (raw.DATA_DIR_HOST.trim() || raw.DATA_DIR).replace(/\/+$/, '')
+  const cache = raw.SKILLS_CACHE_DIR.trim() || `${dataDir}/skills-cache`
+  return cache === dataDir || cache.startsWith(`${dataDir}/`) ? dataHost + cache.slice(dataDir.length) : cache
+}
+
 function derive (raw: RawConfig): Omit<AppConfig, 'publicBaseUrlSet'> {
   checkKey('MCP_API_KEY', raw.MCP_API_KEY)
   checkKey('LINK_SIGNING_KEY', raw.LINK_SIGNING_KEY)
@@ -274,6 +286,7 @@ function derive (raw: RawConfig): Omit<AppConfig, 'publicBaseUrlSet'> {
     dataDirHost: raw.DATA_DIR_HOST.trim() || raw.DATA_DIR,
     sandboxNetwork: raw.SANDBOX_NETWORK.trim() || `${raw.SANDBOX_PREFIX}-sandboxes`,
     skillsCacheDir: raw.SKILLS_CACHE_DIR.trim() || `${raw.DATA_DIR}/skills-cache`,
+    skillsCacheHostDir: skillsCacheHost(raw),
     logLevel: raw.DEBUG_LOGGING && raw.LOG_LEVEL === 'info' ? 'debug' : raw.LOG_LEVEL
   }
 }

@@ -97,6 +97,21 @@ install_sub_agent_clis() {
 }
 install_sub_agent_clis
 # <<< sub-agent CLIs <<<
+# --- office libraries for Node.js (issue #16): pptxgenjs, npm ci on this host like the browser CLI
+install_office_node() {
+  local dir=$HERE/office stamp
+  stamp=$(sha256sum <"$dir/package-lock.json" | cut -c1-16)
+  if [ -f "$dir/node_modules/.cubicle-lock" ] && [ "$(cat "$dir/node_modules/.cubicle-lock")" = "$stamp" ]; then
+    say "office node modules up to date (office/node_modules)"
+    return 0
+  fi
+  say "npm ci for the office libraries (office/package-lock.json)"
+  rm -rf "$dir/node_modules"
+  (cd "$dir" && npm ci --omit=dev --ignore-scripts --no-audit --no-fund --loglevel=error) || die "npm ci failed in $dir"
+  echo "$stamp" >"$dir/node_modules/.cubicle-lock"
+}
+install_office_node
+# --- end office libraries
 
 # --- base image
 make_local_base() {

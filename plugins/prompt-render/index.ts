@@ -7,6 +7,7 @@ import { PROMPT_SKILLS_DIR_MISSING } from './errors.js'
 import { PromptRenderOptions } from './schemas.js'
 import { createPromptService } from './service.js'
 import type {} from '../mcp-transport/types.js'
+import type {} from '../user-skills/types.js'
 
 const BUILTIN_TOOLS = ['bash_tool', 'view', 'create_file', 'str_replace'] as const
 
@@ -31,7 +32,11 @@ const promptRender: FastifyPluginAsync<PromptRenderOptions> = async (fastify, ra
   const log = fastify.log.child({ plugin: 'prompt-render' })
   // Without the MCP registry (tests, other front ends) the prompt names the contract's built-in tools.
   const tools = (): string[] => fastify.hasDecorator('mcp') ? fastify.mcp.listTools().map(t => t.name) : [...BUILTIN_TOOLS]
-  const prompts = await createPromptService({ links: fastify.links, log }, { ...opts, skillsDir, tools })
+  // Per-user skills are optional: without the user-skills plugin every user gets the defaults.
+  const userSkills = fastify.hasDecorator('userSkills') ? fastify.userSkills : undefined
+  const prompts = await createPromptService({ links: fastify.links, log, ...(userSkills !== undefined && { userSkills }) }, { ...opts, skillsDir, tools })
+  // §4.5 item 2: a user's skill list changed (new configuration, a download landed).
+  userSkills?.onChange(email => { prompts.invalidateUser(email) })
   log.info({ skills: (await prompts.skills()).map(s => s.name) }, 'skills indexed')
   fastify.decorate('prompts', prompts)
   fastify.addHook('onClose', async () => {

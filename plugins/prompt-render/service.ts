@@ -1,17 +1,25 @@
+import { createHash } from 'node:crypto'
+import { lstat, readFile } from 'node:fs/promises'
+import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import type { FastifyBaseLogger } from 'fastify'
 import QuickLRU from 'quick-lru'
 import { requireChatId } from '../../core/chat-id.js'
 import type { SubagentCli } from '../../core/config.js'
-import { validEmail } from '../../core/identity.js'
+import { SANDBOX_SKILLS } from '../../core/chat-paths.js'
+import { validEmail, type RequestCredentials } from '../../core/identity.js'
+import { MAX_SKILL_MD_BYTES } from '../../core/skill-front-matter.js'
 import type { LinkService } from '../capabilities/types.js'
-import { loadSkillsIndex, type SkillsIndex } from './skills.js'
+import type { UserSkillsService } from '../user-skills/types.js'
+import { loadSkillsIndex, sortSkills, type SkillsIndex } from './skills.js'
 import { buildPrompt, type PromptVars } from './template.js'
-import type { PromptService, RenderRequest, RenderStats, SkillEntry } from './types.js'
+import type { PromptService, RenderRequest, RenderStats, SkillEntry, SkillsRequest } from './types.js'
 
 export interface PromptDeps {
   links: LinkService
   log: FastifyBaseLogger
+  /** Per-user skills (user-skills plugin), when loaded. */
+  userSkills?: UserSkillsService
 }
 
 export interface PromptServiceOptions {
@@ -30,7 +38,15 @@ export interface PromptServiceOptions {
 
 // The key separator cannot occur in a valid chat id or email.
 const SEP = '\u0000'
-const keyOf = (chatId: string | undefined, email: string | undefined): string => `${chatId ?? ''}${SEP}${email ?? ''}`
+/** A request that brings its own settings service (X-Mcp-Tokens-*) may see other skills: its own cache entries. */
+function sourceTag (credentials: RequestCredentials | undefined): string {
+  if (credentials?.mcpTokensApiKey === undefined) return ''
+  return createHash('sha256').update(`${credentials.mcpTokensUrl ?? ''}${SEP}${credentials.mcpTokensApiKey}`).digest('hex').slice(0, 16)
+}
+const keyOf = (chatId: string | undefined, email: string | undefined, tag: string): string => `${chatId ?? ''}${SEP}${(email ?? '').toLowerCase()}${SEP}${tag}`
+
+/** A skill list and where each SKILL.md lives on the server (for resources/read). */
+interface Offered { skills: SkillEntry[], files: Map<string, string> }
 
 /**
  * Skills that teach one tool, listed only while that tool is registered: without the sub-agent plugin
@@ -48,15 +64,36 @@ export async function createPromptService (deps: PromptDeps, opts: PromptService
   let epoch = 0
   const counters = { hits: 0, misses: 0, renders: 0, totalMs: 0, maxMs: 0 }
 
-  function defaultSkills (): SkillEntry[] {
+  const builtinFile = (s: SkillEntry): string => join(opts.skillsDir, s.location.slice(SANDBOX_SKILLS.length + 1))
+
+  /** Public skills always; examples when configured or enabled for the user; then the user's ready ZIP skills (§8.1 items 4, 6). */
+  async function offered (who: SkillsRequest): Promise<Offered> {
+    const email = validEmail(who.email)
+    const set = email !== undefined && deps.userSkills !== undefined
+      ? await deps.userSkills.forUser({ email, ...(who.credentials !== undefined && { credentials: who.credentials }) })
+      : undefined
+    const examples = new Set(set?.enabled.examples ?? [])
+    const files = new Map<string, string>()
+    const skills: SkillEntry[] = []
     const tools = opts.tools()
-    return index.all.filter(s => (s.category === 'public' || (opts.includeExamples && s.category === 'examples')) &&
-      (!Object.hasOwn(TOOL_SKILLS, s.name) || tools.includes(TOOL_SKILLS[s.name] as string)))
+    for (const s of index.all) {
+      if (Object.hasOwn(TOOL_SKILLS, s.name) && !tools.includes(TOOL_SKILLS[s.name] as string)) continue
+      if (s.category === 'public' || (s.category === 'examples' && (opts.includeExamples || examples.has(s.name)))) {
+        skills.push(s)
+        files.set(s.location, builtinFile(s))
+      }
+    }
+    for (const u of set?.ready ?? []) {
+      const location = `${SANDBOX_SKILLS}/user/${u.name}/SKILL.md`
+      skills.push({ name: u.name, description: u.description, category: 'user', location })
+      files.set(location, join(u.dir, 'SKILL.md'))
+    }
+    return { skills: sortSkills(skills), files }
   }
 
-  function vars (chatId: string | undefined, email: string | undefined): Omit<PromptVars, 'skills' | 'omittedSkills'> {
+  function vars (chatId: string | undefined, email: string | undefined, skills: SkillEntry[]): Omit<PromptVars, 'skills' | 'omittedSkills'> {
     const common = {
-      skillDirs: index.dirs,
+      skillDirs: skills.some(s => s.category === 'user') ? ['user' as const, ...index.dirs] : index.dirs,
       commandTimeoutSeconds: opts.commandTimeoutSeconds,
       subagentCli: opts.subagentCli,
       networkEnabled: opts.networkEnabled,
@@ -68,9 +105,8 @@ export async function createPromptService (deps: PromptDeps, opts: PromptService
   }
 
   /** Renders with every skill, dropping skills from the end until the text fits the byte cap. */
-  function renderNow (chatId: string | undefined, email: string | undefined): string {
-    const base = vars(chatId, email)
-    const skills = defaultSkills()
+  function renderNow (chatId: string | undefined, email: string | undefined, skills: SkillEntry[]): string {
+    const base = vars(chatId, email, skills)
     let keep = skills.length
     let text = buildPrompt({ ...base, skills, omittedSkills: 0 })
     while (Buffer.byteLength(text, 'utf8') > opts.maxBytes && keep > 0) {
@@ -80,9 +116,11 @@ export async function createPromptService (deps: PromptDeps, opts: PromptService
     return text
   }
 
-  function timedRender (chatId: string | undefined, email: string | undefined): string {
+  /** The user's skills (bounded wait), then the synchronous render; the counters time the render only. */
+  async function timedRender (chatId: string | undefined, email: string | undefined, credentials: RequestCredentials | undefined): Promise<string> {
+    const { skills } = await offered({ ...(email !== undefined && { email }), ...(credentials !== undefined && { credentials }) })
     const started = performance.now()
-    const text = renderNow(chatId, email)
+    const text = renderNow(chatId, email, skills)
     const ms = performance.now() - started
     counters.renders++
     counters.totalMs += ms
@@ -99,15 +137,15 @@ export async function createPromptService (deps: PromptDeps, opts: PromptService
         chatId = service.effectiveChat(requireChatId(req.chatId))
       }
       const email = validEmail(req.email)
-      const key = keyOf(chatId, email)
+      const key = keyOf(chatId, email, sourceTag(req.credentials))
       const cached = cache.get(key)
       if (cached !== undefined) { counters.hits++; return cached }
       const pending = inflight.get(key)
       if (pending !== undefined) { counters.hits++; return await pending }
       counters.misses++
       const startedAt = epoch
-      // Rendering is synchronous today; the promise keeps single flight correct if a step becomes async.
-      const promise = Promise.resolve().then(() => timedRender(chatId, email))
+      // Single flight: the user's skills may take up to the user-skills wait bound.
+      const promise = timedRender(chatId, email, req.credentials)
       inflight.set(key, promise)
       try {
         const text = await promise
@@ -130,7 +168,24 @@ export async function createPromptService (deps: PromptDeps, opts: PromptService
       for (const key of [...inflight.keys()]) if (key.startsWith(target + SEP)) inflight.delete(key)
     },
 
-    async skills () { return defaultSkills() },
+    invalidateUser (email) {
+      epoch++
+      const target = `${SEP}${email.toLowerCase()}${SEP}`
+      for (const key of [...cache.keys()]) if (key.includes(target)) cache.delete(key)
+      for (const key of [...inflight.keys()]) if (key.includes(target)) inflight.delete(key)
+    },
+
+    async skills (who) {
+      return (await offered(typeof who === 'string' ? { email: who } : who ?? {})).skills
+    },
+
+    async readSkill (location, who) {
+      const file = (await offered(who ?? {})).files.get(location)
+      if (file === undefined) return undefined
+      const info = await lstat(file).catch(() => undefined)
+      if (info === undefined || !info.isFile() || info.size > MAX_SKILL_MD_BYTES) return undefined
+      return await readFile(file, 'utf8').catch(() => undefined)
+    },
 
     async reloadSkills () {
       index = await loadSkillsIndex(opts.skillsDir, log)

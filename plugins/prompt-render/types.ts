@@ -1,4 +1,6 @@
-/** Where a skill comes from; also its folder under /mnt/skills. User skills are out of scope here (§8.1 items 6–7). */
+import type { RequestCredentials } from '../../core/identity.js'
+
+/** Where a skill comes from; also its folder under /mnt/skills. `user` skills come from the user-skills plugin (§8.1 items 6–7). */
 export type SkillCategory = 'user' | 'public' | 'examples'
 
 /** One skill of the index, read from the front matter of its SKILL.md (surface.md §8.1). */
@@ -17,6 +19,14 @@ export interface RenderRequest {
   chatId?: string
   /** A validated user email (§1.1); invalid values are treated as absent. */
   email?: string
+  /** The request's credentials; only the settings-service pair (X-Mcp-Tokens-Url / -Api-Key) is used, for the user's skills. */
+  credentials?: RequestCredentials
+}
+
+/** Whose skills: an email (§1.1) and the request's credentials (for the X-Mcp-Tokens-* override). */
+export interface SkillsRequest {
+  email?: string
+  credentials?: RequestCredentials
 }
 
 /** Counters since boot (or the last reset), for measurement and the logs. */
@@ -48,8 +58,19 @@ export interface PromptService {
   render (req: RenderRequest): Promise<string>
   /** Drops the cached renders of one chat (or of every chat). The next render re-reads everything. */
   invalidate (chatId?: string): void
-  /** The skills offered to this user, in prompt order (user, public, examples; alphabetical within each). */
-  skills (email?: string): Promise<SkillEntry[]>
+  /** Drops the cached renders of every chat rendered for this email (its skill set changed, §4.5 item 2). */
+  invalidateUser (email: string): void
+  /**
+   * The skills offered to this user, in prompt order (user, public, examples; alphabetical within
+   * each): every public skill, examples when SKILLS_INCLUDE_EXAMPLES=true or enabled for the user, and
+   * the user's ready ZIP skills. A plain string is an email. Never waits longer than the user-skills bound.
+   */
+  skills (who?: string | SkillsRequest): Promise<SkillEntry[]>
+  /**
+   * The SKILL.md text of a skill offered to this user (by its sandbox `location`), or undefined when
+   * the user is not offered that skill or the file is unreadable. At most 256 KiB.
+   */
+  readSkill (location: string, who?: SkillsRequest): Promise<string | undefined>
   /** Re-reads the skills directory and invalidates every cached render. */
   reloadSkills (): Promise<void>
   /** Which chat a render for `chatId` really uses (`default` under SINGLE_USER_MODE=true). */

@@ -29,8 +29,8 @@ export const SHM_SIZE = 256 * 1024 * 1024
 
 export interface MountSpec { Type: 'bind' | 'volume', Source: string, Target: string, ReadOnly: boolean, VolumeOptions?: { Labels: Record<string, string> } }
 
-/** The create body of a chat's container (surface.md §5.2). Pure: same inputs, same config. */
-export function buildContainerConfig (s: ContainerSettings, chatId: string, user: RequestUser | undefined, now: Date): {
+/** The create body of a chat's container (surface.md §5.2). Pure: same inputs, same config. `extra`: read-only mounts of extra-mounts.ts. */
+export function buildContainerConfig (s: ContainerSettings, chatId: string, user: RequestUser | undefined, now: Date, extra: MountSpec[] = []): {
   name: string
   Image: string
   Cmd: string[]
@@ -54,6 +54,7 @@ export function buildContainerConfig (s: ContainerSettings, chatId: string, user
     { Type: 'bind', Source: join(chatDir, 'outputs'), Target: SANDBOX_OUTPUTS, ReadOnly: false }
   ]
   if (s.skillsDirHost.trim() !== '') mounts.push({ Type: 'bind', Source: s.skillsDirHost.trim(), Target: SANDBOX_SKILLS, ReadOnly: true })
+  mounts.push(...extra)
   return {
     name: names.container,
     Image: s.image,

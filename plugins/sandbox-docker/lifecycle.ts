@@ -2,8 +2,9 @@ import { chatPaths, type ChatPaths } from '../../core/chat-paths.js'
 import type { RequestUser } from '../../core/identity.js'
 import { activity, metaUserChanged, saveMeta } from './activity.js'
 import { bootstrap, prepareNetwork } from './boot.js'
-import { buildContainerConfig, configDrift, SANDBOX_USER } from './container-config.js'
+import { buildContainerConfig, configDrift, SANDBOX_USER, type MountSpec } from './container-config.js'
 import { chownOutputs, exists, prepareChatDirs, removeChatDir } from './data-dirs.js'
+import { extraMounts } from './extra-mounts.js'
 import type { ContainerDetails, DockerError } from './docker-client.js'
 import { SANDBOX_CREATE_TIMEOUT, SANDBOX_DOCKER_UNAVAILABLE, SANDBOX_FAILED, SANDBOX_IMAGE_MISSING } from './errors.js'
 import { rawExec } from './exec.js'
@@ -68,13 +69,14 @@ async function doEnsure (reg: Registry, entry: Entry, user: RequestUser | undefi
     const existing = await reg.docker.inspectContainer(names.container)
     let container: Container | null = existing
     let started = false
+    const extra = existing === null || !existing.running ? await extraMounts(reg, entry, user) : []
     if (existing !== null && !existing.running) {
-      container = await startStopped(reg, entry, existing, user)
+      container = await startStopped(reg, entry, existing, user, extra)
       started = container !== null
     }
     if (container === null) {
       await reserveSlot(reg, entry)
-      container = await create(reg, entry, user)
+      container = await create(reg, entry, user, extra)
       started = true
     }
     entry.containerId = container.id
@@ -99,9 +101,9 @@ async function doEnsure (reg: Registry, entry: Entry, user: RequestUser | undefi
  * A stopped container: started as it is, or removed (null: create a new one, volume and data kept)
  * when its settings drifted, it is too old, or it does not start.
  */
-async function startStopped (reg: Registry, entry: Entry, existing: ContainerDetails, user: RequestUser | undefined): Promise<Container | null> {
+async function startStopped (reg: Registry, entry: Entry, existing: ContainerDetails, user: RequestUser | undefined, extra: MountSpec[]): Promise<Container | null> {
   const { names } = entry
-  const desired = buildContainerConfig(reg.settings, names.chatId, user, new Date(reg.opts.now()))
+  const desired = buildContainerConfig(reg.settings, names.chatId, user, new Date(reg.opts.now()), extra)
   const currentImage = await reg.docker.imageId(reg.opts.image).catch(() => null)
   const drift = configDrift(existing, desired, currentImage)
   if (drift !== null || tooOld(reg, existing.labels['cu.created-at'])) {
@@ -123,8 +125,8 @@ async function startStopped (reg: Registry, entry: Entry, existing: ContainerDet
 }
 
 /** Creates and starts the container; a 409 means someone else made it: adopt, never remove. */
-async function create (reg: Registry, entry: Entry, user: RequestUser | undefined): Promise<Container> {
-  const config = buildContainerConfig(reg.settings, entry.names.chatId, user, new Date(reg.opts.now()))
+async function create (reg: Registry, entry: Entry, user: RequestUser | undefined, extra: MountSpec[]): Promise<Container> {
+  const config = buildContainerConfig(reg.settings, entry.names.chatId, user, new Date(reg.opts.now()), extra)
   const created = await createOnce(reg, config)
   if (created === 'conflict') {
     const existing = await reg.docker.inspectContainer(entry.names.container)

@@ -6,7 +6,7 @@ import type { ChatMeta } from './data-dirs.js'
 import { DockerError, type DockerClient, type NetworkInfo } from './docker-client.js'
 import { SANDBOX_DOCKER_UNAVAILABLE, SANDBOX_FAILED, SANDBOX_NOT_RUNNING } from './errors.js'
 import { sandboxNames, type SandboxNames } from './names.js'
-import type { EnsureHook, SandboxInfo, StopHook, StopReason } from './types.js'
+import type { EnsureHook, MountProvider, SandboxInfo, StopHook, StopReason } from './types.js'
 
 /*
  * The driver's state, shared by lifecycle.ts, exec.ts, reaper.ts and boot.ts: one Entry per chat
@@ -85,6 +85,8 @@ export interface Registry {
   readonly entries: Map<string, Entry>
   readonly hooks: EnsureHook[]
   readonly stopHooks: StopHook[]
+  /** extra mounts (issue #16, extra-mounts.ts) */
+  readonly mountProviders: MountProvider[]
   /** open exec sockets, ended by close() */
   readonly streams: Set<Duplex>
   /** entries between reserveSlot() and the end of their ensure (capacity count) */
@@ -145,6 +147,7 @@ export function createRegistry (opts: ServiceOptions, docker: DockerClient, log:
     entries: new Map(),
     hooks: [],
     stopHooks: [],
+    mountProviders: [],
     streams: new Set(),
     starting: new Set(),
     ignored: new Set(),

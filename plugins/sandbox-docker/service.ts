@@ -71,7 +71,8 @@ export function createSandboxService (opts: ServiceOptions, docker: DockerClient
     network: () => reg.network === null || reg.network.gateway === null
       ? null
       : { name: reg.networkName, gateway: reg.network.gateway, subnet: reg.network.subnet, bridge: reg.network.bridge },
-    address: async chatId => await sandboxAddress(reg, entryOf(reg, chatId))
+    address: async chatId => await sandboxAddress(reg, entryOf(reg, chatId)),
+    addMounts: provider => { reg.mountProviders.push(provider) }
   }
   return service
 }

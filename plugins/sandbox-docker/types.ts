@@ -82,6 +82,22 @@ export interface LeaseOptions { kind?: 'call' | 'socket' }
 export type StopReason = 'idle' | 'max-age' | 'capacity' | 'stopped' | 'removed' | 'purged' | 'killed'
 export type StopHook = (chatId: string, reason: StopReason) => void
 
+/** Extension (issue #16): a read-only bind mount a sandbox gets when it is created. */
+export interface SandboxMount {
+  /** Absolute path as the Docker daemon sees it. */
+  source: string
+  /** Absolute path inside the sandbox, below /mnt/ (e.g. /mnt/skills/user/<name>). */
+  target: string
+}
+
+/**
+ * Extension (issue #16): asked each time a sandbox is created or a stopped one is about to start, with
+ * the caller's identity (`email` falls back to the chat's meta.json). A stopped sandbox whose answer
+ * changed is recreated (volume and data kept). It runs under the chat's lock: answer promptly; a
+ * rejection counts as no mounts and is logged.
+ */
+export type MountProvider = (req: { chatId: string, email?: string, user?: RequestUser }) => Promise<SandboxMount[]>
+
 /** Extension: options of openStream(). */
 export interface StreamOptions {
   /** default 'assistant' */
@@ -160,6 +176,8 @@ export interface SandboxService {
   network? (): SandboxNetwork | null
   /** Extension: a running sandbox's address on the sandbox network (cached), null when it has none. Never starts anything. */
   address? (chatId: string): Promise<string | null>
+  /** Extension (issue #16): extra read-only mounts per sandbox (user skills). Register while plugins load. */
+  addMounts? (provider: MountProvider): void
 }
 
 /** Extension: the sandbox network as the host sees it (internal: no route out). */

@@ -15,7 +15,7 @@ const tierDynamicInstructions: FastifyPluginAsync<TierDynamicInstructionsOptions
   fastify.mcp.addInstructions(DYNAMIC_PRIORITY, async ctx => {
     if (ctx.resolution.kind !== 'chat') return undefined
     try {
-      const text = await prompts.render({ chatId: ctx.resolution.chatId, ...(ctx.user.email !== undefined && { email: ctx.user.email }) })
+      const text = await prompts.render({ chatId: ctx.resolution.chatId, ...(ctx.user.email !== undefined && { email: ctx.user.email }), credentials: ctx.user.credentials })
       return capInstructions(text, maxBytes)
     } catch (err) {
       ctx.log.error({ err }, 'rendering the dynamic instructions failed; the static ones answer')

@@ -1,4 +1,6 @@
 import type { FastifyPluginAsync } from 'fastify'
+import { readUser } from '../../core/identity.js'
+import type {} from '../user-skills/types.js'
 import type { LooseQuery } from './schemas.js'
 import { resolveChat, resolveEmail } from './resolve.js'
 
@@ -17,7 +19,8 @@ const routes: FastifyPluginAsync<TierHttpRoutesOptions> = async (fastify, opts) 
     // The chat form hands out capability tokens, so it needs the key; the legacy template does not.
     if (chatId !== undefined) await auth.requireApiKey(request, reply)
     const email = resolveEmail(request, request.query)
-    const text = await prompts.render({ ...(chatId !== undefined && { chatId }), ...(email !== undefined && { email }) })
+    const { credentials } = readUser(request.headers)
+    const text = await prompts.render({ ...(chatId !== undefined && { chatId }), ...(email !== undefined && { email }), credentials })
     reply.header('Content-Type', TEXT).header('Cache-Control', 'no-store').header('X-Public-Base-URL', links.publicBaseUrl)
     if (chatId !== undefined) {
       reply.header('X-Files-Base-URL', links.filesBase(chatId))
@@ -32,17 +35,22 @@ const routes: FastifyPluginAsync<TierHttpRoutesOptions> = async (fastify, opts) 
   // §8.1 item 8: one line per skill; `format` is accepted for compatibility and has no effect.
   fastify.get<{ Querystring: LooseQuery }>('/skill-list', async (request, reply) => {
     await auth.requireApiKey(request, reply)
-    const skills = await prompts.skills(resolveEmail(request, request.query))
+    const email = resolveEmail(request, request.query)
+    const skills = await prompts.skills({ ...(email !== undefined && { email }), credentials: readUser(request.headers).credentials })
     reply.header('Content-Type', TEXT).header('Cache-Control', 'no-store')
     return skills.map(s => `- ${s.name}: ${s.location} - ${cut(s.description, 120)}\n`).join('')
   })
 
-  // §8.1 item 9: cached user skills only; per-user skills are not implemented, so always {}. Never downloads.
+  // §8.1 item 9: the user's already cached skills as Docker bind specs; {} without an email. Never downloads.
   fastify.get<{ Querystring: LooseQuery }>('/skill-mounts', async (request, reply) => {
     await auth.requireApiKey(request, reply)
-    resolveEmail(request, request.query)
+    const email = resolveEmail(request, request.query)
     reply.header('Cache-Control', 'no-store')
-    return {}
+    const mounts: Record<string, { bind: string, mode: 'ro' }> = {}
+    if (email === undefined || !fastify.hasDecorator('userSkills')) return mounts
+    const set = await fastify.userSkills.cached({ email, credentials: readUser(request.headers).credentials })
+    for (const s of set.ready) mounts[s.hostDir] = { bind: `/mnt/skills/user/${s.name}`, mode: 'ro' }
+    return mounts
   })
 }
 

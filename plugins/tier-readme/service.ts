@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto'
 import type { FastifyBaseLogger } from 'fastify'
 import QuickLRU from 'quick-lru'
+import type { RequestCredentials } from '../../core/identity.js'
 import type { PromptService } from '../prompt-render/types.js'
 import type { EnsureHook, SandboxService } from '../sandbox-docker/types.js'
 
@@ -28,10 +29,10 @@ export function createReadmeHook (deps: ReadmeDeps, opts: ReadmeOptions): Ensure
   // One check per chat at a time: concurrent tool calls of a chat wait for the same write.
   const running = new Map<string, Promise<void>>()
 
-  async function check (chatId: string, email: string | undefined, force: boolean): Promise<void> {
+  async function check (chatId: string, email: string | undefined, force: boolean, credentials: RequestCredentials | undefined): Promise<void> {
     const last = written.get(chatId)
     if (!force && last !== undefined && last.email === email && now() - last.checkedAt < opts.checkIntervalMs) return
-    const text = await prompts.render({ chatId, ...(email !== undefined && { email }) })
+    const text = await prompts.render({ chatId, ...(email !== undefined && { email }), ...(credentials !== undefined && { credentials }) })
     const d = digest(text)
     if (!force && last?.digest === d) {
       written.set(chatId, { ...last, email, checkedAt: now() })
@@ -47,7 +48,7 @@ export function createReadmeHook (deps: ReadmeDeps, opts: ReadmeOptions): Ensure
     const email = event.user?.email
     const pending = running.get(chatId)
     if (pending !== undefined && !event.started) { await pending; return }
-    const job = (pending ?? Promise.resolve()).then(async () => await check(chatId, email, event.started)).catch((err: unknown) => {
+    const job = (pending ?? Promise.resolve()).then(async () => await check(chatId, email, event.started, event.user?.credentials)).catch((err: unknown) => {
       // Not fatal: the tools work without the README. Retry after the interval (or for another user).
       written.set(chatId, { digest: '', email, checkedAt: now() })
       log.warn({ err, chatId }, 'writing the README failed')

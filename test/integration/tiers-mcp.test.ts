@@ -16,6 +16,9 @@ async function serve (t: Test, env: Record<string, string> = {}, log: FakeSandbo
   return { app, url, dataDir }
 }
 
+/** Upload resources only: since issue #16 the list also carries the user's skills (skill://…, user-skills.test.ts). */
+const files = <R extends { uri: string }>(list: { resources: R[] }): R[] => list.resources.filter(r => r.uri.startsWith('file://'))
+
 /** The text or blob of a resources/read content item. */
 const field = (item: unknown, key: 'text' | 'blob'): string | undefined => (item as Record<string, string | undefined> | undefined)?.[key]
 
@@ -82,12 +85,12 @@ t.test('tier 5: each chat lists and reads only its own uploads', async t => {
   await symlink('/etc/passwd', join(chatPaths(dataDir, 'chat-a').uploads, 'passwd'))
   const a = await connect(t, url, { 'X-Chat-Id': 'chat-a' })
   const b = await connect(t, url, { 'X-Chat-Id': 'chat-b' })
-  const { resources } = await a.listResources()
+  const resources = files(await a.listResources())
   t.same(resources.map(r => r.uri), [
     'file://uploads/chat-a/img%2Fpic%20one.png', 'file://uploads/chat-a/notes.txt', 'file://uploads/chat-a/sub%2Fnested.json'
   ], 'only chat-a\'s regular files, symlink skipped')
   t.match(resources.find(r => r.name === 'sub/nested.json'), { mimeType: 'application/json', size: 7, description: /7 bytes.*application\/json/ })
-  t.same((await b.listResources()).resources.map(r => r.name), ['secret.txt'])
+  t.same(files(await b.listResources()).map(r => r.name), ['secret.txt'])
 
   const text = await a.readResource({ uri: 'file://uploads/chat-a/notes.txt' })
   t.same(text.contents, [{ uri: 'file://uploads/chat-a/notes.txt', mimeType: 'text/plain', text: 'hello ü' }])
@@ -137,7 +140,7 @@ t.test('tier 5: an upload sends resources/list_changed on the chat\'s GET stream
   while (gotA === 0 && Date.now() < deadline) await new Promise(resolve => setTimeout(resolve, 25))
   t.equal(gotA, 1, 'chat-a was told its resources changed')
   t.equal(gotB, 0, 'chat-b heard nothing')
-  t.same((await a.listResources()).resources.map(r => r.name), ['new.txt'])
+  t.same(files(await a.listResources()).map(r => r.name), ['new.txt'])
 })
 
 t.test('tier 5 under load: 20 concurrent uploads and resources/list calls', async t => {
@@ -145,11 +148,11 @@ t.test('tier 5 under load: 20 concurrent uploads and resources/list calls', asyn
   const client = await connect(t, url, { 'X-Chat-Id': 'chat-a' })
   const results = await Promise.all([
     ...Array.from({ length: 20 }, async (_, i) => await uploadFile(url, 'chat-a', `load/f${String(i).padStart(2, '0')}.txt`, `file ${i}`)),
-    ...Array.from({ length: 20 }, async () => (await client.listResources()).resources.length)
+    ...Array.from({ length: 20 }, async () => files(await client.listResources()).length)
   ])
   t.same(results.slice(0, 20), Array(20).fill(200))
   for (const n of results.slice(20)) t.ok(n >= 0 && n <= 20, 'every list is a consistent subset')
-  const { resources } = await client.listResources()
+  const resources = files(await client.listResources())
   t.equal(resources.length, 20)
   const read = await Promise.all(resources.map(async r => await client.readResource({ uri: r.uri })))
   t.same(read.map(r => field(r.contents[0], 'text')), Array.from({ length: 20 }, (_, i) => `file ${i}`))

@@ -1,0 +1,49 @@
+/*
+ * Extension (issue #16): extra read-only bind mounts asked of the registered MountProviders when a
+ * sandbox is created or a stopped one is about to start (user skills at /mnt/skills/user/<name>).
+ * The answer becomes part of the desired config, so a stopped sandbox whose mounts changed is
+ * recreated by the drift check (§5.5 item 6) with its volume and data. A call without an email uses
+ * the chat's last known user from meta.json, so one anonymous call does not strip a user's mounts.
+ */
+import { posix } from 'node:path'
+import { chatPaths, SANDBOX_HOME, SANDBOX_OUTPUTS, SANDBOX_SKILLS, SANDBOX_UPLOADS } from '../../core/chat-paths.js'
+import type { RequestUser } from '../../core/identity.js'
+import type { MountSpec } from './container-config.js'
+import { readMeta } from './data-dirs.js'
+import { describe, type Entry, type Registry } from './registry.js'
+
+const RESERVED = [SANDBOX_HOME, SANDBOX_UPLOADS, SANDBOX_OUTPUTS, SANDBOX_SKILLS]
+
+function acceptable (m: { source: unknown, target: unknown }): m is { source: string, target: string } {
+  if (typeof m.source !== 'string' || typeof m.target !== 'string') return false
+  const clean = (p: string): boolean => p.startsWith('/') && posix.normalize(p) === p && !p.includes('\u0000') && !p.endsWith('/')
+  return clean(m.source) && clean(m.target) && m.target.startsWith('/mnt/') && !RESERVED.includes(m.target)
+}
+
+async function emailOf (reg: Registry, entry: Entry, user: RequestUser | undefined): Promise<string | undefined> {
+  if (user?.email !== undefined) return user.email
+  if (!entry.metaLoaded) {
+    entry.metaLoaded = true
+    entry.meta = await readMeta(chatPaths(reg.opts.dataDir, entry.names.chatId).meta) ?? undefined
+  }
+  return entry.meta?.user_email ?? undefined
+}
+
+/** The providers' mounts, checked (absolute, normalised, below /mnt/, not a core mount, no duplicate target), sorted by target. */
+export async function extraMounts (reg: Registry, entry: Entry, user: RequestUser | undefined): Promise<MountSpec[]> {
+  if (reg.mountProviders.length === 0) return []
+  const email = await emailOf(reg, entry, user)
+  const out = new Map<string, MountSpec>()
+  for (const provider of reg.mountProviders) {
+    try {
+      const mounts = await provider({ chatId: entry.names.chatId, ...(email !== undefined && { email }), ...(user !== undefined && { user }) })
+      for (const m of mounts) {
+        if (!acceptable(m)) { reg.log.warn({ chat: entry.names.key }, 'an extra mount was refused (not an absolute, normalised path below /mnt/)'); continue }
+        if (!out.has(m.target)) out.set(m.target, { Type: 'bind', Source: m.source, Target: m.target, ReadOnly: true })
+      }
+    } catch (err) {
+      reg.log.warn({ chat: entry.names.key, err: describe(err) }, 'a mount provider failed; the sandbox starts without its mounts')
+    }
+  }
+  return [...out.values()].sort((a, b) => a.Target < b.Target ? -1 : 1)
+}
