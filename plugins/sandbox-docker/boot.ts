@@ -1,4 +1,6 @@
 import { probeWritable } from './data-dirs.js'
+import { detectQuota } from './disk-quota.js'
+import { diskPass } from './disk-watchdog.js'
 import type { ContainerSummary } from './docker-client.js'
 import { ownerFilter, readLabels, sandboxNames } from './names.js'
 import { changed, describe, entryOf, type Entry, type Registry } from './registry.js'
@@ -24,6 +26,7 @@ export async function bootstrap (reg: Registry): Promise<void> {
       const result = await reg.docker.ensureNetwork(reg.networkName, { 'managed-by': 'computer-use-server', 'cu.prefix': reg.opts.prefix })
       reg.log.info({ network: reg.networkName, result }, 'sandbox network ready (inter-container communication disabled)')
     }
+    await detectQuota(reg)
     const imageId = await reg.docker.imageId(reg.opts.image)
     if (imageId === null) {
       reg.log.error(`sandbox image '${reg.opts.image}' is missing: build it with \`npm run sandbox:build\` (sandbox-image/build.sh); tool calls fail until it exists`)
@@ -96,6 +99,10 @@ export async function startService (reg: Registry, reap: () => Promise<void>, pu
   reg.reaperTimer.unref()
   reg.purgeTimer = setInterval(() => { void purge().catch(err => reg.log.warn({ err: describe(err) }, 'purge pass failed')) }, reg.opts.purgeIntervalMs)
   reg.purgeTimer.unref()
+  if (reg.opts.diskLimit > 0) {
+    reg.diskTimer = setInterval(() => { void diskPass(reg) }, reg.opts.diskCheckIntervalMs)
+    reg.diskTimer.unref()
+  }
 }
 
 /** onClose: timers stop and open exec streams end; sandboxes keep running (re-adopted next boot). */
@@ -103,6 +110,8 @@ export async function closeService (reg: Registry): Promise<void> {
   reg.closed = true
   clearInterval(reg.reaperTimer)
   clearInterval(reg.purgeTimer)
+  clearInterval(reg.diskTimer)
+  clearTimeout(reg.diskPoke)
   for (const s of reg.streams) s.destroy()
   reg.streams.clear()
   reg.docker.close()
