@@ -1,4 +1,5 @@
 import { probeWritable } from './data-dirs.js'
+import { noteOutsideChange } from './recovery.js'
 import { detectQuota } from './disk-quota.js'
 import { diskPass } from './disk-watchdog.js'
 import type { ContainerSummary } from './docker-client.js'
@@ -62,6 +63,7 @@ export function register (reg: Registry, c: ContainerSummary, activity: number, 
   const entry = entryOf(reg, labels.chatId)
   if (entry.locked > 0 || entry.ensuring !== null || entry.epoch > mark) return entry
   const known = entry.state === 'running' || entry.state === 'stopped'
+  if (entry.state === 'running' && !c.running) noteOutsideChange(entry, false)
   entry.state = c.running ? 'running' : 'stopped'
   entry.containerId = c.id
   entry.createdAt = labels.createdAt

@@ -10,7 +10,7 @@ import { commandArgv, Demuxer, EofFilter, SentinelParser, STDOUT } from './exec-
 import { terminate } from './kill.js'
 import { eventSince, takeNotices } from './notices.js'
 import { notRunning, recoverVanished, runningEntry } from './recovery.js'
-import { armDeadline, describe, execStartError, type Entry, type Registry } from './registry.js'
+import { armDeadline, describe, execStartError, sleep, type Entry, type Registry } from './registry.js'
 import { diagnose, memoryNotice, pidsNotice, pidsSuspicious, restartSandbox } from './saturation.js'
 import type { CommandOptions, CommandResult, SandboxNotice } from './types.js'
 
@@ -34,6 +34,8 @@ interface Watched extends CommandResult {
   /** the output shows fork failures (EAGAIN) or SIGKILLed jobs: worth asking the engine */
   forkErrors: boolean
   killedJobs: boolean
+  /** the only output is the wrapper's own fork failure (bash never started) */
+  cannotFork: boolean
 }
 
 export async function runCommand (reg: Registry, chatId: string, command: string, opts: CommandOptions): Promise<CommandResult> {
@@ -52,7 +54,7 @@ export async function runCommand (reg: Registry, chatId: string, command: string
 
 async function attempt (reg: Registry, entry: Entry, command: string, opts: CommandOptions, own: SandboxNotice[], t0: number, first: boolean): Promise<CommandResult> {
   const at = Date.now()
-  const again = async (): Promise<CommandResult> => await attempt(reg, entry, command, opts, own, t0, false)
+  const again = async (): Promise<CommandResult> => { opts.onReset?.(); return await attempt(reg, entry, command, opts, own, t0, false) }
   const execId = randomBytes(12).toString('hex')
   const env = toEnvList(opts.env, { PAGER: 'cat', GIT_PAGER: 'cat', DEBIAN_FRONTEND: 'noninteractive', CUBICLE_EXEC_ID: execId })
   let handle: ExecHandle
@@ -65,42 +67,58 @@ async function attempt (reg: Registry, entry: Entry, command: string, opts: Comm
     if (notice !== undefined) own.push(notice)
     return await again()
   }
+  // A start that hangs, or fork failures in the output: ask the engine at once, and restart a
+  // saturated sandbox while the command is still running (the restart ends its stream).
   let stalled = false
+  let relieving: Promise<boolean> | undefined
+  const relieveNow = (confirm: boolean): void => {
+    relieving ??= relieve(reg, entry, confirm).catch(err => {
+      reg.log.warn({ chat: entry.names.key, err: describe(err) }, 'restarting a saturated sandbox failed')
+      return false
+    })
+  }
   const w = await watchCommand(reg, handle.socket, { ...opts, timeoutMs: Math.max(1000, opts.timeoutMs - (at - t0)) },
     () => terminate(reg, entry, execId, SANDBOX_USER, opts.killGraceMs),
-    seen => watchStart(reg, handle.id, seen, () => {
-      stalled = true
-      void relieve(reg, entry).catch(err => { reg.log.warn({ chat: entry.names.key, err: describe(err) }, 'restarting a saturated sandbox failed') })
-    }))
+    seen => watchStart(reg, handle.id, seen, () => { stalled = true; relieveNow(false) }),
+    () => { relieveNow(true) })
+  const relieved = relieving !== undefined && await relieving
   const result: CommandResult = { exitCode: w.exitCode, timedOut: w.timedOut, cancelled: w.cancelled }
+  const retry = first && opts.signal?.aborted !== true
   if (w.sentinel || w.timedOut || w.cancelled) {
-    await afterExit(reg, entry, w, at, own)
+    // The wrapper could not even fork bash: nothing of the command ran.
+    if (retry && w.cannotFork && w.exitCode === 2 && (relieved || restartedSince(entry, at) || await relieve(reg, entry))) return await again()
+    await afterExit(reg, entry, w, at, own, relieved || restartedSince(entry, at))
     return result
   }
   // The stream ended without bash's status: the process never started, or the sandbox went away.
   const state = await reg.docker.execInspect(handle.id).catch(() => null)
   const notStarted = (state !== null && !state.running && state.pid === 0) || (stalled && !w.seen)
-  if (first && notStarted && opts.signal?.aborted !== true && (restartedSince(entry, at) || await relieve(reg, entry))) {
-    opts.onReset?.()
-    return await again()
-  }
+  if (retry && notStarted && (relieved || restartedSince(entry, at) || await relieve(reg, entry))) return await again()
   await explainLoss(reg, entry, at, own)
   return result
 }
 
-/** bash exited (or was timed out): ask the engine when the output or the wrapper's hint suggests saturation or OOM kills. */
-async function afterExit (reg: Registry, entry: Entry, w: Watched, at: number, own: SandboxNotice[]): Promise<void> {
-  const suspicious = w.forkErrors || pidsSuspicious(w.pids, reg.opts.pidsLimit)
+/**
+ * bash exited (or was timed out): ask the engine when the output or the wrapper's hint suggests
+ * saturation (unless the sandbox was restarted during the call already) or OOM kills.
+ */
+async function afterExit (reg: Registry, entry: Entry, w: Watched, at: number, own: SandboxNotice[], restarted: boolean): Promise<void> {
+  const suspicious = !restarted && (w.forkErrors || pidsSuspicious(w.pids, reg.opts.pidsLimit))
   const killed = w.killedJobs || (w.exitCode !== null && w.exitCode >= 128)
   if (!suspicious && !killed) return
-  const d = await diagnose(reg, entry, { stats: suspicious, oomSince: killed ? at : undefined })
+  const d = await diagnose(reg, entry, { stats: suspicious, oomSince: killed ? at : undefined, confirm: true })
   if (d.oomKills > 0) own.push(memoryNotice(reg, d, 'none'))
   if (d.pidsFull) await restartFor(reg, entry, pidsNotice(reg, d, 'restarted'), own)
 }
 
 /** Why a command lost its stream: a driver action, the sandbox stopped or removed outside, or saturation. */
 async function explainLoss (reg: Registry, entry: Entry, at: number, own: SandboxNotice[]): Promise<void> {
-  const c = await checkAlive(reg, entry)
+  let c = await checkAlive(reg, entry)
+  // The engine may still report a killed container as running for a moment after its streams closed.
+  for (let i = 0; i < 3 && c?.running === true; i++) {
+    await sleep(250)
+    c = await checkAlive(reg, entry)
+  }
   const ours = eventSince(entry, at)
   if (ours !== undefined) { own.unshift(ours); return }
   if (c === undefined) return
@@ -129,7 +147,8 @@ async function restartFor (reg: Registry, entry: Entry, notice: SandboxNotice, o
 }
 
 /** Streams the command's output until bash's status arrived and the output went quiet, or until timeout/abort. */
-async function watchCommand (reg: Registry, socket: Duplex, opts: CommandOptions, kill: () => number, stall: (seen: () => boolean) => () => void): Promise<Watched> {
+async function watchCommand (reg: Registry, socket: Duplex, opts: CommandOptions, kill: () => number, stall: (seen: () => boolean) => () => void,
+  onForkErrors: () => void): Promise<Watched> {
   reg.streams.add(socket)
   return await new Promise<Watched>(resolve => {
     let timedOut = false
@@ -151,7 +170,10 @@ async function watchCommand (reg: Registry, socket: Duplex, opts: CommandOptions
       output.end()
       reg.streams.delete(socket)
       socket.destroy()
-      resolve({ exitCode, timedOut, cancelled, sentinel: output.exited(), seen, pids: output.pids(), forkErrors: output.hints.fork, killedJobs: output.hints.killed })
+      resolve({
+        exitCode, timedOut, cancelled, sentinel: output.exited(), seen, pids: output.pids(),
+        forkErrors: output.hints.fork, killedJobs: output.hints.killed, cannotFork: output.cannotFork()
+      })
     }
     // Once bash's status and the end of its output are both in, wait for QUIET_MS without output
     // (background children may still print), then return even if they hold the output open.
@@ -160,7 +182,7 @@ async function watchCommand (reg: Registry, socket: Duplex, opts: CommandOptions
       clearTimeout(quiet)
       quiet = setTimeout(finish, QUIET_MS)
     }
-    const output = mergedOutput(reg, opts.onOutput, settle, code => {
+    const output = mergedOutput(reg, opts.onOutput, onForkErrors, settle, code => {
       if (timedOut || cancelled) return
       exitCode = code
       // bash has exited: return within DRAIN_MS whatever is still in flight.
@@ -190,17 +212,23 @@ const HINT_CARRY = 40
  * stdout decoded as UTF-8 (sequences never split) for onOutput, without the wrapper's end marker;
  * stderr carries the wrapper's exit sentinel. `onStdout` runs when the marker or later stdout arrives.
  */
-function mergedOutput (reg: Registry, onOutput: (text: string) => void, onStdout: () => void, onExit: (code: number) => void):
-  { push: (chunk: Buffer) => void, exited: () => boolean, settled: () => boolean, pids: () => number | undefined, end: () => void, hints: { fork: boolean, killed: boolean } } {
+function mergedOutput (reg: Registry, onOutput: (text: string) => void, onForkErrors: () => void, onStdout: () => void, onExit: (code: number) => void): {
+  push: (chunk: Buffer) => void, exited: () => boolean, settled: () => boolean, pids: () => number | undefined, end: () => void,
+  hints: { fork: boolean, killed: boolean }, cannotFork: () => boolean
+} {
   const decoder = new TextDecoder('utf-8')
   const hints = { fork: false, killed: false }
   let tail = ''
+  let head = ''
+  let total = 0
   const emit = (text: string): void => {
     if (text === '') return
+    total += text.length
+    if (head.length < HINT_CARRY * 2) head += text.slice(0, HINT_CARRY * 2)
     if (!hints.fork || !hints.killed) {
-      // Linear scan with a short carry, so a phrase split across chunks is still seen.
+      // A bounded scan with a short carry, so a phrase split across chunks is still seen.
       const window = tail + text.slice(0, 4096) + (text.length > 4096 ? '\n' + text.slice(-4096) : '')
-      if (FORK_HINTS.some(h => window.includes(h))) hints.fork = true
+      if (!hints.fork && FORK_HINTS.some(h => window.includes(h))) { hints.fork = true; onForkErrors() }
       if (window.includes('Killed')) hints.killed = true
       tail = text.slice(-HINT_CARRY)
     }
@@ -221,6 +249,7 @@ function mergedOutput (reg: Registry, onOutput: (text: string) => void, onStdout
     settled: () => parser.exitCode !== null && eof.seen,
     pids: () => parser.pids,
     end: () => { eof.end(); parser.end(); emit(decoder.decode()) },
-    hints
+    hints,
+    cannotFork: () => total < HINT_CARRY * 2 && /^sh: \d+: Cannot fork\n?$/.test(head)
   }
 }

@@ -61,10 +61,13 @@ export async function exec (reg: Registry, chatId: string, argv: string[], opts:
   } finally { release() }
 }
 
-/** A process could not start: restarts the sandbox when the engine says it is saturated. True when restarted. */
-export async function relieve (reg: Registry, entry: Entry): Promise<boolean> {
+/**
+ * A process could not start, or fork failures showed: restarts the sandbox when the engine says it
+ * is saturated (`confirm`: on two samples). True when restarted.
+ */
+export async function relieve (reg: Registry, entry: Entry, confirm = false): Promise<boolean> {
   if (entry.restarting !== null) { await entry.restarting; return true }
-  const d = await diagnose(reg, entry, { stats: true })
+  const d = await diagnose(reg, entry, { stats: true, confirm })
   if (!d.pidsFull && !d.memoryFull) return false
   await restartSandbox(reg, entry, d.pidsFull ? pidsNotice(reg, d, 'restarted') : memoryNotice(reg, d, 'restarted'))
   return true

@@ -6,6 +6,7 @@ import { readMeta, removeChatDir } from './data-dirs.js'
 import type { ContainerSummary } from './docker-client.js'
 import { SANDBOX_CAPACITY } from './errors.js'
 import { ownerFilter } from './names.js'
+import { noteOutsideChange } from './recovery.js'
 import { changed, describe, entryOf, notifyStop, stopEntry, tooOld, withLock, type Entry, type Registry } from './registry.js'
 
 /*
@@ -65,6 +66,7 @@ function reconcile (reg: Registry, list: ContainerSummary[], mark: number): Set<
   }
   for (const entry of reg.entries.values()) {
     if (!seen.has(entry) && entry.locked === 0 && entry.ensuring === null && entry.epoch <= mark && (entry.state === 'running' || entry.state === 'stopped')) {
+      if (entry.state === 'running') noteOutsideChange(entry, true)
       entry.state = 'absent'
       entry.containerId = undefined
       changed(reg, entry)

@@ -29,6 +29,23 @@ export async function runningEntry (reg: Registry, chatId: string): Promise<Entr
   return entry
 }
 
+/** An event about the sandbox's current life is recorded already (the driver acted, or the reaper saw the change). */
+function driverActed (entry: Entry): boolean {
+  return entry.notices.actions.some(a => a.at >= entry.startedAt && a.notice.action !== 'none')
+}
+
+/**
+ * The reaper found a sandbox we believed running stopped or gone, and nobody here did it: the next
+ * call starts (or recreates) it, and its result says so.
+ */
+export function noteOutsideChange (entry: Entry, removed: boolean): void {
+  if (entry.stopping || entry.restarting !== null || driverActed(entry)) return
+  entry.recoverable = true
+  report(entry, removed
+    ? { kind: 'sandbox-stopped', action: 'recreated', removed: true, by: 'outside' }
+    : { kind: 'sandbox-stopped', action: 'restarted', removed: false, by: 'outside' })
+}
+
 /**
  * An exec or write found the sandbox gone or stopped: ask the engine what happened, start or recreate
  * it through ensure() and record a notice (none when the driver stopped it itself since it last
@@ -39,7 +56,8 @@ export async function recoverVanished (reg: Registry, entry: Entry): Promise<San
   try {
     c = await reg.docker.inspectContainer(entry.names.container)
   } catch (err) { throw mapError(reg, err) }
-  const ours = entry.notices.actions.some(a => a.at >= entry.startedAt && a.notice.action !== 'none')
+  // Already explained: the driver acted itself, or the reaper noticed the change first.
+  const ours = driverActed(entry)
   let notice: SandboxNotice | undefined
   if (c?.running !== true && !ours) {
     notice = c === null
@@ -52,7 +70,9 @@ export async function recoverVanished (reg: Registry, entry: Entry): Promise<San
     'the sandbox changed behind the server\'s back; starting it again for this call (workspace kept)')
   if (entry.locked === 0 && entry.ensuring === null && entry.state === 'running') { entry.state = 'unknown'; changed(reg, entry) }
   entry.recoverable = true
+  const at = Date.now()
   await ensure(reg, entry.names.chatId, { user: entry.user })
-  if (notice !== undefined) report(entry, notice)
+  // Stamped before the start, so this event counts as before the sandbox's new life.
+  if (notice !== undefined) report(entry, notice, at)
   return notice
 }

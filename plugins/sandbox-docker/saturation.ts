@@ -1,7 +1,7 @@
 import type { ResourceStats } from './docker-monitor.js'
 import { ensure } from './lifecycle.js'
 import { report } from './notices.js'
-import { changed, describe, mapError, notifyStop, withLock, type Entry, type Registry } from './registry.js'
+import { changed, describe, mapError, notifyStop, sleep, withLock, type Entry, type Registry } from './registry.js'
 import type { SandboxNotice } from './types.js'
 
 /*
@@ -35,10 +35,11 @@ export function pidsSuspicious (reported: number | undefined, limit: number): bo
 
 /**
  * Asks the engine about the chat's sandbox: `stats` reads the pids and memory counters (≈1 s: the
- * stats endpoint waits for its next sample), `oomSince` counts OOM kills since that instant (ms).
- * Failures count as "not saturated" (logged at debug).
+ * stats endpoint waits for its next sample), `oomSince` counts OOM kills since that instant (ms),
+ * `confirm` takes a second sample when the first says saturated. Failures count as "not saturated"
+ * (logged at debug).
  */
-export async function diagnose (reg: Registry, entry: Entry, what: { stats?: boolean, oomSince?: number }): Promise<Diagnosis> {
+export async function diagnose (reg: Registry, entry: Entry, what: { stats?: boolean, oomSince?: number, confirm?: boolean }): Promise<Diagnosis> {
   const out: Diagnosis = { pidsFull: false, memoryFull: false, oomKills: 0, stats: null }
   const id = entry.containerId
   if (id === undefined) return out
@@ -56,6 +57,14 @@ export async function diagnose (reg: Registry, entry: Entry, what: { stats?: boo
       err => { reg.log.debug({ chat: entry.names.key, err: describe(err) }, 'OOM events of the sandbox could not be read') }))
   }
   await Promise.all(jobs)
+  if (what.confirm === true && (out.pidsFull || out.memoryFull)) {
+    // A build may touch the limit for a moment; a runaway stays there. Saturated only if it still is.
+    await sleep(500)
+    const again = await diagnose(reg, entry, { stats: true })
+    out.pidsFull &&= again.pidsFull
+    out.memoryFull &&= again.memoryFull
+    out.stats = again.stats ?? out.stats
+  }
   return out
 }
 
