@@ -1,5 +1,5 @@
-import { constants } from 'node:fs'
-import { lstat, open, readdir, type FileHandle } from 'node:fs/promises'
+import { constants, type Dir } from 'node:fs'
+import { lstat, open, opendir, type FileHandle } from 'node:fs/promises'
 
 /*
  * Host-side measure of a directory the sandbox writes (its outputs): bytes allocated on disk
@@ -49,37 +49,49 @@ export async function treeUsage (root: string, limits: TreeLimits): Promise<Tree
 
 async function walkDir (dir: FileHandle, depth: number, w: Walk): Promise<void> {
   const base = `/proc/self/fd/${dir.fd}`
-  let names: string[]
+  let list: Dir
   try {
-    names = await readdir(base)
+    list = await opendir(base, { bufferSize: BATCH })
   } catch { w.complete = false; return }
-  for (let i = 0; i < names.length; i += BATCH) {
-    if (over(w)) { w.complete = false; return }
-    const batch = names.slice(i, i + BATCH)
-    w.entries += batch.length
-    const stats = await Promise.all(batch.map(async name => await lstat(`${base}/${name}`, { bigint: false }).catch(() => null)))
-    const subdirs: string[] = []
-    for (let j = 0; j < batch.length; j++) {
-      const st = stats[j]
-      if (st === null || st === undefined) continue
-      if (st.nlink > 1 && !st.isDirectory()) {
-        const key = `${st.dev}:${st.ino}`
-        if (w.inodes.has(key)) continue
-        if (w.inodes.size < 100_000) w.inodes.add(key)
-      }
-      w.bytes += st.blocks * 512
-      if (st.isDirectory()) subdirs.push(batch[j] as string)
-    }
-    for (const name of subdirs) {
+  // Names are read in batches (never the whole directory at once) and the walk stops at its bounds.
+  const subdirs: string[] = []
+  try {
+    let batch: string[] = []
+    for await (const d of list) {
+      batch.push(d.name)
+      if (batch.length < BATCH) continue
+      await measure(base, batch, subdirs, w)
+      batch = []
       if (over(w)) { w.complete = false; return }
-      if (depth + 1 > w.limits.maxDepth) { w.complete = false; continue }
-      let child: FileHandle
-      try {
-        child = await open(`${base}/${name}`, DIR_FLAGS)
-      } catch { continue }
-      try {
-        await walkDir(child, depth + 1, w)
-      } finally { await child.close() }
     }
+    await measure(base, batch, subdirs, w)
+  } catch { w.complete = false }
+  for (const name of subdirs) {
+    if (over(w)) { w.complete = false; return }
+    if (depth + 1 > w.limits.maxDepth) { w.complete = false; continue }
+    let child: FileHandle
+    try {
+      child = await open(`${base}/${name}`, DIR_FLAGS)
+    } catch { continue }
+    try {
+      await walkDir(child, depth + 1, w)
+    } finally { await child.close() }
+  }
+}
+
+/** lstat of a batch of names relative to the directory's descriptor; directories are queued. */
+async function measure (base: string, names: string[], subdirs: string[], w: Walk): Promise<void> {
+  w.entries += names.length
+  const stats = await Promise.all(names.map(async name => await lstat(`${base}/${name}`).catch(() => null)))
+  for (let j = 0; j < names.length; j++) {
+    const st = stats[j]
+    if (st === null || st === undefined) continue
+    if (st.nlink > 1 && !st.isDirectory()) {
+      const key = `${st.dev}:${st.ino}`
+      if (w.inodes.has(key)) continue
+      if (w.inodes.size < 100_000) w.inodes.add(key)
+    }
+    w.bytes += st.blocks * 512
+    if (st.isDirectory() && subdirs.length < w.limits.maxEntries) subdirs.push(names[j] as string)
   }
 }

@@ -169,7 +169,7 @@ export function noticeText (n: SandboxNotice): string {
         : `This chat is over its disk limit (${diskBreakdown(n)}). ${FREE_SPACE}; while it stays over the limit, the sandbox is stopped as soon as it writes more.`
     case 'sandbox-stopped': {
       const what = n.removed ? 'removed' : 'stopped'
-      const who = n.by === 'outside' ? 'outside this server (for example with docker or by an engine restart)' : 'by the server on purpose'
+      const who = n.by === 'outside' ? 'outside this server (by an administrator, or an engine restart)' : 'by the server on purpose'
       if (n.action === 'recreated') return `The sandbox had been removed ${who}; a new one was created for this command on the same workspace. ${KEPT}; files elsewhere (such as installed packages) and all processes are gone.`
       if (n.action === 'restarted') return `The sandbox had been stopped ${who}; it was started again for this command. ${KEPT}; processes that were running, background jobs included, are gone.`
       return `The sandbox was ${what} ${who}. The next command starts it again${n.removed ? ' (as a new sandbox on the same workspace)' : ''}. ${KEPT}.`

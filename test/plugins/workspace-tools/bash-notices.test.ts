@@ -25,7 +25,7 @@ t.test('sizes in binary units', async t => {
 t.test('a successful command keeps its exact output and gets one note per event', async t => { // issue #8
   const r = bashResult({ ...base, notices: [{ kind: 'sandbox-stopped', action: 'recreated', removed: true, by: 'outside' }] })
   t.notOk(r.isError)
-  t.match(textOf(r), /^hi\n\n\n\[Note: The sandbox had been removed outside this server \(for example with docker or by an engine restart\); a new one was created for this command on the same workspace\. Files in \/home\/assistant and \/mnt\/user-data\/outputs are kept; files elsewhere \(such as installed packages\) and all processes are gone\.\]$/)
+  t.match(textOf(r), /^hi\n\n\n\[Note: The sandbox had been removed outside this server \(by an administrator, or an engine restart\); a new one was created for this command on the same workspace\. Files in \/home\/assistant and \/mnt\/user-data\/outputs are kept; files elsewhere \(such as installed packages\) and all processes are gone\.\]$/)
   const two = textOf(bashResult({ ...base, exitCode: 2, output: 'x\n', notices: [{ kind: 'pids-limit', action: 'restarted', limit: 512 }, disk('none')] }))
   t.match(two, /^x\n\n\[Exit code: 2\]\n\n\[Note: The sandbox reached its process limit \(512 processes\)/)
   t.match(two, /every running process, background jobs included, was stopped/)
