@@ -82,6 +82,7 @@ async function removeForAge (reg: Registry, entry: Entry): Promise<void> {
       await reg.docker.removeContainer(entry.containerId ?? entry.names.container)
       entry.state = 'absent'
       entry.containerId = undefined
+      entry.recoverable = false
       changed(reg, entry)
       reg.log.info({ chat: entry.names.key, maxAgeHours: reg.opts.maxAgeHours }, 'sandbox reached its maximum age: removed (volume and data kept)')
     })
