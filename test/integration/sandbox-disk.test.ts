@@ -63,7 +63,9 @@ t.test('a chat over its disk limit is stopped, told why, and can free space', ga
 
   t.test('dd of 80 MB into home: the watchdog stops the chat, the next result says why', async t => { // issue #8
     t.equal(textOf(await bash(c, 'dd if=/dev/zero of=~/big bs=1M count=80 status=none; echo wrote')), 'wrote\n')
+    const t0 = performance.now()
     t.ok(await waitStopped(), 'stopped by the watchdog')
+    t.comment(`stopped ${(performance.now() - t0).toFixed(0)} ms after the write returned (watchdog period 500 ms)`)
     const r = await bash(c, 'du -sm ~/big')
     t.notOk(r.isError, 'the next call runs (the sandbox is started again)')
     t.match(textOf(r), /^80\t\/home\/assistant\/big\n\n\n\[Note: This chat had 8\d MiB used of its 50 MiB disk limit: \/home\/assistant 8\d MiB, \/mnt\/user-data\/outputs \d+ (bytes|KiB), other files \d+(\.\d)? (bytes|KiB|MiB), so the sandbox was stopped and the processes writing were killed\. Files in \/home\/assistant and \/mnt\/user-data\/outputs are kept, and the sandbox starts again with the next command\. Free space now: .*du -sh .*rm; while the chat stays over its limit, it is stopped again as soon as it grows\.\]$/)
@@ -89,6 +91,15 @@ t.test('a chat over its disk limit is stopped, told why, and can free space', ga
     }
     t.equal(text, 'clean\n', 'back under the limit: no note')
     t.ok((await container()).running)
+  })
+
+  t.test('a command still writing when the limit is crossed is cut off, and its result says why', async t => { // issue #8
+    const r = await bash(c, 'for i in $(seq 1 300); do head -c 1048576 /dev/zero >> ~/slow; sleep 0.05; done; echo finished')
+    t.equal(r.isError, true)
+    t.match(textOf(r), /^Error: the command was cut off\. The exit status of the command is unknown\. This chat had \d+ MiB used of its 50 MiB disk limit: \/home\/assistant \d+ MiB/)
+    t.notMatch(textOf(r), /finished/)
+    t.match(textOf(await bash(c, 'rm ~/slow; echo removed')), /^removed\n/, 'the next call starts the sandbox and can free space')
+    for (let i = 0; i < 20 && textOf(await bash(c, 'echo clean')) !== 'clean\n'; i++) await sleep(500)
   })
 
   t.test('outputs count too, and the note says so', async t => {
