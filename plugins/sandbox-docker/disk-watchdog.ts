@@ -14,8 +14,8 @@ import type { DiskUsage, SandboxNotice } from './types.js'
  * A chat over its limit is killed at once (its writers stop; every file is kept) and the next command
  * result says what uses the space. The next call starts the sandbox again so the model can delete
  * files; while the chat stays over its limit every result repeats the warning, each of its commands
- * triggers a quick re-measure, and it is killed again only if it grows a margin beyond the usage it
- * was stopped at. One pass at a time; a failing engine call skips the pass.
+ * triggers a quick re-measure, and it is killed again only if it grows a margin beyond the usage
+ * measured once its writers were dead. One pass at a time; a failing engine call skips the pass.
  */
 
 /** Entries of outputs walked per chat and per pass at most (the rest is a lower bound). */
@@ -48,32 +48,40 @@ async function passOnce (reg: Registry): Promise<void> {
   if (reg.closed || !reg.bootstrapped) return
   const running = [...reg.entries.values()].filter(e => e.state === 'running' && e.containerId !== undefined && e.restarting === null)
   if (running.length === 0) return
-  let df
-  try {
-    df = await reg.docker.diskUsage()
-  } catch (err) {
-    reg.log.debug({ err: describe(err) }, 'disk watchdog: the engine did not report disk usage; pass skipped')
-    return
-  }
-  const ours = (labels: Record<string, string>): boolean => labels['managed-by'] === MANAGED_BY && labels['cu.prefix'] === reg.opts.prefix
-  const volumes = new Map(df.volumes.filter(v => ours(v.labels)).map(v => [v.name, Math.max(0, v.size)]))
-  const layers = new Map(df.containers.filter(c => ours(c.labels)).map(c => [c.name, c.sizeRw]))
+  const df = await engineUsage(reg)
+  if (df === null) return
   let budget = PASS_MAX_ENTRIES
   for (const entry of running) {
     if (reg.closed) return
-    const home = volumes.get(entry.names.volume) ?? 0
-    const other = layers.get(entry.names.container) ?? 0
-    let outputs = 0
-    const room = reg.opts.diskLimit - home - other
-    if (budget > 0) {
-      // Under the limit so far: stop as soon as outputs decide it. Over already: measure them for the message.
-      const u = await treeUsage(chatPaths(reg.opts.dataDir, entry.names.chatId).outputs,
-        { maxEntries: Math.min(CHAT_MAX_ENTRIES, budget), ...(room >= 0 ? { stopAbove: room } : {}) })
-      outputs = u.bytes
-      budget -= u.entries
-    }
-    await judge(reg, entry, { total: home + outputs + other, home, outputs, other })
+    const m = await measure(reg, entry, df, budget)
+    budget -= m.entries
+    await judge(reg, entry, m.usage)
   }
+}
+
+type EngineUsage = Awaited<ReturnType<Registry['docker']['diskUsage']>>
+
+/** One `GET /system/df`, or null (logged) when the engine does not answer it. */
+async function engineUsage (reg: Registry): Promise<EngineUsage | null> {
+  try {
+    return await reg.docker.diskUsage()
+  } catch (err) {
+    reg.log.debug({ err: describe(err) }, 'disk watchdog: the engine did not report disk usage; pass skipped')
+    return null
+  }
+}
+
+/** A chat's usage: home volume and writable layer from the engine, outputs walked on the host (`budget` entries at most). */
+async function measure (reg: Registry, entry: Entry, df: EngineUsage, budget: number): Promise<{ usage: DiskUsage, entries: number }> {
+  const ours = (labels: Record<string, string>): boolean => labels['managed-by'] === MANAGED_BY && labels['cu.prefix'] === reg.opts.prefix
+  const home = Math.max(0, df.volumes.find(v => v.name === entry.names.volume && ours(v.labels))?.size ?? 0)
+  const other = df.containers.find(c => c.name === entry.names.container && ours(c.labels))?.sizeRw ?? 0
+  if (budget <= 0) return { usage: { total: home + other, home, outputs: 0, other }, entries: 0 }
+  // Under the limit so far: stop as soon as outputs decide it. Over already: measure them for the message.
+  const room = reg.opts.diskLimit - home - other
+  const u = await treeUsage(chatPaths(reg.opts.dataDir, entry.names.chatId).outputs,
+    { maxEntries: Math.min(CHAT_MAX_ENTRIES, budget), ...(room >= 0 ? { stopAbove: room } : {}) })
+  return { usage: { total: home + u.bytes + other, home, outputs: u.bytes, other }, entries: u.entries }
 }
 
 async function judge (reg: Registry, entry: Entry, usage: DiskUsage): Promise<void> {
@@ -90,7 +98,7 @@ async function judge (reg: Registry, entry: Entry, usage: DiskUsage): Promise<vo
   if (entry.state !== 'running' || entry.restarting !== null || entry.containerId === undefined) return
   d.stoppedAt = Date.now()
   d.stoppedTotal = usage.total
-  const notice: SandboxNotice = { kind: 'disk-limit', action: 'stopped', limit, usage }
+  const notice = { kind: 'disk-limit' as const, action: 'stopped' as const, limit, usage }
   report(entry, notice)
   reg.log.warn({ chat: entry.names.key, ...usage, limit }, 'chat over its disk limit: sandbox stopped (files kept)')
   try {
@@ -107,4 +115,21 @@ async function judge (reg: Registry, entry: Entry, usage: DiskUsage): Promise<vo
     return
   }
   notifyStop(reg, entry, 'disk-limit')
+  await settle(reg, entry, notice)
+}
+
+/**
+ * Measures a chat again once its writers are dead: what they wrote between the measure and the kill
+ * is the baseline of the regrowth rule (else it would stop the chat again at its next start) and the
+ * figure the next warnings show.
+ */
+async function settle (reg: Registry, entry: Entry, notice: { usage: DiskUsage }): Promise<void> {
+  const df = await engineUsage(reg)
+  if (df === null) return
+  const { usage } = await measure(reg, entry, df, CHAT_MAX_ENTRIES)
+  const d = entry.disk
+  if (usage.total <= d.stoppedTotal) return
+  d.stoppedTotal = usage.total
+  notice.usage = usage
+  if (d.over !== null) d.over = { usage, limit: d.over.limit }
 }

@@ -177,6 +177,31 @@ t.test('watchdog: a chat over its limit is killed once, warned while over, kille
   t.same(fake.killed, ['cid-1', 'cid-1'], 'a stopped chat is not measured')
 })
 
+t.test('watchdog: what the writer adds until it is killed is measured after the kill, so its restart is not stopped again', async t => { // issue #8
+  const dataDir = await mkdtemp(join(tmpdir(), 'disk-wd-'))
+  t.teardown(async () => { await rm(dataDir, { recursive: true, force: true }) })
+  const opts = parseOptions(SandboxDockerOptions, { prefix: 'cu', dataDir, diskLimit: 50 * MiB }, 'sandbox-docker')
+  const fake = fakeDocker()
+  const labels = volumeLabels('cu', 'chat-dd')
+  const reg = createRegistry({ ...opts, dataDirHost: dataDir, now: Date.now }, fake.client, pino({ level: 'silent' }))
+  reg.bootstrapped = true
+  const entry = entryOf(reg, 'chat-dd')
+  entry.state = 'running'
+  entry.containerId = 'cid-dd'
+  const measure = (home: number): void => { fake.df.volumes = [{ name: entry.names.volume, labels, size: home }] }
+  const kill = fake.client.killContainer.bind(fake.client)
+  fake.client.killContainer = async (id: string) => { measure(80 * MiB); await kill(id) } // dd went on from 52 to 80 MiB before it died
+
+  measure(52 * MiB)
+  await diskPass(reg)
+  t.same(fake.killed, ['cid-dd'])
+  t.match(takeNotices(entry), [{ kind: 'disk-limit', action: 'stopped', usage: { home: 80 * MiB } }], 'the note gives the size after the kill')
+  entry.state = 'running' // the next call started it again
+  await diskPass(reg)
+  t.same(fake.killed, ['cid-dd'], 'not killed again for what was written before the kill')
+  t.match(takeNotices(entry), [{ kind: 'disk-limit', action: 'none', usage: { total: 80 * MiB } }])
+})
+
 t.test('watchdog: an engine that does not report disk usage skips the pass', async t => {
   const dataDir = await mkdtemp(join(tmpdir(), 'disk-wd-'))
   t.teardown(async () => { await rm(dataDir, { recursive: true, force: true }) })
