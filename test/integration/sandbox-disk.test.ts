@@ -61,24 +61,41 @@ t.test('a chat over its disk limit is stopped, told why, and can free space', ga
     t.match(r, /No space left on device\nrc=1\n/)
   })
 
+  /** The "N MiB used" and "/home/assistant N MiB" figures of a disk note. */
+  const figures = (text: string): { used: number, home: number } => {
+    const m = /(\d+) MiB used of its 50 MiB disk limit: \/home\/assistant (\d+) MiB/.exec(text)
+    return { used: Number(m?.[1] ?? NaN), home: Number(m?.[2] ?? NaN) }
+  }
+
   t.test('dd of 80 MB into home: the watchdog stops the chat, the next result says why', async t => { // issue #8
-    t.equal(textOf(await bash(c, 'dd if=/dev/zero of=~/big bs=1M count=80 status=none; echo wrote')), 'wrote\n')
+    const first = textOf(await bash(c, 'dd if=/dev/zero of=~/big bs=1M count=80 status=none; echo wrote'))
+    // On a loaded machine a pass may catch dd before it is done: then its result is cut off and says why.
+    if (first !== 'wrote\n') t.match(first, /^Error: the command was cut off\. The exit status of the command is unknown\. This chat had \d+ MiB used of its 50 MiB disk limit/, 'cut off mid-write, and says why')
     const t0 = performance.now()
     t.ok(await waitStopped(), 'stopped by the watchdog')
-    t.comment(`stopped ${(performance.now() - t0).toFixed(0)} ms after the write returned (watchdog period 500 ms)`)
+    t.comment(`${first === 'wrote\n' ? 'dd finished' : 'dd was cut off'}; stopped ${(performance.now() - t0).toFixed(0)} ms after its result (watchdog period 500 ms)`)
     const r = await bash(c, 'du -sm ~/big')
     t.notOk(r.isError, 'the next call runs (the sandbox is started again)')
-    t.match(textOf(r), /^80\t\/home\/assistant\/big\n\n\n\[Note: This chat had 8\d MiB used of its 50 MiB disk limit: \/home\/assistant 8\d MiB, \/mnt\/user-data\/outputs \d+ (bytes|KiB), other files \d+(\.\d)? (bytes|KiB|MiB), so the sandbox was stopped and the processes writing were killed\. Files in \/home\/assistant and \/mnt\/user-data\/outputs are kept, and the sandbox starts again with the next command\. Free space now: .*du -sh .*rm; while the chat stays over its limit, it is stopped again as soon as it grows\.\]$/)
+    const big = Number(/^(\d+)\t\/home\/assistant\/big\n/.exec(textOf(r))?.[1])
+    t.ok(big > 50 && big <= 80, `dd wrote past the limit: ${big} MiB`)
+    const note = first === 'wrote\n' ? textOf(r) : `${first}\n${textOf(r)}`
+    t.match(note, /\[Note: This chat (had |is over its disk limit \()\d+ MiB used of its 50 MiB disk limit: \/home\/assistant \d+ MiB, \/mnt\/user-data\/outputs \d+ (bytes|KiB), other files \d+(\.\d)? (bytes|KiB|MiB)(, so the sandbox was stopped and the processes writing were killed\. Files in \/home\/assistant and \/mnt\/user-data\/outputs are kept, and the sandbox starts again with the next command\. Free space now: .*du -sh .*rm; while the chat stays over its limit, it is stopped again as soon as it grows\.\]|\))/)
     const again = await bash(c, 'echo still')
-    t.match(textOf(again), /^still\n\n\n\[Note: This chat is over its disk limit \(8\d MiB used of its 50 MiB disk limit: /, 'every result warns while over')
+    t.match(textOf(again), /^still\n\n\n\[Note: This chat is over its disk limit \(\d+ MiB used of its 50 MiB disk limit: /, 'every result warns while over')
+    t.ok(Math.abs(figures(textOf(again)).home - big) <= 1, `the warning gives the size after the kill (${figures(textOf(again)).home} MiB, du ${big} MiB)`)
     await sleep(2000)
     t.ok((await container()).running, 'not growing: not stopped again')
   })
 
   t.test('growing further while over the limit stops it again', async t => {
-    t.equal(textOf(await bash(c, 'dd if=/dev/zero of=~/more bs=1M count=24 status=none; echo more')).split('\n')[0], 'more')
+    const before = figures(textOf(await bash(c, 'echo before'))).used
+    const dd = textOf(await bash(c, 'dd if=/dev/zero of=~/more bs=1M count=24 status=none; echo more'))
+    // Stopped once it grew 16 MiB past the size at the last stop: possibly before dd finished.
+    t.match(dd, /^(more\n|Error: the command was cut off\. .*This chat had \d+ MiB used of its 50 MiB disk limit)/s)
     t.ok(await waitStopped(), 'stopped again')
-    t.match(textOf(await bash(c, 'echo next')), /^next\n\n\n\[Note: This chat had 10\d MiB used of its 50 MiB disk limit/)
+    const r = textOf(await bash(c, 'echo next'))
+    t.match(r, /^next\n\n\n\[Note: This chat (had |is over its disk limit \()\d+ MiB used of its 50 MiB disk limit/)
+    t.ok(figures(r).used > before + 16, `the note counts the new file (${before} → ${figures(r).used} MiB)`)
   })
 
   t.test('rm frees space: the warnings stop', async t => { // issue #8
