@@ -92,7 +92,8 @@ async function attempt (reg: Registry, entry: Entry, command: string, opts: Comm
   }
   // The stream ended without bash's status: the process never started, or the sandbox went away.
   const state = await reg.docker.execInspect(handle.id).catch(() => null)
-  const notStarted = (state !== null && !state.running && state.pid === 0) || (stalled && !w.seen)
+  // (Its only output the wrapper's own fork failure: bash never ran either.)
+  const notStarted = (state !== null && !state.running && state.pid === 0) || (stalled && !w.seen) || w.cannotFork
   if (retry && notStarted && (relieved || restartedSince(entry, at) || await relieve(reg, entry))) return await again()
   await explainLoss(reg, entry, at, own)
   return result
