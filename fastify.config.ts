@@ -58,6 +58,7 @@ const plugins = {
     memLimit: config.CONTAINER_MEM_LIMIT,
     cpuLimit: config.CONTAINER_CPU_LIMIT,
     pidsLimit: config.CONTAINER_PIDS_LIMIT,
+    diskLimit: config.SANDBOX_DISK_LIMIT,
     createTimeoutS: config.CONTAINER_CREATE_TIMEOUT,
     idleTimeoutS: config.CONTAINER_IDLE_TIMEOUT,
     maxAgeHours: config.CONTAINER_MAX_AGE_HOURS,

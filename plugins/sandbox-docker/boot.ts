@@ -1,4 +1,7 @@
 import { probeWritable } from './data-dirs.js'
+import { noteOutsideChange } from './recovery.js'
+import { detectQuota } from './disk-quota.js'
+import { diskPass } from './disk-watchdog.js'
 import type { ContainerSummary } from './docker-client.js'
 import { ownerFilter, readLabels, sandboxNames } from './names.js'
 import { changed, describe, entryOf, type Entry, type Registry } from './registry.js'
@@ -21,6 +24,7 @@ export async function bootstrap (reg: Registry): Promise<void> {
     }
     reg.dockerUp = true
     if (reg.opts.enableNetwork) await prepareNetwork(reg)
+    await detectQuota(reg)
     const imageId = await reg.docker.imageId(reg.opts.image)
     if (imageId === null) {
       reg.log.error(`sandbox image '${reg.opts.image}' is missing: build it with \`npm run sandbox:build\` (sandbox-image/build.sh); tool calls fail until it exists`)
@@ -87,6 +91,7 @@ export function register (reg: Registry, c: ContainerSummary, activity: number, 
   const entry = entryOf(reg, labels.chatId)
   if (entry.locked > 0 || entry.ensuring !== null || entry.epoch > mark) return entry
   const known = entry.state === 'running' || entry.state === 'stopped'
+  if (entry.state === 'running' && !c.running) noteOutsideChange(entry, false)
   entry.state = c.running ? 'running' : 'stopped'
   entry.containerId = c.id
   entry.createdAt = labels.createdAt
@@ -124,6 +129,10 @@ export async function startService (reg: Registry, reap: () => Promise<void>, pu
   reg.reaperTimer.unref()
   reg.purgeTimer = setInterval(() => { void purge().catch(err => reg.log.warn({ err: describe(err) }, 'purge pass failed')) }, reg.opts.purgeIntervalMs)
   reg.purgeTimer.unref()
+  if (reg.opts.diskLimit > 0) {
+    reg.diskTimer = setInterval(() => { void diskPass(reg) }, reg.opts.diskCheckIntervalMs)
+    reg.diskTimer.unref()
+  }
 }
 
 /** onClose: timers stop and open exec streams end; sandboxes keep running (re-adopted next boot). */
@@ -131,6 +140,8 @@ export async function closeService (reg: Registry): Promise<void> {
   reg.closed = true
   clearInterval(reg.reaperTimer)
   clearInterval(reg.purgeTimer)
+  clearInterval(reg.diskTimer)
+  clearTimeout(reg.diskPoke)
   for (const s of reg.streams) s.destroy()
   reg.streams.clear()
   reg.docker.close()

@@ -2,70 +2,179 @@ import { randomBytes } from 'node:crypto'
 import type { Duplex } from 'node:stream'
 import { holdLease } from './activity.js'
 import { SANDBOX_USER } from './container-config.js'
+import { pokeDiskWatchdog } from './disk-watchdog.js'
 import type { ExecHandle } from './docker-client.js'
 import { toEnvList } from './env.js'
-import { checkAlive, RESULT_GRACE_MS, terminate } from './exec.js'
+import { checkAlive, relieve, restartedSince, RESULT_GRACE_MS, watchStart } from './exec.js'
 import { commandArgv, Demuxer, EofFilter, SentinelParser, STDOUT } from './exec-stream.js'
-import { armDeadline, describe, execStartError, requireRunning, type Entry, type Registry } from './registry.js'
-import type { CommandOptions, CommandResult } from './types.js'
+import { terminate } from './kill.js'
+import { eventSince, takeNotices } from './notices.js'
+import { notRunning, recoverVanished, runningEntry } from './recovery.js'
+import { armDeadline, describe, execStartError, sleep, type Entry, type Registry } from './registry.js'
+import { diagnose, memoryNotice, pidsNotice, pidsSuspicious, restartSandbox } from './saturation.js'
+import type { CommandOptions, CommandResult, SandboxNotice } from './types.js'
 
 /*
  * runCommand(), the bash_tool path (surface.md §3.3): `bash -c` inside a wrapper that reports bash's
  * status on stderr and marks the end of its output on stdout (exec-stream.ts), so the call returns as
- * soon as bash exits and its output is in, even while background children hold stdout open.
+ * soon as bash exits and its output is in, even while background children hold stdout open. A
+ * sandbox found gone is started again and the command runs once more (recovery.ts); one found
+ * saturated is restarted (saturation.ts), and the command runs once more when it never started.
  */
 
 const DRAIN_MS = 1000
 const QUIET_MS = 200
 
-type Watched = CommandResult & { sentinel: boolean }
-
-export async function runCommand (reg: Registry, chatId: string, command: string, opts: CommandOptions): Promise<CommandResult> {
-  const entry = requireRunning(reg, chatId)
-  const release = holdLease(reg, entry)
-  try {
-    return await runWrapped(reg, entry, command, opts)
-  } finally { release() }
+interface Watched extends CommandResult {
+  sentinel: boolean
+  /** any byte arrived on the exec's stream */
+  seen: boolean
+  /** process count the wrapper read after bash exited (a hint) */
+  pids: number | undefined
+  /** the output shows fork failures (EAGAIN) or SIGKILLed jobs: worth asking the engine */
+  forkErrors: boolean
+  killedJobs: boolean
+  /** the only output is the wrapper's own fork failure (bash never started) */
+  cannotFork: boolean
 }
 
-async function runWrapped (reg: Registry, entry: Entry, command: string, opts: CommandOptions): Promise<CommandResult> {
+export async function runCommand (reg: Registry, chatId: string, command: string, opts: CommandOptions): Promise<CommandResult> {
+  const entry = await runningEntry(reg, chatId)
+  const release = holdLease(reg, entry)
+  const own: SandboxNotice[] = []
+  try {
+    const result = await attempt(reg, entry, command, opts, own, Date.now(), true)
+    const notices = takeNotices(entry, own)
+    return notices.length > 0 ? { ...result, notices } : result
+  } finally {
+    release()
+    pokeDiskWatchdog(reg, entry)
+  }
+}
+
+async function attempt (reg: Registry, entry: Entry, command: string, opts: CommandOptions, own: SandboxNotice[], t0: number, first: boolean): Promise<CommandResult> {
+  const at = Date.now()
+  const again = async (): Promise<CommandResult> => { opts.onReset?.(); return await attempt(reg, entry, command, opts, own, t0, false) }
   const execId = randomBytes(12).toString('hex')
   const env = toEnvList(opts.env, { PAGER: 'cat', GIT_PAGER: 'cat', DEBIAN_FRONTEND: 'noninteractive', CUBICLE_EXEC_ID: execId })
   let handle: ExecHandle
   try {
     handle = await reg.docker.exec(entry.containerId ?? '', { argv: commandArgv(command), user: SANDBOX_USER, cwd: '/home/assistant', env })
   } catch (err) {
-    throw execStartError(reg, entry, err)
+    const e = execStartError(reg, entry, err)
+    if (!first || !notRunning(e)) throw e
+    const notice = await recoverVanished(reg, entry)
+    if (notice !== undefined) own.push(notice)
+    return await again()
   }
-  const result = await watchCommand(reg, handle.socket, opts, () => terminate(reg, entry, execId, SANDBOX_USER, opts.killGraceMs))
-  if (!result.sentinel && !result.timedOut && !result.cancelled) {
-    // The stream ended without bash's status: the sandbox probably stopped under us.
-    await checkAlive(reg, entry)
+  // A start that hangs, or fork failures in the output: ask the engine at once, and restart a
+  // saturated sandbox while the command is still running (the restart ends its stream).
+  let stalled = false
+  let relieving: Promise<boolean> | undefined
+  const relieveNow = (confirm: boolean): void => {
+    relieving ??= relieve(reg, entry, confirm).catch(err => {
+      reg.log.warn({ chat: entry.names.key, err: describe(err) }, 'restarting a saturated sandbox failed')
+      return false
+    })
   }
-  return { exitCode: result.exitCode, timedOut: result.timedOut, cancelled: result.cancelled }
+  const w = await watchCommand(reg, handle.socket, { ...opts, timeoutMs: Math.max(1000, opts.timeoutMs - (at - t0)) },
+    () => terminate(reg, entry, execId, SANDBOX_USER, opts.killGraceMs),
+    seen => watchStart(reg, handle.id, seen, () => { stalled = true; relieveNow(false) }),
+    () => { relieveNow(true) })
+  const relieved = relieving !== undefined && await relieving
+  const result: CommandResult = { exitCode: w.exitCode, timedOut: w.timedOut, cancelled: w.cancelled }
+  const retry = first && opts.signal?.aborted !== true
+  if (w.sentinel || w.timedOut || w.cancelled) {
+    // The wrapper could not even fork bash: nothing of the command ran.
+    if (retry && w.cannotFork && w.exitCode === 2 && (relieved || restartedSince(entry, at) || await relieve(reg, entry))) return await again()
+    await afterExit(reg, entry, w, at, own, relieved || restartedSince(entry, at))
+    return result
+  }
+  // The stream ended without bash's status: the process never started, or the sandbox went away.
+  const state = await reg.docker.execInspect(handle.id).catch(() => null)
+  // (Its only output the wrapper's own fork failure: bash never ran either.)
+  const notStarted = (state !== null && !state.running && state.pid === 0) || (stalled && !w.seen) || w.cannotFork
+  if (retry && notStarted && (relieved || restartedSince(entry, at) || await relieve(reg, entry))) return await again()
+  await explainLoss(reg, entry, at, own)
+  return result
+}
+
+/**
+ * bash exited (or was timed out): ask the engine when the output or the wrapper's hint suggests
+ * saturation (unless the sandbox was restarted during the call already) or OOM kills.
+ */
+async function afterExit (reg: Registry, entry: Entry, w: Watched, at: number, own: SandboxNotice[], restarted: boolean): Promise<void> {
+  const suspicious = !restarted && (w.forkErrors || pidsSuspicious(w.pids, reg.opts.pidsLimit))
+  const killed = w.killedJobs || (w.exitCode !== null && w.exitCode >= 128)
+  if (!suspicious && !killed) return
+  const d = await diagnose(reg, entry, { stats: suspicious, oomSince: killed ? at : undefined, confirm: true })
+  if (d.oomKills > 0) own.push(memoryNotice(reg, d, 'none'))
+  if (d.pidsFull) await restartFor(reg, entry, pidsNotice(reg, d, 'restarted'), own)
+}
+
+/** Why a command lost its stream: a driver action, the sandbox stopped or removed outside, or saturation. */
+async function explainLoss (reg: Registry, entry: Entry, at: number, own: SandboxNotice[]): Promise<void> {
+  let c = await checkAlive(reg, entry)
+  // The engine may still report a killed container as running for a moment after its streams closed.
+  for (let i = 0; i < 3 && c?.running === true; i++) {
+    await sleep(250)
+    c = await checkAlive(reg, entry)
+  }
+  const ours = eventSince(entry, at)
+  if (ours !== undefined) { own.unshift(ours); return }
+  if (c === undefined) return
+  if (c === null || !c.running) {
+    // checkAlive marks a change it did not expect (not stop(), not a driver action) as recoverable.
+    const by = entry.recoverable ? 'outside' : 'server'
+    own.unshift(c?.oomKilled === true ? memoryNotice(reg, null, 'stopped') : { kind: 'sandbox-stopped', action: 'stopped', removed: c === null, by })
+    return
+  }
+  const d = await diagnose(reg, entry, { stats: true, oomSince: at })
+  if (d.pidsFull) await restartFor(reg, entry, pidsNotice(reg, d, 'restarted'), own, true)
+  else own.unshift(d.oomKills > 0 ? memoryNotice(reg, d, 'none') : { kind: 'stream-lost', action: 'none' })
+}
+
+/** Restarts a saturated sandbox; `notice` goes first in the result when it explains a lost command. */
+async function restartFor (reg: Registry, entry: Entry, notice: SandboxNotice, own: SandboxNotice[], cause = false): Promise<void> {
+  if (cause) own.unshift(notice)
+  else own.push(notice)
+  try {
+    await restartSandbox(reg, entry, notice)
+  } catch (err) {
+    // Killed but not started again: the next call starts it (the chat is marked recoverable).
+    notice.action = 'stopped'
+    reg.log.warn({ chat: entry.names.key, err: describe(err) }, 'restarting a saturated sandbox failed')
+  }
 }
 
 /** Streams the command's output until bash's status arrived and the output went quiet, or until timeout/abort. */
-async function watchCommand (reg: Registry, socket: Duplex, opts: CommandOptions, kill: () => number): Promise<Watched> {
+async function watchCommand (reg: Registry, socket: Duplex, opts: CommandOptions, kill: () => number, stall: (seen: () => boolean) => () => void,
+  onForkErrors: () => void): Promise<Watched> {
   reg.streams.add(socket)
   return await new Promise<Watched>(resolve => {
     let timedOut = false
     let cancelled = false
     let done = false
+    let seen = false
     let exitCode: number | null = null
     const timers: NodeJS.Timeout[] = []
     let quiet: NodeJS.Timeout | undefined
     let disarm = (): void => {}
+    let unwatch = (): void => {}
     const finish = (): void => {
       if (done) return
       done = true
       for (const t of timers) clearTimeout(t)
       clearTimeout(quiet)
       disarm()
+      unwatch()
       output.end()
       reg.streams.delete(socket)
       socket.destroy()
-      resolve({ exitCode, timedOut, cancelled, sentinel: output.exited() })
+      resolve({
+        exitCode, timedOut, cancelled, sentinel: output.exited(), seen, pids: output.pids(),
+        forkErrors: output.hints.fork, killedJobs: output.hints.killed, cannotFork: output.cannotFork()
+      })
     }
     // Once bash's status and the end of its output are both in, wait for QUIET_MS without output
     // (background children may still print), then return even if they hold the output open.
@@ -74,14 +183,14 @@ async function watchCommand (reg: Registry, socket: Duplex, opts: CommandOptions
       clearTimeout(quiet)
       quiet = setTimeout(finish, QUIET_MS)
     }
-    const output = mergedOutput(reg, opts.onOutput, settle, code => {
+    const output = mergedOutput(reg, opts.onOutput, onForkErrors, settle, code => {
       if (timedOut || cancelled) return
       exitCode = code
       // bash has exited: return within DRAIN_MS whatever is still in flight.
       timers.push(setTimeout(finish, DRAIN_MS))
       settle()
     })
-    socket.on('data', output.push)
+    socket.on('data', (c: Buffer) => { seen = true; output.push(c) })
     socket.on('end', finish)
     socket.on('close', finish)
     socket.on('error', finish)
@@ -92,18 +201,38 @@ async function watchCommand (reg: Registry, socket: Duplex, opts: CommandOptions
     disarm = armDeadline(opts.timeoutMs, opts.signal,
       () => { if (!done && !cancelled && !output.exited()) { timedOut = true; stop() } },
       () => { if (!done && !timedOut && !cancelled) { cancelled = true; stop() } })
+    unwatch = stall(() => seen)
   })
 }
+
+/** Phrases of fork failures (bash, dash) and of jobs killed by SIGKILL: hints only, the engine decides. */
+const FORK_HINTS = ['Resource temporarily unavailable', 'Cannot fork']
+const HINT_CARRY = 40
 
 /**
  * stdout decoded as UTF-8 (sequences never split) for onOutput, without the wrapper's end marker;
  * stderr carries the wrapper's exit sentinel. `onStdout` runs when the marker or later stdout arrives.
  */
-function mergedOutput (reg: Registry, onOutput: (text: string) => void, onStdout: () => void, onExit: (code: number) => void):
-  { push: (chunk: Buffer) => void, exited: () => boolean, settled: () => boolean, end: () => void } {
+function mergedOutput (reg: Registry, onOutput: (text: string) => void, onForkErrors: () => void, onStdout: () => void, onExit: (code: number) => void): {
+  push: (chunk: Buffer) => void, exited: () => boolean, settled: () => boolean, pids: () => number | undefined, end: () => void,
+  hints: { fork: boolean, killed: boolean }, cannotFork: () => boolean
+} {
   const decoder = new TextDecoder('utf-8')
+  const hints = { fork: false, killed: false }
+  let tail = ''
+  let head = ''
+  let total = 0
   const emit = (text: string): void => {
     if (text === '') return
+    total += text.length
+    if (head.length < HINT_CARRY * 2) head += text.slice(0, HINT_CARRY * 2)
+    if (!hints.fork || !hints.killed) {
+      // A bounded scan with a short carry, so a phrase split across chunks is still seen.
+      const window = tail + text.slice(0, 4096) + (text.length > 4096 ? '\n' + text.slice(-4096) : '')
+      if (!hints.fork && FORK_HINTS.some(h => window.includes(h))) { hints.fork = true; onForkErrors() }
+      if (window.includes('Killed')) hints.killed = true
+      tail = text.slice(-HINT_CARRY)
+    }
     try { onOutput(text) } catch (err) { reg.log.warn({ err: describe(err) }, 'onOutput threw') }
   }
   const parser = new SentinelParser(emit, onExit)
@@ -119,6 +248,9 @@ function mergedOutput (reg: Registry, onOutput: (text: string) => void, onStdout
     push: (chunk: Buffer) => demux.push(chunk),
     exited: () => parser.exitCode !== null,
     settled: () => parser.exitCode !== null && eof.seen,
-    end: () => { eof.end(); parser.end(); emit(decoder.decode()) }
+    pids: () => parser.pids,
+    end: () => { eof.end(); parser.end(); emit(decoder.decode()) },
+    hints,
+    cannotFork: () => total < HINT_CARRY * 2 && /^sh: \d+: Cannot fork\n?$/.test(head)
   }
 }

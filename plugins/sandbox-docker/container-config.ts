@@ -21,11 +21,27 @@ export interface ContainerSettings {
   sandboxEnv: Record<string, string>
   /** http://<gateway>:<port> of the egress proxy, null when sandboxes have no network */
   egressProxy?: string | null
+  /** SANDBOX_DISK_LIMIT in bytes; 0 = no disk bounds (no /tmp tmpfs, no quota) */
+  diskLimit: number
+  /** the storage driver takes `StorageOpt.size` (decided at boot, disk-quota.ts) */
+  storageQuota?: boolean
 }
 
 export const SANDBOX_USER = 'assistant'
 export const KEEP_ALIVE_CMD = ['sleep', 'infinity']
 export const SHM_SIZE = 256 * 1024 * 1024
+/** Upper bound of the /tmp tmpfs: it lives in the sandbox's memory, so it also stays under half of it. */
+export const TMPFS_MAX = 1024 * 1024 * 1024
+
+/**
+ * /tmp as a sized tmpfs when a disk limit is set: writes there can never reach the host disk. Its
+ * pages count against the memory limit, hence min(limit, 1 GiB, memory / 2). Executables are allowed.
+ */
+export function tmpfsFor (s: Pick<ContainerSettings, 'diskLimit' | 'memLimit'>): Record<string, string> {
+  if (s.diskLimit <= 0) return {}
+  const size = Math.max(1024 * 1024, Math.min(s.diskLimit, TMPFS_MAX, Math.floor(s.memLimit / 2)))
+  return { '/tmp': `rw,nosuid,nodev,size=${size},mode=1777` }
+}
 
 export interface MountSpec { Type: 'bind' | 'volume', Source: string, Target: string, ReadOnly: boolean, VolumeOptions?: { Labels: Record<string, string> } }
 
@@ -44,7 +60,7 @@ export function buildContainerConfig (s: ContainerSettings, chatId: string, user
   AttachStderr: false
   Tty: false
   OpenStdin: false
-  HostConfig: Record<string, unknown> & { Mounts: MountSpec[] }
+  HostConfig: Record<string, unknown> & { Mounts: MountSpec[], Tmpfs: Record<string, string>, StorageOpt?: { size: string } }
 } {
   const names = sandboxNames(s.prefix, chatId)
   const chatDir = join(s.dataDirHost, 'chats', names.key)
@@ -86,7 +102,10 @@ export function buildContainerConfig (s: ContainerSettings, chatId: string, user
       // No IPv6 link-local path to the host beside the IPv4 one the firewall covers.
       ...(s.networkMode === 'none' ? {} : { Sysctls: { 'net.ipv6.conf.all.disable_ipv6': '1' } }),
       PublishAllPorts: false,
-      Mounts: mounts
+      Mounts: mounts,
+      Tmpfs: tmpfsFor(s),
+      // Writable-layer quota where the storage driver enforces one (overlay2 on xfs with pquota, btrfs, zfs, …).
+      ...(s.storageQuota === true && s.diskLimit > 0 ? { StorageOpt: { size: String(s.diskLimit) } } : {})
     }
   }
 }
@@ -116,7 +135,7 @@ function envMap (list: string[]): Map<string, string> {
 }
 
 /** What an existing container looks like, for drift detection: the adapter's details minus identity. */
-export type ExistingContainer = Omit<ContainerDetails, keyof ContainerSummary | 'addresses'>
+export type ExistingContainer = Omit<ContainerDetails, keyof ContainerSummary | 'addresses' | 'oomKilled'>
 
 /**
  * Why an existing (stopped) container no longer matches the settings, or null. Settings fixed at
@@ -134,6 +153,9 @@ export function configDrift (existing: ExistingContainer, desired: ReturnType<ty
   const have = existing.mounts.map(key).sort().join('\n')
   const want = hc.Mounts.map(m => key({ type: m.Type, source: m.Source, target: m.Target, readOnly: m.ReadOnly })).sort().join('\n')
   if (have !== want) return 'mounts changed'
+  const tmpfs = (m: Record<string, string>): string => Object.entries(m).sort(([a], [b]) => a < b ? -1 : 1).map(([k, v]) => `${k}=${v}`).join('\n')
+  if (tmpfs(existing.tmpfs) !== tmpfs(hc.Tmpfs)) return 'tmpfs changed'
+  if (existing.storageSize !== (hc.StorageOpt?.size ?? '')) return 'disk quota changed'
   const a = envMap(existing.env)
   const b = envMap(desired.Env)
   for (const name of MANAGED_ENV) {

@@ -2,38 +2,18 @@ import type { Duplex } from 'node:stream'
 import Docker from 'dockerode'
 import tar from 'tar-stream'
 import { createAgent, parseDockerHost } from './docker-endpoint.js'
+import { DockerError, toDockerError } from './docker-error.js'
+import { createMonitorClient, type MonitorClient } from './docker-monitor.js'
 
 /*
- * The one file that talks to dockerode: a narrow adapter with the calls the sandbox driver needs.
+ * The file that builds the dockerode client: a narrow adapter with the calls the sandbox driver needs
+ * (docker-monitor.ts adds the resource and disk-usage reports over the same client).
  * Known statuses are absorbed here (304 on start/stop, 404 on remove, 409 on create is reported as a
  * conflict), everything else becomes a DockerError that says whether the engine itself is unreachable.
  * Idle keep-alive sockets are unref'd by the agent, so an idle client never holds the process open.
  */
 
-export class DockerError extends Error {
-  /** HTTP status from the engine, when it answered */
-  readonly statusCode: number | undefined
-  /** true when the engine could not be reached at all (socket refused, missing, timed out) */
-  readonly unavailable: boolean
-  constructor (message: string, statusCode: number | undefined, unavailable: boolean, cause?: unknown) {
-    super(message, { cause })
-    this.name = 'DockerError'
-    this.statusCode = statusCode
-    this.unavailable = unavailable
-  }
-}
-
-const UNREACHABLE = new Set(['ECONNREFUSED', 'ENOENT', 'EACCES', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH',
-  'ENETUNREACH', 'EAI_AGAIN', 'ENOTFOUND', 'ABORT_ERR', 'ECONNABORTED', 'ERR_SOCKET_CLOSED', 'EADDRNOTAVAIL'])
-
-export function toDockerError (err: unknown, what: string): DockerError {
-  if (err instanceof DockerError) return err
-  const e = err as { statusCode?: number, code?: string, name?: string, message?: string, json?: { message?: string } | null }
-  const status = typeof e?.statusCode === 'number' ? e.statusCode : undefined
-  const detail = (typeof e?.json?.message === 'string' ? e.json.message : undefined) ?? e?.message ?? String(err)
-  const unavailable = status === undefined && (UNREACHABLE.has(e?.code ?? '') || e?.name === 'AbortError' || e?.name === 'TimeoutError')
-  return new DockerError(`${what}: ${detail.trim()}`, status, unavailable, err)
-}
+export { DockerError, toDockerError } from './docker-error.js'
 
 export interface ContainerSummary {
   id: string
@@ -54,6 +34,12 @@ export interface ContainerDetails extends ContainerSummary {
   memory: number
   nanoCpus: number
   pidsLimit: number
+  /** tmpfs mounts: target → options */
+  tmpfs: Record<string, string>
+  /** StorageOpt size of the writable layer as created ('' when none) */
+  storageSize: string
+  /** the main process was killed for lack of memory (the container's last stop) */
+  oomKilled: boolean
 }
 
 export interface NetworkInfo {
@@ -90,7 +76,7 @@ export interface ExecState { running: boolean, exitCode: number | null, pid: num
 /** Per-request bound for control-plane calls (streams have none). */
 const CALL_TIMEOUT_MS = 30_000
 
-export interface DockerClient {
+export interface DockerClient extends MonitorClient {
   ping (timeoutMs?: number): Promise<void>
   /** Image id, or null when the image is not present locally. Never pulls. */
   imageId (image: string): Promise<string | null>
@@ -156,6 +142,8 @@ export function createDockerClient (host: string): DockerClient {
   }
 
   return {
+    ...createMonitorClient(docker, CALL_TIMEOUT_MS),
+
     async ping (timeoutMs = 2000) {
       await call('ping', async () => await (docker.ping as (o: {}) => Promise<unknown>).call(docker, opt({}, timeoutMs)))
     },
@@ -287,7 +275,10 @@ export function createDockerClient (host: string): DockerClient {
           .filter(([, n]) => typeof n.IPAddress === 'string' && n.IPAddress !== '').map(([k, n]) => [k, n.IPAddress])),
         memory: info.HostConfig.Memory ?? 0,
         nanoCpus: info.HostConfig.NanoCpus ?? 0,
-        pidsLimit: info.HostConfig.PidsLimit ?? 0
+        pidsLimit: info.HostConfig.PidsLimit ?? 0,
+        tmpfs: (info.HostConfig as { Tmpfs?: Record<string, string> | null }).Tmpfs ?? {},
+        storageSize: (info.HostConfig as { StorageOpt?: Record<string, string> | null }).StorageOpt?.size ?? '',
+        oomKilled: info.State.OOMKilled === true
       }
     },
 

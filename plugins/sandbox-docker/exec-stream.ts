@@ -54,9 +54,14 @@ export const EOF_MARKER = '\0__cubicle_eof\n'
  * the caller can return even while background children keep stdout open. dockerd copies the two
  * pipes independently, and under load the status can arrive well before bash's last output, so the
  * wrapper then also marks the end of bash's output on stdout (EOF_MARKER, which EofFilter removes).
+ * The status line also carries the cgroup's process count (cgroup v2 or v1 path) read with shell
+ * builtins only, so it still works when no process can be forked: a hint that makes the driver ask
+ * the engine whether the sandbox is saturated (the sandbox could forge it; it only triggers a check).
  */
 export function commandArgv (command: string): string[] {
-  return ['/bin/sh', '-c', `bash -c "$1" </dev/null 2>&1; echo "${EXIT_SENTINEL}$?" >&2; printf '\\000__cubicle_eof\\n'`, 'sh', command]
+  return ['/bin/sh', '-c', 'bash -c "$1" </dev/null 2>&1; s=$?; p=; ' +
+    '{ read -r p </sys/fs/cgroup/pids.current || read -r p </sys/fs/cgroup/pids/pids.current; } 2>/dev/null; ' +
+    `echo "${EXIT_SENTINEL}$s\${p:+ $p}" >&2; printf '\\000__cubicle_eof\\n'`, 'sh', command]
 }
 
 const MARKER = Buffer.from(EOF_MARKER)
@@ -105,6 +110,8 @@ export class SentinelParser {
   private pending = ''
   private readonly decoder = new TextDecoder('utf-8')
   exitCode: number | null = null
+  /** the process count the wrapper read after bash exited (untrusted: a hint) */
+  pids: number | undefined
 
   constructor (private readonly other: (text: string) => void, private readonly onExit: (code: number) => void) {}
 
@@ -117,7 +124,7 @@ export class SentinelParser {
       this.line(line, true)
     }
     // A partial line that cannot become the sentinel is passed on at once.
-    if (this.pending !== '' && !(EXIT_SENTINEL.startsWith(this.pending) || (this.pending.startsWith(EXIT_SENTINEL) && this.pending.length < 40))) {
+    if (this.pending !== '' && !(EXIT_SENTINEL.startsWith(this.pending) || (this.pending.startsWith(EXIT_SENTINEL) && this.pending.length < 48))) {
       this.other(this.pending)
       this.pending = ''
     }
@@ -130,9 +137,10 @@ export class SentinelParser {
   }
 
   private line (line: string, newline: boolean): void {
-    const m = /^__cubicle_exit:(\d{1,3})$/.exec(line)
+    const m = /^__cubicle_exit:(\d{1,3})(?: (\d{1,9}))?$/.exec(line)
     if (m !== null && this.exitCode === null) {
       this.exitCode = Number(m[1])
+      if (m[2] !== undefined) this.pids = Number(m[2])
       this.onExit(this.exitCode)
       return
     }
@@ -143,28 +151,29 @@ export class SentinelParser {
 /**
  * The kill script, run as a second exec: signals every process whose environment carries
  * `CUBICLE_EXEC_ID=<id>` (the id is ours, hex only, passed as an argument) and the process groups
- * those processes lead. With KILL it repeats until no marked process is left, so a process forking
- * while it is being killed cannot escape. Prints `done <signalled> <left>` (left: marked processes still
- * alive after SIGKILL, always 0 for TERM).
+ * those processes lead (one `kill -- -pid…` for all: a pid that leads no group is skipped by kill).
+ * With KILL it first stops every marked process (a stopped process cannot fork, so a fork bomb
+ * cannot outrun the rounds), then kills, and repeats until none is left. Per process it runs
+ * builtins only, so thousands of processes cost one grep per round (3,000 sleeping processes: about
+ * 1 s). Prints `done <signalled> <left>` (left: marked processes still alive after SIGKILL, always 0
+ * for TERM).
  */
 export const KILL_SCRIPT = `
 sig=$1; id=$2; total=0; round=0
-marked() { grep -lzx "CUBICLE_EXEC_ID=$id" /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3 | tr '\\n' ' '; }
-while [ $round -lt 20 ]; do
+marked() { grep -lzx "CUBICLE_EXEC_ID=$id" /proc/[0-9]*/environ 2>/dev/null; }
+while [ $round -lt 30 ]; do
   round=$((round + 1))
-  pids=$(marked)
-  [ -n "$pids" ] || break
-  for p in $pids; do
-    g=$(sed 's/.*) //' "/proc/$p/stat" 2>/dev/null | cut -d' ' -f3)
-    case " $pids " in *" $g "*) kill -s "$sig" -- "-$g" 2>/dev/null ;; esac
-  done
+  list=$(marked)
+  [ -n "$list" ] || break
+  pids=; groups=
+  for f in $list; do f=\${f#/proc/}; f=\${f%/environ}; pids="$pids $f"; groups="$groups -$f"; total=$((total + 1)); done
+  [ "$sig" = KILL ] && kill -s STOP $pids 2>/dev/null
+  kill -s "$sig" -- $groups 2>/dev/null
   kill -s "$sig" $pids 2>/dev/null
-  total=$((total + $(echo $pids | wc -w)))
   [ "$sig" = KILL ] || break
-  sleep 0.05
 done
 left=0
-[ "$sig" = KILL ] && left=$(marked | wc -w)
+[ "$sig" = KILL ] && left=$(marked | wc -l)
 echo "done $total $left"
 `
 

@@ -1,42 +1,86 @@
 import { randomBytes } from 'node:crypto'
 import type { Duplex } from 'node:stream'
 import { SANDBOX_USER } from './container-config.js'
-import type { DockerError, ExecHandle } from './docker-client.js'
+import type { ContainerDetails, DockerError, ExecHandle, ExecState } from './docker-client.js'
 import { toEnvList } from './env.js'
-import { Demuxer, killArgv, STDERR, STDOUT } from './exec-stream.js'
+import { Demuxer, STDERR, STDOUT } from './exec-stream.js'
 import { SANDBOX_PUT_FAILED } from './errors.js'
 import { holdLease } from './activity.js'
-import {
-  armDeadline, changed, clampMs, describe, execStartError, notifyStop, requireRunning, sleep, type Entry, type Registry
-} from './registry.js'
+import { terminate } from './kill.js'
+import { notRunning, recoverVanished, runningEntry } from './recovery.js'
+import { eventSince } from './notices.js'
+import { armDeadline, changed, describe, execStartError, sleep, type Entry, type Registry } from './registry.js'
+import { diagnose, memoryNotice, pidsNotice, restartSandbox } from './saturation.js'
 import type { ExecOptions, ExecResult, SandboxStream, StreamOptions } from './types.js'
 
 /*
- * Reaching into a running sandbox: collecting execs (exec(), the ready probe, the kill exec), the
- * kill path shared with runCommand (every exec of a chat carries CUBICLE_EXEC_ID=<hex>; on timeout
- * or abort a second exec signals the processes carrying that marker), putFile and openStream.
+ * Reaching into a running sandbox: collecting execs (exec(), the ready probe, the kill exec),
+ * putFile and openStream. An exec that finds the sandbox gone or stopped starts it again and runs
+ * once more (recovery.ts); one that cannot start because the sandbox is saturated restarts it and
+ * runs once more (saturation.ts). The kill path of timeouts is kill.ts.
  */
 
 /** Result deadline after a SIGTERM (at least SIGKILL + 5 s). */
 export const RESULT_GRACE_MS = 10_000
+/** How long an exec may show no process (pid 0) before the engine is asked whether the sandbox is saturated. */
+export const STALL_MS = 2000
 const DEFAULT_MAX_BYTES = 32 * 1024 * 1024
 
-interface Ended { timedOut: boolean, cancelled: boolean, lost: boolean }
+interface Ended { timedOut: boolean, cancelled: boolean, lost: boolean, seen: boolean }
 
-/** Holds one lease for the call; a status ≥ 128 or unknown is checked against the container's state. */
+/** rawExec's result: `notStarted` when the engine never started the process (pid 0, e.g. no pid left). */
+export type RawExecResult = ExecResult & { notStarted: boolean }
+
+/**
+ * Holds one lease for the call. A sandbox found gone or stopped is started again, one that cannot
+ * start the process because it is saturated is restarted, and the exec runs once more; a status
+ * ≥ 128 or unknown is checked against the container's state.
+ */
 export async function exec (reg: Registry, chatId: string, argv: string[], opts: ExecOptions = {}): Promise<ExecResult> {
-  const entry = requireRunning(reg, chatId)
+  const entry = await runningEntry(reg, chatId)
   const release = holdLease(reg, entry)
+  const t0 = Date.now()
+  const timeoutMs = opts.timeoutMs ?? reg.opts.commandTimeoutS * 1000
   try {
-    const result = await rawExec(reg, entry.containerId ?? '', argv, opts, entry)
-    if (result.exitCode === null || result.exitCode >= 128) await checkAlive(reg, entry)
-    if (result.exitCode !== null && result.exitCode >= 128 && entry.state !== 'running') result.exitCode = null
-    return result
+    for (let attempt = 0; ; attempt++) {
+      let r: RawExecResult
+      const at = Date.now()
+      const left = Math.max(1000, timeoutMs - (at - t0))
+      try {
+        r = await rawExec(reg, entry.containerId ?? '', argv, { ...opts, timeoutMs: left }, entry)
+      } catch (err) {
+        if (attempt === 0 && notRunning(err)) { await recoverVanished(reg, entry); continue }
+        throw err
+      }
+      if (attempt === 0 && r.notStarted && !r.cancelled && (restartedSince(entry, at) || await relieve(reg, entry))) continue
+      const { notStarted, ...result } = r
+      if (result.exitCode === null || result.exitCode >= 128) await checkAlive(reg, entry)
+      if (result.exitCode !== null && result.exitCode >= 128 && entry.state !== 'running') result.exitCode = null
+      return result
+    }
   } finally { release() }
 }
 
-/** Collecting exec with timeout/abort kill. `entry` enables the kill path (marker); internal probes skip the exit code. */
-export async function rawExec (reg: Registry, containerId: string, argv: string[], opts: ExecOptions, entry?: Entry, wantExitCode = true): Promise<ExecResult> {
+/**
+ * A process could not start, or fork failures showed: restarts the sandbox when the engine says it
+ * is saturated (`confirm`: on two samples). True when restarted.
+ */
+export async function relieve (reg: Registry, entry: Entry, confirm = false): Promise<boolean> {
+  if (entry.restarting !== null) { await entry.restarting; return true }
+  const d = await diagnose(reg, entry, { stats: true, confirm })
+  if (!d.pidsFull && !d.memoryFull) return false
+  await restartSandbox(reg, entry, d.pidsFull ? pidsNotice(reg, d, 'restarted') : memoryNotice(reg, d, 'restarted'))
+  return true
+}
+
+/** The driver restarted or recreated the sandbox since `at` (a call cut off by it may run again). */
+export function restartedSince (entry: Entry, at: number): boolean {
+  const n = eventSince(entry, at)
+  return n !== undefined && (n.action === 'restarted' || n.action === 'recreated')
+}
+
+/** Collecting exec with timeout/abort kill. `entry` enables the kill path (marker) and the stall check; internal probes skip the exit code. */
+export async function rawExec (reg: Registry, containerId: string, argv: string[], opts: ExecOptions, entry?: Entry, wantExitCode = true): Promise<RawExecResult> {
   const execId = randomBytes(12).toString('hex')
   const user = opts.user ?? SANDBOX_USER
   const env = toEnvList(opts.env, entry === undefined ? undefined : { CUBICLE_EXEC_ID: execId })
@@ -49,10 +93,36 @@ export async function rawExec (reg: Registry, containerId: string, argv: string[
   }
   const out = collector(opts.maxBytes ?? DEFAULT_MAX_BYTES)
   const kill = (): number | null => entry === undefined ? null : terminate(reg, entry, execId, user, opts.killGraceMs)
-  const ended = await awaitEnd(reg, handle.socket, opts, out.push, kill, stdin)
+  // A start that hangs (no pid left): restart the sandbox if saturated; the stream ends with it.
+  let stalled = false
+  const stall = entry === undefined ? undefined : (seen: () => boolean) => watchStart(reg, handle.id, seen, () => {
+    stalled = true
+    void relieve(reg, entry).catch(err => { reg.log.warn({ chat: entry.names.key, err: describe(err) }, 'restarting a saturated sandbox failed') })
+  })
+  const ended = await awaitEnd(reg, handle.socket, opts, out.push, kill, stdin, stall)
   let exitCode: number | null = null
-  if (wantExitCode && (!ended.lost || ended.timedOut || ended.cancelled)) exitCode = await pollExitCode(reg, handle.id, ended)
-  return { exitCode, ...out.result(), timedOut: ended.timedOut, cancelled: ended.cancelled }
+  let notStarted = stalled && !ended.seen
+  if (wantExitCode && (!ended.lost || ended.timedOut || ended.cancelled)) {
+    const state = await pollExitCode(reg, handle.id, ended)
+    exitCode = state?.exitCode ?? null
+    if (state !== null && state.pid === 0 && !state.running) notStarted = true
+  }
+  return { exitCode: notStarted ? null : exitCode, ...out.result(), timedOut: ended.timedOut, cancelled: ended.cancelled, notStarted }
+}
+
+/**
+ * A start that hangs: when no output arrived within STALL_MS, asks the engine whether the process
+ * exists yet; pid 0 means the runtime is still trying to start it (no pid or memory left) and calls
+ * `onStalled`. Returns the disarm function.
+ */
+export function watchStart (reg: Registry, execId: string, seen: () => boolean, onStalled: () => void): () => void {
+  let off = false
+  const timer = setTimeout(() => {
+    if (off || seen()) return
+    reg.docker.execInspect(execId).then(s => { if (!off && s.running && s.pid === 0) onStalled() }, () => {})
+  }, STALL_MS)
+  timer.unref()
+  return () => { off = true; clearTimeout(timer) }
 }
 
 /** Keeps at most `maxBytes` of stdout and of stderr; the rest only sets `truncated`. */
@@ -73,28 +143,36 @@ function collector (maxBytes: number): { push: (chunk: Buffer) => void, result: 
   }
 }
 
+/** Arms a stall check (watchStart) given whether any output was seen; returns its disarm function. */
+type StallWatch = (seen: () => boolean) => () => void
+
 /**
  * Waits for the exec's stream to end. On timeout or abort `kill()` starts the kill path and returns
- * its SIGKILL delay (the result then comes at the latest RESULT_GRACE_MS later), or null to give up at once.
+ * its SIGKILL delay (the result then comes at the latest RESULT_GRACE_MS later), or null to give up at
+ * once. `stall` watches for a start that hangs.
  */
-async function awaitEnd (reg: Registry, socket: Duplex, opts: ExecOptions, onData: (chunk: Buffer) => void, kill: () => number | null, stdin?: Buffer): Promise<Ended> {
+async function awaitEnd (reg: Registry, socket: Duplex, opts: ExecOptions, onData: (chunk: Buffer) => void, kill: () => number | null,
+  stdin?: Buffer, stall?: StallWatch): Promise<Ended> {
   reg.streams.add(socket)
   return await new Promise<Ended>(resolve => {
     let timedOut = false
     let cancelled = false
     let done = false
+    let seen = false
     const timers: NodeJS.Timeout[] = []
     let disarm = (): void => {}
+    let unwatch = (): void => {}
     const finish = (lost: boolean): void => {
       if (done) return
       done = true
       for (const t of timers) clearTimeout(t)
       disarm()
+      unwatch()
       reg.streams.delete(socket)
       socket.destroy()
-      resolve({ timedOut, cancelled, lost })
+      resolve({ timedOut, cancelled, lost, seen })
     }
-    socket.on('data', onData)
+    socket.on('data', (c: Buffer) => { seen = true; onData(c) })
     socket.on('end', () => finish(false))
     socket.on('close', () => finish(false))
     socket.on('error', () => finish(true))
@@ -106,6 +184,7 @@ async function awaitEnd (reg: Registry, socket: Duplex, opts: ExecOptions, onDat
     disarm = armDeadline(opts.timeoutMs ?? reg.opts.commandTimeoutS * 1000, opts.signal,
       () => { if (!cancelled) { timedOut = true; terminate() } },
       () => { if (!timedOut && !cancelled) { cancelled = true; terminate() } })
+    if (stall !== undefined) unwatch = stall(() => seen)
     if (stdin !== undefined) {
       socket.write(stdin)
       socket.end()
@@ -114,95 +193,78 @@ async function awaitEnd (reg: Registry, socket: Duplex, opts: ExecOptions, onDat
 }
 
 /** Docker may report the exec as running for a moment after its stream ended: poll briefly. */
-async function pollExitCode (reg: Registry, execId: string, ended: Ended): Promise<number | null> {
+async function pollExitCode (reg: Registry, execId: string, ended: Ended): Promise<ExecState | null> {
   for (let i = 0; i < 20; i++) {
+    let state: ExecState
     try {
-      const state = await reg.docker.execInspect(execId)
-      if (!state.running) return state.exitCode
+      state = await reg.docker.execInspect(execId)
     } catch { return null }
+    if (!state.running) return state
     if (ended.timedOut || ended.cancelled) return null
     await sleep(i < 5 ? 5 : 25)
   }
   return null
 }
 
-/**
- * Timeout/abort of an exec: SIGTERM to its marked processes now, SIGKILL after killGraceMs. The
- * SIGKILL pass runs even when the call has already returned (its output may have closed while
- * processes that redirected theirs live on).
- */
-export function terminate (reg: Registry, entry: Entry, execId: string, user: string, killGraceMs = reg.opts.killGraceMs): number {
-  void killMarked(reg, entry, execId, 'TERM', user)
-  setTimeout(() => { void killMarked(reg, entry, execId, 'KILL', user) }, clampMs(killGraceMs)).unref()
-  return killGraceMs
-}
-
-/**
- * Signals every process carrying the exec's marker (second exec as the same user). When SIGKILL
- * cannot be delivered (no exec possible, e.g. the pids limit is exhausted by a fork bomb) or marked
- * processes survive it, the container is killed: the next ensure() starts it again with its data.
- */
-async function killMarked (reg: Registry, entry: Entry, execId: string, signal: 'TERM' | 'KILL', user: string): Promise<void> {
-  const containerId = entry.containerId
-  if (containerId === undefined || reg.closed) return
-  let ok = false
-  try {
-    const r = await rawExec(reg, containerId, killArgv(signal, execId), { user, timeoutMs: 4000, cwd: '/' }, undefined, false)
-    const m = /^done (\d+) (\d+)/m.exec(r.stdout.toString('utf8'))
-    ok = m !== null && m[2] === '0'
-    if (!ok && !reg.closed) reg.log.warn({ chat: entry.names.key, signal, result: r.stdout.toString('utf8').slice(0, 100), stderr: r.stderr.toString('utf8').slice(0, 200) }, 'kill exec did not complete')
-  } catch (err) {
-    if (!reg.closed) reg.log.warn({ chat: entry.names.key, signal, err: describe(err) }, 'kill exec failed')
-  }
-  if (!ok && signal === 'KILL' && !reg.closed) {
-    reg.log.warn({ chat: entry.names.key }, 'processes of a timed-out command cannot be killed from inside; killing the sandbox (data kept)')
-    try {
-      await reg.docker.killContainer(containerId)
-    } catch (err) {
-      reg.log.error({ chat: entry.names.key, err: describe(err) }, 'killing the sandbox failed')
-    }
-    if (entry.locked === 0) { entry.state = 'stopped'; changed(reg, entry) }
-    notifyStop(reg, entry, 'killed')
-  }
-}
-
-/** After an exec lost its stream: refresh the cached state (one inspect). */
-export async function checkAlive (reg: Registry, entry: Entry): Promise<void> {
+/** After an exec lost its stream: refresh the cached state (one inspect) and return what the engine said. */
+export async function checkAlive (reg: Registry, entry: Entry): Promise<ContainerDetails | null | undefined> {
   try {
     const c = await reg.docker.inspectContainer(entry.names.container)
-    if (entry.locked === 0 && entry.ensuring === null) { entry.state = c === null ? 'absent' : c.running ? 'running' : 'stopped'; changed(reg, entry) }
+    if (entry.locked === 0 && entry.ensuring === null) {
+      const was = entry.state
+      entry.state = c === null ? 'absent' : c.running ? 'running' : 'stopped'
+      // Running in our cache, not any more, and not by our doing: the next exec starts it again.
+      if (was === 'running' && entry.state !== 'running' && !entry.stopping) entry.recoverable = true
+      changed(reg, entry)
+    }
+    return c
   } catch (err) {
     if (entry.locked === 0 && entry.ensuring === null) { entry.state = 'unknown'; changed(reg, entry) }
     reg.log.debug({ err: describe(err) }, 'state check failed')
+    return undefined
   }
 }
 
 /** Writes a file through the archive API (owner and mode as given; default root:root 0644). */
 export async function putFile (reg: Registry, chatId: string, path: string, content: Buffer | string, opts: { mode?: number, uid?: number, gid?: number } = {}): Promise<void> {
-  const entry = requireRunning(reg, chatId)
   if (!path.startsWith('/') || path.endsWith('/')) throw new TypeError('putFile needs an absolute file path')
+  const entry = await runningEntry(reg, chatId)
   const data = Buffer.isBuffer(content) ? content : Buffer.from(content, 'utf8')
-  try {
-    await reg.docker.putFile(entry.containerId ?? '', path, data, opts.mode ?? 0o644, opts.uid ?? 0, opts.gid ?? 0)
-  } catch (err) {
-    const e = err as DockerError
-    if (!e.unavailable && (e.statusCode === 404 || e.statusCode === 400 || e.statusCode === 403) && !/no such container/i.test(e.message)) {
-      throw new SANDBOX_PUT_FAILED(path, e.statusCode === 404 ? 'the parent directory does not exist' : 'not permitted')
+  await withRecovery(reg, entry, async () => {
+    try {
+      await reg.docker.putFile(entry.containerId ?? '', path, data, opts.mode ?? 0o644, opts.uid ?? 0, opts.gid ?? 0)
+    } catch (err) {
+      const e = err as DockerError
+      if (!e.unavailable && (e.statusCode === 404 || e.statusCode === 400 || e.statusCode === 403) && !/no such container/i.test(e.message)) {
+        throw new SANDBOX_PUT_FAILED(path, e.statusCode === 404 ? 'the parent directory does not exist' : 'not permitted')
+      }
+      throw execStartError(reg, entry, err)
     }
-    throw execStartError(reg, entry, err)
+  })
+}
+
+/** Runs `op`; when it finds the sandbox gone or stopped, starts it again (recovery.ts) and runs it once more. */
+async function withRecovery<T> (reg: Registry, entry: Entry, op: () => Promise<T>): Promise<T> {
+  try {
+    return await op()
+  } catch (err) {
+    if (!notRunning(err)) throw err
+    await recoverVanished(reg, entry)
+    return await op()
   }
 }
 
 /** A long-lived exec with a raw byte stream (terminal TTY, CDP relay). See types.ts. */
 export async function openStream (reg: Registry, chatId: string, argv: string[], opts: StreamOptions = {}): Promise<SandboxStream> {
-  const entry = requireRunning(reg, chatId)
+  const entry = await runningEntry(reg, chatId)
   const tty = opts.tty === true
-  let handle: ExecHandle
-  try {
-    handle = await reg.docker.exec(entry.containerId ?? '', {
-      argv, user: opts.user ?? SANDBOX_USER, cwd: opts.cwd ?? '/home/assistant', env: toEnvList(opts.env), stdin: true, tty
-    })
-  } catch (err) { throw execStartError(reg, entry, err) }
+  const handle = await withRecovery(reg, entry, async () => {
+    try {
+      return await reg.docker.exec(entry.containerId ?? '', {
+        argv, user: opts.user ?? SANDBOX_USER, cwd: opts.cwd ?? '/home/assistant', env: toEnvList(opts.env), stdin: true, tty
+      })
+    } catch (err) { throw execStartError(reg, entry, err) }
+  })
   const { socket } = handle
   reg.streams.add(socket)
   socket.once('close', () => reg.streams.delete(socket))

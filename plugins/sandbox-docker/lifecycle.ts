@@ -5,6 +5,7 @@ import { bootstrap, prepareNetwork } from './boot.js'
 import { buildContainerConfig, configDrift, SANDBOX_USER, type MountSpec } from './container-config.js'
 import { chownOutputs, exists, prepareChatDirs, removeChatDir } from './data-dirs.js'
 import { extraMounts } from './extra-mounts.js'
+import { isQuotaRefusal, quotaOutcome, settingsWithQuota } from './disk-quota.js'
 import type { ContainerDetails, DockerError } from './docker-client.js'
 import { SANDBOX_CREATE_TIMEOUT, SANDBOX_DOCKER_UNAVAILABLE, SANDBOX_FAILED, SANDBOX_IMAGE_MISSING } from './errors.js'
 import { rawExec } from './exec.js'
@@ -28,6 +29,7 @@ type Container = { id: string, labels: Record<string, string>, running: boolean 
 export async function ensure (reg: Registry, chatId: string, opts: EnsureOptions = {}): Promise<SandboxInfo> {
   if (reg.closed) throw new SANDBOX_DOCKER_UNAVAILABLE()
   const entry = entryOf(reg, chatId)
+  if (opts.user !== undefined) entry.user = opts.user
   activity(reg, entry)
   // Fast path: known running and nobody is changing it; no Docker call at all.
   if (entry.state === 'running' && entry.containerId !== undefined && entry.locked === 0 && !entry.stopping) {
@@ -83,6 +85,8 @@ async function doEnsure (reg: Registry, entry: Entry, user: RequestUser | undefi
     entry.createdAt = container.labels['cu.created-at']
     const ids = await waitReady(reg, entry)
     entry.state = 'running'
+    entry.recoverable = false
+    entry.startedAt = Date.now()
     changed(reg, entry)
     await fixOwnership(reg, paths, ids)
     await saveMeta(reg, entry, user, true)
@@ -103,7 +107,7 @@ async function doEnsure (reg: Registry, entry: Entry, user: RequestUser | undefi
  */
 async function startStopped (reg: Registry, entry: Entry, existing: ContainerDetails, user: RequestUser | undefined, extra: MountSpec[]): Promise<Container | null> {
   const { names } = entry
-  const desired = buildContainerConfig(reg.settings, names.chatId, user, new Date(reg.opts.now()), extra)
+  const desired = buildContainerConfig(settingsWithQuota(reg), names.chatId, user, new Date(reg.opts.now()), extra)
   const currentImage = await reg.docker.imageId(reg.opts.image).catch(() => null)
   const drift = configDrift(existing, desired, currentImage)
   if (drift !== null || tooOld(reg, existing.labels['cu.created-at'])) {
@@ -126,8 +130,19 @@ async function startStopped (reg: Registry, entry: Entry, existing: ContainerDet
 
 /** Creates and starts the container; a 409 means someone else made it: adopt, never remove. */
 async function create (reg: Registry, entry: Entry, user: RequestUser | undefined, extra: MountSpec[]): Promise<Container> {
-  const config = buildContainerConfig(reg.settings, entry.names.chatId, user, new Date(reg.opts.now()), extra)
-  const created = await createOnce(reg, config)
+  const build = (): ReturnType<typeof buildContainerConfig> => buildContainerConfig(settingsWithQuota(reg), entry.names.chatId, user, new Date(reg.opts.now()), extra)
+  let config = build()
+  let created
+  try {
+    created = await createOnce(reg, config)
+    if (config.HostConfig.StorageOpt !== undefined) quotaOutcome(reg, true)
+  } catch (err) {
+    if (config.HostConfig.StorageOpt === undefined || !isQuotaRefusal(err)) throw err
+    // The storage driver has no quota after all: remember it and create without one.
+    quotaOutcome(reg, false, err)
+    config = build()
+    created = await createOnce(reg, config)
+  }
   if (created === 'conflict') {
     const existing = await reg.docker.inspectContainer(entry.names.container)
     if (existing === null) throw new SANDBOX_FAILED('its name is taken and it vanished while being adopted')
@@ -233,6 +248,7 @@ export async function remove (reg: Registry, chatId: string, opts: { purge?: boo
       await reg.docker.removeContainer(entry.names.container)
       entry.state = 'absent'
       entry.containerId = undefined
+      entry.recoverable = false
       changed(reg, entry)
       if (opts.purge === true) {
         await reg.docker.removeVolume(entry.names.volume)

@@ -6,6 +6,7 @@ import { readMeta, removeChatDir } from './data-dirs.js'
 import type { ContainerSummary } from './docker-client.js'
 import { SANDBOX_CAPACITY } from './errors.js'
 import { ownerFilter } from './names.js'
+import { noteOutsideChange } from './recovery.js'
 import { changed, describe, entryOf, notifyStop, stopEntry, tooOld, withLock, type Entry, type Registry } from './registry.js'
 
 /*
@@ -65,6 +66,7 @@ function reconcile (reg: Registry, list: ContainerSummary[], mark: number): Set<
   }
   for (const entry of reg.entries.values()) {
     if (!seen.has(entry) && entry.locked === 0 && entry.ensuring === null && entry.epoch <= mark && (entry.state === 'running' || entry.state === 'stopped')) {
+      if (entry.state === 'running') noteOutsideChange(entry, true)
       entry.state = 'absent'
       entry.containerId = undefined
       changed(reg, entry)
@@ -80,6 +82,7 @@ async function removeForAge (reg: Registry, entry: Entry): Promise<void> {
       await reg.docker.removeContainer(entry.containerId ?? entry.names.container)
       entry.state = 'absent'
       entry.containerId = undefined
+      entry.recoverable = false
       changed(reg, entry)
       reg.log.info({ chat: entry.names.key, maxAgeHours: reg.opts.maxAgeHours }, 'sandbox reached its maximum age: removed (volume and data kept)')
     })

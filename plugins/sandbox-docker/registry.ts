@@ -6,6 +6,9 @@ import type { ChatMeta } from './data-dirs.js'
 import { DockerError, type DockerClient, type NetworkInfo } from './docker-client.js'
 import { SANDBOX_DOCKER_UNAVAILABLE, SANDBOX_FAILED, SANDBOX_NOT_RUNNING } from './errors.js'
 import { sandboxNames, type SandboxNames } from './names.js'
+import type { RequestUser } from '../../core/identity.js'
+import type { DiskState, QuotaSupport } from './disk-quota.js'
+import type { NoticeLog } from './notices.js'
 import type { EnsureHook, MountProvider, SandboxInfo, StopHook, StopReason } from './types.js'
 
 /*
@@ -28,6 +31,7 @@ export interface ServiceOptions {
   memLimit: number
   cpuLimit: number
   pidsLimit: number
+  diskLimit: number
   createTimeoutS: number
   idleTimeoutS: number
   maxAgeHours: number
@@ -44,6 +48,7 @@ export interface ServiceOptions {
   readyTimeoutMs: number
   killGraceMs: number
   stopGraceS: number
+  diskCheckIntervalMs: number
   now: () => number
 }
 
@@ -71,6 +76,22 @@ export interface Entry {
   metaWrittenAt: number
   /** value of the service's change counter at this entry's last state change (reaper races) */
   epoch: number
+  /** the caller of the last ensure(): the driver starts the sandbox again on its behalf (recovery) */
+  user?: RequestUser
+  /**
+   * The sandbox is not running because of the driver itself (saturation, disk limit, unkillable
+   * processes) or something outside the server (docker rm/stop/kill): the next exec starts it again
+   * instead of failing. Cleared by stop(), remove() and the reaper's own stops.
+   */
+  recoverable: boolean
+  /** when the running container last became ready (ms, the service clock) */
+  startedAt: number
+  /** a restart after saturation in flight (saturation.ts), joined by concurrent callers */
+  restarting: Promise<void> | null
+  /** notices for the model (notices.ts) */
+  notices: NoticeLog
+  /** the disk watchdog's view of this chat (disk-watchdog.ts) */
+  disk: DiskState
 }
 
 export interface Registry {
@@ -102,6 +123,13 @@ export interface Registry {
   reaping: Promise<void> | null
   epoch: number
   closed: boolean
+  /** whether the storage driver takes a writable-layer quota (disk-quota.ts) */
+  quota: QuotaSupport
+  diskTimer: NodeJS.Timeout | undefined
+  /** the disk watchdog's pass in flight (single flight) */
+  diskPass: Promise<void> | null
+  /** an extra disk pass is scheduled (after a command of a chat over its limit) */
+  diskPoke: NodeJS.Timeout | undefined
 }
 
 export const sleep = async (ms: number): Promise<void> => await new Promise(resolve => setTimeout(resolve, ms))
@@ -142,7 +170,8 @@ export function createRegistry (opts: ServiceOptions, docker: DockerClient, log:
       skillsDirHost: opts.skillsDirHost,
       subagentCli: opts.subagentCli,
       sandboxEnv: opts.sandboxEnv,
-      egressProxy: null
+      egressProxy: null,
+      diskLimit: opts.diskLimit
     },
     entries: new Map(),
     hooks: [],
@@ -159,7 +188,11 @@ export function createRegistry (opts: ServiceOptions, docker: DockerClient, log:
     purgeTimer: undefined,
     reaping: null,
     epoch: 0,
-    closed: false
+    closed: false,
+    quota: opts.diskLimit > 0 ? 'unknown' : 'off',
+    diskTimer: undefined,
+    diskPass: null,
+    diskPoke: undefined
   }
 }
 
@@ -179,7 +212,12 @@ export function entryOf (reg: Registry, chatId: string): Entry {
       stopping: false,
       metaLoaded: false,
       metaWrittenAt: 0,
-      epoch: 0
+      epoch: 0,
+      recoverable: false,
+      startedAt: 0,
+      restarting: null,
+      notices: { pending: [], actions: [] },
+      disk: { over: null, stoppedAt: 0, stoppedTotal: 0 }
     }
     reg.entries.set(key, e)
   }
@@ -241,6 +279,7 @@ export async function stopEntry (reg: Registry, entry: Entry, reason: StopReason
         await reg.docker.stopContainer(entry.containerId ?? entry.names.container, reg.opts.stopGraceS)
       } catch (err) { throw mapError(reg, err) }
       entry.state = entry.state === 'absent' ? 'absent' : 'stopped'
+      entry.recoverable = false
       changed(reg, entry)
       reg.log.info({ chat: entry.names.key, reason }, 'sandbox stopped')
     })
@@ -260,12 +299,15 @@ export function mapError (reg: Registry, err: unknown): Error {
   return err instanceof Error ? err : new Error(String(err))
 }
 
-/** An exec failed to start: a 404/409 means the container is gone or stopped (cache invalidated). */
+/**
+ * An exec failed to start: a 404/409 means the container is gone or stopped behind our back (cache
+ * invalidated, and the chat marked for recovery: recovery.ts starts it again).
+ */
 export function execStartError (reg: Registry, entry: Entry, err: unknown): Error {
   const e = err as DockerError
   if ((e.statusCode === 404 && /no such container/i.test(e.message)) || e.statusCode === 409 ||
     (e.statusCode === 500 && /not running|is paused|restarting/i.test(e.message))) {
-    if (entry.locked === 0 && entry.ensuring === null) { entry.state = 'unknown'; changed(reg, entry) }
+    if (entry.locked === 0 && entry.ensuring === null) { entry.state = 'unknown'; entry.recoverable = true; changed(reg, entry) }
     return new SANDBOX_NOT_RUNNING()
   }
   return mapError(reg, err)

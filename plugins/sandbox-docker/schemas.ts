@@ -16,6 +16,7 @@ export const SandboxDockerOptions = Type.Object({
   memLimit: Type.Optional(Type.Integer({ default: 2147483648, minimum: 6291456, description: 'CONTAINER_MEM_LIMIT bytes (swap equal)' })),
   cpuLimit: Type.Optional(Type.Number({ default: 1, exclusiveMinimum: 0, description: 'CONTAINER_CPU_LIMIT' })),
   pidsLimit: Type.Optional(Type.Integer({ default: 512, minimum: 16, description: 'CONTAINER_PIDS_LIMIT' })),
+  diskLimit: Type.Optional(Type.Integer({ default: 10737418240, minimum: 0, description: 'SANDBOX_DISK_LIMIT bytes per chat (home + outputs + writable layer); 0 disables' })),
   createTimeoutS: Type.Optional(Type.Integer({ default: 60, minimum: 1, description: 'CONTAINER_CREATE_TIMEOUT' })),
   idleTimeoutS: Type.Optional(Type.Number({ default: 600, exclusiveMinimum: 0, description: 'CONTAINER_IDLE_TIMEOUT' })),
   maxAgeHours: Type.Optional(Type.Number({ default: 24, exclusiveMinimum: 0, description: 'CONTAINER_MAX_AGE_HOURS' })),
@@ -31,7 +32,8 @@ export const SandboxDockerOptions = Type.Object({
   purgeIntervalMs: Type.Optional(Type.Integer({ default: 3600000, minimum: 10, description: 'Data purge period' })),
   readyTimeoutMs: Type.Optional(Type.Integer({ default: 10000, minimum: 100, description: 'How long `exec true` may fail after a start' })),
   killGraceMs: Type.Optional(Type.Integer({ default: 5000, minimum: 0, description: 'SIGTERM → SIGKILL delay on timeout/abort' })),
-  stopGraceS: Type.Optional(Type.Integer({ default: 10, minimum: 0, description: 'docker stop grace period' }))
+  stopGraceS: Type.Optional(Type.Integer({ default: 10, minimum: 0, description: 'docker stop grace period' })),
+  diskCheckIntervalMs: Type.Optional(Type.Integer({ default: 30000, minimum: 10, description: 'Disk watchdog period' }))
 })
 /** The schema's options plus `now` (milliseconds since the epoch; tests inject a movable clock). */
 export type SandboxDockerOptions = Static<typeof SandboxDockerOptions> & { now?: () => number }

@@ -5,6 +5,8 @@ import { runCommand } from './command.js'
 import type { DockerClient } from './docker-client.js'
 import { exec, openStream, putFile } from './exec.js'
 import { ensure, remove, status } from './lifecycle.js'
+import { takeNotices } from './notices.js'
+import { diskPass } from './disk-watchdog.js'
 import { purge, reap } from './reaper.js'
 import { createRegistry, entryOf, stopEntry, type Entry, type Registry, type ServiceOptions } from './registry.js'
 import type { SandboxService } from './types.js'
@@ -26,13 +28,17 @@ export interface DockerSandboxService extends Required<SandboxService> {
   reap: () => Promise<void>
   /** One purge pass; resolves with the number of chats purged. */
   purge: () => Promise<number>
+  /** One disk watchdog pass (no-op without a disk limit). */
+  diskCheck: () => Promise<void>
 }
 
 /**
  * Builds the driver. All state lives in the registry (registry.ts) created here; the files beside
- * this one hold the behaviour by role: lifecycle.ts (ensure, status, remove), exec.ts and
- * command.ts (reaching into a running sandbox), reaper.ts (idle, max age, purge, capacity),
- * boot.ts (bootstrap, re-adoption, readiness), activity.ts (leases, meta.json).
+ * this one hold the behaviour by role: lifecycle.ts (ensure, status, remove), exec.ts, command.ts and
+ * kill.ts (reaching into a running sandbox), recovery.ts and saturation.ts (a sandbox gone behind our
+ * back, a saturated one), disk-quota.ts and disk-watchdog.ts (SANDBOX_DISK_LIMIT), notices.ts (what
+ * the model is told), reaper.ts (idle, max age, purge, capacity), boot.ts (bootstrap, re-adoption,
+ * readiness), activity.ts (leases, meta.json).
  */
 /** A running sandbox's address on the sandbox network, inspected once per container. */
 async function sandboxAddress (reg: Registry, entry: Entry): Promise<string | null> {
@@ -56,6 +62,7 @@ export function createSandboxService (opts: ServiceOptions, docker: DockerClient
     close: async () => { await closeService(reg) },
     reap: async () => { await reap(reg) },
     purge: async () => await purge(reg),
+    diskCheck: async () => { await diskPass(reg) },
     ensure: async (chatId, o) => await ensure(reg, chatId, o),
     status: async chatId => await status(reg, chatId),
     exec: async (chatId, argv, o) => await exec(reg, chatId, argv, o),
@@ -66,6 +73,7 @@ export function createSandboxService (opts: ServiceOptions, docker: DockerClient
     touch: chatId => { activity(reg, entryOf(reg, chatId)) },
     stop: async chatId => { await stopEntry(reg, entryOf(reg, chatId), 'stopped') },
     remove: async (chatId, o) => { await remove(reg, chatId, o) },
+    takeNotices: chatId => takeNotices(entryOf(reg, chatId)),
     onEnsure: hook => { reg.hooks.push(hook) },
     onStop: hook => { reg.stopHooks.push(hook) },
     network: () => reg.network === null || reg.network.gateway === null

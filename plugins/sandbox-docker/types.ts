@@ -67,6 +67,12 @@ export interface CommandOptions {
   signal?: AbortSignal
   /** Merged stdout+stderr in arrival order, decoded as UTF-8 (replacement chars; sequences never split). */
   onOutput: (text: string) => void
+  /**
+   * Extension: the command is about to run again from the start because its first attempt never
+   * started (the sandbox was saturated and has been restarted); drop the output received so far
+   * (it is only the engine's complaint).
+   */
+  onReset?: () => void
   /** Extension: SIGTERM → SIGKILL delay (default 5 s); the result still comes at most 10 s after the SIGTERM, or 5 s after the SIGKILL when that is later. */
   killGraceMs?: number
 }
@@ -79,7 +85,7 @@ export interface CommandOptions {
 export interface LeaseOptions { kind?: 'call' | 'socket' }
 
 /** Extension: why a sandbox stopped or went away (onStop). */
-export type StopReason = 'idle' | 'max-age' | 'capacity' | 'stopped' | 'removed' | 'purged' | 'killed'
+export type StopReason = 'idle' | 'max-age' | 'capacity' | 'stopped' | 'removed' | 'purged' | 'killed' | 'disk-limit'
 export type StopHook = (chatId: string, reason: StopReason) => void
 
 /** Extension (issue #16): a read-only bind mount a sandbox gets when it is created. */
@@ -128,7 +134,48 @@ export interface CommandResult {
   exitCode: number | null
   timedOut: boolean
   cancelled: boolean
+  /**
+   * Extension: what happened to the sandbox around this command, oldest first (a restart after it ran
+   * out of processes, its recreation after it was removed outside the server, the disk limit, …).
+   * Includes the notices pending since the last command; each event is reported once, except the
+   * `disk-limit` warning, repeated while the chat stays over its limit. When exitCode is null, the
+   * first notice (if any) is why.
+   */
+  notices?: SandboxNotice[]
 }
+
+/**
+ * Extension: what the driver did on its own. `restarted`: every process ended, all files kept;
+ * `recreated`: a new sandbox on the same workspace (/home/assistant and outputs kept, files elsewhere
+ * lost); `stopped`: it is stopped now and the next call starts it again; `none`: nothing was done.
+ */
+export type NoticeAction = 'none' | 'stopped' | 'restarted' | 'recreated'
+
+/** Extension: bytes a chat uses on disk, as the engine and the server measure them (never the sandbox). */
+export interface DiskUsage {
+  total: number
+  /** /home/assistant */
+  home: number
+  /** /mnt/user-data/outputs */
+  outputs: number
+  /** everything else the sandbox wrote (outside home, outputs and the /tmp tmpfs) */
+  other: number
+}
+
+/** Extension: an event the tools should tell the model about (engine-neutral; see CommandResult.notices). */
+export type SandboxNotice =
+  /** the sandbox's process limit was reached (a fork bomb or runaway command kept it full) */
+  | { kind: 'pids-limit', action: NoticeAction, limit: number }
+  /** the kernel killed processes because the sandbox's memory limit was reached */
+  | { kind: 'out-of-memory', action: NoticeAction, limit: number }
+  /** the chat's files exceed its disk limit (SANDBOX_DISK_LIMIT) */
+  | { kind: 'disk-limit', action: NoticeAction, limit: number, usage: DiskUsage }
+  /** the sandbox was stopped (`removed`: deleted) by something other than this server, or by this server on purpose */
+  | { kind: 'sandbox-stopped', action: NoticeAction, removed: boolean, by: 'outside' | 'server' }
+  /** the connection to the command was lost while the sandbox kept running (the command may still run) */
+  | { kind: 'stream-lost', action: NoticeAction }
+  /** processes of a timed-out or cancelled command could not be killed from inside the sandbox */
+  | { kind: 'unkillable', action: NoticeAction }
 
 /**
  * The engine-neutral sandbox contract. The Docker driver implements it; a Kubernetes driver or an
@@ -144,13 +191,20 @@ export interface SandboxService {
   ensure (chatId: string, opts?: EnsureOptions): Promise<SandboxInfo>
   /** Never creates or starts anything. */
   status (chatId: string): Promise<SandboxStatus>
-  /** Runs argv (no shell) in the running sandbox and collects its output. Rejects SANDBOX_NOT_RUNNING. */
+  /**
+   * Runs argv (no shell) in the running sandbox and collects its output. A sandbox found gone or
+   * stopped behind the server's back is started again (recreated on the same workspace when removed),
+   * one that cannot start the process because it is saturated is restarted, and the exec runs once
+   * more; such events are reported with the next runCommand result. Rejects SANDBOX_NOT_RUNNING when
+   * the sandbox was never ensured or was stopped on purpose (stop(), idle, max age, capacity).
+   */
   exec (chatId: string, argv: string[], opts?: ExecOptions): Promise<ExecResult>
   /**
    * Runs `bash -c command` as assistant in /home/assistant with empty stdin, streaming merged output.
    * Returns as soon as the top-level bash exits (draining output for at most 1 s), even when
    * background children keep the output open. Every process started by the command is killed on
-   * timeout or abort.
+   * timeout or abort. Recovers like exec(); a sandbox found saturated (process limit reached) at the
+   * end of the command is restarted; `notices` says what happened.
    */
   runCommand (chatId: string, command: string, opts: CommandOptions): Promise<CommandResult>
   /** Writes a file through the archive API (owner and mode as given; default root:root 0644). Parent dirs must exist. */
@@ -165,6 +219,12 @@ export interface SandboxService {
   remove (chatId: string, opts?: { purge?: boolean }): Promise<void>
   /** Register while plugins load, never per request. */
   onEnsure (hook: EnsureHook): void
+  /**
+   * Extension: notices pending for the chat (the events of CommandResult.notices not yet reported, plus
+   * the disk-limit warning while it applies), for tools that do not run commands. Taking them marks
+   * the events reported.
+   */
+  takeNotices? (chatId: string): SandboxNotice[]
   /** Extension: told whenever a sandbox is stopped or removed (idle, max age, capacity, explicit). Register while plugins load. */
   onStop? (hook: StopHook): void
   /**

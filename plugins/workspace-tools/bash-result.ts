@@ -1,4 +1,5 @@
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js'
+import type { SandboxNotice } from '../sandbox-docker/types.js'
 import { cpLength, cutTo, firstCodePoints, isBlank, stripAnsi } from './text.js'
 
 /** Exit status 1 of these commands is information, not failure (§3.3). */
@@ -88,23 +89,114 @@ export interface BashOutcome {
   /** The capped output (head + marker + tail when truncated). */
   output: string
   timeoutSeconds: number
+  /** What happened to the sandbox around the command (the first one explains an unknown status). */
+  notices?: SandboxNotice[]
+  /** Code points the whole text may take (notes are dropped from the end, then cut, to fit). */
+  limit?: number
 }
 
-export const SANDBOX_STOPPED = 'Error: the sandbox stopped while the command was running'
+/** Unknown status and the sandbox could not say why (its state could not be checked). */
+export const SANDBOX_STOPPED = 'Error: the command ended without an exit status: the sandbox stopped or the connection to it was lost, and its state could not be checked'
+/** Output shown before an unknown-status error, at most (code points, the end is kept). */
+const ERROR_OUTPUT_CHARS = 1000
 
-/** The result table of §3.3. */
+/** The result table of §3.3, with the sandbox notices as trailing `[Note: …]` lines. */
 export function bashResult (o: BashOutcome): CallToolResult {
   const text = (body: string): CallToolResult => ({ content: [{ type: 'text', text: body }] })
   const blank = isBlank(o.output)
+  const notices = o.notices ?? []
+  const notes = (list: SandboxNotice[]): string => fitNotes(list, o.limit === undefined ? Infinity : o.limit - cpLength(o.output) - 300)
   if (o.timedOut) {
     const note = `[Command timed out after ${o.timeoutSeconds} seconds]`
-    return text(blank ? note : `${o.output}\n${note}`)
+    return text((blank ? note : `${o.output}\n${note}`) + notes(notices))
   }
-  if (o.exitCode === null) return { isError: true, content: [{ type: 'text', text: SANDBOX_STOPPED }] }
-  if (o.exitCode === 0) return text(blank ? '[No output]' : o.output)
+  if (o.exitCode === null) {
+    const [cause, ...rest] = notices
+    let body = cause === undefined ? SANDBOX_STOPPED : `Error: ${lostText(cause)}`
+    if (!blank) body += `\n\nOutput before that (last ${ERROR_OUTPUT_CHARS} characters at most):\n${lastCodePoints(o.output, ERROR_OUTPUT_CHARS)}`
+    return { isError: true, content: [{ type: 'text', text: body + notes(rest) }] }
+  }
+  if (o.exitCode === 0) return text((blank ? '[No output]' : o.output) + notes(notices))
   const semantic = semanticMessage(o.command, o.exitCode)
-  if (semantic !== undefined) return text(blank ? semantic : o.output)
-  return text(blank ? `[Exit code: ${o.exitCode}]` : `${o.output}\n[Exit code: ${o.exitCode}]`)
+  if (semantic !== undefined) return text((blank ? semantic : o.output) + notes(notices))
+  return text((blank ? `[Exit code: ${o.exitCode}]` : `${o.output}\n[Exit code: ${o.exitCode}]`) + notes(notices))
+}
+
+/** `[Note: …]` lines within `room` code points: later notes are dropped first, a lone note is cut. */
+function fitNotes (list: SandboxNotice[], room: number): string {
+  const lines = list.map(n => `\n\n[Note: ${noticeText(n)}]`)
+  while (lines.length > 1 && cpLength(lines.join('')) > room) lines.pop()
+  const text = lines.join('')
+  return cpLength(text) <= room ? text : room > 40 ? `${cutTo(text, room - 1)}]` : ''
+}
+
+/** 512 bytes, 80 MiB, 1.5 GiB (binary units, as the limits are configured). */
+export function formatBytes (n: number): string {
+  const units = ['KiB', 'MiB', 'GiB', 'TiB']
+  if (n < 1024) return `${Math.max(0, Math.round(n))} bytes`
+  let v = n / 1024
+  let i = 0
+  while (v >= 1024 && i < units.length - 1) { v /= 1024; i++ }
+  return `${v < 10 ? (Math.round(v * 10) / 10).toString() : Math.round(v).toString()} ${units[i] as string}`
+}
+
+const KEPT = 'Files in /home/assistant and /mnt/user-data/outputs are kept'
+const LOST = 'every running process, background jobs included, was stopped and /tmp may be empty'
+
+function diskBreakdown (n: Extract<SandboxNotice, { kind: 'disk-limit' }>): string {
+  const u = n.usage
+  return `${formatBytes(u.total)} used of its ${formatBytes(n.limit)} disk limit: /home/assistant ${formatBytes(u.home)}, ` +
+    `/mnt/user-data/outputs ${formatBytes(u.outputs)}, other files ${formatBytes(u.other)}`
+}
+
+const FREE_SPACE = 'Free space now: find what is big with `du -sh /home/assistant/* /home/assistant/.[!.]* /mnt/user-data/outputs/* 2>/dev/null | sort -h | tail` and delete what is not needed with rm'
+
+/** The text of one notice, as a complete sentence or two (no `Error:` prefix). */
+export function noticeText (n: SandboxNotice): string {
+  switch (n.kind) {
+    case 'pids-limit':
+      return `The sandbox reached its process limit (${n.limit} processes): something kept starting processes (a fork bomb or a runaway loop), so new ones could not start. ` +
+        (n.action === 'restarted'
+          ? `The sandbox was restarted: ${LOST}. ${KEPT}. If this command's output shows fork errors, run it again.`
+          : `The sandbox was stopped and starts again with the next command. ${KEPT}.`)
+    case 'out-of-memory':
+      if (n.action === 'restarted') return `The sandbox ran out of memory (limit ${formatBytes(n.limit)}) and could not start processes any more, so it was restarted: ${LOST}. ${KEPT}.`
+      if (n.action === 'stopped') return `The sandbox ran out of memory (limit ${formatBytes(n.limit)}) and the kernel killed its main process, which stopped it; the next command starts it again. ${KEPT}; running processes are gone.`
+      return `The sandbox ran out of memory (limit ${formatBytes(n.limit)}) and the kernel killed a process (exit status 137 means killed). Use less memory at once (process data in parts, stream instead of loading whole files) or stop background processes that hold memory.`
+    case 'disk-limit':
+      return n.action === 'stopped'
+        ? `This chat had ${diskBreakdown(n)}, so the sandbox was stopped and the processes writing were killed. ${KEPT}, and the sandbox starts again with the next command. ${FREE_SPACE}; while the chat stays over its limit, it is stopped again as soon as it grows.`
+        : `This chat is over its disk limit (${diskBreakdown(n)}). ${FREE_SPACE}; while it stays over the limit, the sandbox is stopped as soon as it writes more.`
+    case 'sandbox-stopped': {
+      const what = n.removed ? 'removed' : 'stopped'
+      const who = n.by === 'outside' ? 'outside this server (by an administrator, or an engine restart)' : 'by the server on purpose'
+      if (n.action === 'recreated') return `The sandbox had been removed ${who}; a new one was created for this command on the same workspace. ${KEPT}; files elsewhere (such as installed packages) and all processes are gone.`
+      if (n.action === 'restarted') return `The sandbox had been stopped ${who}; it was started again for this command. ${KEPT}; processes that were running, background jobs included, are gone.`
+      return `The sandbox was ${what} ${who}. The next command starts it again${n.removed ? ' (as a new sandbox on the same workspace)' : ''}. ${KEPT}.`
+    }
+    case 'stream-lost':
+      return 'The connection to the command was lost before it finished. The sandbox is still running, so the command may still be running too: check with `ps -ef`.'
+    case 'unkillable':
+      return `Processes of a timed-out or cancelled command could not be killed from inside the sandbox, so it was ${n.action === 'restarted' ? `restarted: ${LOST}` : 'stopped; the next command starts it again'}. ${KEPT}.`
+  }
+}
+
+/** An unknown exit status explained by its cause. */
+function lostText (n: SandboxNotice): string {
+  const status = 'The exit status of the command is unknown.'
+  switch (n.kind) {
+    case 'sandbox-stopped': return `the sandbox was ${n.removed ? 'removed' : 'stopped'} while the command was running. ${status} ${noticeText(n)}`
+    case 'stream-lost': return `the command's exit status is unknown. ${noticeText(n)}`
+    case 'pids-limit':
+    case 'out-of-memory':
+    case 'disk-limit':
+    case 'unkillable': return `the command was cut off. ${status} ${noticeText(n)}`
+  }
+}
+
+function lastCodePoints (text: string, n: number): string {
+  const cps = Array.from(text.length > n * 2 + 8 ? text.slice(-(n * 2 + 8)) : text)
+  return cps.length <= n ? cps.join('') : cps.slice(-n).join('')
 }
 
 /** `45s`, `2m`, `2m 15s` (§3.3 progress). */

@@ -61,7 +61,7 @@ export function createBashTool (deps: WorkspaceDeps, settings: WorkspaceSettings
     handler: async (args, ctx) => await inSandbox(deps, settings, ctx, async () => {
       const outputsDir = deps.outputsDir(ctx.chatId)
       const before = await snapshotOutputs(outputsDir)
-      const capper = createOutputCapper(settings.maxOutputChars)
+      let capper = createOutputCapper(settings.maxOutputChars)
       const stop = ctx.wantsProgress
         ? startProgress(ctx, settings.progressIntervalS, T, s => progressMessage(args.description, args.command, s, capper.recent(2000)))
         : () => {}
@@ -71,13 +71,17 @@ export function createBashTool (deps: WorkspaceDeps, settings: WorkspaceSettings
           env: EXEC_ENV,
           timeoutMs: T * 1000,
           signal: ctx.signal,
-          onOutput: text => capper.push(text)
+          onOutput: text => capper.push(text),
+          // The first attempt never started (saturated sandbox, restarted): its output is only the engine's complaint.
+          onReset: () => { capper = createOutputCapper(settings.maxOutputChars) }
         })
       } finally {
         stop()
       }
       const output = capper.finish()
-      const result = bashResult({ command: args.command, exitCode: outcome.exitCode, timedOut: outcome.timedOut, output: output.text, timeoutSeconds: T })
+      const result = bashResult({
+        command: args.command, exitCode: outcome.exitCode, timedOut: outcome.timedOut, output: output.text, timeoutSeconds: T, notices: outcome.notices, limit
+      })
       if (result.isError === true || before === undefined) return result
       const after = await snapshotOutputs(outputsDir)
       if (after === undefined) return result

@@ -82,11 +82,14 @@ t.test('sandbox isolation (real Docker)', { skip }, async t => {
       return ''
     }
 
-    // Foreground bomb: the top-level bash never exits, so the timeout kills everything it started.
+    // Foreground bomb: the top-level bash never exits. Its fork failures make the driver ask the
+    // engine, which confirms the pids limit is exhausted: the sandbox is restarted and the call ends
+    // with a pids-limit notice (issue #8); if the timeout comes first, the kill path ends it.
     let t0 = performance.now()
     const r = await app.sandbox.runCommand(chat, 'bomb() { bomb | bomb; }; bomb', { timeoutMs: 3000, onOutput: () => {} })
     let ms = performance.now() - t0
-    t.equal(r.timedOut, true)
+    t.comment(`foreground bomb returned ${JSON.stringify(r)} after ${ms.toFixed(0)} ms`)
+    t.ok(r.timedOut || (r.notices ?? []).some(n => n.kind === 'pids-limit'), 'ended by the timeout or by a restart that says why')
     t.ok(ms < 3000 + 10_000 + 1000, `result after ${ms.toFixed(0)} ms (T=3 s)`)
     t.equal((await app.inject('/health')).statusCode, 200, 'the server stays responsive')
     await new Promise(resolve => setTimeout(resolve, 2500)) // SIGKILL pass at T+2 (killGraceMs)

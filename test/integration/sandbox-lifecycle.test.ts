@@ -142,7 +142,7 @@ t.test('sandbox lifecycle (real Docker)', { skip }, async t => {
     const chat2 = 'life-adopt-2'
     const config = buildContainerConfig({
       image: TEST_IMAGE, prefix: PREFIX, networkMode: `${PREFIX}-sandboxes`, dataDirHost: '/nonexistent-not-used', memLimit: 512 * 1024 * 1024,
-      cpuLimit: 1, pidsLimit: 512, skillsDirHost: '', subagentCli: 'claude', sandboxEnv: {}
+      cpuLimit: 1, pidsLimit: 512, skillsDirHost: '', subagentCli: 'claude', sandboxEnv: {}, diskLimit: 10 * 1024 ** 3
     }, chat2, undefined, new Date())
     config.HostConfig.Mounts = config.HostConfig.Mounts.filter(m => m.Type === 'volume')
     const made = await client.createContainer(config)
@@ -206,7 +206,7 @@ t.test('sandbox lifecycle (real Docker)', { skip }, async t => {
     // A labelled container whose key does not match its chat id: logged and ignored, never deleted.
     const forged = buildContainerConfig({
       image: TEST_IMAGE, prefix: PREFIX, networkMode: 'none', dataDirHost: '/x', memLimit: 64 * 1024 * 1024,
-      cpuLimit: 1, pidsLimit: 64, skillsDirHost: '', subagentCli: 'claude', sandboxEnv: {}
+      cpuLimit: 1, pidsLimit: 64, skillsDirHost: '', subagentCli: 'claude', sandboxEnv: {}, diskLimit: 0
     }, 'life-forged', undefined, new Date())
     forged.name = `${PREFIX}-sbx-forged`
     forged.Labels['cu.chat-key'] = chatKey('someone-else')

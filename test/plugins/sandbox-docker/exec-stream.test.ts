@@ -43,6 +43,20 @@ t.test('sentinel parser finds the exit line and passes everything else on', asyn
   t.equal(code, 127)
   t.equal(p.exitCode, 127)
   t.equal(other.join(''), 'sh: 1: bash: not found\n')
+  t.equal(p.pids, undefined, 'no process count without one on the line')
+})
+
+t.test('sentinel parser reads the process count the wrapper appends (a hint)', async t => { // issue #8
+  let code: number | undefined
+  const p = new SentinelParser(() => {}, c => { code = c })
+  p.push(Buffer.from('__cubicle_exit:0 513\n'))
+  t.equal(code, 0)
+  t.equal(p.pids, 513)
+  const other: string[] = []
+  const q = new SentinelParser(s => other.push(s), () => t.fail('not a sentinel'))
+  q.push(Buffer.from('__cubicle_exit:0 x\n'))
+  q.end()
+  t.same(other, ['__cubicle_exit:0 x\n'], 'a malformed line is ordinary text')
 })
 
 t.test('sentinel parser: no sentinel, multi-byte text split across chunks', async t => {
@@ -82,7 +96,9 @@ t.test('wrapper and kill argv', async t => {
   const argv = commandArgv('echo "$HOME" && exit 3')
   t.equal(argv[0], '/bin/sh')
   t.equal(argv[4], 'echo "$HOME" && exit 3', 'the command is an argument, never interpolated')
-  t.match(argv[2], /bash -c "\$1" <\/dev\/null 2>&1; echo "__cubicle_exit:\$\?" >&2/)
+  t.match(argv[2], /^bash -c "\$1" <\/dev\/null 2>&1; s=\$\?; /)
+  t.match(argv[2], /read -r p <\/sys\/fs\/cgroup\/pids\.current \|\| read -r p <\/sys\/fs\/cgroup\/pids\/pids\.current; \} 2>\/dev\/null; /, 'the process count is read with builtins (cgroup v2, then v1)')
+  t.match(argv[2], /echo "__cubicle_exit:\$s\$\{p:\+ \$p\}" >&2/)
   t.match(argv[2], /; printf '\\000__cubicle_eof\\n'$/, 'then the end of bash\'s output is marked on stdout')
   t.same(killArgv('TERM', 'abcdef012345').slice(3), ['cubicle-kill', 'TERM', 'abcdef012345'])
   t.throws(() => killArgv('KILL', 'abc; rm -rf /'))

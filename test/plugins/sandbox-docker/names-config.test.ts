@@ -16,7 +16,8 @@ const settings: ContainerSettings = {
   pidsLimit: 512,
   skillsDirHost: '',
   subagentCli: 'claude',
-  sandboxEnv: { ANTHROPIC_AUTH_TOKEN: 'tok', ANTHROPIC_BASE_URL: 'https://gw.example' }
+  sandboxEnv: { ANTHROPIC_AUTH_TOKEN: 'tok', ANTHROPIC_BASE_URL: 'https://gw.example' },
+  diskLimit: 0
 }
 
 t.test('names derive from the chat key only (§1.5)', async t => {
@@ -117,7 +118,9 @@ t.test('config drift: settings fixed at creation are compared, user-derived env 
     networkMode: 'cu-sandboxes',
     memory: 2147483648,
     nanoCpus: 1_500_000_000,
-    pidsLimit: 512
+    pidsLimit: 512,
+    tmpfs: {},
+    storageSize: ''
   }
   t.equal(configDrift(existing, desired, 'sha256:a'), null)
   t.equal(configDrift(existing, desired, null), null, 'unknown current image is not a drift')

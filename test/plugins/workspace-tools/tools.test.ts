@@ -301,5 +301,10 @@ t.test('bash_tool appends links to files created or modified under outputs', asy
 t.test('bash_tool: an unknown exit status is an isError result', async t => {
   const fake = fakeSandbox({ run: async () => ({ exitCode: null, timedOut: false, cancelled: false }) })
   const r = await tools(fake.sandbox).call('bash_tool', { command: 'x', description: 'd' })
-  t.same(r, { isError: true, content: [{ type: 'text', text: 'Error: the sandbox stopped while the command was running' }] })
+  // issue #8: without a cause from the driver, the text says only what is known
+  t.same(r, { isError: true, content: [{ type: 'text', text: 'Error: the command ended without an exit status: the sandbox stopped or the connection to it was lost, and its state could not be checked' }] })
+  const told = fakeSandbox({ run: async () => ({ exitCode: null, timedOut: false, cancelled: false, notices: [{ kind: 'sandbox-stopped', action: 'stopped', removed: false, by: 'outside' }] }) })
+  const why = await tools(told.sandbox).call('bash_tool', { command: 'x', description: 'd' })
+  t.equal(why.isError, true)
+  t.match(why.content, [{ type: 'text', text: /^Error: the sandbox was stopped while the command was running\. The exit status of the command is unknown\. The sandbox was stopped outside this server/ }])
 })

@@ -1,0 +1,67 @@
+import type { ContainerSettings } from './container-config.js'
+import type { DockerError } from './docker-client.js'
+import { describe, type Registry } from './registry.js'
+import type { DiskUsage } from './types.js'
+
+/*
+ * The hard part of SANDBOX_DISK_LIMIT: a quota on the container's writable layer (`StorageOpt.size`)
+ * where the storage driver enforces one. overlay2 does only on xfs mounted with pquota; btrfs, zfs,
+ * devicemapper and windowsfilter do natively. The driver is read once at boot; when it may support
+ * a quota, the first create tries it and a refusal turns it off for the life of the process. The
+ * soft part (home volume + outputs + writable layer) is disk-watchdog.ts.
+ */
+
+/** off: no disk limit; unknown: not decided yet; try: create with a quota, fall back once if refused. */
+export type QuotaSupport = 'off' | 'unknown' | 'try' | 'yes' | 'no'
+
+/** The disk watchdog's view of one chat. */
+export interface DiskState {
+  /** last measurement over the limit, until one is under it again */
+  over: { usage: DiskUsage, limit: number } | null
+  /** when the watchdog last stopped the sandbox (ms), and the usage then */
+  stoppedAt: number
+  stoppedTotal: number
+}
+
+const NATIVE = new Set(['btrfs', 'zfs', 'devicemapper', 'windowsfilter'])
+
+/** What the storage setup allows, from `docker info`: a writable-layer quota is worth trying, or not. */
+export function quotaFor (driver: string, backingFs: string): 'try' | 'no' {
+  if (driver === 'overlay2' || driver === 'overlay') return backingFs.toLowerCase() === 'xfs' ? 'try' : 'no'
+  return NATIVE.has(driver) ? 'try' : 'no'
+}
+
+/** Reads the storage driver once (bootstrap); never throws. */
+export async function detectQuota (reg: Registry): Promise<void> {
+  if (reg.quota !== 'unknown') return
+  try {
+    const { driver, backingFs } = await reg.docker.storageInfo()
+    reg.quota = quotaFor(driver, backingFs)
+    reg.log.info({ driver, backingFs, diskLimit: reg.opts.diskLimit, writableLayerQuota: reg.quota === 'try' ? 'trying' : 'unsupported' },
+      reg.quota === 'try'
+        ? 'disk limit: writable-layer quota will be tried; /tmp is a sized tmpfs; the watchdog measures home, outputs and the writable layer'
+        : 'disk limit: this storage driver has no writable-layer quota; /tmp is a sized tmpfs and the watchdog measures home, outputs and the writable layer')
+  } catch (err) {
+    reg.log.warn({ err: describe(err) }, 'cannot read the storage driver; no writable-layer quota is used')
+    reg.quota = 'no'
+  }
+}
+
+/** The container settings with the current quota decision. */
+export function settingsWithQuota (reg: Registry): ContainerSettings {
+  return { ...reg.settings, storageQuota: reg.quota === 'try' || reg.quota === 'yes' }
+}
+
+/** A create refused because of StorageOpt (the driver or its filesystem has no quota support). */
+export function isQuotaRefusal (err: unknown): boolean {
+  const e = err as DockerError
+  return (e?.statusCode === 400 || e?.statusCode === 500) && /storage.?opt|quota|storage option/i.test(e.message)
+}
+
+/** Records the outcome of a create that carried a quota. */
+export function quotaOutcome (reg: Registry, ok: boolean, err?: unknown): void {
+  if (reg.quota !== 'try') return
+  reg.quota = ok ? 'yes' : 'no'
+  if (ok) reg.log.info({ diskLimit: reg.opts.diskLimit }, 'disk limit: the writable layer of every sandbox has a hard quota')
+  else reg.log.warn({ err: describe(err) }, 'disk limit: the storage driver refused a writable-layer quota; sandboxes are created without one (the watchdog still applies)')
+}

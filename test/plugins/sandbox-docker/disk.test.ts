@@ -1,0 +1,222 @@
+/*
+ * SANDBOX_DISK_LIMIT without an engine (issue #8): the quota decision, the /tmp tmpfs, drift, the
+ * host-side outputs walk and the watchdog's verdicts (on a fake DockerClient: logic above the adapter).
+ */
+import t from 'tap'
+import { link, mkdir, mkdtemp, rm, symlink, truncate, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import pino from 'pino'
+import { parseOptions } from '../../../core/config.js'
+import { chatPaths } from '../../../core/chat-paths.js'
+import { buildContainerConfig, configDrift, tmpfsFor, type ContainerSettings } from '../../../plugins/sandbox-docker/container-config.js'
+import { isQuotaRefusal, quotaFor } from '../../../plugins/sandbox-docker/disk-quota.js'
+import { treeUsage } from '../../../plugins/sandbox-docker/disk-usage.js'
+import { diskPass } from '../../../plugins/sandbox-docker/disk-watchdog.js'
+import type { DockerClient } from '../../../plugins/sandbox-docker/docker-client.js'
+import { DockerError } from '../../../plugins/sandbox-docker/docker-error.js'
+import type { DiskUsageReport } from '../../../plugins/sandbox-docker/docker-monitor.js'
+import { volumeLabels } from '../../../plugins/sandbox-docker/names.js'
+import { takeNotices } from '../../../plugins/sandbox-docker/notices.js'
+import { createRegistry, entryOf } from '../../../plugins/sandbox-docker/registry.js'
+import { SandboxDockerOptions } from '../../../plugins/sandbox-docker/schemas.js'
+
+const MiB = 1024 * 1024
+const GiB = 1024 * MiB
+
+const settings: ContainerSettings = {
+  image: 'img', prefix: 'cu', networkMode: 'none', dataDirHost: '/srv', memLimit: 2 * GiB, cpuLimit: 1, pidsLimit: 512,
+  skillsDirHost: '', subagentCli: 'claude', sandboxEnv: {}, diskLimit: 10 * GiB
+}
+
+t.test('a writable-layer quota is tried only where the storage driver can enforce one', async t => {
+  t.equal(quotaFor('overlay2', 'extfs'), 'no', 'overlay2 on ext4: no project quota')
+  t.equal(quotaFor('overlay2', 'xfs'), 'try', 'overlay2 on xfs: works with pquota, so try once')
+  t.equal(quotaFor('btrfs', ''), 'try')
+  t.equal(quotaFor('zfs', ''), 'try')
+  t.equal(quotaFor('devicemapper', ''), 'try')
+  t.equal(quotaFor('vfs', 'extfs'), 'no')
+  t.equal(quotaFor('fuse-overlayfs', ''), 'no')
+  t.ok(isQuotaRefusal(new DockerError("container create: --storage-opt is supported only for overlay over xfs with 'pquota' mount option", 400, false)))
+  t.ok(isQuotaRefusal(new DockerError('container create: Storage Opt size is not supported', 500, false)))
+  t.notOk(isQuotaRefusal(new DockerError('container create: No such image: x', 404, false)))
+  t.notOk(isQuotaRefusal(new DockerError('container create: network cu-sandboxes not found', 500, false)))
+})
+
+t.test('/tmp is a tmpfs of min(limit, 1 GiB, memory / 2); none without a disk limit', async t => {
+  t.same(tmpfsFor({ diskLimit: 0, memLimit: 2 * GiB }), {})
+  t.same(tmpfsFor({ diskLimit: 50 * MiB, memLimit: 2 * GiB }), { '/tmp': `rw,nosuid,nodev,size=${50 * MiB},mode=1777` })
+  t.same(tmpfsFor({ diskLimit: 10 * GiB, memLimit: 4 * GiB }), { '/tmp': `rw,nosuid,nodev,size=${GiB},mode=1777` })
+  t.same(tmpfsFor({ diskLimit: 10 * GiB, memLimit: 512 * MiB }), { '/tmp': `rw,nosuid,nodev,size=${256 * MiB},mode=1777` })
+  const c = buildContainerConfig(settings, 'chat-1', undefined, new Date())
+  t.same(c.HostConfig.Tmpfs, { '/tmp': `rw,nosuid,nodev,size=${GiB},mode=1777` })
+  t.equal(c.HostConfig.StorageOpt, undefined, 'no quota unless the driver takes one')
+  const q = buildContainerConfig({ ...settings, storageQuota: true }, 'chat-1', undefined, new Date())
+  t.same(q.HostConfig.StorageOpt, { size: String(10 * GiB) })
+  const off = buildContainerConfig({ ...settings, diskLimit: 0, storageQuota: true }, 'chat-1', undefined, new Date())
+  t.same(off.HostConfig.Tmpfs, {})
+  t.equal(off.HostConfig.StorageOpt, undefined)
+})
+
+t.test('drift: a stopped container without the current tmpfs or quota is recreated', async t => {
+  const desired = buildContainerConfig({ ...settings, storageQuota: true }, 'chat-1', undefined, new Date())
+  const existing = {
+    imageId: 'sha256:a',
+    env: desired.Env,
+    mounts: desired.HostConfig.Mounts.map(m => ({ type: m.Type, source: m.Source, target: m.Target, readOnly: m.ReadOnly })),
+    networkMode: 'none',
+    memory: 2 * GiB,
+    nanoCpus: 1e9,
+    pidsLimit: 512,
+    tmpfs: desired.HostConfig.Tmpfs,
+    storageSize: String(10 * GiB)
+  }
+  t.equal(configDrift(existing, desired, null), null)
+  t.equal(configDrift({ ...existing, tmpfs: {} }, desired, null), 'tmpfs changed', 'created before the disk limit existed')
+  t.equal(configDrift({ ...existing, tmpfs: { '/tmp': 'rw,size=1' } }, desired, null), 'tmpfs changed')
+  t.equal(configDrift({ ...existing, storageSize: '' }, desired, null), 'disk quota changed')
+  t.equal(configDrift({ ...existing, storageSize: '1' }, desired, null), 'disk quota changed')
+})
+
+t.test('the outputs walk counts allocated blocks, hard links once, never follows links, and is bounded', async t => {
+  const root = await mkdtemp(join(tmpdir(), 'disk-walk-'))
+  t.teardown(async () => { await rm(root, { recursive: true, force: true }) })
+  const out = join(root, 'outputs')
+  const elsewhere = join(root, 'elsewhere')
+  await mkdir(join(out, 'a', 'b'), { recursive: true })
+  await mkdir(elsewhere)
+  await writeFile(join(elsewhere, 'big'), Buffer.alloc(4 * MiB, 1))
+  await writeFile(join(out, 'a', 'b', 'data'), Buffer.alloc(2 * MiB, 1))
+  await link(join(out, 'a', 'b', 'data'), join(out, 'hardlink'))
+  await writeFile(join(out, 'sparse'), '')
+  await truncate(join(out, 'sparse'), 4 * GiB)
+  await symlink(elsewhere, join(out, 'to-elsewhere'))
+  await symlink(join(elsewhere, 'big'), join(out, 'to-big'))
+  const u = await treeUsage(out, { maxEntries: 1000 })
+  t.ok(u.complete)
+  t.ok(u.bytes >= 2 * MiB && u.bytes < 2.5 * MiB, `2 MiB of data counted once, sparse 4 GiB not counted, links not followed: ${u.bytes}`)
+  t.equal(u.entries, 7, 'a, a/b, a/b/data, hardlink, sparse, two links')
+  const capped = await treeUsage(out, { maxEntries: 2 })
+  t.equal(capped.complete, false, 'past maxEntries the result is a lower bound')
+  const early = await treeUsage(out, { maxEntries: 1000, stopAbove: MiB })
+  t.equal(early.complete, false)
+  t.ok(early.bytes > MiB, 'stops once over the bound it was asked about')
+  t.same(await treeUsage(join(root, 'missing'), { maxEntries: 10 }), { bytes: 0, entries: 0, complete: true })
+  const rootLink = join(root, 'link-root')
+  await symlink(elsewhere, rootLink)
+  t.same(await treeUsage(rootLink, { maxEntries: 10 }), { bytes: 0, entries: 0, complete: true }, 'a root swapped for a link is not followed')
+})
+
+interface FakeDocker { client: DockerClient, killed: string[], df: DiskUsageReport }
+
+function fakeDocker (): FakeDocker {
+  const killed: string[] = []
+  const df: DiskUsageReport = { containers: [], volumes: [] }
+  const client = {
+    diskUsage: async () => df,
+    killContainer: async (id: string) => { killed.push(id) }
+  } as unknown as DockerClient
+  return { client, killed, df }
+}
+
+t.test('watchdog: a chat over its limit is killed once, warned while over, killed again only when it grows', async t => { // issue #8
+  const dataDir = await mkdtemp(join(tmpdir(), 'disk-wd-'))
+  t.teardown(async () => { await rm(dataDir, { recursive: true, force: true }) })
+  const opts = parseOptions(SandboxDockerOptions, { prefix: 'cu', dataDir, diskLimit: 50 * MiB }, 'sandbox-docker')
+  const fake = fakeDocker()
+  const reg = createRegistry({ ...opts, dataDirHost: dataDir, now: Date.now }, fake.client, pino({ level: 'silent' }))
+  reg.bootstrapped = true
+  const entry = entryOf(reg, 'chat-disk')
+  entry.state = 'running'
+  entry.containerId = 'cid-1'
+  const outputs = chatPaths(dataDir, 'chat-disk').outputs
+  await mkdir(outputs, { recursive: true })
+  await writeFile(join(outputs, 'report.bin'), Buffer.alloc(5 * MiB, 1))
+  const labels = volumeLabels('cu', 'chat-disk')
+  const measure = (home: number, rw: number): void => {
+    fake.df.volumes = [{ name: entry.names.volume, labels, size: home }, { name: 'cu-home-other', labels: { 'managed-by': 'someone-else' }, size: 999 * GiB }]
+    fake.df.containers = [{ id: 'cid-1', name: entry.names.container, labels, sizeRw: rw }]
+  }
+
+  measure(30 * MiB, MiB)
+  await diskPass(reg)
+  t.same(fake.killed, [], 'under the limit (30 + 5 + 1 MiB)')
+  t.same(takeNotices(entry), [])
+
+  measure(80 * MiB, MiB)
+  await diskPass(reg)
+  t.same(fake.killed, ['cid-1'], 'over the limit: killed')
+  t.equal(entry.state, 'stopped')
+  t.equal(entry.recoverable, true, 'the next call starts it again')
+  const [stop, ...more] = takeNotices(entry)
+  t.same(more, [])
+  t.match(stop, { kind: 'disk-limit', action: 'stopped', limit: 50 * MiB, usage: { home: 80 * MiB, other: MiB } })
+  t.ok(stop?.kind === 'disk-limit' && stop.usage.outputs >= 5 * MiB && stop.usage.total === stop.usage.home + stop.usage.outputs + stop.usage.other)
+
+  entry.state = 'running' // the next call started it again
+  measure(81 * MiB, MiB)
+  await diskPass(reg)
+  t.same(fake.killed, ['cid-1'], 'still over but not growing: not killed again')
+  t.match(takeNotices(entry), [{ kind: 'disk-limit', action: 'none' }], 'every result warns while over')
+  t.match(takeNotices(entry), [{ kind: 'disk-limit', action: 'none' }])
+
+  measure(120 * MiB, MiB)
+  await diskPass(reg)
+  t.same(fake.killed, ['cid-1', 'cid-1'], 'grew past the margin: killed again')
+  t.match(takeNotices(entry), [{ kind: 'disk-limit', action: 'stopped' }])
+
+  entry.state = 'running'
+  measure(10 * MiB, 0)
+  await diskPass(reg)
+  t.equal(entry.disk.over, null, 'back under the limit')
+  t.same(takeNotices(entry), [], 'no more warnings')
+
+  entry.state = 'stopped'
+  measure(500 * MiB, 0)
+  await diskPass(reg)
+  t.same(fake.killed, ['cid-1', 'cid-1'], 'a stopped chat is not measured')
+})
+
+t.test('watchdog: what the writer adds until it is killed is measured after the kill, so its restart is not stopped again', async t => { // issue #8
+  const dataDir = await mkdtemp(join(tmpdir(), 'disk-wd-'))
+  t.teardown(async () => { await rm(dataDir, { recursive: true, force: true }) })
+  const opts = parseOptions(SandboxDockerOptions, { prefix: 'cu', dataDir, diskLimit: 50 * MiB }, 'sandbox-docker')
+  const fake = fakeDocker()
+  const labels = volumeLabels('cu', 'chat-dd')
+  const reg = createRegistry({ ...opts, dataDirHost: dataDir, now: Date.now }, fake.client, pino({ level: 'silent' }))
+  reg.bootstrapped = true
+  const entry = entryOf(reg, 'chat-dd')
+  entry.state = 'running'
+  entry.containerId = 'cid-dd'
+  const measure = (home: number): void => { fake.df.volumes = [{ name: entry.names.volume, labels, size: home }] }
+  const kill = fake.client.killContainer.bind(fake.client)
+  fake.client.killContainer = async (id: string) => { measure(80 * MiB); await kill(id) } // dd went on from 52 to 80 MiB before it died
+
+  measure(52 * MiB)
+  await diskPass(reg)
+  t.same(fake.killed, ['cid-dd'])
+  t.match(takeNotices(entry), [{ kind: 'disk-limit', action: 'stopped', usage: { home: 80 * MiB } }], 'the note gives the size after the kill')
+  entry.state = 'running' // the next call started it again
+  await diskPass(reg)
+  t.same(fake.killed, ['cid-dd'], 'not killed again for what was written before the kill')
+  t.match(takeNotices(entry), [{ kind: 'disk-limit', action: 'none', usage: { total: 80 * MiB } }])
+})
+
+t.test('watchdog: an engine that does not report disk usage skips the pass', async t => {
+  const dataDir = await mkdtemp(join(tmpdir(), 'disk-wd-'))
+  t.teardown(async () => { await rm(dataDir, { recursive: true, force: true }) })
+  const opts = parseOptions(SandboxDockerOptions, { prefix: 'cu', dataDir, diskLimit: MiB }, 'sandbox-docker')
+  let killed = 0
+  const client = {
+    diskUsage: async () => { throw new DockerError('disk usage: a disk usage operation is already running', 409, false) },
+    killContainer: async () => { killed++ }
+  } as unknown as DockerClient
+  const reg = createRegistry({ ...opts, dataDirHost: dataDir, now: Date.now }, client, pino({ level: 'silent' }))
+  reg.bootstrapped = true
+  const entry = entryOf(reg, 'chat-x')
+  entry.state = 'running'
+  entry.containerId = 'cid'
+  await diskPass(reg)
+  t.equal(killed, 0)
+  t.equal(entry.disk.over, null)
+})
