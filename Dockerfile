@@ -14,7 +14,11 @@ ARG NODE_IMAGE=node:20-bookworm-slim
 FROM ${NODE_IMAGE} AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
-RUN npm ci --no-audit --no-fund
+# PEM text of extra CAs npm must trust (a TLS-intercepting proxy); build stage only, never in the result.
+ARG EXTRA_CA_PEM=""
+RUN set -eu; \
+    if [ -n "${EXTRA_CA_PEM}" ]; then printf '%s\n' "${EXTRA_CA_PEM}" >/tmp/extra-ca.pem; export NODE_EXTRA_CA_CERTS=/tmp/extra-ca.pem; fi; \
+    npm ci --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json fastify.config.ts ./
 COPY core core
 COPY plugins plugins

@@ -7,6 +7,7 @@
  */
 import type { AppConfig } from './core/config.js'
 import { entry, type Entry } from './core/app.js'
+import metrics from './plugins/metrics/index.js'
 import mcpTransport from './plugins/mcp-transport/index.js'
 import capabilities from './plugins/capabilities/index.js'
 import sandboxDocker, { sandboxEnvFromConfig } from './plugins/sandbox-docker/index.js'
@@ -31,6 +32,8 @@ import oauth from './plugins/oauth/index.js'
 import egress from './plugins/egress/index.js'
 
 const plugins = {
+  // First: its HTTP hooks then cover every route registered after it.
+  metrics: config => entry(metrics, { maxRunning: config.MAX_RUNNING_SANDBOXES }),
   'mcp-transport': config => entry(mcpTransport, {
     apiKeyRequired: config.MCP_API_KEY !== '',
     singleUserMode: config.singleUserMode,
@@ -38,7 +41,10 @@ const plugins = {
     publicBaseUrlSet: config.publicBaseUrlSet,
     allowedOrigins: config.allowedOrigins,
     maxBodyBytes: config.MCP_MAX_BODY_BYTES,
-    keepAliveMs: config.PROGRESS_INTERVAL_SECONDS * 1000
+    keepAliveMs: config.PROGRESS_INTERVAL_SECONDS * 1000,
+    // Shutdown within CLOSE_GRACE_MS: calls get most of it to finish, then up to 3 s to stop.
+    shutdownDrainMs: Math.max(0, config.CLOSE_GRACE_MS - 4000),
+    shutdownCancelWaitMs: Math.min(3000, config.CLOSE_GRACE_MS)
   }),
   capabilities: config => entry(capabilities, {
     apiKey: config.MCP_API_KEY,

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import type { ServerOptions } from 'node:http'
 import Fastify, { type FastifyInstance, type FastifyPluginAsync, type FastifyPluginCallback, type FastifyServerOptions } from 'fastify'
+import swagger from '@fastify/swagger'
 import websocket from '@fastify/websocket'
 import FindMyWay from 'find-my-way'
 import type { AppConfig } from './config.js'
@@ -9,6 +10,7 @@ import { createReadinessService, type ReadinessService } from './readiness.js'
 import { errorHandler } from './error-handler.js'
 import { redactUrl } from './tokens.js'
 import { fastifyTrustProxy } from './trust-proxy.js'
+import { HEALTH_SCHEMA, openapiOptions, READY_SCHEMA } from './openapi.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -125,10 +127,12 @@ export async function buildApp (config: AppConfig, entries: Entry[], opts: Build
 
   app.decorate('auth', createAuthService({ apiKey: config.MCP_API_KEY }))
   app.decorate('readiness', createReadinessService({ timeoutMs: 2000, cacheMs: 5000 }))
+  // Before any route: @fastify/swagger collects every route's schema as it is added (GET /openapi.json).
+  await app.register(swagger, openapiOptions(config.publicBaseUrl))
   await app.register(websocket, { options: { maxPayload: 32 * 1024 * 1024 } })
 
-  app.get('/health', async () => ({ status: 'healthy' }))
-  app.get('/ready', async (request, reply) => {
+  app.get('/health', { schema: HEALTH_SCHEMA }, async () => ({ status: 'healthy' }))
+  app.get('/ready', { schema: READY_SCHEMA }, async (request, reply) => {
     const { ok, body } = await app.readiness.run()
     return await reply.code(ok ? 200 : 503).header('Cache-Control', 'no-store').send(body)
   })

@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs'
+import closeWithGrace from 'close-with-grace'
 import { buildApp } from './app.js'
 import { loadConfig, type AppConfig } from './config.js'
 import manifest from '../fastify.config.js'
@@ -37,19 +38,20 @@ if (config.hostDefaultedToLoopback) {
   app.log.warn('open mode: listening on 127.0.0.1 only (loopback), since MCP_API_KEY is empty and HOST is unset; to listen on all interfaces set HOST=0.0.0.0 (and MCP_API_KEY, so that the network does not get an open server)')
 }
 
-let closing = false
-async function shutdown (signal: string): Promise<void> {
-  if (closing) return
-  closing = true
-  app.log.info({ signal }, 'closing')
-  const timer = setTimeout(() => { app.log.error('shutdown grace period expired'); process.exit(1) }, config.CLOSE_GRACE_MS)
-  timer.unref()
-  try { await app.close() } catch (err) { app.log.error({ err }, 'error while closing') }
-  process.exit(0)
-}
-// Signals are handled here only: plugins release what they hold in their onClose hooks.
-process.once('SIGINT', () => { void shutdown('SIGINT') })
-process.once('SIGTERM', () => { void shutdown('SIGTERM') })
+// One shutdown path (close-with-grace): SIGTERM/SIGINT, or a fatal error. app.close() stops accepting
+// requests (503), lets running tool calls finish or stops them with a clear answer (mcp-transport's
+// preClose), ends streams, then runs the plugins' onClose hooks; sandboxes keep running and are
+// re-adopted at the next boot. Past CLOSE_GRACE_MS the process exits anyway, with code 1.
+closeWithGrace({
+  delay: config.CLOSE_GRACE_MS,
+  logger: { error: (message: unknown) => { app.log.error(String(message)) } },
+  onTimeout: delay => { app.log.error({ delay }, 'shutdown grace period expired; exiting') }
+}, async ({ signal, err }) => {
+  if (err !== undefined) app.log.error({ err }, 'closing after a fatal error')
+  else app.log.info({ signal }, 'closing: running tool calls finish or are stopped; sandboxes keep running')
+  await app.close()
+  app.log.info('closed')
+})
 
 try {
   await app.listen({ host: config.host, port: config.PORT })

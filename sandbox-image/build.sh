@@ -2,6 +2,8 @@
 # Build the sandbox image each chat runs in.
 #
 #   sandbox-image/build.sh [--target slim|full] [--tag NAME]
+#   sandbox-image/build.sh --base-only   (only make sure the local debootstrap
+#                                         base exists; scripts/build-server-image.sh)
 #
 # Defaults: target slim, tag computer-use-sandbox:latest ($DOCKER_IMAGE overrides
 # the default tag). The build is skipped when the tagged image already carries
@@ -15,6 +17,7 @@ set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 TARGET=slim
+BASE_ONLY=0
 TAG=${DOCKER_IMAGE:-computer-use-sandbox:latest}
 LOCAL_BASE=cubicle-base:bookworm
 LOCAL_BASE_VERSION=3   # bump when make_local_base changes what it produces
@@ -31,6 +34,7 @@ while [ $# -gt 0 ]; do
     --target=*) TARGET=${1#*=}; shift ;;
     --tag) [ $# -ge 2 ] || die "--tag needs a value"; TAG=$2; shift 2 ;;
     --tag=*) TAG=${1#*=}; shift ;;
+    --base-only) BASE_ONLY=1; shift ;;
     -h|--help) usage; exit 0 ;;
     *) usage >&2; die "unknown argument: $1" ;;
   esac
@@ -54,11 +58,13 @@ build_hash() {
 HASH=$(build_hash)
 
 current=$(docker image inspect -f '{{ index .Config.Labels "cubicle.build-hash" }}' "$TAG" 2>/dev/null || true)
-if [ "$current" = "$HASH" ]; then
+if [ "$BASE_ONLY" = 1 ]; then
+  :
+elif [ "$current" = "$HASH" ]; then
   say "image up to date: $TAG (target $TARGET, build hash $HASH)"
   exit 0
 fi
-say "building $TAG (target $TARGET, build hash $HASH)"
+[ "$BASE_ONLY" = 1 ] || say "building $TAG (target $TARGET, build hash $HASH)"
 
 # --- the browser CLI: npm ci on this host from the lockfile (derived, so not part of the hash)
 install_browser_cli() {
@@ -74,7 +80,7 @@ install_browser_cli() {
   (cd "$dir" && npm ci --omit=dev --ignore-scripts --no-audit --no-fund --loglevel=error) || die "npm ci failed in $dir"
   echo "$stamp" >"$dir/node_modules/.cubicle-lock"
 }
-install_browser_cli
+[ "$BASE_ONLY" = 1 ] || install_browser_cli
 
 # >>> sub-agent CLIs (issue #12) >>>
 # claude, codex and opencode from sub-agent/package-lock.json, installed on this host (whose npm has
@@ -169,6 +175,11 @@ SOURCES
   trap - EXIT
   say "base image $LOCAL_BASE ready in $(( $(date +%s) - t0 ))s"
 }
+
+if [ "$BASE_ONLY" = 1 ]; then
+  make_local_base
+  exit 0
+fi
 
 if [ -n "${BASE_IMAGE:-}" ]; then
   BASE=$BASE_IMAGE

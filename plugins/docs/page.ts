@@ -56,7 +56,9 @@ X-Chat-Id: &lt;chat id&gt;</pre>
 <h2>Other endpoints</h2>
 <ul><li><code>GET /health</code> — liveness</li><li><code>GET /ready</code> — Docker, sandbox image and data directory</li>
 <li><code>GET /mcp-info</code> — server, tools and headers (bearer key required in protected mode)</li>
-<li><code>GET /system-prompt?chat_id=…</code> — the chat's system prompt for clients that inject it themselves</li></ul>
+<li><code>GET /system-prompt?chat_id=…</code> — the chat's system prompt for clients that inject it themselves</li>
+<li><code>GET /metrics</code> — Prometheus metrics (bearer key required in protected mode)</li>
+<li><a href="/openapi.json"><code>GET /openapi.json</code></a> — every HTTP route as OpenAPI 3.1, generated from the route schemas</li></ul>
 </body></html>
 `
 }

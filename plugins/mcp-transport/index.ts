@@ -25,6 +25,9 @@ const mcpTransport: FastifyPluginAsync<McpTransportOptions> = async (fastify, ra
   })
   fastify.decorate('mcp', registry)
   fastify.addHook('onReady', async () => { registry.seal() })
+  // Graceful shutdown: Fastify already answers new requests with 503 here; running calls finish or are
+  // stopped and answered within shutdownDrainMs + shutdownCancelWaitMs. Sandboxes are left running.
+  fastify.addHook('preClose', async () => { await runner.drain(opts.shutdownDrainMs, opts.shutdownCancelWaitMs) })
 
   await fastify.register(mcpRoutes, { deps: { registry, runner, opts } })
 

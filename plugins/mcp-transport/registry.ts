@@ -3,7 +3,7 @@ import { Compile, type Validator } from 'typebox/compile'
 import Value from 'typebox/value'
 import type { Tool } from '@modelcontextprotocol/sdk/types.js'
 import { MCP_DUPLICATE_TOOL, MCP_REGISTRY_SEALED } from './errors.js'
-import type { ChatNotification, InstructionsProvider, McpRegistry, McpRequestContext, ResourceProvider, ToolDefinition, ToolListTransform } from './types.js'
+import type { ChatNotification, InstructionsProvider, McpRegistry, McpRequestContext, ResourceProvider, ToolCallEvent, ToolCallObserver, ToolDefinition, ToolListTransform } from './types.js'
 
 /** A registered tool with its validator compiled once at boot. */
 export interface CompiledTool {
@@ -20,6 +20,8 @@ export interface RegistryInternals extends McpRegistry {
   instructions (ctx: McpRequestContext): Promise<string | undefined>
   /** Subscribes a GET stream to its chat; returns the unsubscribe function. */
   subscribe (chatId: string, sink: StreamSink): () => void
+  /** Tells every onToolCall observer; a throwing observer is logged and skipped. */
+  toolCallEnded (event: ToolCallEvent, log: McpRequestContext['log']): void
   /** Freezes registration; called once plugins are loaded. */
   seal (): void
 }
@@ -30,6 +32,7 @@ export function createMcpRegistry (): RegistryInternals {
   const instructionProviders: Array<{ priority: number, provider: InstructionsProvider }> = []
   const transforms: ToolListTransform[] = []
   const streams = new Map<string, Set<StreamSink>>()
+  const observers: ToolCallObserver[] = []
   let sealed = false
   let listed: Tool[] | undefined
 
@@ -48,6 +51,12 @@ export function createMcpRegistry (): RegistryInternals {
       instructionProviders.sort((a, b) => b.priority - a.priority)
     },
     transformToolList (transform) { guard('transformToolList'); transforms.push(transform) },
+    onToolCall (observer) { guard('onToolCall'); observers.push(observer) },
+    toolCallEnded (event, log) {
+      for (const observer of observers) {
+        try { observer(event) } catch (err) { log.error({ err }, 'tool call observer failed') }
+      }
+    },
     listTools () {
       if (listed !== undefined) return listed
       const entries = [...tools.values()]

@@ -12,7 +12,9 @@ export const McpTransportOptions = Type.Object({
   sseRetryMs: Type.Optional(Type.Integer({ default: 2000, minimum: 0, description: 'the SSE retry field: how long a client waits before it reconnects a stream' })),
   maxCallsPerChat: Type.Optional(Type.Integer({ default: 8, minimum: 1 })),
   getStreamMaxMs: Type.Optional(Type.Integer({ default: 1800000, minimum: 1000, description: 'a GET stream is closed after this long' })),
-  lenientWarnIntervalMs: Type.Optional(Type.Integer({ default: 60000, minimum: 0 }))
+  lenientWarnIntervalMs: Type.Optional(Type.Integer({ default: 60000, minimum: 0 })),
+  shutdownDrainMs: Type.Optional(Type.Integer({ default: 6000, minimum: 0, description: 'on shutdown, running tool calls get this long to finish before they are cancelled' })),
+  shutdownCancelWaitMs: Type.Optional(Type.Integer({ default: 3000, minimum: 0, description: 'after cancelling, how long a tool may take to stop before its call is answered anyway' }))
 })
 export type McpTransportOptions = Static<typeof McpTransportOptions>
 

@@ -1,8 +1,8 @@
 import { ErrorCode, type CallToolResult, type RequestId } from '@modelcontextprotocol/sdk/types.js'
 import { protocolError } from './errors.js'
-import type { RegistryInternals } from './registry.js'
+import type { CompiledTool, RegistryInternals } from './registry.js'
 import { validateArguments } from './registry.js'
-import type { McpRequestContext, ToolCallContext } from './types.js'
+import type { McpRequestContext, ToolCallContext, ToolCallOutcome } from './types.js'
 
 export const LENIENT_NOTE = '\n\n---\nNote: this request carried no X-Chat-Id header, so it ran in the shared `default` sandbox that every ' +
   'such caller uses. To give each chat its own computer, have the client send X-Chat-Id (or X-OpenWebUI-Chat-Id); ' +
@@ -43,7 +43,16 @@ export interface CallTracker {
   cancel (chatId: string, requestId: RequestId): boolean
 }
 
+export const SHUTDOWN_TEXT = 'the server is shutting down (a restart or an update) and stopped this call before it finished. ' +
+  'Files written so far are kept and the sandbox keeps running; run the call again in a moment.'
+
 export interface ToolRunner extends CallTracker {
+  /**
+   * Shutdown (preClose): new calls are answered with SHUTDOWN_TEXT; running calls get `drainMs` to
+   * finish, then are cancelled and answered with SHUTDOWN_TEXT once their tool stopped, or after
+   * `cancelWaitMs` at most. Resolves when every call has been answered.
+   */
+  drain (drainMs: number, cancelWaitMs: number): Promise<void>
   run (input: {
     ctx: McpRequestContext
     name: string
@@ -60,35 +69,61 @@ export interface ToolRunner extends CallTracker {
  * per-chat concurrency cap (item 10), cancellation (item 9), error shaping (item 6), lenient note (item 11).
  * Resolves undefined when the call was cancelled: no result is sent.
  */
+/** One running call: its abort switch and, once a shutdown stopped it, the answer that replaces its result. */
+interface RunningCall {
+  controller: AbortController
+  settled: Promise<unknown>
+  stop?: (cancelWaitMs: number) => void
+}
+
 export function createToolRunner (registry: RegistryInternals, opts: { maxCallsPerChat: number, onLenient: (ctx: McpRequestContext) => void }): ToolRunner {
-  const running = new Map<string, AbortController>()
+  const running = new Map<string, RunningCall>()
   const perChat = new Map<string, number>()
   const callKey = (chatId: string, id: RequestId): string => `${chatId}\u0000${typeof id}:${String(id)}`
+  let closing = false
+
+  /** Checks that refuse a call before its handler runs; returns the refusal or the validated input. */
+  function admit (ctx: McpRequestContext, tool: CompiledTool, args: Record<string, unknown>): CallToolResult | { chatId: string, value: Record<string, unknown> } {
+    const { resolution } = ctx
+    if (closing) return errorResult(SHUTDOWN_TEXT)
+    if (resolution.kind === 'missing') {
+      return errorResult('X-Chat-Id header is required (SINGLE_USER_MODE=false). Send X-Chat-Id (or X-OpenWebUI-Chat-Id) with an id that names this chat; nothing was run.')
+    }
+    if (resolution.kind === 'invalid') return errorResult(`invalid chat id: it ${resolution.reason}. Nothing was run.`)
+    const checked = validateArguments(tool, args)
+    if (!checked.ok) return errorResult(`invalid arguments: ${checked.problems.join('; ')}`)
+    if ((perChat.get(resolution.chatId) ?? 0) >= opts.maxCallsPerChat) return errorResult('too many concurrent calls for this chat; wait for one to finish and retry')
+    return { chatId: resolution.chatId, value: checked.value }
+  }
 
   return {
     cancel (chatId, requestId) {
-      const controller = running.get(callKey(chatId, requestId))
-      controller?.abort()
-      return controller !== undefined
+      const call = running.get(callKey(chatId, requestId))
+      call?.controller.abort()
+      return call !== undefined
+    },
+    async drain (drainMs, cancelWaitMs) {
+      closing = true
+      const all = (): Promise<unknown> => Promise.allSettled([...running.values()].map(async c => await c.settled))
+      let timer: NodeJS.Timeout | undefined
+      await Promise.race([all(), new Promise<void>(resolve => { timer = setTimeout(resolve, drainMs) })])
+      clearTimeout(timer)
+      for (const call of running.values()) call.stop?.(cancelWaitMs)
+      await all()
     },
     async run ({ ctx, name, args, requestId, progressToken, signal, sendProgress }) {
       const tool = registry.tool(name)
       if (tool === undefined) throw protocolError(ErrorCode.InvalidParams, `Unknown tool: ${name}`)
-      const { resolution } = ctx
-      if (resolution.kind === 'missing') {
-        return errorResult('X-Chat-Id header is required (SINGLE_USER_MODE=false). Send X-Chat-Id (or X-OpenWebUI-Chat-Id) with an id that names this chat; nothing was run.')
+      const started = performance.now()
+      const report = (outcome: ToolCallOutcome): void => {
+        registry.toolCallEnded({ tool: name, outcome, durationMs: performance.now() - started }, ctx.log)
       }
-      if (resolution.kind === 'invalid') return errorResult(`invalid chat id: it ${resolution.reason}. Nothing was run.`)
-      const checked = validateArguments(tool, args)
-      if (!checked.ok) return errorResult(`invalid arguments: ${checked.problems.join('; ')}`)
-
-      const chatId = resolution.chatId
-      const active = perChat.get(chatId) ?? 0
-      if (active >= opts.maxCallsPerChat) return errorResult('too many concurrent calls for this chat; wait for one to finish and retry')
-      perChat.set(chatId, active + 1)
+      const admitted = admit(ctx, tool, args)
+      if ('content' in admitted) { report('rejected'); return admitted }
+      const { chatId } = admitted
+      perChat.set(chatId, (perChat.get(chatId) ?? 0) + 1)
       const controller = new AbortController()
       const key = callKey(chatId, requestId)
-      running.set(key, controller)
       const onAbort = (): void => controller.abort()
       signal.addEventListener('abort', onAbort, { once: true })
       const callCtx: ToolCallContext = {
@@ -101,17 +136,31 @@ export function createToolRunner (registry: RegistryInternals, opts: { maxCallsP
           await sendProgress({ progressToken, progress, ...(total !== undefined && { total }), message }).catch(() => {})
         }
       }
-      try {
-        let result: CallToolResult
-        try {
-          result = await tool.def.handler(checked.value, callCtx)
-        } catch (err) {
-          result = toolError(err, ctx)
+      // A shutdown (drain) stops the call: abort the tool, then answer once it stopped or the wait ran out.
+      let stopped: ((value: 'shutdown') => void) | undefined
+      let stoppedByShutdown = false
+      const shutdown = new Promise<'shutdown'>(resolve => { stopped = resolve })
+      const handled = tool.def.handler(admitted.value, callCtx).catch((err: unknown) => toolError(err, ctx))
+      const settled: Promise<CallToolResult | 'shutdown'> = Promise.race([handled, shutdown])
+      const call: RunningCall = {
+        controller,
+        settled,
+        stop (cancelWaitMs) {
+          stoppedByShutdown = true
+          controller.abort()
+          const timer = setTimeout(() => stopped?.('shutdown'), cancelWaitMs)
+          void handled.finally(() => { clearTimeout(timer); stopped?.('shutdown') })
         }
-        if (controller.signal.aborted) return undefined
-        if (resolution.lenientNote) {
+      }
+      running.set(key, call)
+      try {
+        const result = await settled
+        if (result === 'shutdown' || stoppedByShutdown) { report('shutdown'); return errorResult(SHUTDOWN_TEXT) }
+        if (controller.signal.aborted) { report('cancelled'); return undefined }
+        report(result.isError === true ? 'error' : 'ok')
+        if (ctx.resolution.kind === 'chat' && ctx.resolution.lenientNote) {
           opts.onLenient(ctx)
-          result = appendNote(result)
+          return appendNote(result)
         }
         return result
       } finally {

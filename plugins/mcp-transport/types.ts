@@ -58,6 +58,18 @@ export type InstructionsProvider = (ctx: McpRequestContext) => Promise<string | 
 /** Rewrites the tools/list entries (tier 1 appends to descriptions); runs in registration order. */
 export type ToolListTransform = (tools: Tool[]) => Tool[]
 
+/**
+ * How one tools/call of a registered tool ended. `rejected`: refused before the handler ran (chat id,
+ * arguments, per-chat cap); `error`: the handler's result had isError (or it threw); `cancelled`: the
+ * client cancelled it, no result was sent; `shutdown`: a server shutdown stopped it (the client got an
+ * error result saying so).
+ */
+export type ToolCallOutcome = 'ok' | 'error' | 'rejected' | 'cancelled' | 'shutdown'
+
+/** Told once per finished tools/call (metrics). Never carries arguments, output or the chat id. */
+export interface ToolCallEvent { tool: string, outcome: ToolCallOutcome, durationMs: number }
+export type ToolCallObserver = (event: ToolCallEvent) => void
+
 /** A server-initiated message for the GET streams of one chat. */
 export interface ChatNotification { method: string, params?: Record<string, unknown> }
 
@@ -70,6 +82,12 @@ export interface McpRegistry {
   transformToolList (transform: ToolListTransform): void
   /** The tools/list entries after transforms, computed once after boot. */
   listTools (): Tool[]
+  /**
+   * Observes every finished tools/call of a registered tool, after its result is decided (unknown
+   * tool names are protocol errors and not reported). Observers run synchronously in registration
+   * order; one that throws is logged and skipped. Register while plugins load.
+   */
+  onToolCall (observer: ToolCallObserver): void
   /** Delivers a notification on every open GET /mcp stream of that chat; returns how many streams got it. */
   notifyChat (chatId: string, notification: ChatNotification): number
 }

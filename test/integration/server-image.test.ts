@@ -1,0 +1,169 @@
+/*
+ * issue #14: the server's own image, built here with no image registry (scripts/build-server-image.sh:
+ * debootstrap base + Node.js from the npm registry) and run against the host's dockerd exactly as the
+ * README says; then a whole session through it with the official MCP SDK client and Chromium.
+ * Heavy: the image build is cached by Docker's layer cache; SERVER_IMAGE=<tag> reuses a built image.
+ */
+import t, { type Test } from 'tap'
+import { execFile, spawn } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import { chown, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
+import { createServer } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { promisify } from 'node:util'
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js'
+import { TEST_API_KEY } from '../helper.js'
+import { connect, textOf } from '../fixtures/mcp-probe.js'
+import { dockerOrSkip, removeByPrefix, TEST_IMAGE } from './docker.js'
+import { chromiumOrSkip, launchChromium } from './chromium.js'
+
+declare const document: any // eslint-disable-line @typescript-eslint/no-explicit-any
+
+const run = promisify(execFile)
+const root = fileURLToPath(new URL('../..', import.meta.url))
+const SOCKET = '/var/run/docker.sock'
+
+async function freePort (): Promise<number> {
+  return await new Promise((resolve, reject) => {
+    const srv = createServer().listen(0, '127.0.0.1', () => {
+      const address = srv.address()
+      srv.close(() => { typeof address === 'object' && address !== null ? resolve(address.port) : reject(new Error('no port')) })
+    })
+  })
+}
+
+/** Builds the image with the script the README names; output goes to the test log on failure only. */
+async function buildImage (tag: string): Promise<{ ok: boolean, log: string }> {
+  return await new Promise(resolve => {
+    const child = spawn('bash', ['scripts/build-server-image.sh', '--tag', tag], { cwd: root })
+    let log = ''
+    child.stdout.on('data', c => { log += String(c) })
+    child.stderr.on('data', c => { log += String(c) })
+    child.on('close', code => resolve({ ok: code === 0, log }))
+  })
+}
+
+const gate = await dockerOrSkip()
+
+t.test('the server image builds without a registry, runs as the README says and serves a whole session', gate, async t => {
+  const tag = process.env.SERVER_IMAGE ?? 'cubicle-server:test'
+  if (process.env.SERVER_IMAGE === undefined) {
+    const built = await buildImage(tag)
+    if (!built.ok) t.comment(built.log.slice(-4000))
+    t.ok(built.ok, 'scripts/build-server-image.sh succeeded')
+    if (!built.ok) return
+    t.match(built.log, /image size: \d+ MB/)
+  }
+  const inspect = JSON.parse((await run('docker', ['image', 'inspect', tag])).stdout)[0] as { Config: { User: string, Healthcheck?: { Test: string[] } }, Size: number }
+  t.equal(inspect.Config.User, 'node', 'runs as the unprivileged user node')
+  t.match(inspect.Config.Healthcheck?.Test.join(' '), /\/health/, 'has a healthcheck')
+  t.ok(inspect.Size < 400e6, `image size ${Math.round(inspect.Size / 1e6)} MB`)
+
+  // Exactly the README's `docker run`: socket, its group, a data dir with the same path inside and outside.
+  const prefix = `t-${randomBytes(4).toString('hex')}`
+  const dataDir = await mkdtemp(join(tmpdir(), 'server-image-data-'))
+  await chown(dataDir, 1000, 1000)
+  const port = await freePort()
+  const base = `http://127.0.0.1:${port}`
+  const name = `${prefix}-server`
+  t.teardown(async () => {
+    await run('docker', ['rm', '-f', name]).catch(() => {})
+    await removeByPrefix(prefix)
+    await rm(dataDir, { recursive: true, force: true })
+  })
+  const gid = (await run('stat', ['-c', '%g', SOCKET])).stdout.trim()
+  await run('docker', ['run', '-d', '--name', name, '-p', `127.0.0.1:${port}:8081`,
+    '-v', `${SOCKET}:${SOCKET}`, '--group-add', gid, '-v', `${dataDir}:${dataDir}`,
+    '-e', `DATA_DIR=${dataDir}`, '-e', `MCP_API_KEY=${TEST_API_KEY}`, '-e', `PUBLIC_BASE_URL=${base}`,
+    '-e', `DOCKER_IMAGE=${TEST_IMAGE}`, '-e', `SANDBOX_PREFIX=${prefix}`, tag])
+
+  let ready: Response | undefined
+  for (let i = 0; i < 120 && ready?.status !== 200; i++) {
+    await new Promise(resolve => setTimeout(resolve, 500))
+    ready = await fetch(`${base}/ready`).catch(() => undefined)
+  }
+  if (ready?.status !== 200) t.comment((await run('docker', ['logs', name]).catch(e => e as { stdout: string, stderr: string })).stderr)
+  t.equal(ready?.status, 200, '/ready: Docker, sandbox image and data dir from inside the container')
+
+  const chat = 'image-session'
+  const auth = { Authorization: `Bearer ${TEST_API_KEY}` }
+  const client = await connect(t, base, { ...auth, 'X-Chat-Id': chat })
+  t.equal(client.getServerVersion()?.name !== undefined, true, 'MCP initialize')
+  const result = await client.callTool({ name: 'bash_tool', arguments: { command: 'id -un; printf "made in a sandbox\\n" > /mnt/user-data/outputs/report.txt', description: 'write a file' } }) as CallToolResult
+  const text = textOf(result)
+  t.match(text, /^assistant\n/, 'bash_tool ran in a sandbox')
+  const link = /report\.txt: ([^\s\],]+)/.exec(text)?.[1]
+  t.ok(link?.startsWith(`${base}/files/${chat}/`), 'the output is published with a public link')
+
+  const download = await fetch(link ?? '')
+  t.equal(download.status, 200)
+  t.equal(await download.text(), 'made in a sandbox\n', 'downloaded through the public link')
+
+  const prompt = await fetch(`${base}/system-prompt`, { headers: { ...auth, 'X-Chat-Id': chat } })
+  const preview = prompt.headers.get('x-preview-url')
+  t.ok(preview?.startsWith(`${base}/preview/${chat}`), 'the preview link')
+  t.test('the preview page in Chromium lists the file', chromiumOrSkip(), async t => {
+    const browser = await launchChromium()
+    t.teardown(async () => { await browser.close() })
+    const page = await browser.newPage()
+    await page.goto(preview ?? '')
+    await page.waitForFunction(() => [...document.querySelectorAll('#file-list li')].some((li: { textContent: string | null }) => li.textContent?.includes('report.txt') === true), undefined, { timeout: 30000 })
+    t.pass('report.txt is listed')
+  })
+
+  const health = await run('docker', ['inspect', '-f', '{{.State.Health.Status}}', name])
+  t.match(health.stdout.trim(), /^(healthy|starting)$/)
+
+  const compose = await run('docker-compose', ['version', '--short']).then(() => true, () => false)
+  if (!compose && process.env.REQUIRE_DOCKER === '1') t.fail('REQUIRE_DOCKER=1 but docker-compose is missing (apt-get install docker-compose)')
+  const skip = compose ? false : 'SKIPPED: docker-compose is missing (apt-get install docker-compose)'
+  t.test('the same image through compose.yaml and an .env file (docker-compose)', { skip }, async t => { await composeSession(t, tag) })
+})
+
+/** Runs compose.yaml with an env file made from .env.example, then one MCP call and a download. */
+async function composeSession (t: Test, tag: string): Promise<void> {
+  const prefix = `t-${randomBytes(4).toString('hex')}`
+  const work = await mkdtemp(join(tmpdir(), 'server-compose-'))
+  const dataDir = join(work, 'data')
+  await mkdir(dataDir)
+  await chown(dataDir, 1000, 1000)
+  const port = await freePort()
+  const base = `http://127.0.0.1:${port}`
+  const example = await readFile(join(root, '.env.example'), 'utf8')
+  const envFile = join(work, '.env')
+  await writeFile(envFile, example
+    .replace(/^MCP_API_KEY=.*$/m, `MCP_API_KEY=${TEST_API_KEY}`)
+    .replace(/^PUBLIC_BASE_URL=.*$/m, `PUBLIC_BASE_URL=${base}`)
+    .replace(/^DOCKER_IMAGE=.*$/m, `DOCKER_IMAGE=${TEST_IMAGE}\nSANDBOX_PREFIX=${prefix}`))
+  const gid = (await run('stat', ['-c', '%g', SOCKET])).stdout.trim()
+  const env = { ...process.env, ENV_FILE: envFile, DATA_DIR: dataDir, DOCKER_GID: gid, HOST_PORT: `127.0.0.1:${port}`, SERVER_IMAGE: tag }
+  const compose = async (...args: string[]): Promise<{ stdout: string }> =>
+    await run('docker-compose', ['-f', join(root, 'compose.yaml'), '-p', prefix, ...args], { env, cwd: root })
+  t.teardown(async () => {
+    await compose('down', '--timeout', '15').catch(() => {})
+    await removeByPrefix(prefix)
+    await rm(work, { recursive: true, force: true })
+  })
+  await compose('up', '-d', '--no-build')
+
+  let ready: Response | undefined
+  for (let i = 0; i < 120 && ready?.status !== 200; i++) {
+    await new Promise(resolve => setTimeout(resolve, 500))
+    ready = await fetch(`${base}/ready`).catch(() => undefined)
+  }
+  if (ready?.status !== 200) t.comment((await compose('logs').catch(e => e as { stdout: string })).stdout)
+  t.equal(ready?.status, 200, 'ready through compose')
+  const client = await connect(t, base, { Authorization: `Bearer ${TEST_API_KEY}`, 'X-Chat-Id': 'compose-chat' })
+  const text = textOf(await client.callTool({ name: 'bash_tool', arguments: { command: 'echo composed > /mnt/user-data/outputs/c.txt; cat /mnt/user-data/outputs/c.txt', description: 'write' } }))
+  t.match(text, /^composed\n/)
+  const link = /c\.txt: ([^\s\],]+)/.exec(text)?.[1]
+  t.equal(await (await fetch(link ?? '')).text(), 'composed\n', 'downloaded through the public link')
+  await client.close()
+  const id = (await compose('ps', '-q', 'cubicle')).stdout.trim()
+  await compose('stop')
+  const state = JSON.parse((await run('docker', ['inspect', '-f', '{{json .State}}', id])).stdout) as { ExitCode: number, Running: boolean }
+  t.match(state, { Running: false, ExitCode: 0 }, 'compose stop: SIGTERM, a clean shutdown inside stop_grace_period (137 would be a kill)')
+  t.match((await run('docker', ['logs', id])).stdout, /"msg":"closed"/)
+}
