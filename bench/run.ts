@@ -277,8 +277,14 @@ async function benchTerminal (): Promise<string> {
     return () => { ws.off('message', handler) }
   }
   const exec = await docker.getContainer(info.Id).exec({
-    Cmd: ['tmux', '-u', 'new-session', '-A', '-s', 'main'], User: 'assistant', WorkingDir: '/home/assistant', Env: ['TERM=xterm-256color'],
-    AttachStdin: true, AttachStdout: true, AttachStderr: true, Tty: true
+    Cmd: ['tmux', '-u', 'new-session', '-A', '-s', 'main'],
+    User: 'assistant',
+    WorkingDir: '/home/assistant',
+    Env: ['TERM=xterm-256color'],
+    AttachStdin: true,
+    AttachStdout: true,
+    AttachStderr: true,
+    Tty: true
   })
   const direct = await exec.start({ hijack: true, stdin: true, Tty: true }) as unknown as Duplex
   await exec.resize({ w: 120, h: 40 })

@@ -125,8 +125,14 @@ export function createEgressProxy (deps: ProxyDeps, limits: ProxyLimits): Egress
         if (recorded) return
         recorded = true
         deps.record(chatId, {
-          ...base, address: chosen.address, decision: 'allowed', reason: chosen.d.reason, ...(chosen.d.rule === undefined ? {} : { rule: chosen.d.rule }),
-          bytesUp: upstream.bytesWritten, bytesDown: upstream.bytesRead, durationMs: now() - started
+          ...base,
+          address: chosen.address,
+          decision: 'allowed',
+          reason: chosen.d.reason,
+          ...(chosen.d.rule === undefined ? {} : { rule: chosen.d.rule }),
+          bytesUp: upstream.bytesWritten,
+          bytesDown: upstream.bytesRead,
+          durationMs: now() - started
         })
       }
       upstream.once('close', done)
@@ -157,10 +163,10 @@ function stripMapped (address: string): string {
 }
 
 /** Reads until the end of the first head (≤ MAX_HEAD bytes, within timeoutMs); then stops reading. */
-function readHead (client: Socket, timeoutMs: number, cb: (err: string | null, head?: Head, rest?: Buffer) => void): void {
+function readHead (client: Socket, timeoutMs: number, done: (err: string | null, head?: Head, rest?: Buffer) => void): void {
   const chunks: Buffer[] = []
   let size = 0
-  const timer = setTimeout(() => { finish(); cb('no request within the time limit') }, timeoutMs)
+  const timer = setTimeout(() => { finish(); done('no request within the time limit') }, timeoutMs)
   const finish = (): void => { clearTimeout(timer); client.off('data', onData); client.off('end', onEnd) }
   const onEnd = (): void => { finish(); client.destroy() }
   const onData = (chunk: Buffer): void => {
@@ -171,14 +177,14 @@ function readHead (client: Socket, timeoutMs: number, cb: (err: string | null, h
     chunks.push(buf)
     const end = headEnd(buf.subarray(0, MAX_HEAD + 4))
     if (end < 0) {
-      if (size > MAX_HEAD) { finish(); cb('request head larger than 16 KiB') }
+      if (size > MAX_HEAD) { finish(); done('request head larger than 16 KiB') }
       return
     }
     finish()
     client.pause()
     const head = parseHead(buf.subarray(0, end))
-    if (typeof head === 'string') { cb(head); return }
-    cb(null, head, buf.subarray(end))
+    if (typeof head === 'string') { done(head); return }
+    done(null, head, buf.subarray(end))
   }
   client.on('data', onData)
   client.on('end', onEnd)

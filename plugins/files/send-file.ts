@@ -13,7 +13,6 @@ export interface SendOptions {
 
 /** `inline|attachment; filename="<ASCII fallback>"; filename*=UTF-8''<percent-encoded>` (§6.3 download item 1). */
 export function contentDisposition (kind: 'inline' | 'attachment', name: string): string {
-  // eslint-disable-next-line no-control-regex
   const ascii = name.replace(/[^\x20-\x7e]|["\\%]/g, '_')
   const encoded = encodeURIComponent(name).replace(/['()*]/g, c => `%${c.charCodeAt(0).toString(16).toUpperCase()}`)
   return `${kind}; filename="${ascii}"; filename*=UTF-8''${encoded}`

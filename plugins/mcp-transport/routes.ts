@@ -90,9 +90,8 @@ export default async function mcpRoutes (fastify: FastifyInstance, { deps }: { d
     const instructions = isInitializeRequest(msg) ? await registry.instructions(ctx) : undefined
     const useSse = msg.method === 'tools/call' && acceptsSse
     const disconnect = new AbortController()
-    let exchange: Exchange
     const server = createRequestServer(deps, ctx, instructions, () => { exchange.dropResponse = true })
-    exchange = new Exchange(msg.id, notification => { if (useSse) writeEvent(reply, notification) })
+    const exchange = new Exchange(msg.id, notification => { if (useSse) writeEvent(reply, notification) })
     await server.connect(exchange)
 
     if (!useSse) {

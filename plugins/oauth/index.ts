@@ -38,9 +38,8 @@ const oauth: FastifyPluginAsync<OAuthOptions> = async (fastify, raw) => {
   const [{ keys, created }, { createAuthorizationServer }, { createUpstream }] =
     await Promise.all([loadOrCreateKeys(dir), import('./provider.js'), import('./upstream.js')])
   if (created) log.info('oauth signing keys generated and kept in DATA_DIR/oauth/keys.json')
-  let server: AuthorizationServer | undefined
-  const internals = createOAuthService({ store, server: () => server as AuthorizationServer, log, resource })
-  server = createAuthorizationServer(store, keys, {
+  const internals = createOAuthService({ store, server: () => server, log, resource })
+  const server: AuthorizationServer = createAuthorizationServer(store, keys, {
     issuer: publicBaseUrl,
     resource,
     prefix: opts.prefix,

@@ -172,8 +172,15 @@ async function watchCommand (reg: Registry, socket: Duplex, opts: CommandOptions
       reg.streams.delete(socket)
       socket.destroy()
       resolve({
-        exitCode, timedOut, cancelled, sentinel: output.exited(), seen, pids: output.pids(),
-        forkErrors: output.hints.fork, killedJobs: output.hints.killed, cannotFork: output.cannotFork()
+        exitCode,
+        timedOut,
+        cancelled,
+        sentinel: output.exited(),
+        seen,
+        pids: output.pids(),
+        forkErrors: output.hints.fork,
+        killedJobs: output.hints.killed,
+        cannotFork: output.cannotFork()
       })
     }
     // Once bash's status and the end of its output are both in, wait for QUIET_MS without output
@@ -214,8 +221,13 @@ const HINT_CARRY = 40
  * stderr carries the wrapper's exit sentinel. `onStdout` runs when the marker or later stdout arrives.
  */
 function mergedOutput (reg: Registry, onOutput: (text: string) => void, onForkErrors: () => void, onStdout: () => void, onExit: (code: number) => void): {
-  push: (chunk: Buffer) => void, exited: () => boolean, settled: () => boolean, pids: () => number | undefined, end: () => void,
-  hints: { fork: boolean, killed: boolean }, cannotFork: () => boolean
+  push: (chunk: Buffer) => void,
+  exited: () => boolean,
+  settled: () => boolean,
+  pids: () => number | undefined,
+  end: () => void,
+  hints: { fork: boolean, killed: boolean },
+  cannotFork: () => boolean
 } {
   const decoder = new TextDecoder('utf-8')
   const hints = { fork: false, killed: false }

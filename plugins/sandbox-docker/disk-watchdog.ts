@@ -3,7 +3,7 @@ import { treeUsage } from './disk-usage.js'
 import { MANAGED_BY } from './names.js'
 import { report } from './notices.js'
 import { changed, describe, mapError, notifyStop, withLock, type Entry, type Registry } from './registry.js'
-import type { DiskUsage, SandboxNotice } from './types.js'
+import type { DiskUsage } from './types.js'
 
 /*
  * The soft part of SANDBOX_DISK_LIMIT (disk-quota.ts has the hard part). Every diskCheckIntervalMs,

@@ -95,10 +95,12 @@ export async function rawExec (reg: Registry, containerId: string, argv: string[
   const kill = (): number | null => entry === undefined ? null : terminate(reg, entry, execId, user, opts.killGraceMs)
   // A start that hangs (no pid left): restart the sandbox if saturated; the stream ends with it.
   let stalled = false
-  const stall = entry === undefined ? undefined : (seen: () => boolean) => watchStart(reg, handle.id, seen, () => {
-    stalled = true
-    void relieve(reg, entry).catch(err => { reg.log.warn({ chat: entry.names.key, err: describe(err) }, 'restarting a saturated sandbox failed') })
-  })
+  const stall = entry === undefined
+    ? undefined
+    : (seen: () => boolean) => watchStart(reg, handle.id, seen, () => {
+        stalled = true
+        void relieve(reg, entry).catch(err => { reg.log.warn({ chat: entry.names.key, err: describe(err) }, 'restarting a saturated sandbox failed') })
+      })
   const ended = await awaitEnd(reg, handle.socket, opts, out.push, kill, stdin, stall)
   let exitCode: number | null = null
   let notStarted = stalled && !ended.seen

@@ -102,8 +102,15 @@ async function runInSandbox (deps: PlanDeps, settings: ToolSettings, ctx: ToolCa
     await deps.sandbox.ensure(ctx.chatId, { user: ctx.user, timeoutMs: settings.createTimeoutS * 1000 })
     const maxTurns = (c.args.max_turns ?? 0) > 0 ? Math.min(c.args.max_turns ?? 0, 10_000) : settings.maxTurns
     const plan = await buildRunPlan(deps, settings, {
-      chatId: ctx.chatId, user: ctx.user, runId: c.runId, task: c.task, description: c.args.description,
-      workingDirectory: c.cwd, model: c.model.model, maxTurns, ...(c.resume !== undefined && { resumeSessionId: c.resume })
+      chatId: ctx.chatId,
+      user: ctx.user,
+      runId: c.runId,
+      task: c.task,
+      description: c.args.description,
+      workingDirectory: c.cwd,
+      model: c.model.model,
+      maxTurns,
+      ...(c.resume !== undefined && { resumeSessionId: c.resume })
     })
     await prepareRun(deps, plan.run, ctx.signal)
     const run = await executeRun(deps, plan.run, ctx)

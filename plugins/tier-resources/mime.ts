@@ -2,9 +2,19 @@ import { lookup } from 'mime-types'
 
 // Extensions mime-types misses or maps to something unhelpful for a model (.ts is not a video here).
 const OVERRIDES: Record<string, string> = {
-  ts: 'text/x-typescript', tsx: 'text/x-typescript', mts: 'text/x-typescript', cts: 'text/x-typescript',
-  py: 'text/x-python', go: 'text/x-go', rs: 'text/x-rust', rb: 'text/x-ruby', toml: 'text/x-toml',
-  sql: 'text/x-sql', env: 'text/plain', ipynb: 'application/json', log: 'text/plain'
+  ts: 'text/x-typescript',
+  tsx: 'text/x-typescript',
+  mts: 'text/x-typescript',
+  cts: 'text/x-typescript',
+  py: 'text/x-python',
+  go: 'text/x-go',
+  rs: 'text/x-rust',
+  rb: 'text/x-ruby',
+  toml: 'text/x-toml',
+  sql: 'text/x-sql',
+  env: 'text/plain',
+  ipynb: 'application/json',
+  log: 'text/plain'
 }
 
 const TEXT_TYPES = new Set(['application/json', 'application/xml', 'application/yaml', 'application/x-yaml', 'application/javascript', 'application/x-sh'])

@@ -78,7 +78,7 @@ for i in $(seq 50); do curl -fs -o /dev/null http://127.0.0.1:8000/ && break; sl
 browser open http://127.0.0.1:8000/index.html`
 
 /** A raw CDP client over a WebSocket URL: send(method, params) resolves with the result. */
-export async function cdpClient (t: Test, url: string, headers: Record<string, string> = {}): Promise<{ ws: WebSocket, send: (method: string, params?: object) => Promise<any> }> { // eslint-disable-line @typescript-eslint/no-explicit-any
+export async function cdpClient (t: Test, url: string, headers: Record<string, string> = {}): Promise<{ ws: WebSocket, send: (method: string, params?: object) => Promise<any> }> {
   const ws = new WebSocket(url, { headers, maxPayload: 64 * 1024 * 1024 })
   await new Promise<void>((resolve, reject) => { ws.once('open', () => { resolve() }); ws.once('error', reject) })
   t.teardown(() => { ws.terminate() })

@@ -67,6 +67,6 @@ t.test('a CDP client reaches the chat\'s browser through the bridge and nothing 
   cdp.ws.close()
   await new Promise(resolve => cdp.ws.once('close', resolve))
   let left = 1
-  for (let i = 0; i < 50 && left > 0; i++) { left = app.cdp.viewers('bridge-a'); await new Promise(r => setTimeout(r, 100)) }
+  for (let i = 0; i < 50 && left > 0; i++) { left = app.cdp.viewers('bridge-a'); await new Promise(resolve => setTimeout(resolve, 100)) }
   t.equal(left, 0, 'closing the client closes the relay')
 })

@@ -9,7 +9,7 @@ import { chromiumOrSkip, launchChromium } from './chromium.js'
 import { bash, browserApp, mcpClient, SITE } from './browser-app.js'
 
 // Page-side callbacks run in the browser; the project compiles without the DOM lib.
-declare const document: any // eslint-disable-line @typescript-eslint/no-explicit-any
+declare const document: any
 
 const gate = await dockerOrSkip()
 const chromiumGate = chromiumOrSkip()

@@ -99,8 +99,14 @@ t.test('100 parallel listings of a 100k-file outputs dir: bounded RSS, right ans
 
   const growth = peak - baseline
   const numbers = {
-    files: FILES, parallel: PARALLEL, wallSeconds: +(wallMs / 1000).toFixed(2), bodyMiB: +((answers[0]?.bytes ?? 0) / MIB).toFixed(2),
-    baselineRssMiB: +baseline.toFixed(1), peakRssMiB: +peak.toFixed(1), growthMiB: +growth.toFixed(1), otherChatMs: +other.ms.toFixed(1)
+    files: FILES,
+    parallel: PARALLEL,
+    wallSeconds: +(wallMs / 1000).toFixed(2),
+    bodyMiB: +((answers[0]?.bytes ?? 0) / MIB).toFixed(2),
+    baselineRssMiB: +baseline.toFixed(1),
+    peakRssMiB: +peak.toFixed(1),
+    growthMiB: +growth.toFixed(1),
+    otherChatMs: +other.ms.toFixed(1)
   }
   mkdirSync(new URL('../../test-artifacts/', import.meta.url), { recursive: true })
   writeFileSync(new URL('../../test-artifacts/listing-load.json', import.meta.url), JSON.stringify(numbers, null, 2))

@@ -14,7 +14,6 @@ import { kernelManifest, textOf } from '../fixtures/mcp-probe.js'
 
 const proxy = createRequire(import.meta.url).resolve('mcp-remote/dist/proxy.js')
 
-
 t.test('Claude Desktop\'s mcp-remote bridge lists tools and runs a streamed call with progress', async t => {
   const { url } = await listen(t, { MCP_API_KEY: KEY }, kernelManifest({ calls: [], aborted: [] }))
   const configDir = await mkdtemp(join(tmpdir(), 'cu-mcp-remote-'))

@@ -53,8 +53,14 @@ export async function startOAuthServer (t: Test, opts: StartOptions = {}): Promi
   const dataDir = opts.dataDir ?? await mkdtemp(join(tmpdir(), 'oauth-data-'))
   const prefix = `o-${randomBytes(4).toString('hex')}`
   const config = loadConfig({
-    LOG_LEVEL: 'silent', DOCKER_IMAGE: TEST_IMAGE, SANDBOX_PREFIX: prefix, DATA_DIR: dataDir,
-    PUBLIC_BASE_URL: base, MCP_API_KEY: TEST_API_KEY, OAUTH_ENABLED: 'true', ...opts.env
+    LOG_LEVEL: 'silent',
+    DOCKER_IMAGE: TEST_IMAGE,
+    SANDBOX_PREFIX: prefix,
+    DATA_DIR: dataDir,
+    PUBLIC_BASE_URL: base,
+    MCP_API_KEY: TEST_API_KEY,
+    OAUTH_ENABLED: 'true',
+    ...opts.env
   })
   const names = opts.plugins ?? ['mcp-transport', 'capabilities']
   const list = [...entries(config, names), entry(oauth, {
@@ -219,8 +225,15 @@ export async function registerClient (base: string, redirect: string, name = 'pr
 export function authorizeUrl (base: string, clientId: string, redirect: string, extra: Record<string, string> = {}): string {
   const url = new URL(`${base}/oauth/authorize`)
   url.search = new URLSearchParams({
-    client_id: clientId, redirect_uri: redirect, response_type: 'code', code_challenge: CHALLENGE,
-    code_challenge_method: 'S256', scope: 'mcp', resource: `${base}/mcp`, state: 'st-1', ...extra
+    client_id: clientId,
+    redirect_uri: redirect,
+    response_type: 'code',
+    code_challenge: CHALLENGE,
+    code_challenge_method: 'S256',
+    scope: 'mcp',
+    resource: `${base}/mcp`,
+    state: 'st-1',
+    ...extra
   }).toString()
   return url.href
 }

@@ -9,7 +9,7 @@ import { allFixtures, docx } from './preview-fixtures.js'
 import { CHAT, KEY, open, setup as harness, shot } from './preview-harness.js'
 
 // Page-side callbacks run in the browser; the project compiles without the DOM lib.
-declare const document: any // eslint-disable-line @typescript-eslint/no-explicit-any
+declare const document: any
 
 /** Console lines in which CSP blocked something, except the hostile markdown's inline handler (expected). */
 const cspRefusals = (errors: string[]): string[] =>

@@ -9,8 +9,8 @@ import { chromiumOrSkip } from './chromium.js'
 import { docx, docxWithLink, workbook } from './preview-fixtures.js'
 import { CHAT, open, setup, shot } from './preview-harness.js'
 
-declare const document: any // eslint-disable-line @typescript-eslint/no-explicit-any
-declare const window: any // eslint-disable-line @typescript-eslint/no-explicit-any
+declare const document: any
+declare const window: any
 
 const OVERLAY_MD = '# Invoice\n\nPlease review.\n\n' +
   '<div id="cover" style="position:fixed;inset:0;z-index:2147483647;background:rgb(255,0,0)">Session expired: sign in again</div>\n\n' +
@@ -92,7 +92,7 @@ t.test('malicious XLSX and DOCX content runs no script and is shown as text', ch
 t.test('highlighter output reaches the page as data: only syntax classes become classes, nothing becomes an element', chromiumOrSkip(), async t => {
   const { url, context, page, token } = await setup(t, await hostileFixtures())
   // A highlighter that answers its own markup: class names the app's CSS uses next to syntax classes.
-  const fake = `self.hljs = { getLanguage: () => ({}), highlight: () => ({ value: '<span class="hljs-keyword banner">def</span> <span class="topbar">&lt;img src=x onerror=window.__pwned=9&gt;</span>' }) }`
+  const fake = 'self.hljs = { getLanguage: () => ({}), highlight: () => ({ value: \'<span class="hljs-keyword banner">def</span> <span class="topbar">&lt;img src=x onerror=window.__pwned=9&gt;</span>\' }) }'
   await context.route('**/static/vendor/highlight/highlight.min.js', route => route.fulfill({ status: 200, contentType: 'text/javascript', body: fake }))
   await page.goto(`${url}/preview/${CHAT}?t=${token}`)
   await page.waitForSelector('#file-list li[data-path="src/hostile.py"]')
@@ -194,7 +194,7 @@ t.test('CSP: a <script src> of an agent file (or inline script) injected into th
   t.match(served.headers.get('content-type'), /javascript/, 'as JavaScript: only the CSP stands in the way')
   await page.addInitScript(() => {
     window.__violations = []
-    document.addEventListener('securitypolicyviolation', (e: any) => { window.__violations.push({ blocked: e.blockedURI, directive: e.effectiveDirective }) }) // eslint-disable-line @typescript-eslint/no-explicit-any
+    document.addEventListener('securitypolicyviolation', (e: any) => { window.__violations.push({ blocked: e.blockedURI, directive: e.effectiveDirective }) })
   })
   // Simulates an HTML-injection bug in the shell: the real response (headers and CSP kept) with two scripts added.
   await page.route(`${url}/preview/${CHAT}?**`, async route => {

@@ -113,9 +113,20 @@ t.test('sandbox isolation (real Docker)', { skip }, async t => {
 
   t.test('environment: only the active CLI\'s allowlist, never server secrets (§8.7)', async t => {
     const host: Record<string, string> = {
-      ANTHROPIC_AUTH_TOKEN: 'a-tok', ANTHROPIC_BASE_URL: 'https://gw.example', ANTHROPIC_MODEL: 'm', OPENAI_API_KEY: 'oa', OPENAI_BASE_URL: 'https://oa',
-      CODEX_CONFIG_EXTRA: 'cx', OPENROUTER_API_KEY: 'or', ANTHROPIC_API_KEY: 'ak', OPENCODE_CONFIG_EXTRA: 'ox', CODEX_MODEL: 'cm',
-      MCP_API_KEY: 'server-secret-0123456789abcdef0123456789', LINK_SIGNING_KEY: 'link-secret-0123456789abcdef0123456789ab', MCP_TOKENS_API_KEY: 'tokens-secret', VISION_API_KEY: 'vk'
+      ANTHROPIC_AUTH_TOKEN: 'a-tok',
+      ANTHROPIC_BASE_URL: 'https://gw.example',
+      ANTHROPIC_MODEL: 'm',
+      OPENAI_API_KEY: 'oa',
+      OPENAI_BASE_URL: 'https://oa',
+      CODEX_CONFIG_EXTRA: 'cx',
+      OPENROUTER_API_KEY: 'or',
+      ANTHROPIC_API_KEY: 'ak',
+      OPENCODE_CONFIG_EXTRA: 'ox',
+      CODEX_MODEL: 'cm',
+      MCP_API_KEY: 'server-secret-0123456789abcdef0123456789',
+      LINK_SIGNING_KEY: 'link-secret-0123456789abcdef0123456789ab',
+      MCP_TOKENS_API_KEY: 'tokens-secret',
+      VISION_API_KEY: 'vk'
     }
     const expectations: Record<string, { present: string[], absent: string[] }> = {
       claude: { present: ['ANTHROPIC_AUTH_TOKEN', 'ANTHROPIC_BASE_URL', 'ANTHROPIC_MODEL', 'VISION_API_KEY', 'VISION_MODEL'], absent: ['OPENAI_API_KEY', 'OPENROUTER_API_KEY', 'OPENAI_BASE_URL', 'OPENCODE_CONFIG', 'OPENCODE_CONFIG_EXTRA', 'CODEX_CONFIG_EXTRA'] },

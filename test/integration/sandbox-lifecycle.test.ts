@@ -43,8 +43,13 @@ t.test('sandbox lifecycle (real Docker)', { skip }, async t => {
     t.ok(c?.running)
     const ours = Object.fromEntries(Object.entries(c?.labels ?? {}).filter(([k]) => !k.startsWith('org.opencontainers.') && !k.startsWith('cubicle.')))
     t.same(ours, {
-      'managed-by': 'computer-use-server', tool: 'computer-use-mcp', 'cu.prefix': PREFIX, 'cu.chat-id': chat, 'cu.chat-key': key,
-      'cu.created-at': info.createdAt, 'cu.image': TEST_IMAGE
+      'managed-by': 'computer-use-server',
+      tool: 'computer-use-mcp',
+      'cu.prefix': PREFIX,
+      'cu.chat-id': chat,
+      'cu.chat-key': key,
+      'cu.created-at': info.createdAt,
+      'cu.image': TEST_IMAGE
     })
     const vols = await client.listVolumes([`cu.chat-key=${key}`])
     t.same(vols.map(v => v.name), [`${PREFIX}-home-${key}`])
@@ -141,8 +146,17 @@ t.test('sandbox lifecycle (real Docker)', { skip }, async t => {
     // A stopped container made entirely outside the service (before any call) is adopted as well.
     const chat2 = 'life-adopt-2'
     const config = buildContainerConfig({
-      image: TEST_IMAGE, prefix: PREFIX, networkMode: `${PREFIX}-sandboxes`, dataDirHost: '/nonexistent-not-used', memLimit: 512 * 1024 * 1024,
-      cpuLimit: 1, pidsLimit: 512, skillsDirHost: '', subagentCli: 'claude', sandboxEnv: {}, diskLimit: 10 * 1024 ** 3
+      image: TEST_IMAGE,
+      prefix: PREFIX,
+      networkMode: `${PREFIX}-sandboxes`,
+      dataDirHost: '/nonexistent-not-used',
+      memLimit: 512 * 1024 * 1024,
+      cpuLimit: 1,
+      pidsLimit: 512,
+      skillsDirHost: '',
+      subagentCli: 'claude',
+      sandboxEnv: {},
+      diskLimit: 10 * 1024 ** 3
     }, chat2, undefined, new Date())
     config.HostConfig.Mounts = config.HostConfig.Mounts.filter(m => m.Type === 'volume')
     const made = await client.createContainer(config)
@@ -205,8 +219,17 @@ t.test('sandbox lifecycle (real Docker)', { skip }, async t => {
     await one.app.sandbox.exec(chat, ['sh', '-c', 'nohup sleep 600 >/dev/null 2>&1 &'])
     // A labelled container whose key does not match its chat id: logged and ignored, never deleted.
     const forged = buildContainerConfig({
-      image: TEST_IMAGE, prefix: PREFIX, networkMode: 'none', dataDirHost: '/x', memLimit: 64 * 1024 * 1024,
-      cpuLimit: 1, pidsLimit: 64, skillsDirHost: '', subagentCli: 'claude', sandboxEnv: {}, diskLimit: 0
+      image: TEST_IMAGE,
+      prefix: PREFIX,
+      networkMode: 'none',
+      dataDirHost: '/x',
+      memLimit: 64 * 1024 * 1024,
+      cpuLimit: 1,
+      pidsLimit: 64,
+      skillsDirHost: '',
+      subagentCli: 'claude',
+      sandboxEnv: {},
+      diskLimit: 0
     }, 'life-forged', undefined, new Date())
     forged.name = `${PREFIX}-sbx-forged`
     forged.Labels['cu.chat-key'] = chatKey('someone-else')

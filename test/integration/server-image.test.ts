@@ -19,7 +19,7 @@ import { connect, textOf } from '../fixtures/mcp-probe.js'
 import { dockerOrSkip, removeByPrefix, TEST_IMAGE } from './docker.js'
 import { chromiumOrSkip, launchChromium } from './chromium.js'
 
-declare const document: any // eslint-disable-line @typescript-eslint/no-explicit-any
+declare const document: any
 
 const run = promisify(execFile)
 const root = fileURLToPath(new URL('../..', import.meta.url))

@@ -7,9 +7,6 @@ import { dockerOrSkip } from './docker.js'
 import { chromiumOrSkip, launchChromium } from './chromium.js'
 import { terminalStack } from '../plugins/terminal/integration-app.js'
 
-// Page-side callbacks run in the browser; the project compiles without the DOM lib.
-declare const document: any // eslint-disable-line @typescript-eslint/no-explicit-any
-
 const ARTIFACTS = new URL('../../test-artifacts/terminal/', import.meta.url)
 const CHAT = 'term-browser'
 const gate = await dockerOrSkip()

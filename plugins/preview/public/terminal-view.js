@@ -7,9 +7,26 @@ import { FitAddon } from '../vendor/xterm-fit/lib/addon-fit.mjs'
 import { connectTerminal } from './terminal-client.js'
 
 const THEME = {
-  background: '#0f1117', foreground: '#e6e8ef', cursor: '#e6e8ef', selectionBackground: '#3b4261',
-  black: '#1f2330', red: '#f7768e', green: '#9ece6a', yellow: '#e0af68', blue: '#7aa2f7', magenta: '#bb9af7', cyan: '#7dcfff', white: '#c0caf5',
-  brightBlack: '#565f89', brightRed: '#ff7a93', brightGreen: '#b9f27c', brightYellow: '#ff9e64', brightBlue: '#7da6ff', brightMagenta: '#c89eff', brightCyan: '#b4f9f8', brightWhite: '#e6e8ef'
+  background: '#0f1117',
+  foreground: '#e6e8ef',
+  cursor: '#e6e8ef',
+  selectionBackground: '#3b4261',
+  black: '#1f2330',
+  red: '#f7768e',
+  green: '#9ece6a',
+  yellow: '#e0af68',
+  blue: '#7aa2f7',
+  magenta: '#bb9af7',
+  cyan: '#7dcfff',
+  white: '#c0caf5',
+  brightBlack: '#565f89',
+  brightRed: '#ff7a93',
+  brightGreen: '#b9f27c',
+  brightYellow: '#ff9e64',
+  brightBlue: '#7da6ff',
+  brightMagenta: '#c89eff',
+  brightCyan: '#b4f9f8',
+  brightWhite: '#e6e8ef'
 }
 const PROCESS_POLL_MS = 5000
 
@@ -66,8 +83,12 @@ export function mountTerminal (container, config, opts = {}) {
   container.replaceChildren(view)
 
   const term = new Terminal({
-    theme: THEME, cursorBlink: true, scrollback: 5000, allowProposedApi: false,
-    fontFamily: 'ui-monospace, SFMono-Regular, Menlo, Consolas, "DejaVu Sans Mono", monospace', fontSize: 13
+    theme: THEME,
+    cursorBlink: true,
+    scrollback: 5000,
+    allowProposedApi: false,
+    fontFamily: 'ui-monospace, SFMono-Regular, Menlo, Consolas, "DejaVu Sans Mono", monospace',
+    fontSize: 13
   })
   const fit = new FitAddon()
   term.loadAddon(fit)

@@ -26,7 +26,7 @@ async function bridge (t: Test, env: Record<string, string> = {}, options: Recor
   return { url, base: url.replace(/^http/, 'ws'), fake, cdp, token: (chat, scope) => app.links.token(chat, scope) as string }
 }
 
-const get = async (url: string, headers: Record<string, string> = {}): Promise<{ status: number, body: any, headers: Headers }> => { // eslint-disable-line @typescript-eslint/no-explicit-any
+const get = async (url: string, headers: Record<string, string> = {}): Promise<{ status: number, body: any, headers: Headers }> => {
   const res = await fetch(url, { headers })
   const text = await res.text()
   let body: unknown = text
@@ -51,7 +51,7 @@ const closed = async (ws: WebSocket): Promise<{ code: number, reason: string }> 
 
 const until = async (check: () => boolean, ms = 3000): Promise<boolean> => {
   const end = Date.now() + ms
-  while (Date.now() < end) { if (check()) return true; await new Promise(r => setTimeout(r, 20)) }
+  while (Date.now() < end) { if (check()) return true; await new Promise(resolve => setTimeout(resolve, 20)) }
   return check()
 }
 
@@ -162,7 +162,7 @@ t.test('the socket relays CDP both ways after auth and origin checks before the 
   }
 
   const ws = await openWs(`${path}?t=${token}`) as WebSocket
-  const reply = new Promise<any>(resolve => ws.once('message', data => resolve(JSON.parse(data.toString())))) // eslint-disable-line @typescript-eslint/no-explicit-any
+  const reply = new Promise<any>(resolve => ws.once('message', data => resolve(JSON.parse(data.toString()))))
   ws.send(JSON.stringify({ id: 7, method: 'Runtime.evaluate', params: { expression: 'location.href' } }))
   t.same(await reply, { id: 7, result: { result: { type: 'string', value: 'http://127.0.0.1:8000/index.html' } } })
   t.equal(b.cdp.lastHeaders?.origin, undefined, 'the backend handshake carries no Origin')

@@ -62,7 +62,6 @@ export async function fakeCdp (t: Test): Promise<FakeCdp> {
       if (isBinary) { ws.send(data, { binary: true }); return }
       const msg = JSON.parse(data.toString()) as { id: number, method: string, params?: { expression?: string } }
       if (msg.method === 'Runtime.evaluate') {
-        // eslint-disable-next-line no-eval
         const value = msg.params?.expression === 'location.href' ? 'http://127.0.0.1:8000/index.html' : String(msg.params?.expression)
         ws.send(JSON.stringify({ id: msg.id, result: { result: { type: 'string', value } } }))
       } else if (msg.method === 'Test.close') {

@@ -10,7 +10,7 @@ function clock (): { now: () => number, advance: (ms: number) => void } {
 function deferred (): { promise: Promise<Produced>, resolve: (p: Produced) => void, reject: (err: Error) => void } {
   let resolve!: (p: Produced) => void
   let reject!: (err: Error) => void
-  const promise = new Promise<Produced>((res, rej) => { resolve = res; reject = rej })
+  const promise = new Promise<Produced>((_resolve, _reject) => { resolve = _resolve; reject = _reject })
   return { promise, resolve, reject }
 }
 

@@ -52,10 +52,34 @@ t.test('listing URLs percent-encode every segment and actually download the file
 t.test('type classes follow the table, then the MIME prefix, else other', async t => {
   const { app, put } = await filesApp(t)
   const expected: Record<string, string> = {
-    'a.html': 'html', 'a.htm': 'html', 'a.svg': 'image', 'a.jpeg': 'image', 'a.ico': 'image', 'a.mp3': 'audio', 'a.wma': 'audio',
-    'a.mov': 'video', 'a.pdf': 'pdf', 'a.markdown': 'markdown', 'a.tsv': 'spreadsheet', 'a.docx': 'docx', 'a.xls': 'xlsx',
-    'a.xlsx': 'xlsx', 'a.pptx': 'pptx', 'a.drawio': 'drawio', 'a.py': 'code', 'a.xml': 'code', 'a.json': 'code', 'Dockerfile': 'code',
-    'a.txt': 'text', 'a.env': 'text', 'a.log': 'text', 'a.tif': 'image', 'a.ogv': 'video', 'a.zip': 'other', 'a.bin': 'other', 'noext': 'other'
+    'a.html': 'html',
+    'a.htm': 'html',
+    'a.svg': 'image',
+    'a.jpeg': 'image',
+    'a.ico': 'image',
+    'a.mp3': 'audio',
+    'a.wma': 'audio',
+    'a.mov': 'video',
+    'a.pdf': 'pdf',
+    'a.markdown': 'markdown',
+    'a.tsv': 'spreadsheet',
+    'a.docx': 'docx',
+    'a.xls': 'xlsx',
+    'a.xlsx': 'xlsx',
+    'a.pptx': 'pptx',
+    'a.drawio': 'drawio',
+    'a.py': 'code',
+    'a.xml': 'code',
+    'a.json': 'code',
+    Dockerfile: 'code',
+    'a.txt': 'text',
+    'a.env': 'text',
+    'a.log': 'text',
+    'a.tif': 'image',
+    'a.ogv': 'video',
+    'a.zip': 'other',
+    'a.bin': 'other',
+    noext: 'other'
   }
   for (const name of Object.keys(expected)) put('chat-a', name, 'x')
   const body = (await app.inject({ url: '/api/outputs/chat-a', headers: bearer(KEY) })).json()

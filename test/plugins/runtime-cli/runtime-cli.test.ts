@@ -4,8 +4,14 @@ import { build, TEST_API_KEY } from '../../helper.js'
 import { entries } from '../../../fastify.config.js'
 
 const none: ModelSettings = {
-  SUB_AGENT_DEFAULT_MODEL: '', CODEX_SUB_AGENT_DEFAULT_MODEL: '', CODEX_MODEL: '', OPENCODE_SUB_AGENT_DEFAULT_MODEL: '',
-  OPENCODE_MODEL: '', ANTHROPIC_DEFAULT_SONNET_MODEL: '', ANTHROPIC_DEFAULT_OPUS_MODEL: '', ANTHROPIC_DEFAULT_HAIKU_MODEL: ''
+  SUB_AGENT_DEFAULT_MODEL: '',
+  CODEX_SUB_AGENT_DEFAULT_MODEL: '',
+  CODEX_MODEL: '',
+  OPENCODE_SUB_AGENT_DEFAULT_MODEL: '',
+  OPENCODE_MODEL: '',
+  ANTHROPIC_DEFAULT_SONNET_MODEL: '',
+  ANTHROPIC_DEFAULT_OPUS_MODEL: '',
+  ANTHROPIC_DEFAULT_HAIKU_MODEL: ''
 }
 
 t.test('model resolution follows the per-CLI chains of §8.3', async t => {

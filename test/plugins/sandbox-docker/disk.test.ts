@@ -25,8 +25,17 @@ const MiB = 1024 * 1024
 const GiB = 1024 * MiB
 
 const settings: ContainerSettings = {
-  image: 'img', prefix: 'cu', networkMode: 'none', dataDirHost: '/srv', memLimit: 2 * GiB, cpuLimit: 1, pidsLimit: 512,
-  skillsDirHost: '', subagentCli: 'claude', sandboxEnv: {}, diskLimit: 10 * GiB
+  image: 'img',
+  prefix: 'cu',
+  networkMode: 'none',
+  dataDirHost: '/srv',
+  memLimit: 2 * GiB,
+  cpuLimit: 1,
+  pidsLimit: 512,
+  skillsDirHost: '',
+  subagentCli: 'claude',
+  sandboxEnv: {},
+  diskLimit: 10 * GiB
 }
 
 t.test('a writable-layer quota is tried only where the storage driver can enforce one', async t => {

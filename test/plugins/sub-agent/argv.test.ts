@@ -4,8 +4,14 @@ import { buildInvocation, MAX_ARGV_BYTES, promptText, type RunSpec } from '../..
 import { argvFile, RUN_SCRIPT } from '../../../plugins/sub-agent/setup.js'
 
 const base = (cli: RunSpec['cli'], extra: Partial<RunSpec> = {}): RunSpec => ({
-  cli, task: 'Fix the tests', system: 'SYSTEM', model: cli === 'claude' ? 'claude-sonnet-4-6' : cli === 'codex' ? 'gpt-5-codex' : 'anthropic/claude-sonnet-4-6',
-  maxTurns: 25, workingDirectory: '/home/assistant/proj', runDir: '/home/assistant/.sub_agent/r-1', ...extra
+  cli,
+  task: 'Fix the tests',
+  system: 'SYSTEM',
+  model: cli === 'claude' ? 'claude-sonnet-4-6' : cli === 'codex' ? 'gpt-5-codex' : 'anthropic/claude-sonnet-4-6',
+  maxTurns: 25,
+  workingDirectory: '/home/assistant/proj',
+  runDir: '/home/assistant/.sub_agent/r-1',
+  ...extra
 })
 
 t.test('claude: prompt right after -p, model, system prompt, turns, permissions, stream-json', async t => {

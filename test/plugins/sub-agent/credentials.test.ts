@@ -8,8 +8,13 @@ const user = (over: Partial<RequestUser> = {}): RequestUser => ({ emailRejected:
 t.test('claude: the server row, quiet switches, header key with its URL, the email header', async t => {
   const cliEnv = { ANTHROPIC_AUTH_TOKEN: 'server-token', ANTHROPIC_BASE_URL: 'https://gw.example' }
   t.same(runEnv({ cli: 'claude', cliEnv, user: user(), networkEnabled: true }), {
-    ANTHROPIC_AUTH_TOKEN: 'server-token', ANTHROPIC_BASE_URL: 'https://gw.example', DISABLE_AUTOUPDATER: '1',
-    CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1', DISABLE_TELEMETRY: '1', DISABLE_ERROR_REPORTING: '1', SUBAGENT_CLI: 'claude'
+    ANTHROPIC_AUTH_TOKEN: 'server-token',
+    ANTHROPIC_BASE_URL: 'https://gw.example',
+    DISABLE_AUTOUPDATER: '1',
+    CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
+    DISABLE_TELEMETRY: '1',
+    DISABLE_ERROR_REPORTING: '1',
+    SUBAGENT_CLI: 'claude'
   })
   const withKey = runEnv({ cli: 'claude', cliEnv, user: user({ email: 'a@b.c', credentials: { anthropicApiKey: 'header-key', anthropicBaseUrl: 'https://mine.example' } }), networkEnabled: true })
   t.equal(withKey.ANTHROPIC_AUTH_TOKEN, 'header-key')

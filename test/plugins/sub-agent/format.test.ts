@@ -4,7 +4,11 @@ import { formatCost, formatDuration, formatResult, terminationReason, type Forma
 import { capHeadTail } from '../../../plugins/sub-agent/text.js'
 
 const input = (over: Partial<FormatInput> = {}): FormatInput => ({
-  displayModel: 'sonnet', maxTurns: 25, durationMs: 12_345, timeoutS: 3600, maxChars: 30_000,
+  displayModel: 'sonnet',
+  maxTurns: 25,
+  durationMs: 12_345,
+  timeoutS: 3600,
+  maxChars: 30_000,
   outcome: { text: 'Done: 3 files changed.', costUsd: 0.0042, turns: 7, sessionId: 'abc-123', isError: false },
   ending: { exitCode: 0, timedOut: false },
   ...over

@@ -50,7 +50,7 @@ t.test('at most 10 processes, in pid order, with control characters removed', as
   const procs = cliProcesses('claude', parsePs(lines))
   t.equal(procs.length, 10)
   t.same(procs.map(p => p.pid), [76, 77, 78, 79, 80, 81, 82, 83, 84, 85])
-  t.notMatch(procs[0]?.command, /[\u0000-\u001f]/)
+  t.notMatch(procs[0]?.command, /[\u0000-\u001f]/) // eslint-disable-line no-control-regex
   t.equal(procs[0]?.elapsed_minutes, 10)
 })
 

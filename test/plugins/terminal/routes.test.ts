@@ -175,10 +175,12 @@ t.test('processes lists only the active CLI, never PID 1, cached for 2 s, and is
   const { app } = await terminalApp(t, fake)
   fake.setState('c1', 'running')
   const res = await app.inject({ url: '/terminal/c1/processes', headers: auth })
-  t.same(res.json(), { processes: [
-    { pid: 41, elapsed_minutes: 2, command: 'claude -p do things --model sonnet' },
-    { pid: 42, elapsed_minutes: 1, command: 'node /usr/lib/node_modules/@anthropic-ai/claude-code/cli.js --resume abc' }
-  ] })
+  t.same(res.json(), {
+    processes: [
+      { pid: 41, elapsed_minutes: 2, command: 'claude -p do things --model sonnet' },
+      { pid: 42, elapsed_minutes: 1, command: 'node /usr/lib/node_modules/@anthropic-ai/claude-code/cli.js --resume abc' }
+    ]
+  })
   await app.inject({ url: '/terminal/c1/processes', headers: auth })
   t.equal(fake.probes.filter(p => p.argv[0] === 'ps').length, 1, 'the second poll within 2 s reuses the answer')
   t.equal(fake.probes[0]?.opts.user, 'assistant', 'ps runs as the sandbox user')

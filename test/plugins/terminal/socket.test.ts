@@ -3,7 +3,6 @@ import WebSocket from 'ws'
 import type { Test } from 'tap'
 import { fakeSandbox, terminalApp, type FakeSandbox, type FakeTty } from './fakes.js'
 
-
 /** Opens a terminal socket; resolves with the socket or the refused handshake's HTTP status. */
 async function connect (url: string, opts: { origin?: string, protocols?: string[] } = {}): Promise<WebSocket | number> {
   const ws = new WebSocket(url.replace(/^http/, 'ws'), opts.protocols ?? ['tty'], opts.origin === undefined ? {} : { origin: opts.origin })

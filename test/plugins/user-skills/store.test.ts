@@ -25,10 +25,25 @@ async function setup (t: Test, over: Partial<ServiceOptions> = {}, service?: Fak
   const cacheDir = over.cacheDir ?? await mkdtemp(join(tmpdir(), 'user-skills-'))
   const logs: Logged[] = []
   const svc = await createUserSkillsService({
-    tokensUrl: fake.url, tokensApiKey: fake.apiKey, cacheDir, cacheHostDir: '/daemon/view/skills-cache',
-    memoryTtlMs: 60000, requestTimeoutMs: 2000, waitMs: 1500, failureTtlMs: 15000, maxConfigBytes: 1 << 20, maxUsers: 100,
-    downloadTimeoutMs: 5000, maxZipBytes: 1 << 20, maxExtractBytes: 1 << 20, maxEntries: 100, maxConcurrentDownloads: 2,
-    mountWaitMs: 3000, refusedRetryMs: 600000, now: Date.now, ...over
+    tokensUrl: fake.url,
+    tokensApiKey: fake.apiKey,
+    cacheDir,
+    cacheHostDir: '/daemon/view/skills-cache',
+    memoryTtlMs: 60000,
+    requestTimeoutMs: 2000,
+    waitMs: 1500,
+    failureTtlMs: 15000,
+    maxConfigBytes: 1 << 20,
+    maxUsers: 100,
+    downloadTimeoutMs: 5000,
+    maxZipBytes: 1 << 20,
+    maxExtractBytes: 1 << 20,
+    maxEntries: 100,
+    maxConcurrentDownloads: 2,
+    mountWaitMs: 3000,
+    refusedRetryMs: 600000,
+    now: Date.now,
+    ...over
   }, recordingLogger(logs))
   return { svc, fake, cacheDir, logs }
 }

@@ -17,7 +17,7 @@ t.test('archives point to the listing command with the path shell-quoted', async
   t.match(knownBinaryHint('/o/a.tar.gz'), /tar -tvf \/o\/a\.tar\.gz$/)
   t.match(knownBinaryHint('/o/a.TGZ'), /tar -tvf \/o\/a\.TGZ$/)
   t.match(knownBinaryHint('/o/log.gz'), /gunzip -c \/o\/log\.gz \| head -n 100$/)
-  t.ok(knownBinaryHint("/o/it's mine; rm -rf ~.zip")?.endsWith(`unzip -l '/o/it'"'"'s mine; rm -rf ~.zip'`))
+  t.ok(knownBinaryHint("/o/it's mine; rm -rf ~.zip")?.endsWith('unzip -l \'/o/it\'"\'"\'s mine; rm -rf ~.zip\''))
   t.equal(knownBinaryHint('/o/a.txt'), undefined)
   t.equal(knownBinaryHint('/o/zip'), undefined)
 })
@@ -25,7 +25,7 @@ t.test('archives point to the listing command with the path shell-quoted', async
 t.test('shellQuote quotes like shlex.quote', async t => {
   t.equal(shellQuote('/plain/path-1.txt'), '/plain/path-1.txt')
   t.equal(shellQuote('with space'), "'with space'")
-  t.equal(shellQuote("a'b"), `'a'"'"'b'`)
+  t.equal(shellQuote("a'b"), '\'a\'"\'"\'b\'')
   t.equal(shellQuote('$(x)'), "'$(x)'")
   t.equal(shellQuote(''), "''")
 })

@@ -234,7 +234,7 @@ t.test('view of a directory lists it in the same exec as the stat', async t => {
   t.equal(fake.execs[0]?.argv[4], '/home/assistant')
   t.equal(fake.execs[0]?.argv[6], 'list')
   t.notOk(fake.execs[0]?.argv[2]?.includes('/home/assistant'), 'the path is not in the script')
-  t.match(textOf(r), /^Directory \/home\/assistant\/ .*\nf     12  a\.txt\nd      -  sub\/\nf      3  sub\/b\.txt$/s)
+  t.match(textOf(r), /^Directory \/home\/assistant\/ .*\nf {5}12 {2}a\.txt\nd {6}- {2}sub\/\nf {6}3 {2}sub\/b\.txt$/s)
 })
 
 t.test('bash_tool streams through the capper and reports the exit code', async t => {

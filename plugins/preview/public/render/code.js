@@ -10,10 +10,37 @@ const HIGHLIGHT_LIMIT = 1024 * 1024
 const MAX_DEPTH = 32
 
 const LANGUAGES = {
-  py: 'python', js: 'javascript', jsx: 'javascript', ts: 'typescript', tsx: 'typescript', css: 'css', json: 'json',
-  yaml: 'yaml', yml: 'yaml', toml: 'ini', sh: 'bash', bash: 'bash', sql: 'sql', go: 'go', rs: 'rust', java: 'java',
-  c: 'c', cpp: 'cpp', h: 'c', hpp: 'cpp', rb: 'ruby', php: 'php', swift: 'swift', kt: 'kotlin', scala: 'scala',
-  r: 'r', m: 'objectivec', vue: 'xml', svelte: 'xml', xml: 'xml', dockerfile: 'dockerfile'
+  py: 'python',
+  js: 'javascript',
+  jsx: 'javascript',
+  ts: 'typescript',
+  tsx: 'typescript',
+  css: 'css',
+  json: 'json',
+  yaml: 'yaml',
+  yml: 'yaml',
+  toml: 'ini',
+  sh: 'bash',
+  bash: 'bash',
+  sql: 'sql',
+  go: 'go',
+  rs: 'rust',
+  java: 'java',
+  c: 'c',
+  cpp: 'cpp',
+  h: 'c',
+  hpp: 'cpp',
+  rb: 'ruby',
+  php: 'php',
+  swift: 'swift',
+  kt: 'kotlin',
+  scala: 'scala',
+  r: 'r',
+  m: 'objectivec',
+  vue: 'xml',
+  svelte: 'xml',
+  xml: 'xml',
+  dockerfile: 'dockerfile'
 }
 
 /**
