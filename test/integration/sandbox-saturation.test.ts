@@ -138,7 +138,8 @@ t.test('a bomb and a memory hog in one chat leave /health and another chat answe
 t.test('the kill path of a timeout copes with 3,000 processes that ignore SIGTERM', gate, async t => { // issue #8
   const PREFIX = 'tsatkill'
   await cleanupPrefix(t, PREFIX)
-  const { app } = await buildSandboxApp(t, PREFIX, { pidsLimit: 4096, killGraceMs: 2000 })
+  // 3,000 processes can need more than the default 512 MiB (the kernel then OOM-kills instead): this tests the kill path.
+  const { app } = await buildSandboxApp(t, PREFIX, { pidsLimit: 4096, killGraceMs: 2000, memLimit: 2048 * 1024 * 1024 })
   const docker = testDockerClient()
   t.teardown(() => docker.close())
   const chat = 'kill-many'
