@@ -1,7 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify'
 import type { SandboxService } from '../sandbox-docker/types.js'
 import type { CliProcess, CliSession, SubAgentService } from '../sub-agent/types.js'
-import { TERMINAL_BAD_PID, TERMINAL_NO_SUB_AGENT, TERMINAL_SANDBOX_NOT_RUNNING } from './errors.js'
+import { TERMINAL_BAD_PID, TERMINAL_NO_SUB_AGENT, TERMINAL_SANDBOX_NOT_RUNNING, TERMINAL_SANDBOX_TIMEOUT } from './errors.js'
 
 /*
  * The active CLI's sessions and processes for the routes of surface.md §7.2, through the sub-agent
@@ -25,7 +25,8 @@ export function parsePid (raw: string): number | null {
 
 const RENAMED: Record<string, (message: string, cause: unknown) => Error> = {
   SUB_AGENT_BAD_PID: (message, cause) => new TERMINAL_BAD_PID(message, { cause }),
-  SUB_AGENT_SANDBOX_NOT_RUNNING: (_message, cause) => new TERMINAL_SANDBOX_NOT_RUNNING({ cause })
+  SUB_AGENT_SANDBOX_NOT_RUNNING: (_message, cause) => new TERMINAL_SANDBOX_NOT_RUNNING({ cause }),
+  SUB_AGENT_SANDBOX_TIMEOUT: (_message, cause) => new TERMINAL_SANDBOX_TIMEOUT({ cause })
 }
 
 export function createCliControl (

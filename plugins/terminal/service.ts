@@ -4,10 +4,10 @@ import type { SubagentCli } from '../../core/config.js'
 import type { SandboxService } from '../sandbox-docker/types.js'
 import {
   TERMINAL_CONTAINER_EXISTS, TERMINAL_NO_META, TERMINAL_NO_STOPPED_CONTAINER,
-  TERMINAL_SANDBOX_NOT_RUNNING, TERMINAL_START_FAILED
+  TERMINAL_SANDBOX_NOT_RUNNING, TERMINAL_SANDBOX_TIMEOUT, TERMINAL_START_FAILED
 } from './errors.js'
 import { readMetaUser } from './meta.js'
-import { createProbe, type Probe, type ProbeOptions } from './probe.js'
+import { createProbe, type Probe, type ProbeOptions } from '../../core/sandbox-probe.js'
 import { ATTACH_ARGV, VIEWER_ENV, detachArgv } from './protocol.js'
 import type { TerminalService, TerminalStatus } from './types.js'
 import { openViewer, type EndReason, type Viewer } from './viewer.js'
@@ -47,7 +47,7 @@ const START_FAILURE: Record<string, string> = {
 export function createTerminalService (sandbox: SandboxService, log: FastifyBaseLogger, opts: TerminalServiceOptions): TerminalServiceInternals {
   const { openStream } = sandbox
   if (openStream === undefined) throw new TypeError('terminal: the sandbox driver has no openStream()')
-  const probe: Probe = createProbe(sandbox, opts.maxProbes)
+  const probe: Probe = createProbe(openStream, opts.maxProbes, 'terminal', () => new TERMINAL_SANDBOX_TIMEOUT())
   const viewers = new Map<string, Set<Viewer>>()
   const env = { ...opts.sessionEnv, SUBAGENT_CLI: opts.cli, TERM: 'xterm-256color', COLORTERM: 'truecolor', LANG: 'C.UTF-8' }
   const small = { timeoutMs: opts.probeTimeoutMs, maxBytes: 4096 }
@@ -59,7 +59,7 @@ export function createTerminalService (sandbox: SandboxService, log: FastifyBase
   /** A probe that finds the sandbox gone reports "not running" instead of failing. */
   async function tryProbe (chatId: string, argv: string[], o: ProbeOptions = small): Promise<string | null> {
     try {
-      return (await probe(chatId, argv, o)).stdout.toString('utf8')
+      return (await probe(chatId, argv, o)).toString('utf8')
     } catch (err) {
       if ((err as { code?: string }).code === 'SANDBOX_NOT_RUNNING') return null
       throw err

@@ -9,7 +9,8 @@ import { entry } from '../../../core/app.js'
 import { chatPaths } from '../../../core/chat-paths.js'
 import capabilities from '../../../plugins/capabilities/index.js'
 import terminal from '../../../plugins/terminal/index.js'
-import { createProbe } from '../../../plugins/sub-agent/probe.js'
+import { createProbe } from '../../../core/sandbox-probe.js'
+import { SUB_AGENT_SANDBOX_TIMEOUT } from '../../../plugins/sub-agent/errors.js'
 import { createRunRegistry, createSubAgentService } from '../../../plugins/sub-agent/service.js'
 import type { TerminalOptions } from '../../../plugins/terminal/schemas.js'
 import type { SandboxService, SandboxState, SandboxStream, StopHook, StreamOptions } from '../../../plugins/sandbox-docker/types.js'
@@ -153,7 +154,7 @@ export type FakeSandbox = ReturnType<typeof fakeSandbox>
  */
 function subAgentPlugin (fake: FakeSandbox, cli: NonNullable<TerminalOptions['cli']>) {
   return fp(async (fastify: FastifyInstance) => {
-    const service = createSubAgentService({ sandbox: fake.sandbox, probe: createProbe(fake.sandbox), log: fastify.log },
+    const service = createSubAgentService({ sandbox: fake.sandbox, probe: createProbe(fake.sandbox.openStream, 4, 'sub-agent', () => new SUB_AGENT_SANDBOX_TIMEOUT()), log: fastify.log },
       { cli, maxRunsPerChat: 1, processesCacheMs: 2000, probeTimeoutMs: 10000 }, createRunRegistry(1))
     fastify.decorate('subAgent', service)
   }, { name: 'sub-agent' })
