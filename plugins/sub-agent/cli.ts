@@ -28,7 +28,8 @@ const baseName = (path: string): string => path.slice(path.lastIndexOf('/') + 1)
 /**
  * True when a command line (ps `args`) is the CLI itself: `claude …`, `/opt/…/codex …`, or a runtime
  * running the CLI's launcher or package script (`node /usr/local/bin/codex …`,
- * `node …/node_modules/@openai/codex/bin/codex.js …`). Children the CLI starts (bash, git …) are not.
+ * `node …/node_modules/@openai/codex/bin/codex.js …`). Children the CLI starts (bash, git …) are not,
+ * and neither is a runtime running some other script of that name (`node ./claude.js`).
  */
 export function isCliCommand (cli: SubagentCli, cmdline: string): boolean {
   const { bin, packages } = CLIS[cli]
@@ -36,5 +37,5 @@ export function isCliCommand (cli: SubagentCli, cmdline: string): boolean {
   if (baseName(first) === bin) return true
   if (!RUNTIMES.has(baseName(first))) return false
   const script = baseName(second)
-  return script === bin || script === `${bin}.js` || packages.some(p => second.includes(`/node_modules/${p}/`))
+  return script === bin || packages.some(p => second.includes(`/node_modules/${p}/`))
 }

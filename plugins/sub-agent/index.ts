@@ -4,7 +4,8 @@ import { parseOptions } from '../../core/config.js'
 import { SubAgentOptions } from './schemas.js'
 import { createSubAgentTool } from './tool.js'
 import { createRunRegistry, createSubAgentService } from './service.js'
-import { createProbe } from './probe.js'
+import { createProbe } from '../../core/sandbox-probe.js'
+import { SUB_AGENT_SANDBOX_TIMEOUT } from './errors.js'
 import { mcpHook } from './mcp-hook.js'
 import type { PlanDeps } from './plan.js'
 import type {} from '../mcp-transport/types.js'
@@ -32,7 +33,7 @@ const subAgent: FastifyPluginAsync<SubAgentOptions> = async (fastify, raw) => {
   }
   const runs = createRunRegistry(opts.maxRunsPerChat)
   fastify.mcp.addTool(createSubAgentTool(deps, opts, runs))
-  fastify.decorate('subAgent', createSubAgentService({ sandbox, probe: createProbe(sandbox), log }, opts, runs))
+  fastify.decorate('subAgent', createSubAgentService({ sandbox, probe: createProbe(sandbox.openStream, 4, 'sub-agent', () => new SUB_AGENT_SANDBOX_TIMEOUT()), log }, opts, runs))
   if (opts.cli === 'claude') sandbox.onEnsure(mcpHook(sandbox, opts.cliEnv, log))
 }
 

@@ -16,7 +16,7 @@ export const SubAgentOptions = Type.Object({
   }),
   maxRunsPerChat: Type.Optional(Type.Integer({ minimum: 1, default: 1, description: 'Concurrent sub-agent runs per chat; excess calls get an isError result.' })),
   killGraceMs: Type.Optional(Type.Integer({ minimum: 0, default: 10000, description: 'SIGTERM → SIGKILL delay on timeout or cancellation (§8.4: 10 s).' })),
-  processesCacheMs: Type.Optional(Type.Integer({ minimum: 0, default: 2000, description: 'How long a process listing for the terminal routes is reused (§7.2: ≤ 2 s).' })),
+  processesCacheMs: Type.Optional(Type.Integer({ minimum: 0, maximum: 2000, default: 2000, description: 'How long a process listing for the terminal routes is reused (§7.2: ≤ 2 s).' })),
   probeTimeoutMs: Type.Optional(Type.Integer({ minimum: 100, default: 10000, description: 'Bound on the helper execs that list sessions and processes.' }))
 })
 export type SubAgentOptions = Static<typeof SubAgentOptions>

@@ -8,7 +8,8 @@ import { oneLine } from './text.js'
  * home by one python3 helper (the image's; without python3 the list is empty):
  *
  *   claude    ~/.claude/projects/<project>/<session id>.jsonl            (JSON lines: user, assistant, summary)
- *   codex     ~/.codex/sessions/YYYY/MM/DD/rollout-<time>-<id>.jsonl    (session_meta, turn_context, user messages)
+ *   codex     ~/.codex/sessions/YYYY/MM/DD/rollout-<time>-<id>.jsonl    (session_meta, turn_context, user messages;
+ *             older rollouts: top-level messages)
  *   opencode  ~/.local/share/opencode/opencode.db (SQLite, table session) or, before 1.x,
  *             ~/.local/share/opencode/storage/session/<project>/<id>.json
  *
@@ -90,6 +91,7 @@ elif cli == 'codex':
             if v.get('type') == 'turn_context' and model is None and isinstance(p.get('model'), str): model = p['model']
             if first is None and v.get('type') == 'response_item' and p.get('type') == 'message' and p.get('role') == 'user': first = label(text(p.get('content')))
             if first is None and v.get('type') == 'event_msg' and p.get('type') == 'user_message': first = label(p.get('message'))
+            if first is None and v.get('type') == 'message' and v.get('role') == 'user': first = label(text(v.get('content')))
         name = os.path.basename(path)[:-6]
         emit(sid if isinstance(sid, str) else name[-36:], model, ts, first)
 else:

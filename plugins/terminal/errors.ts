@@ -10,6 +10,8 @@ export const TERMINAL_CONTAINER_EXISTS = createError('TERMINAL_CONTAINER_EXISTS'
 export const TERMINAL_NO_META = createError('TERMINAL_NO_META', 'this chat has no recorded sandbox to recreate', 404)
 export const TERMINAL_BAD_REQUEST = createError('TERMINAL_BAD_REQUEST', '%s', 400)
 export const TERMINAL_BAD_PID = createError('TERMINAL_BAD_PID', '%s', 400)
+/** processes/{pid}/kill on a server without the sub-agent plugin: it knows no CLI, so no process is the CLI's. */
+export const TERMINAL_NO_SUB_AGENT = createError('TERMINAL_NO_SUB_AGENT', 'this server has no sub-agent plugin, so no process is the CLI\'s to kill', 404)
 export const TERMINAL_TOO_MANY_VIEWERS = createError('TERMINAL_TOO_MANY_VIEWERS', 'this chat already has %d open terminals', 429)
 export const TERMINAL_UPGRADE_REQUIRED = createError('TERMINAL_UPGRADE_REQUIRED', 'this is a WebSocket endpoint (subprotocol tty)', 426)
 export const TERMINAL_BAD_SUBPROTOCOL = createError('TERMINAL_BAD_SUBPROTOCOL', 'the WebSocket subprotocol must be tty', 400)

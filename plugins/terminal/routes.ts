@@ -3,14 +3,14 @@ import { requireChatId } from '../../core/chat-id.js'
 import { chatRouteCors } from '../../core/chat-route.js'
 import { ErrorResponse } from '../../core/errors.js'
 import { TERMINAL_BAD_PID, TERMINAL_BAD_REQUEST } from './errors.js'
-import { parsePid } from './processes.js'
+import { parsePid, type CliControl } from './cli.js'
 import {
   HeartbeatReply, KillReply, ProcessesReply, RestartReply, ResurrectReply, SessionsReply, StartReply, StatusReply, StopReply,
   type ChatParams, type KillParams
 } from './schemas.js'
 import type { TerminalService } from './types.js'
 
-export interface TerminalRoutesOptions { service: TerminalService }
+export interface TerminalRoutesOptions { service: TerminalService, cli: CliControl }
 
 const BASE = '/terminal/:chat'
 const PATHS = ['status', 'start-ttyd', 'stop-ttyd', 'restart-container', 'resurrect-container', 'sessions', 'processes', 'processes/:pid/kill', 'heartbeat']
@@ -31,9 +31,10 @@ function dangerousMode (body: unknown): boolean {
  * The terminal's HTTP routes (surface.md §7.2). Every one needs a control token of the chat or the
  * API key (§6.1), checked in onRequest, before a body is read; chat id first (400), then
  * credentials (401/403), only then the sandbox's state (404/409). Handlers are thin: the service
- * does the work and never starts a sandbox except for restart and resurrect.
+ * does the work and never starts a sandbox except for restart and resurrect; sessions, processes and
+ * kill go to the sub-agent plugin's service (cli.ts).
  */
-const routes: FastifyPluginAsync<TerminalRoutesOptions> = async (fastify, { service }) => {
+const routes: FastifyPluginAsync<TerminalRoutesOptions> = async (fastify, { service, cli }) => {
   chatRouteCors(fastify, PATHS.map(p => `${BASE}/${p}`))
   fastify.addHook('onRequest', async (request, res) => {
     if (request.method === 'OPTIONS') return
@@ -66,15 +67,15 @@ const routes: FastifyPluginAsync<TerminalRoutesOptions> = async (fastify, { serv
   })
 
   fastify.get<{ Params: ChatParams }>(`${BASE}/sessions`, { schema: reply(SessionsReply) },
-    async request => ({ sessions: await service.sessions(chatOf(request)) }))
+    async request => ({ sessions: await cli.sessions(chatOf(request)) }))
 
   fastify.get<{ Params: ChatParams }>(`${BASE}/processes`, { schema: reply(ProcessesReply) },
-    async request => ({ processes: await service.processes(chatOf(request)) }))
+    async request => ({ processes: await cli.processes(chatOf(request)) }))
 
   fastify.post<{ Params: KillParams }>(`${BASE}/processes/:pid/kill`, { schema: reply(KillReply), bodyLimit: 4096 }, async request => {
     const pid = parsePid(request.params.pid)
-    if (typeof pid === 'string') throw new TERMINAL_BAD_PID(pid)
-    await service.kill(chatOf(request), pid)
+    if (pid === null) throw new TERMINAL_BAD_PID('pid must be a decimal integer from 2 to 4194304 (PID 1 is the sandbox\'s init and is never killed)')
+    await cli.kill(chatOf(request), pid)
     return { killed: true, pid }
   })
 

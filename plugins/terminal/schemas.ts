@@ -5,7 +5,7 @@ import Type, { type Static } from 'typebox'
  * `maxViewers` has a production default and exists for tests and tuning.
  */
 export const TerminalOptions = Type.Object({
-  cli: Type.Optional(Type.Union([Type.Literal('claude'), Type.Literal('codex'), Type.Literal('opencode')], { default: 'claude', description: 'SUBAGENT_CLI (already validated): whose processes and sessions the routes show' })),
+  cli: Type.Optional(Type.Union([Type.Literal('claude'), Type.Literal('codex'), Type.Literal('opencode')], { default: 'claude', description: 'SUBAGENT_CLI (already validated): SUBAGENT_CLI in the session environment' })),
   dataDir: Type.String({ minLength: 1, description: 'DATA_DIR: where meta.json of a chat lives (resurrect-container)' }),
   publicBaseUrl: Type.String({ description: 'its origin (and its loopback spellings) is an allowed WebSocket Origin' }),
   publicBaseUrlSet: Type.Optional(Type.Boolean({ default: true, description: 'false while PUBLIC_BASE_URL is unset: http loopback origins on the listening port are then allowed' })),
@@ -16,10 +16,9 @@ export const TerminalOptions = Type.Object({
   lowWaterBytes: Type.Optional(Type.Integer({ default: 262144, minimum: 0, description: 'queued bytes below which a paused stream resumes' })),
   maxMessageBytes: Type.Optional(Type.Integer({ default: 1048576, minimum: 1024, description: 'largest client message (a paste); larger closes with 1009' })),
   initTimeoutMs: Type.Optional(Type.Integer({ default: 5000, minimum: 10, description: 'wait for the first (size) message before attaching at 80x24' })),
-  probeTimeoutMs: Type.Optional(Type.Integer({ default: 10000, minimum: 100, description: 'limit of one status/processes/sessions/kill exec' })),
-  maxProbes: Type.Optional(Type.Integer({ default: 8, minimum: 1, description: 'probe execs running at once, server-wide' })),
-  processesCacheMs: Type.Optional(Type.Integer({ default: 2000, minimum: 0, maximum: 2000, description: 'how long a processes answer is reused' })),
-  killGraceMs: Type.Optional(Type.Integer({ default: 2000, minimum: 0, maximum: 10000, description: 'SIGTERM → SIGKILL delay of processes/{pid}/kill' }))
+  probeTimeoutMs: Type.Optional(Type.Integer({ default: 10000, minimum: 100, description: 'limit of one status/start/stop/detach exec (tmux)' })),
+  maxProbes: Type.Optional(Type.Integer({ default: 8, minimum: 1, description: 'tmux probe execs running at once, server-wide' })),
+  killGraceMs: Type.Optional(Type.Integer({ default: 2000, minimum: 0, maximum: 10000, description: 'SIGTERM → SIGKILL delay of processes/{pid}/kill (passed to subAgent.kill)' }))
 })
 export type TerminalOptions = Static<typeof TerminalOptions>
 

@@ -1,21 +1,19 @@
 import { randomBytes } from 'node:crypto'
 import type { FastifyBaseLogger } from 'fastify'
-import QuickLRU from 'quick-lru'
+import type { SubagentCli } from '../../core/config.js'
 import type { SandboxService } from '../sandbox-docker/types.js'
 import {
-  TERMINAL_BAD_PID, TERMINAL_CONTAINER_EXISTS, TERMINAL_NO_META, TERMINAL_NO_STOPPED_CONTAINER,
-  TERMINAL_SANDBOX_NOT_RUNNING, TERMINAL_START_FAILED
+  TERMINAL_CONTAINER_EXISTS, TERMINAL_NO_META, TERMINAL_NO_STOPPED_CONTAINER,
+  TERMINAL_SANDBOX_NOT_RUNNING, TERMINAL_SANDBOX_TIMEOUT, TERMINAL_START_FAILED
 } from './errors.js'
 import { readMetaUser } from './meta.js'
-import { createProbe, type Probe, type ProbeOptions } from './probe.js'
-import { PS_ARGV, cliProcesses, killArgv, parsePs, type Cli } from './processes.js'
+import { createProbe, type Probe, type ProbeOptions } from '../../core/sandbox-probe.js'
 import { ATTACH_ARGV, VIEWER_ENV, detachArgv } from './protocol.js'
-import { parseSessions, sessionsArgv, splitFiles } from './sessions.js'
-import type { CliProcess, TerminalService, TerminalStatus } from './types.js'
+import type { TerminalService, TerminalStatus } from './types.js'
 import { openViewer, type EndReason, type Viewer } from './viewer.js'
 
 export interface TerminalServiceOptions {
-  cli: Cli
+  cli: SubagentCli
   dataDir: string
   sessionEnv: Record<string, string>
   maxViewers: number
@@ -25,8 +23,6 @@ export interface TerminalServiceOptions {
   initTimeoutMs: number
   probeTimeoutMs: number
   maxProbes: number
-  processesCacheMs: number
-  killGraceMs: number
 }
 
 /** What the plugin drives besides the public contract. */
@@ -51,9 +47,8 @@ const START_FAILURE: Record<string, string> = {
 export function createTerminalService (sandbox: SandboxService, log: FastifyBaseLogger, opts: TerminalServiceOptions): TerminalServiceInternals {
   const { openStream } = sandbox
   if (openStream === undefined) throw new TypeError('terminal: the sandbox driver has no openStream()')
-  const probe: Probe = createProbe(sandbox, opts.maxProbes)
+  const probe: Probe = createProbe(openStream, opts.maxProbes, 'terminal', () => new TERMINAL_SANDBOX_TIMEOUT())
   const viewers = new Map<string, Set<Viewer>>()
-  const processCache = new QuickLRU<string, Promise<Array<CliProcess & { args: string }>>>({ maxSize: 1000, maxAge: Math.max(1, opts.processesCacheMs) })
   const env = { ...opts.sessionEnv, SUBAGENT_CLI: opts.cli, TERM: 'xterm-256color', COLORTERM: 'truecolor', LANG: 'C.UTF-8' }
   const small = { timeoutMs: opts.probeTimeoutMs, maxBytes: 4096 }
 
@@ -64,7 +59,7 @@ export function createTerminalService (sandbox: SandboxService, log: FastifyBase
   /** A probe that finds the sandbox gone reports "not running" instead of failing. */
   async function tryProbe (chatId: string, argv: string[], o: ProbeOptions = small): Promise<string | null> {
     try {
-      return (await probe(chatId, argv, o)).stdout.toString('utf8')
+      return (await probe(chatId, argv, o)).toString('utf8')
     } catch (err) {
       if ((err as { code?: string }).code === 'SANDBOX_NOT_RUNNING') return null
       throw err
@@ -82,21 +77,6 @@ export function createTerminalService (sandbox: SandboxService, log: FastifyBase
     return await hasSession(chatId) ? 'detached' : 'ended'
   }
   const hasSession = async (chatId: string): Promise<boolean> => (await tryProbe(chatId, HAS_SESSION))?.trim() === 'yes'
-
-  async function listProcesses (chatId: string): Promise<Array<CliProcess & { args: string }>> {
-    if (!await running(chatId)) return []
-    const out = await tryProbe(chatId, PS_ARGV, { timeoutMs: opts.probeTimeoutMs, maxBytes: 1024 * 1024 })
-    return out === null ? [] : cliProcesses(opts.cli, parsePs(out))
-  }
-  function cachedProcesses (chatId: string): Promise<Array<CliProcess & { args: string }>> {
-    let hit = processCache.get(chatId)
-    if (hit === undefined) {
-      hit = listProcesses(chatId)
-      processCache.set(chatId, hit)
-      hit.catch(() => { processCache.delete(chatId) })
-    }
-    return hit
-  }
 
   async function startSandbox (chatId: string, user: Awaited<ReturnType<typeof readMetaUser>>): Promise<void> {
     try {
@@ -143,7 +123,6 @@ export function createTerminalService (sandbox: SandboxService, log: FastifyBase
 
   // A sandbox that goes away (max age, explicit stop, capacity) takes its terminals with it: 1001.
   sandbox.onStop?.((chatId, reason) => {
-    processCache.delete(chatId)
     for (const viewer of viewers.get(chatId) ?? []) void viewer.close(1001, 'sandbox stopped', { detach: false })
     if (viewers.has(chatId)) log.info({ chatId, reason }, 'terminals closed: the sandbox stopped')
   })
@@ -182,30 +161,6 @@ export function createTerminalService (sandbox: SandboxService, log: FastifyBase
       if (user === null) throw new TERMINAL_NO_META()
       await startSandbox(chatId, user)
       return { userEmail: user.email ?? null }
-    },
-    async sessions (chatId) {
-      if (!await running(chatId)) return []
-      const { argv, nonce } = sessionsArgv(opts.cli)
-      const out = await probe(chatId, argv, { timeoutMs: opts.probeTimeoutMs, maxBytes: 2 * 1024 * 1024 }).catch((err: { code?: string }) => {
-        if (err.code === 'SANDBOX_NOT_RUNNING') return null
-        throw err
-      })
-      return out === null ? [] : parseSessions(opts.cli, splitFiles(out.stdout, nonce))
-    },
-    async processes (chatId) {
-      return (await cachedProcesses(chatId)).map(({ args: _args, ...p }) => p)
-    },
-    async kill (chatId, pid) {
-      await requireRunning(chatId)
-      processCache.delete(chatId)
-      const target = (await cachedProcesses(chatId)).find(p => p.pid === pid)
-      if (target === undefined) throw new TERMINAL_BAD_PID(`pid ${pid} is not a running ${opts.cli} process of this sandbox`)
-      const out = await tryProbe(chatId, killArgv(pid, target.args, opts.killGraceMs), { timeoutMs: opts.killGraceMs + opts.probeTimeoutMs, maxBytes: 256 })
-      processCache.delete(chatId)
-      if (out === null) throw new TERMINAL_SANDBOX_NOT_RUNNING()
-      if (out.trim() === 'gone') throw new TERMINAL_BAD_PID(`pid ${pid} is no longer a running ${opts.cli} process`)
-      sandbox.touch(chatId)
-      log.info({ chatId, pid, escalated: out.trim() === 'kill' }, 'CLI process killed from the terminal')
     },
     async heartbeat (chatId) {
       if (!await running(chatId)) return false

@@ -9,6 +9,9 @@ import { entry } from '../../../core/app.js'
 import { chatPaths } from '../../../core/chat-paths.js'
 import capabilities from '../../../plugins/capabilities/index.js'
 import terminal from '../../../plugins/terminal/index.js'
+import { createProbe } from '../../../core/sandbox-probe.js'
+import { SUB_AGENT_SANDBOX_TIMEOUT } from '../../../plugins/sub-agent/errors.js'
+import { createRunRegistry, createSubAgentService } from '../../../plugins/sub-agent/service.js'
 import type { TerminalOptions } from '../../../plugins/terminal/schemas.js'
 import type { SandboxService, SandboxState, SandboxStream, StopHook, StreamOptions } from '../../../plugins/sandbox-docker/types.js'
 import { listen, TEST_API_KEY } from '../../helper.js'
@@ -145,14 +148,30 @@ export function fakeSandbox (answer: ProbeAnswer = () => '') {
 
 export type FakeSandbox = ReturnType<typeof fakeSandbox>
 
-/** capabilities + the fake sandbox + terminal on a listening loopback server (protected unless `open`). */
-export async function terminalApp (t: Test, fake: FakeSandbox, opts: Partial<TerminalOptions> & { open?: boolean } = {}) {
+/**
+ * The sub-agent plugin's real `subAgent` service (sessions, processes, kill) over the fake sandbox,
+ * registered as `sub-agent` without the tool and its dependencies.
+ */
+function subAgentPlugin (fake: FakeSandbox, cli: NonNullable<TerminalOptions['cli']>) {
+  return fp(async (fastify: FastifyInstance) => {
+    const service = createSubAgentService({ sandbox: fake.sandbox, probe: createProbe(fake.sandbox.openStream, 4, 'sub-agent', () => new SUB_AGENT_SANDBOX_TIMEOUT()), log: fastify.log },
+      { cli, maxRunsPerChat: 1, processesCacheMs: 2000, probeTimeoutMs: 10000 }, createRunRegistry(1))
+    fastify.decorate('subAgent', service)
+  }, { name: 'sub-agent' })
+}
+
+/**
+ * capabilities + the fake sandbox + the sub-agent service (unless `subAgent: false`) + terminal on a
+ * listening loopback server (protected unless `open`).
+ */
+export async function terminalApp (t: Test, fake: FakeSandbox, opts: Partial<TerminalOptions> & { open?: boolean, subAgent?: boolean } = {}) {
   const dataDir = mkdtempSync(join(tmpdir(), 'cubicle-terminal-'))
   t.teardown(() => rmSync(dataDir, { recursive: true, force: true }))
-  const { open, ...options } = opts
+  const { open, subAgent = true, ...options } = opts
   const { app, url } = await listen(t, { DATA_DIR: dataDir, MCP_API_KEY: open === true ? '' : KEY }, config => [
     entry(capabilities, { apiKey: config.MCP_API_KEY, signingKey: '', tokenTtlSeconds: config.LINK_TOKEN_TTL, publicBaseUrl: config.publicBaseUrl }),
     { register: async a => await a.register(fake.plugin) },
+    ...(subAgent ? [{ register: async (a: FastifyInstance) => await a.register(subAgentPlugin(fake, options.cli ?? 'claude')) }] : []),
     entry(terminal, { dataDir, publicBaseUrl: config.publicBaseUrl, allowedOrigins: ['https://chat.example'], ...options })
   ])
   const writeMeta = (chatId: string, meta: Record<string, unknown>): void => {

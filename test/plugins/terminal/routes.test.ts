@@ -228,3 +228,60 @@ t.test('a known path with another method answers 405 and preflights are answered
   t.equal(pre.statusCode, 204)
   t.match(pre.headers['access-control-allow-methods'], /POST/)
 })
+
+t.test('sessions come from the sub-agent service: its lister runs as the sandbox user, its answer is re-validated', async t => { // issue #11
+  const fake = fakeSandbox(argv => argv[0] === '/usr/bin/python3'
+    ? [
+        JSON.stringify({ id: 'older', model: 'claude-sonnet-4-6', ts: 1700000000, label: 'first task' }),
+        JSON.stringify({ id: 'newer', model: null, ts: 1700000100, label: `second\u001b[31m task ${'x'.repeat(200)}` }),
+        JSON.stringify({ id: '../../etc/passwd', ts: 1700000200, label: 'hostile' })
+      ].join('\n')
+    : '')
+  const { app } = await terminalApp(t, fake)
+  fake.setState('c1', 'running')
+  const { sessions } = (await app.inject({ url: '/terminal/c1/sessions', headers: auth })).json()
+  t.same(sessions.map((s: { session_id: string }) => s.session_id), ['newer', 'older'], 'newest first, the bad id dropped')
+  t.same(sessions[1], { session_id: 'older', model: 'claude-sonnet-4-6', timestamp: 1700000000, label: 'first task' })
+  t.equal(sessions[0].label.length, 80)
+  t.notMatch(sessions[0].label, /\u001b/) // eslint-disable-line no-control-regex
+  t.equal(fake.probes[0]?.opts.user, 'assistant')
+  t.same(fake.calls.filter(c => /^(ensure|touch|lease)/.test(c)), [], 'listing is not activity')
+})
+
+t.test('kill: SIGKILL after the grace is reported as killed, a process that changed is 400, a kill is activity', async t => { // issue #11
+  let answer = 'kill\n'
+  const base = sandboxScript()
+  const fake = fakeSandbox((argv, opts) => argv[3] === 'cubicle-kill' ? answer : base(argv, opts))
+  const { app } = await terminalApp(t, fake, { killGraceMs: 500 })
+  fake.setState('c1', 'running')
+  const ok = await app.inject({ method: 'POST', url: '/terminal/c1/processes/42/kill', headers: auth })
+  t.same(ok.json(), { killed: true, pid: 42 })
+  t.equal(fake.probes.find(p => p.argv[3] === 'cubicle-kill')?.argv.at(-1), '5', 'killGraceMs goes to the sub-agent service (tenths)')
+  t.ok(fake.calls.includes('touch c1'), 'a kill is activity')
+  answer = 'gone\n'
+  const gone = await app.inject({ method: 'POST', url: '/terminal/c1/processes/41/kill', headers: auth })
+  t.equal(gone.statusCode, 400)
+  t.equal(gone.json().error, 'bad_pid')
+  t.match(gone.json().detail, /no longer a running claude process/)
+  fake.setState('c1', 'stopped')
+  const stopped = await app.inject({ method: 'POST', url: '/terminal/c1/processes/41/kill', headers: auth })
+  t.equal(stopped.statusCode, 404)
+  t.equal(stopped.json().error, 'sandbox_not_running', 'the sub-agent\'s error keeps the terminal\'s wire name')
+})
+
+t.test('without the sub-agent plugin the server boots, lists nothing and refuses kill clearly', async t => { // issue #11
+  const fake = fakeSandbox(sandboxScript())
+  const { app } = await terminalApp(t, fake, { subAgent: false })
+  t.notOk(app.hasDecorator('subAgent'))
+  fake.setState('c1', 'running')
+  t.same((await app.inject({ url: '/terminal/c1/processes', headers: auth })).json(), { processes: [] })
+  t.same((await app.inject({ url: '/terminal/c1/sessions', headers: auth })).json(), { sessions: [] })
+  const kill = await app.inject({ method: 'POST', url: '/terminal/c1/processes/41/kill', headers: auth })
+  t.equal(kill.statusCode, 404)
+  t.equal(kill.json().error, 'no_sub_agent')
+  t.match(kill.json().detail, /no sub-agent plugin/)
+  const bad = await app.inject({ method: 'POST', url: '/terminal/c1/processes/01/kill', headers: auth })
+  t.equal(bad.json().error, 'bad_pid', 'the pid is still validated first')
+  t.same(fake.probes.filter(p => !(p.argv[2] ?? '').includes('tmux')), [], 'nothing ran in the sandbox')
+  t.same((await app.inject({ url: '/terminal/c1/status', headers: auth })).json(), { active: true, running: true }, 'the rest of the terminal works')
+})

@@ -1,7 +1,8 @@
 import t from 'tap'
-import { cliProcesses, isCliCommand, killArgv, parsePid, parsePs } from '../../../plugins/terminal/processes.js'
+import { isCliCommand } from '../../../plugins/sub-agent/cli.js'
+import { cliProcesses, killArgv, parsePs, validPid } from '../../../plugins/sub-agent/processes.js'
 
-t.test('a command line belongs to the active CLI only when it runs the CLI itself', async t => {
+t.test('a command line belongs to the active CLI only when it runs the CLI itself', async t => { // issue #11
   const yes: Array<[string, string]> = [
     ['claude', 'claude -p hello'],
     ['claude', '/home/assistant/.local/bin/claude --resume x'],
@@ -10,13 +11,16 @@ t.test('a command line belongs to the active CLI only when it runs the CLI itsel
     ['codex', 'node /usr/local/lib/node_modules/@openai/codex/bin/codex.js exec'],
     ['codex', '/usr/local/lib/node_modules/@openai/codex/vendor/x86_64-unknown-linux-musl/codex/codex exec'],
     ['opencode', 'opencode run hi'],
-    ['opencode', 'bun /usr/lib/node_modules/opencode-ai/bin/opencode run']
+    ['opencode', 'bun /usr/lib/node_modules/opencode-ai/bin/opencode run'],
+    ['codex', 'node /usr/local/bin/codex exec --json hi'],
+    ['opencode', '/usr/local/bin/opencode run x']
   ]
   for (const [cli, args] of yes) t.ok(isCliCommand(cli as 'claude', args), `${cli}: ${args}`)
   const no: Array<[string, string]> = [
     ['claude', 'bash -c claude'],
     ['claude', 'vim claude.md'],
     ['claude', 'node claude.js'],
+    ['codex', 'node /home/assistant/codex.js'],
     ['claude', 'grep claude'],
     ['claude', 'codex exec'],
     ['codex', 'claude -p x'],
@@ -54,12 +58,11 @@ t.test('at most 10 processes, in pid order, with control characters removed', as
   t.equal(procs[0]?.elapsed_minutes, 10)
 })
 
-t.test('pids are validated strictly: positive integers without sign or leading zero, never 1', async t => {
-  t.equal(parsePid('42'), 42)
-  t.equal(parsePid('4194304'), 4194304)
-  for (const bad of ['1', '0', '-1', '+5', '01', '4.0', '1e3', 'abc', '', ' 5', '5 ', '4194305', '99999999', '0x10']) {
-    t.type(parsePid(bad), 'string', JSON.stringify(bad))
-  }
+t.test('pids are validated strictly: integers from 2 to PID_MAX_LIMIT, never 1', async t => {
+  t.ok(validPid(2))
+  t.ok(validPid(4194304))
+  for (const bad of [1, 0, -1, 4.5, 4194305, Number.NaN, Infinity]) t.notOk(validPid(bad), String(bad))
+  t.same(parsePs('4194305 5 claude\n   9 5 claude\n').map(e => e.pid), [9], 'ps lines beyond PID_MAX_LIMIT are dropped')
 })
 
 t.test('the kill script gets pid, the exact command line and the grace in tenths as separate arguments', async t => {
