@@ -16,8 +16,8 @@ const links = (opts: { apiKey?: string, signingKey?: string, ttl?: number, now?:
 
 t.test('a token has the v1.<scope>.<exp>.<22-char base64url sig> format', async t => {
   const svc = links()
-  t.equal(parseCapabilityToken(svc.token('chat-a', 'f'))?.scope, 'f')
-  t.equal(parseCapabilityToken(svc.token('chat-a', 'c'))?.scope, 'c')
+  t.equal(parseCapabilityToken(svc.token('chat-a', 'f') ?? '')?.scope, 'f')
+  t.equal(parseCapabilityToken(svc.token('chat-a', 'c') ?? '')?.scope, 'c')
 })
 
 // issue #8: the HMAC key comes from scrypt over the secret with a fixed, versioned salt (not a plain HMAC of it)
