@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto'
+import { escapeHtml } from '../../core/html.js'
 import type { PreviewConfig } from './schemas.js'
 
 /** JSON safe inside a `<script>` block: `<`, `>`, `&`, U+2028 and U+2029 escaped (§6.3 preview item 2). */
@@ -7,9 +8,6 @@ export function scriptJson (value: unknown): string {
     .replace(/</g, '\\u003c').replace(/>/g, '\\u003e').replace(/&/g, '\\u0026')
     .replace(/\u2028/g, '\\u2028').replace(/\u2029/g, '\\u2029')
 }
-
-const escapeHtml = (s: string): string =>
-  s.replace(/[&<>"']/g, c => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c] as string)
 
 /** A fresh CSP nonce per response: 128 random bits, base64 (never reused, never derived from request data). */
 export const newNonce = (): string => randomBytes(16).toString('base64')

@@ -1,12 +1,10 @@
 import type { FastifyPluginAsync } from 'fastify'
 import { chatRouteCors } from '../../core/chat-route.js'
 import { requireChatId } from '../../core/chat-id.js'
+import { escapeHtml } from '../../core/html.js'
 import { newNonce, pageCsp, scriptJson } from './page.js'
 
 export interface TerminalPageOptions { frameAncestors: string }
-
-const escapeHtml = (s: string): string =>
-  s.replace(/[&<>"']/g, c => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c] as string)
 
 /** The full-window terminal's HTML shell: config as JSON data, assets relative (`../static/…`), one nonced module. */
 export function renderTerminalPage (config: { chatId: string, token: string | null }, nonce: string): string {
