@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto'
+import type { FastifyReply } from 'fastify'
 import { escapeHtml } from '../../core/html.js'
 import type { PreviewConfig } from './schemas.js'
 
@@ -22,6 +23,16 @@ export const newNonce = (): string => randomBytes(16).toString('base64')
  */
 export function pageCsp (frameAncestors: string, nonce: string): string {
   return `default-src 'self'; script-src 'nonce-${nonce}' 'strict-dynamic'; worker-src blob:; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; connect-src 'self'; frame-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors ${frameAncestors}`
+}
+
+/** Sends a page shell rendered with `nonce`: the page CSP, never cached, never sniffed (§6.3 preview item 5). */
+export async function sendPage (reply: FastifyReply, html: string, frameAncestors: string, nonce: string): Promise<FastifyReply> {
+  return await reply
+    .header('Content-Type', 'text/html; charset=utf-8')
+    .header('Content-Security-Policy', pageCsp(frameAncestors, nonce))
+    .header('Cache-Control', 'no-cache, no-store, must-revalidate')
+    .header('X-Content-Type-Options', 'nosniff')
+    .send(html)
 }
 
 /**
