@@ -1,7 +1,7 @@
-import { readFileSync } from 'node:fs'
 import closeWithGrace from 'close-with-grace'
 import { buildApp } from './app.js'
 import { loadConfig, type AppConfig } from './config.js'
+import { SERVER_VERSION } from './version.js'
 import manifest from '../fastify.config.js'
 
 const DEFAULT_PUBLIC = 'http://computer-use-server:8081'
@@ -9,11 +9,6 @@ const DEFAULT_PUBLIC = 'http://computer-use-server:8081'
 function fatal (message: string): never {
   process.stderr.write(`FATAL: ${message}\n`)
   process.exit(1)
-}
-
-export function serverVersion (): string {
-  const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url).pathname.replace('/dist/', '/'), 'utf8')) as { version: string }
-  return pkg.version
 }
 
 let config: AppConfig
@@ -26,7 +21,7 @@ try {
 const app = await buildApp(config, manifest(config)).catch((err: unknown) => {
   fatal(`could not start: ${err instanceof Error ? err.message : String(err)}`)
 })
-app.log.info({ version: serverVersion(), mode: config.MCP_API_KEY === '' ? 'open' : 'protected', singleUserMode: config.singleUserMode }, 'Cubicle (computer-use-mcp) starting')
+app.log.info({ version: SERVER_VERSION, mode: config.MCP_API_KEY === '' ? 'open' : 'protected', singleUserMode: config.singleUserMode }, 'Cubicle (computer-use-mcp) starting')
 app.log.info(`[MCP] Sub-agent runtime: ${config.subagentCli}`)
 if (config.PUBLIC_BASE_URL.trim() === '' || config.publicBaseUrl === DEFAULT_PUBLIC) {
   app.log.warn(`PUBLIC_BASE_URL is still the hardcoded default (${config.publicBaseUrl}): links handed to browsers will not resolve; set it to the URL people's browsers use to reach this server`)

@@ -13,4 +13,4 @@ const capabilities: FastifyPluginAsync<CapabilitiesOptions> = async (fastify, ra
   fastify.auth.addTokenVerifier((token, chatId, scope) => links.verify(token, chatId, scope) === 'ok' ? 'ok' : 'forbidden')
 }
 
-export default fp(capabilities, { name: 'capabilities', fastify: '5.x' })
+export default fp(capabilities, { name: 'capabilities', fastify: '5.x', decorators: { fastify: ['auth'] } })

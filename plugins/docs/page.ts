@@ -1,6 +1,5 @@
+import { escapeHtml as esc } from '../../core/html.js'
 import { SERVER_NAME, SERVER_VERSION } from '../../core/version.js'
-
-const esc = (s: string): string => s.replace(/[&<>"']/g, c => `&#${c.charCodeAt(0)};`)
 
 export function renderDocsPage (input: { publicBaseUrl: string, tools: Array<{ name: string, description?: string }> }): string {
   const base = esc(input.publicBaseUrl)

@@ -5,7 +5,8 @@
  */
 import { MAX_PATH_BYTES } from '../../core/safe-path.js'
 import type { LinkService } from '../capabilities/types.js'
-import { mimeOf, typeClassOf } from './mime.js'
+import { mimeOf } from '../../core/mime.js'
+import { typeClassOf } from './mime.js'
 import { NewestHeap, type Kept } from './newest.js'
 import type { OutputEntry, OutputsListing } from './schemas.js'
 import { walkWithin } from './walk-budget.js'

@@ -3,6 +3,7 @@ import type { FastifyPluginAsync, FastifyReply } from 'fastify'
 import { requireChatId } from '../../core/chat-id.js'
 import { chatRouteCors } from '../../core/chat-route.js'
 import { parseRelPath } from '../../core/safe-path.js'
+import { tokenOfPathSegment } from '../../core/tokens.js'
 import { isRetryLater } from './errors.js'
 import type { FilesService } from './service.js'
 import { OutputsListing } from './schemas.js'
@@ -12,9 +13,6 @@ export interface FilesRoutesOptions {
   service: FilesService
   frameAncestors: string
 }
-
-/** A first segment of this shape after /files/{chat}/ is a capability token, never a file name (§6.2). */
-const TOKEN_SEGMENT = /^~v1\.[fc]\.[0-9]{1,12}\.[A-Za-z0-9_-]{22}$/
 
 interface ChatParams { chat: string, '*'?: string }
 type Query = Record<string, string | string[] | undefined>
@@ -44,11 +42,9 @@ const routes: FastifyPluginAsync<FilesRoutesOptions> = async (fastify, opts) => 
     let rest = request.params['*'] ?? ''
     const slash = rest.indexOf('/')
     const first = slash === -1 ? rest : rest.slice(0, slash)
-    let pathToken: string | undefined
-    if (TOKEN_SEGMENT.test(first)) {
-      pathToken = first.slice(1)
-      rest = slash === -1 ? '' : rest.slice(slash + 1)
-    }
+    // A first segment of token shape after /files/{chat}/ is a capability token, never a file name (§6.2).
+    const pathToken = tokenOfPathSegment(first)
+    if (pathToken !== undefined) rest = slash === -1 ? '' : rest.slice(slash + 1)
     fastify.auth.authorizeChat(request, chatId, 'f', pathToken)
     if (rest === 'archive' && !flag(request.query.raw)) {
       const zip = await retryAfterOnBusy(reply, async () => await service.archive(chatId))

@@ -2,7 +2,8 @@ import type { FileHandle } from 'node:fs/promises'
 import { Readable } from 'node:stream'
 import type { Stats } from 'node:fs'
 import type { FastifyReply, FastifyRequest } from 'fastify'
-import { contentTypeOf, isActive, mimeOf } from './mime.js'
+import { mimeOf } from '../../core/mime.js'
+import { contentTypeOf, isActive } from './mime.js'
 
 export interface SendOptions {
   /** CSP frame-ancestors value for active content (FRAME_ANCESTORS). */

@@ -46,4 +46,4 @@ const mcpTransport: FastifyPluginAsync<McpTransportOptions> = async (fastify, ra
   })
 }
 
-export default fp(mcpTransport, { name: 'mcp-transport', fastify: '5.x' })
+export default fp(mcpTransport, { name: 'mcp-transport', fastify: '5.x', decorators: { fastify: ['auth'] } })

@@ -74,4 +74,4 @@ const oauth: FastifyPluginAsync<OAuthOptions> = async (fastify, raw) => {
   log.info({ resource, upstream: upstream !== undefined, keyLogin: opts.keyLogin }, 'oauth authorization server ready')
 }
 
-export default fp(oauth, { name: 'oauth', fastify: '5.x' })
+export default fp(oauth, { name: 'oauth', fastify: '5.x', decorators: { fastify: ['auth'] } })

@@ -3,11 +3,9 @@
  * the preview app. Every dynamic value goes through `esc`. Served with PAGE_CSP (no script, no
  * framing: a consent button in someone else's frame would be clickjacking).
  */
+import { escapeHtml as esc } from '../../core/html.js'
 
 export const PAGE_CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; frame-ancestors 'none'; base-uri 'none'"
-
-const esc = (s: string): string =>
-  s.replace(/[&<>"']/g, c => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c] as string)
 
 const STYLE = `:root{--bg:#f6f7fb;--panel:#fff;--text:#1f2330;--muted:#6b7280;--line:#e5e7ef;--accent:#4f46e5;--accent-text:#fff;--bad:#b42318;--bad-soft:#fef3f2;color-scheme:light dark}
 @media (prefers-color-scheme:dark){:root{--bg:#0f1117;--panel:#171a22;--text:#e6e8ef;--muted:#9aa1b2;--line:#272b36;--accent:#818cf8;--accent-text:#0f1117;--bad:#fda29b;--bad-soft:#2a1715}}

@@ -1,4 +1,6 @@
 import { randomBytes } from 'node:crypto'
+import type { FastifyReply } from 'fastify'
+import { escapeHtml } from '../../core/html.js'
 import type { PreviewConfig } from './schemas.js'
 
 /** JSON safe inside a `<script>` block: `<`, `>`, `&`, U+2028 and U+2029 escaped (§6.3 preview item 2). */
@@ -7,9 +9,6 @@ export function scriptJson (value: unknown): string {
     .replace(/</g, '\\u003c').replace(/>/g, '\\u003e').replace(/&/g, '\\u0026')
     .replace(/\u2028/g, '\\u2028').replace(/\u2029/g, '\\u2029')
 }
-
-const escapeHtml = (s: string): string =>
-  s.replace(/[&<>"']/g, c => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c] as string)
 
 /** A fresh CSP nonce per response: 128 random bits, base64 (never reused, never derived from request data). */
 export const newNonce = (): string => randomBytes(16).toString('base64')
@@ -24,6 +23,16 @@ export const newNonce = (): string => randomBytes(16).toString('base64')
  */
 export function pageCsp (frameAncestors: string, nonce: string): string {
   return `default-src 'self'; script-src 'nonce-${nonce}' 'strict-dynamic'; worker-src blob:; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; connect-src 'self'; frame-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors ${frameAncestors}`
+}
+
+/** Sends a page shell rendered with `nonce`: the page CSP, never cached, never sniffed (§6.3 preview item 5). */
+export async function sendPage (reply: FastifyReply, html: string, frameAncestors: string, nonce: string): Promise<FastifyReply> {
+  return await reply
+    .header('Content-Type', 'text/html; charset=utf-8')
+    .header('Content-Security-Policy', pageCsp(frameAncestors, nonce))
+    .header('Cache-Control', 'no-cache, no-store, must-revalidate')
+    .header('X-Content-Type-Options', 'nosniff')
+    .send(html)
 }
 
 /**

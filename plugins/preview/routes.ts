@@ -1,7 +1,7 @@
 import type { FastifyPluginAsync } from 'fastify'
 import { chatRouteCors } from '../../core/chat-route.js'
 import { requireChatId } from '../../core/chat-id.js'
-import { newNonce, pageCsp, renderPage } from './page.js'
+import { newNonce, renderPage, sendPage } from './page.js'
 import type { PreviewConfig } from './schemas.js'
 
 export interface PreviewRoutesOptions { frameAncestors: string, parseTimeoutMs: number }
@@ -17,12 +17,7 @@ const routes: FastifyPluginAsync<PreviewRoutesOptions> = async (fastify, opts) =
     const used = auth.authorizeChat(request, chatId, 'f')
     const config = pageConfig(chatId, used)
     const nonce = newNonce()
-    return await reply
-      .header('Content-Type', 'text/html; charset=utf-8')
-      .header('Content-Security-Policy', pageCsp(opts.frameAncestors, nonce))
-      .header('Cache-Control', 'no-cache, no-store, must-revalidate')
-      .header('X-Content-Type-Options', 'nosniff')
-      .send(renderPage(config, nonce))
+    return await sendPage(reply, renderPage(config, nonce), opts.frameAncestors, nonce)
   })
 
   /**

@@ -1,12 +1,10 @@
 import type { FastifyPluginAsync } from 'fastify'
 import { chatRouteCors } from '../../core/chat-route.js'
 import { requireChatId } from '../../core/chat-id.js'
-import { newNonce, pageCsp, scriptJson } from './page.js'
+import { escapeHtml } from '../../core/html.js'
+import { newNonce, scriptJson, sendPage } from './page.js'
 
 export interface TerminalPageOptions { frameAncestors: string }
-
-const escapeHtml = (s: string): string =>
-  s.replace(/[&<>"']/g, c => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c] as string)
 
 /** The full-window terminal's HTML shell: config as JSON data, assets relative (`../static/…`), one nonced module. */
 export function renderTerminalPage (config: { chatId: string, token: string | null }, nonce: string): string {
@@ -44,12 +42,7 @@ const terminalPage: FastifyPluginAsync<TerminalPageOptions> = async (fastify, op
     // An API-key opener (a server-side client) gets a control token for the page; open mode has none.
     const token = auth.protectedMode ? used ?? links.token(chatId, 'c') ?? null : null
     const nonce = newNonce()
-    return await reply
-      .header('Content-Type', 'text/html; charset=utf-8')
-      .header('Content-Security-Policy', pageCsp(opts.frameAncestors, nonce))
-      .header('Cache-Control', 'no-cache, no-store, must-revalidate')
-      .header('X-Content-Type-Options', 'nosniff')
-      .send(renderTerminalPage({ chatId, token }, nonce))
+    return await sendPage(reply, renderTerminalPage({ chatId, token }, nonce), opts.frameAncestors, nonce)
   })
 }
 

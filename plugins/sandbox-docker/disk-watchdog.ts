@@ -1,8 +1,9 @@
 import { chatPaths } from '../../core/chat-paths.js'
 import { treeUsage } from './disk-usage.js'
 import { MANAGED_BY } from './names.js'
+import { killKeepingFiles } from './kill-keeping-files.js'
 import { report } from './notices.js'
-import { changed, describe, mapError, notifyStop, withLock, type Entry, type Registry } from './registry.js'
+import { describe, notifyStop, type Entry, type Registry } from './registry.js'
 import type { DiskUsage } from './types.js'
 
 /*
@@ -102,14 +103,7 @@ async function judge (reg: Registry, entry: Entry, usage: DiskUsage): Promise<vo
   report(entry, notice)
   reg.log.warn({ chat: entry.names.key, ...usage, limit }, 'chat over its disk limit: sandbox stopped (files kept)')
   try {
-    await withLock(entry, async () => {
-      try {
-        await reg.docker.killContainer(entry.containerId ?? entry.names.container)
-      } catch (err) { throw mapError(reg, err) }
-      entry.state = 'stopped'
-      entry.recoverable = true
-      changed(reg, entry)
-    })
+    await killKeepingFiles(reg, entry)
   } catch (err) {
     reg.log.error({ chat: entry.names.key, err: describe(err) }, 'stopping a chat over its disk limit failed')
     return

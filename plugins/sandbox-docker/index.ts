@@ -31,4 +31,4 @@ const sandboxDocker: FastifyPluginAsync<SandboxDockerOptions & { client?: Docker
   await service.start()
 }
 
-export default fp(sandboxDocker, { name: 'sandbox-docker', fastify: '5.x' })
+export default fp(sandboxDocker, { name: 'sandbox-docker', fastify: '5.x', decorators: { fastify: ['readiness'] } })

@@ -1,7 +1,8 @@
 import type { ResourceStats } from './docker-monitor.js'
+import { killKeepingFiles } from './kill-keeping-files.js'
 import { ensure } from './lifecycle.js'
 import { report } from './notices.js'
-import { changed, describe, mapError, notifyStop, sleep, withLock, type Entry, type Registry } from './registry.js'
+import { describe, notifyStop, sleep, type Entry, type Registry } from './registry.js'
 import type { SandboxNotice } from './types.js'
 
 /*
@@ -86,14 +87,7 @@ export async function restartSandbox (reg: Registry, entry: Entry, notice: Sandb
   const run = async (): Promise<void> => {
     report(entry, notice)
     reg.log.warn({ chat: entry.names.key, reason: notice.kind }, 'restarting a saturated sandbox (files kept, processes lost)')
-    await withLock(entry, async () => {
-      try {
-        await reg.docker.killContainer(entry.containerId ?? entry.names.container)
-      } catch (err) { throw mapError(reg, err) }
-      entry.state = 'stopped'
-      entry.recoverable = true
-      changed(reg, entry)
-    })
+    await killKeepingFiles(reg, entry)
     notifyStop(reg, entry, 'killed')
     await ensure(reg, entry.names.chatId, { user: entry.user })
   }

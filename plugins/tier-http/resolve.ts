@@ -1,6 +1,7 @@
 import type { FastifyRequest } from 'fastify'
 import { requireChatId } from '../../core/chat-id.js'
 import { headerValue, validEmail } from '../../core/identity.js'
+import { TOKEN_PATH_SEGMENT } from '../../core/tokens.js'
 
 type QueryValue = string | string[] | undefined
 
@@ -10,15 +11,15 @@ export function queryValue (value: QueryValue): string | undefined {
   return first === undefined || first === '' ? undefined : first
 }
 
-/** A capability token segment (§6.2) is never a chat id: the chat is the segment before it. */
-const TOKEN_SEGMENT = /^~v1\.[fc]\.[0-9]{1,12}\.[A-Za-z0-9_-]{22}$/
-
-/** Last non-empty path segment of a files base URL (decoded once), skipping a trailing `~token`. */
+/**
+ * Last non-empty path segment of a files base URL (decoded once), skipping a trailing `~token`:
+ * a capability token segment (§6.2) is never a chat id, the chat is the segment before it.
+ */
 export function chatFromFileBaseUrl (raw: string): string {
   let path = raw
   try { path = new URL(raw).pathname } catch { path = raw.split(/[?#]/)[0] ?? '' }
   const segments = path.split('/').filter(s => s !== '')
-  if (segments.length > 1 && TOKEN_SEGMENT.test(segments.at(-1) as string)) segments.pop()
+  if (segments.length > 1 && TOKEN_PATH_SEGMENT.test(segments.at(-1) as string)) segments.pop()
   const last = segments.at(-1) ?? ''
   try { return decodeURIComponent(last) } catch { return last }
 }

@@ -2,9 +2,11 @@ import type { ReadResourceResult, Resource } from '@modelcontextprotocol/sdk/typ
 import { McpError } from '@modelcontextprotocol/sdk/types.js'
 import { normalizeChatId } from '../../core/chat-id.js'
 import { SANDBOX_UPLOADS } from '../../core/chat-paths.js'
+import { mimeOf } from '../../core/mime.js'
+import { humanSize } from '../../core/sizes.js'
 import type { ChatRequestContext, ResourceProvider } from '../mcp-transport/types.js'
 import type { UploadService } from '../uploads/types.js'
-import { guessMime, humanSize, isTextMime } from './mime.js'
+import { isTextMime } from './mime.js'
 import { parseUploadUri, uploadUri } from './uri.js'
 
 /** JSON-RPC "internal error": the spec's answer for a file too large to read this way (§4.3 item 5). */
@@ -22,7 +24,7 @@ export function createUploadResources (uploads: UploadService, opts: { maxReadBy
       const files = await uploads.files(ctx.chatId)
       files.sort((a, b) => a.relPath < b.relPath ? -1 : a.relPath > b.relPath ? 1 : 0)
       return files.map(f => {
-        const mimeType = guessMime(f.relPath)
+        const mimeType = mimeOf(f.relPath)
         return {
           uri: uploadUri(ctx.chatId, f.relPath),
           name: f.relPath,
@@ -48,7 +50,7 @@ export function createUploadResources (uploads: UploadService, opts: { maxReadBy
         }
         throw err
       }
-      const mimeType = guessMime(parsed.relPath)
+      const mimeType = mimeOf(parsed.relPath)
       const canonical = uploadUri(ctx.chatId, parsed.relPath)
       return isTextMime(mimeType)
         ? [{ uri: canonical, mimeType, text: data.toString('utf8') }]

@@ -1,17 +1,18 @@
-import { extensionOf } from './paths.js'
-import { humanSize, shellQuote } from './text.js'
+import { extensionOf } from '../../core/mime.js'
+import { compactSize } from '../../core/sizes.js'
+import { shellQuote } from './text.js'
 
-export const IMAGE_EXTENSIONS = new Set(['.png', '.jpg', '.jpeg', '.gif', '.webp', '.bmp'])
+export const IMAGE_EXTENSIONS = new Set(['png', 'jpg', 'jpeg', 'gif', 'webp', 'bmp'])
 
-const OFFICE_SKILL: Record<string, string> = { '.docx': 'docx', '.xlsx': 'xlsx', '.xls': 'xlsx', '.pptx': 'pptx', '.pdf': 'pdf' }
+const OFFICE_SKILL: Record<string, string> = { docx: 'docx', xlsx: 'xlsx', xls: 'xlsx', pptx: 'pptx', pdf: 'pdf' }
 
 /** Extensions that are binary even when the first 8 KiB happen to hold no NUL byte. */
 const BINARY_EXTENSIONS = new Set([
-  '.7z', '.a', '.avi', '.bin', '.bz2', '.class', '.dat', '.db', '.deb', '.dll', '.dmg', '.doc', '.dylib', '.eot',
-  '.epub', '.exe', '.flac', '.ico', '.iso', '.jar', '.lz', '.lzma', '.m4a', '.mkv', '.mov', '.mp3', '.mp4', '.mpeg',
-  '.npy', '.npz', '.o', '.obj', '.odp', '.ods', '.odt', '.ogg', '.otf', '.parquet', '.pickle', '.pkl', '.ppt', '.psd',
-  '.pyc', '.pyd', '.pyo', '.rar', '.rpm', '.so', '.sqlite', '.sqlite3', '.tif', '.tiff', '.ttf', '.wasm', '.wav',
-  '.webm', '.whl', '.woff', '.woff2', '.xz', '.zst'
+  '7z', 'a', 'avi', 'bin', 'bz2', 'class', 'dat', 'db', 'deb', 'dll', 'dmg', 'doc', 'dylib', 'eot',
+  'epub', 'exe', 'flac', 'ico', 'iso', 'jar', 'lz', 'lzma', 'm4a', 'mkv', 'mov', 'mp3', 'mp4', 'mpeg',
+  'npy', 'npz', 'o', 'obj', 'odp', 'ods', 'odt', 'ogg', 'otf', 'parquet', 'pickle', 'pkl', 'ppt', 'psd',
+  'pyc', 'pyd', 'pyo', 'rar', 'rpm', 'so', 'sqlite', 'sqlite3', 'tif', 'tiff', 'ttf', 'wasm', 'wav',
+  'webm', 'whl', 'woff', 'woff2', 'xz', 'zst'
 ])
 
 export function isImagePath (path: string): boolean {
@@ -42,14 +43,14 @@ export function knownBinaryHint (path: string): string | undefined {
   const q = shellQuote(path)
   const skill = OFFICE_SKILL[ext]
   if (skill !== undefined) {
-    return `Error: Cannot view binary file ${path} (${ext} document). Read /mnt/skills/public/${skill}/SKILL.md ` +
+    return `Error: Cannot view binary file ${path} (.${ext} document). Read /mnt/skills/public/${skill}/SKILL.md ` +
       'first and follow it to extract or edit the content.'
   }
-  if (ext === '.zip') return `Error: Cannot view binary file ${path} (zip archive). List its contents with: unzip -l ${q}`
-  if (ext === '.tar' || ext === '.tar.gz' || ext === '.tgz') {
+  if (ext === 'zip') return `Error: Cannot view binary file ${path} (zip archive). List its contents with: unzip -l ${q}`
+  if (ext === 'tar' || ext === 'tgz' || (ext === 'gz' && path.toLowerCase().endsWith('.tar.gz'))) {
     return `Error: Cannot view binary file ${path} (tar archive). List its contents with: tar -tvf ${q}`
   }
-  if (ext === '.gz') return `Error: Cannot view binary file ${path} (gzip file). Read its start with: gunzip -c ${q} | head -n 100`
+  if (ext === 'gz') return `Error: Cannot view binary file ${path} (gzip file). Read its start with: gunzip -c ${q} | head -n 100`
   return undefined
 }
 
@@ -59,6 +60,6 @@ export function hasBinaryExtension (path: string): boolean {
 
 /** The generic binary-file error with size and a `file` hint. */
 export function binaryFileError (path: string, size: number): string {
-  return `Error: Cannot view binary file ${path} (${humanSize(size)}, ${size} bytes). ` +
+  return `Error: Cannot view binary file ${path} (${compactSize(size)}, ${size} bytes). ` +
     `Inspect it with: file ${shellQuote(path)} (then a suitable tool, e.g. xxd ${shellQuote(path)} | head)`
 }

@@ -1,4 +1,5 @@
-import { cutTo, humanSize } from './text.js'
+import { compactSize } from '../../core/sizes.js'
+import { cutTo } from './text.js'
 
 /*
  * Directory listings of `view` (surface.md §3.4): two levels deep, dot-entries and bulky directories
@@ -79,7 +80,7 @@ const MARKERS: Record<string, string> = { f: 'f', d: 'd', l: 'l', p: 'p', s: 's'
 
 function entryLine (e: ListingEntry): string {
   const marker = MARKERS[e.type] ?? '?'
-  const size = e.type === 'd' ? '-' : humanSize(e.size)
+  const size = e.type === 'd' ? '-' : compactSize(e.size)
   const top = !e.rel.includes('/')
   const name = e.type === 'd' ? `${e.rel}/` : e.rel
   const note = e.type === 'l' ? ` -> ${cutTo(e.target, 300)}` : e.type === 'd' && top && (e.rel.startsWith('.') || NOT_DESCENDED.includes(e.rel)) ? '  (not expanded)' : ''

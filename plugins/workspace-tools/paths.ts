@@ -24,11 +24,3 @@ export function outputsRelative (path: string): string | undefined {
   const rel = path.slice(OUTPUTS.length + 1)
   return rel === '' ? undefined : rel
 }
-
-/** Lowercased extension including the dot (`.tar.gz` for double extensions we know), or ''. */
-export function extensionOf (path: string): string {
-  const name = posix.basename(path).toLowerCase()
-  if (name.endsWith('.tar.gz')) return '.tar.gz'
-  const dot = name.lastIndexOf('.')
-  return dot <= 0 ? '' : name.slice(dot)
-}

@@ -72,17 +72,3 @@ export function shellQuote (s: string): string {
   if (s !== '' && SHELL_SAFE.test(s)) return s
   return `'${s.replace(/'/g, "'\"'\"'")}'`
 }
-
-/** 1234567 → "1.2M"; below 1024 bytes the plain number. Binary multiples, like ls -h. */
-export function humanSize (bytes: number): string {
-  const units = ['K', 'M', 'G', 'T', 'P']
-  if (bytes < 1024) return String(bytes)
-  let value = bytes
-  let unit = ''
-  for (const u of units) {
-    value /= 1024
-    unit = u
-    if (value < 1024) break
-  }
-  return `${value < 10 ? value.toFixed(1) : Math.round(value).toString()}${unit}`
-}

@@ -10,7 +10,7 @@ import { binaryFileError, hasBinaryExtension, hasImageMagic, isImagePath, knownB
 import { IMAGE_MAX_BYTES, RESIZE_HINT, imageErrorText, parseImageReport } from './image-script.js'
 import { formatListing, parseListing } from './listing.js'
 import { checkRange, rangeBeyondEnd, renderNumbered, textBlock, viewText, type ViewRange } from './view-text.js'
-import { humanSize } from './text.js'
+import { compactSize } from '../../core/sizes.js'
 import { yieldToLoop } from './text-scan.js'
 
 /** The most of a file the server ever holds (§3.4). */
@@ -42,7 +42,7 @@ interface ViewCall { files: SandboxFiles, links: LinkService, chatId: string, ma
 
 async function viewImage (path: string, size: number, c: ViewCall): Promise<CallToolResult> {
   if (size > IMAGE_MAX_BYTES) {
-    return errorResult(`Error: image ${path} is too large to view (${humanSize(size)}; the limit is 50 MiB). ${RESIZE_HINT}`)
+    return errorResult(`Error: image ${path} is too large to view (${compactSize(size)}; the limit is 50 MiB). ${RESIZE_HINT}`)
   }
   const result = await c.files.convertImage(path)
   const report = parseImageReport(result.stderr.toString('utf8'))

@@ -16,6 +16,7 @@ import { chatPaths } from '../../core/chat-paths.js'
 import { entries } from '../../fastify.config.js'
 import { connect, probePlugin, textOf } from '../fixtures/mcp-probe.js'
 import { listen } from '../helper.js'
+import { fakeSandbox, newSandboxLog } from './tiers-app.js'
 
 const HOLD_MS = 3000
 
@@ -31,7 +32,9 @@ async function server (t: Test): Promise<{ url: string, port: number, dataDir: s
   const dataDir = mkdtempSync(join(tmpdir(), 'cubicle-timeout-'))
   t.teardown(() => rmSync(dataDir, { recursive: true, force: true }))
   const { url } = await listen(t, { REQUEST_TIMEOUT: '1', DATA_DIR: dataDir, PROGRESS_INTERVAL_SECONDS: '1' }, config => [
-    ...entries(config, ['mcp-transport', 'capabilities', 'prompt-render', 'uploads']),
+    ...entries(config, ['mcp-transport', 'capabilities', 'prompt-render']),
+    entry(fakeSandbox(newSandboxLog()), {}),
+    ...entries(config, ['uploads']),
     entry(probePlugin({ calls: [], aborted: [] }), {}),
     entry(lateWebSocket, {})
   ])

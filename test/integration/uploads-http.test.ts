@@ -12,21 +12,24 @@ import capabilities from '../../plugins/capabilities/index.js'
 import promptRender from '../../plugins/prompt-render/index.js'
 import uploads from '../../plugins/uploads/index.js'
 import { TEST_API_KEY } from '../helper.js'
+import { fakeSandbox, type FakeSandboxLog } from './tiers-app.js'
 
 const KEY = TEST_API_KEY
 
-async function server (t: Test, env: Record<string, string> = {}): Promise<{ app: FastifyInstance, url: string, dataDir: string }> {
+async function server (t: Test, env: Record<string, string> = {}): Promise<{ app: FastifyInstance, url: string, dataDir: string, sandbox: FakeSandboxLog }> {
   const dataDir = await mkdtemp(join(tmpdir(), 'uploads-'))
   t.teardown(async () => { await rm(dataDir, { recursive: true, force: true }) })
   const config = loadConfig({ LOG_LEVEL: 'silent', PUBLIC_BASE_URL: 'http://cubicle.test', DATA_DIR: dataDir, ...env })
+  const sandbox: FakeSandboxLog = { files: new Map(), writes: 0, touched: [] }
   const app = await buildApp(config, [
+    entry(fakeSandbox(sandbox), {}),
     entry(capabilities, { apiKey: config.MCP_API_KEY, publicBaseUrl: config.publicBaseUrl }),
     entry(promptRender, {}),
     entry(uploads, { dataDir: config.DATA_DIR, maxBytes: config.UPLOAD_MAX_BYTES })
   ], { logger: false })
   t.teardown(async () => { await app.close() })
   const url = await app.listen({ port: 0, host: '127.0.0.1' })
-  return { app, url, dataDir }
+  return { app, url, dataDir, sandbox }
 }
 
 function form (content: Buffer | string, field = 'file', name = 'upload.bin'): FormData {
@@ -59,9 +62,10 @@ async function rawUpload (url: string, target: string, content: string): Promise
 }
 
 t.test('a text upload is stored with its md5, listed and in the manifest', async t => {
-  const { url, dataDir } = await server(t)
+  const { url, dataDir, sandbox } = await server(t)
   const res = await upload(url, 'chat-a', 'notes.txt', form('hello uploads\n'))
   t.equal(res.status, 200)
+  t.same(sandbox.touched, ['chat-a'], 'an upload keeps the chat\'s sandbox alive (issue #11: a declared dependency)')
   t.same(res.json, { status: 'success', filename: 'notes.txt', size: 14, md5: md5('hello uploads\n') })
   const dir = chatPaths(dataDir, 'chat-a').uploads
   t.equal(await readFile(join(dir, 'notes.txt'), 'utf8'), 'hello uploads\n')

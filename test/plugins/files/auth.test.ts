@@ -13,6 +13,7 @@ import { build, OTHER_API_KEY } from '../../helper.js'
 import { KEY } from './setup.js'
 import { mkdirSync, writeFileSync } from 'node:fs'
 import { chatPaths } from '../../../core/chat-paths.js'
+import { CAPABILITY_TOKEN } from '../../../core/tokens.js'
 
 async function app (t: Test, dataDir: string, key = KEY): Promise<FastifyInstance> {
   return await build(t, { DATA_DIR: dataDir, MCP_API_KEY: key }, config => [
@@ -73,7 +74,7 @@ t.test('token matrix on every chat route: missing 401, bad 403, valid 200', asyn
     for (const [name, token] of Object.entries(bad)) {
       // Path-token routes only treat a well-formed token as a token; anything else is a file name there.
       const r = await server.inject(req('chat-a', token))
-      if (route.includes('path token') && !/^v1\.[fc]\.\d{1,12}\.[\w-]{22}$/.test(token)) {
+      if (route.includes('path token') && !CAPABILITY_TOKEN.test(token)) {
         t.equal(r.statusCode, 401, `${route}: ${name} is no token → 401`)
       } else {
         t.equal(r.statusCode, 403, `${route}: ${name} → 403`)

@@ -1,6 +1,6 @@
 import t from 'tap'
 import { binaryFileError, hasBinaryExtension, hasImageMagic, isImagePath, knownBinaryHint, looksBinary } from '../../../plugins/workspace-tools/file-kinds.js'
-import { humanSize, shellQuote } from '../../../plugins/workspace-tools/text.js'
+import { shellQuote } from '../../../plugins/workspace-tools/text.js'
 
 t.test('Office and PDF files point to the skill to read', async t => {
   const cases: Array<[string, string]> = [['a.docx', 'docx'], ['b.XLSX', 'xlsx'], ['c.xls', 'xlsx'], ['d.pptx', 'pptx'], ['/x/e.pdf', 'pdf']]
@@ -52,14 +52,4 @@ t.test('images by extension (case-insensitive) or magic number', async t => {
   t.ok(hasImageMagic(Buffer.concat([Buffer.from('BM'), Buffer.from([1, 2, 3, 4, 0, 0, 0, 0, 54, 0])])))
   t.notOk(hasImageMagic(Buffer.from('BMW makes cars')), 'text starting with BM is not a bitmap')
   t.notOk(hasImageMagic(Buffer.from('hello')))
-})
-
-t.test('human sizes', async t => {
-  t.equal(humanSize(0), '0')
-  t.equal(humanSize(1023), '1023')
-  t.equal(humanSize(1024), '1.0K')
-  t.equal(humanSize(1536), '1.5K')
-  t.equal(humanSize(20 * 1024), '20K')
-  t.equal(humanSize(5 * 1024 * 1024), '5.0M')
-  t.equal(humanSize(3 * 1024 ** 3), '3.0G')
 })

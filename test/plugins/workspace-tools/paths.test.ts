@@ -1,5 +1,5 @@
 import t from 'tap'
-import { extensionOf, outputsRelative, resolveSandboxPath } from '../../../plugins/workspace-tools/paths.js'
+import { outputsRelative, resolveSandboxPath } from '../../../plugins/workspace-tools/paths.js'
 
 t.test('relative paths resolve against /home/assistant; absolute paths are normalised', async t => {
   t.same(resolveSandboxPath('notes.txt'), { path: '/home/assistant/notes.txt' })
@@ -23,11 +23,4 @@ t.test('outputs-relative paths for public URLs', async t => {
   t.equal(outputsRelative('/mnt/user-data/outputs'), undefined)
   t.equal(outputsRelative('/mnt/user-data/outputsX/a'), undefined)
   t.equal(outputsRelative('/home/assistant/a'), undefined)
-})
-
-t.test('extensions are lowercased and know .tar.gz', async t => {
-  t.equal(extensionOf('/a/B.PNG'), '.png')
-  t.equal(extensionOf('/a/x.tar.gz'), '.tar.gz')
-  t.equal(extensionOf('/a/.bashrc'), '')
-  t.equal(extensionOf('/a/Makefile'), '')
 })

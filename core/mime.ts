@@ -1,0 +1,130 @@
+/*
+ * The one extension → MIME table of the server, used for serving files (surface.md §6.3) and for the
+ * upload resources (§4.3 item 4). A fixed table rather than a MIME library: what is served inline, and
+ * with which type, is a security decision kept in one place. Source code is `text/plain` (`.ts` is
+ * TypeScript here, not MPEG-TS, and text/plain is what every browser shows inline without guessing).
+ */
+const MIME: Record<string, string> = {
+  html: 'text/html',
+  htm: 'text/html',
+  xhtml: 'application/xhtml+xml',
+  svg: 'image/svg+xml',
+  xml: 'application/xml',
+  css: 'text/css',
+  js: 'text/javascript',
+  mjs: 'text/javascript',
+  cjs: 'text/javascript',
+  json: 'application/json',
+  map: 'application/json',
+  txt: 'text/plain',
+  log: 'text/plain',
+  ini: 'text/plain',
+  cfg: 'text/plain',
+  conf: 'text/plain',
+  env: 'text/plain',
+  md: 'text/markdown',
+  markdown: 'text/markdown',
+  csv: 'text/csv',
+  tsv: 'text/tab-separated-values',
+  yaml: 'text/yaml',
+  yml: 'text/yaml',
+  toml: 'text/plain',
+  sh: 'text/x-shellscript',
+  bash: 'text/x-shellscript',
+  py: 'text/x-python',
+  ts: 'text/plain',
+  tsx: 'text/plain',
+  jsx: 'text/javascript',
+  sql: 'text/plain',
+  go: 'text/plain',
+  rs: 'text/plain',
+  java: 'text/plain',
+  c: 'text/plain',
+  cpp: 'text/plain',
+  h: 'text/plain',
+  hpp: 'text/plain',
+  rb: 'text/plain',
+  php: 'text/plain',
+  swift: 'text/plain',
+  kt: 'text/plain',
+  scala: 'text/plain',
+  r: 'text/plain',
+  m: 'text/plain',
+  vue: 'text/plain',
+  svelte: 'text/plain',
+  dockerfile: 'text/plain',
+  tex: 'text/plain',
+  rst: 'text/plain',
+  srt: 'text/plain',
+  vtt: 'text/vtt',
+  ics: 'text/calendar',
+  rtf: 'application/rtf',
+  ipynb: 'application/json',
+  png: 'image/png',
+  jpg: 'image/jpeg',
+  jpeg: 'image/jpeg',
+  gif: 'image/gif',
+  webp: 'image/webp',
+  bmp: 'image/bmp',
+  ico: 'image/x-icon',
+  avif: 'image/avif',
+  heic: 'image/heic',
+  tif: 'image/tiff',
+  tiff: 'image/tiff',
+  mp3: 'audio/mpeg',
+  wav: 'audio/wav',
+  ogg: 'audio/ogg',
+  oga: 'audio/ogg',
+  flac: 'audio/flac',
+  m4a: 'audio/mp4',
+  aac: 'audio/aac',
+  wma: 'audio/x-ms-wma',
+  opus: 'audio/ogg',
+  mp4: 'video/mp4',
+  webm: 'video/webm',
+  mkv: 'video/x-matroska',
+  mov: 'video/quicktime',
+  avi: 'video/x-msvideo',
+  ogv: 'video/ogg',
+  pdf: 'application/pdf',
+  zip: 'application/zip',
+  gz: 'application/gzip',
+  tgz: 'application/gzip',
+  tar: 'application/x-tar',
+  bz2: 'application/x-bzip2',
+  xz: 'application/x-xz',
+  '7z': 'application/x-7z-compressed',
+  rar: 'application/vnd.rar',
+  zst: 'application/zstd',
+  docx: 'application/vnd.openxmlformats-officedocument.wordprocessingml.document',
+  xlsx: 'application/vnd.openxmlformats-officedocument.spreadsheetml.sheet',
+  pptx: 'application/vnd.openxmlformats-officedocument.presentationml.presentation',
+  doc: 'application/msword',
+  xls: 'application/vnd.ms-excel',
+  ppt: 'application/vnd.ms-powerpoint',
+  odt: 'application/vnd.oasis.opendocument.text',
+  ods: 'application/vnd.oasis.opendocument.spreadsheet',
+  drawio: 'application/xml',
+  woff: 'font/woff',
+  woff2: 'font/woff2',
+  ttf: 'font/ttf',
+  otf: 'font/otf',
+  wasm: 'application/wasm',
+  epub: 'application/epub+zip'
+}
+
+/**
+ * Lowercased extension without the dot, taken from the last path segment; a bare `Dockerfile` counts as
+ * `dockerfile`; dot-files (`.bashrc`) and names without a dot have none ('').
+ */
+export function extensionOf (path: string): string {
+  const lower = path.slice(path.lastIndexOf('/') + 1).toLowerCase()
+  if (lower === 'dockerfile') return 'dockerfile'
+  const dot = lower.lastIndexOf('.')
+  return dot <= 0 ? '' : lower.slice(dot + 1)
+}
+
+/** The bare MIME type (no parameters) of a file name or path by its extension; unknown → application/octet-stream. */
+export function mimeOf (path: string): string {
+  return MIME[extensionOf(path)] ?? 'application/octet-stream'
+}
