@@ -521,7 +521,8 @@ class Tools:
                 getter = asyncio.ensure_future(progress.get())
                 await asyncio.wait({task, getter}, return_when=asyncio.FIRST_COMPLETED)
                 if getter.done():
-                    await _emit(emitter, _clean(getter.result().get("message") or f"{tool} running…", 300))
+                    message = str(getter.result().get("message") or f"{tool} running…")
+                    await _emit(emitter, _clean(message.replace("\n", " "), 300))  # "Running: … (45s)\n→ last line"
                 else:
                     getter.cancel()
             result = task.result()

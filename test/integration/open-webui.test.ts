@@ -68,7 +68,7 @@ t.test('Open WebUI tool and filter against a live server', { skip }, async t => 
   // PUBLIC_BASE_URL is the address the links are fetched from, so the server listens on a known port.
   const port = await freePort()
   const PUBLIC = `http://127.0.0.1:${port}`
-  const app = await build(t, { MCP_API_KEY: KEY, SANDBOX_PREFIX: prefix, DATA_DIR: dataDir, PUBLIC_BASE_URL: PUBLIC },
+  const app = await build(t, { MCP_API_KEY: KEY, SANDBOX_PREFIX: prefix, DATA_DIR: dataDir, PUBLIC_BASE_URL: PUBLIC, PROGRESS_INTERVAL_SECONDS: '1' },
     config => entries(config, ['mcp-transport', 'capabilities', 'sandbox-docker', 'workspace-tools', 'prompt-render', 'uploads', 'tier-http', 'files', 'preview']))
   await app.listen({ port, host: '127.0.0.1' })
   const valves = { CUBICLE_URL: PUBLIC, API_KEY: KEY }
@@ -121,6 +121,22 @@ t.test('Open WebUI tool and filter against a live server', { skip }, async t => 
     t.not(a, b, 'another chat, another sandbox')
     t.equal(a2, a, 'the same chat comes back to its sandbox')
     t.equal(a, `sbx-${chatKey(chatA).slice(0, 12)}`)
+  })
+
+  await t.test('progress of a long command becomes status events; stopping the chat kills the command', async t => {
+    const [slow, stopped, after] = await py<Array<ToolRun & { cancelled?: boolean }>>('run_tool.py', {
+      module: TOOL,
+      valves,
+      calls: [
+        { tool: 'bash_tool', args: { command: 'echo step one; sleep 3; echo finished', description: 'waiting' }, user, metadata: meta(chatB) },
+        { tool: 'bash_tool', args: { command: 'sleep 47; touch /tmp/survived', description: 'long' }, user, metadata: meta(chatB), cancel_after: 3 },
+        { tool: 'bash_tool', args: { command: 'sleep 1; pgrep -fx "sleep 47" || echo gone; ls /tmp/survived 2>&1 || true', description: 'check' }, user, metadata: meta(chatB) }
+      ]
+    })
+    t.equal(slow.result, 'step one\nfinished\n')
+    t.ok(descriptions(slow).some(d => /^Running: waiting \(\d+s\) → step one$/.test(d)), 'server progress (SSE) shown as a status')
+    t.ok(stopped.cancelled, 'the cancelled call ends at once')
+    t.match(after.result, /^gone\n.*No such file/s, 'notifications/cancelled made the server kill the command')
   })
 
   let filesBase = ''
