@@ -1,5 +1,5 @@
 import t from 'tap'
-import { mkdtemp, rm } from 'node:fs/promises'
+import { mkdtemp, readFile, rm } from 'node:fs/promises'
 import { createRequire } from 'node:module'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -14,6 +14,14 @@ import { kernelManifest, textOf } from '../fixtures/mcp-probe.js'
 
 const proxy = createRequire(import.meta.url).resolve('mcp-remote/dist/proxy.js')
 
+interface DesktopEntry { command: string, args: string[], env: Record<string, string> }
+/** The entry of integrations/claude-desktop/claude_desktop_config.json, the file users copy. // issue #14 */
+const desktopConfig = JSON.parse(await readFile(new URL('../../integrations/claude-desktop/claude_desktop_config.json', import.meta.url), 'utf8')) as
+  { mcpServers?: Record<string, DesktopEntry> }
+const found = desktopConfig.mcpServers?.['computer-use']
+if (found === undefined) throw new Error('claude_desktop_config.json has no mcpServers["computer-use"]')
+const desktop: DesktopEntry = found
+
 t.test('Claude Desktop\'s mcp-remote bridge lists tools and runs a streamed call with progress', async t => {
   const { url } = await listen(t, { MCP_API_KEY: KEY }, kernelManifest({ calls: [], aborted: [] }))
   const configDir = await mkdtemp(join(tmpdir(), 'cu-mcp-remote-'))
@@ -21,12 +29,16 @@ t.test('Claude Desktop\'s mcp-remote bridge lists tools and runs a streamed call
   let stderr = ''
   const transport = new StdioClientTransport({
     command: process.execPath,
-    // The header form of §12.4: Name:value, no space after the colon.
-    args: [proxy, `${url}/mcp`, '--header', `Authorization:Bearer ${KEY}`, '--header', 'X-Chat-Id:desktop-1', '--transport', 'http-only'],
-    env: { PATH: process.env.PATH ?? '', HOME: configDir, MCP_REMOTE_CONFIG_DIR: configDir },
+    // Exactly the copy-paste config: `npx -y mcp-remote <url> --header Name:${VAR} …` with the key in
+    // its env block (the header form of §12.4: Name:value, no space after the colon; mcp-remote
+    // expands ${VAR}). Only the placeholders a user fills in are replaced.
+    args: [proxy, ...desktop.args.slice(desktop.args.indexOf('mcp-remote') + 1).map(a => a === 'https://cubicle.example.com/mcp' ? `${url}/mcp` : a)],
+    env: { ...desktop.env, CU_KEY: KEY, PATH: process.env.PATH ?? '', HOME: configDir, MCP_REMOTE_CONFIG_DIR: configDir },
     stderr: 'pipe'
   })
   transport.stderr?.on('data', (chunk: Buffer) => { stderr += chunk.toString('utf8') })
+  t.same([desktop.command, ...desktop.args.slice(0, 2)], ['npx', '-y', 'mcp-remote'], 'the config starts the bridge from npm')
+  t.equal(desktop.env.CU_KEY, '<MCP_API_KEY>', 'the key is a placeholder in the file')
   const client = new Client({ name: 'claude-desktop-stand-in', version: '0.0.0' })
   t.teardown(async () => { await client.close() })
   await client.connect(transport)

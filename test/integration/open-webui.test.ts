@@ -59,6 +59,11 @@ async function freePort (): Promise<number> {
 
 const escape = (s: string): string => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
 const descriptions = (run: { events: Event[] }): string[] => run.events.map(e => e.data.description)
+const content = (run: FilterRun, i: number): string => {
+  const message = run.body.messages[i]
+  if (message === undefined) throw new Error(`no message ${i} in ${JSON.stringify(run.body)}`)
+  return message.content
+}
 
 t.test('Open WebUI tool and filter against a live server', { skip }, async t => {
   const prefix = `t-${randomBytes(4).toString('hex')}`
@@ -90,7 +95,7 @@ t.test('Open WebUI tool and filter against a live server', { skip }, async t => 
   const show = 'hostname; cat /mnt/user-data/uploads/notes.txt; printenv GIT_AUTHOR_NAME GIT_AUTHOR_EMAIL'
 
   await t.test('a command runs in the chat\'s sandbox, with the attached file and the user\'s identity', async t => {
-    const [run] = await py<ToolRun[]>('run_tool.py', { module: TOOL, valves, calls: [{ tool: 'bash_tool', args: { command: show, description: 'check' }, user, metadata: meta(chatA), files }] })
+    const [run] = await py<[ToolRun]>('run_tool.py', { module: TOOL, valves, calls: [{ tool: 'bash_tool', args: { command: show, description: 'check' }, user, metadata: meta(chatA), files }] })
     t.match(run.result, /^sbx-[0-9a-f]{12}\nfirst version\nZoë Müller\nzoe@example\.com\n/, 'ran in a sandbox; upload, X-User-Name (percent-encoded) and X-User-Email arrived')
     t.ok(descriptions(run).includes('Uploaded notes.txt to /mnt/user-data/uploads'), 'status event for the upload')
     t.same(run.events.at(-1)?.data, { description: 'bash_tool: done', done: true, hidden: false }, 'the last status event is done')
@@ -99,18 +104,18 @@ t.test('Open WebUI tool and filter against a live server', { skip }, async t => 
 
   await t.test('an unchanged file is not uploaded again (manifest MD5, in a fresh Tools instance); a changed one is', async t => {
     const before = (await stat(hostFile)).ino
-    const [same] = await py<ToolRun[]>('run_tool.py', { module: TOOL, valves, calls: [{ tool: 'bash_tool', args: { command: 'cat /mnt/user-data/uploads/notes.txt', description: 'read' }, user, metadata: meta(chatA), files }] })
+    const [same] = await py<[ToolRun]>('run_tool.py', { module: TOOL, valves, calls: [{ tool: 'bash_tool', args: { command: 'cat /mnt/user-data/uploads/notes.txt', description: 'read' }, user, metadata: meta(chatA), files }] })
     t.equal(same.result, 'first version\n')
     t.ok(descriptions(same).includes('Attached files are up to date in the sandbox'))
     t.equal((await stat(hostFile)).ino, before, 'the server file was not rewritten (uploads replace by rename)')
     await writeFile(stored, 'second version\n')
-    const [changed] = await py<ToolRun[]>('run_tool.py', { module: TOOL, valves, calls: [{ tool: 'bash_tool', args: { command: 'cat /mnt/user-data/uploads/notes.txt', description: 'read' }, user, metadata: meta(chatA), files }] })
+    const [changed] = await py<[ToolRun]>('run_tool.py', { module: TOOL, valves, calls: [{ tool: 'bash_tool', args: { command: 'cat /mnt/user-data/uploads/notes.txt', description: 'read' }, user, metadata: meta(chatA), files }] })
     t.equal(changed.result, 'second version\n')
     t.ok(descriptions(changed).includes('Uploaded notes.txt to /mnt/user-data/uploads'))
   })
 
   await t.test('two chat ids get two sandboxes', async t => {
-    const runs = await py<ToolRun[]>('run_tool.py', {
+    const runs = await py<[ToolRun, ToolRun, ToolRun]>('run_tool.py', {
       module: TOOL,
       valves,
       calls: [chatA, chatB, chatA].map(chat => ({ tool: 'bash_tool', args: { command: 'hostname', description: 'who' }, user, metadata: meta(chat) }))
@@ -124,7 +129,7 @@ t.test('Open WebUI tool and filter against a live server', { skip }, async t => 
   })
 
   await t.test('progress of a long command becomes status events; stopping the chat kills the command', async t => {
-    const [slow, stopped, after] = await py<Array<ToolRun & { cancelled?: boolean }>>('run_tool.py', {
+    const [slow, stopped, after] = await py<[ToolRun, ToolRun & { cancelled?: boolean }, ToolRun]>('run_tool.py', {
       module: TOOL,
       valves,
       calls: [
@@ -141,7 +146,7 @@ t.test('Open WebUI tool and filter against a live server', { skip }, async t => 
 
   let filesBase = ''
   await t.test('create_file, str_replace and view work on the chat\'s files', async t => {
-    const [created, replaced, viewed] = await py<ToolRun[]>('run_tool.py', {
+    const [created, replaced, viewed] = await py<[ToolRun, ToolRun, ToolRun]>('run_tool.py', {
       module: TOOL,
       valves,
       calls: [
@@ -159,18 +164,18 @@ t.test('Open WebUI tool and filter against a live server', { skip }, async t => 
   })
 
   await t.test('errors are clear texts for the model, never exceptions', async t => {
-    const runs = await py<ToolRun[]>('run_tool.py', {
+    const [wrong] = await py<[ToolRun]>('run_tool.py', {
       module: TOOL,
       valves: { ...valves, API_KEY: 'wrong-key-0123456789abcdef-0123456789' },
       calls: [{ tool: 'bash_tool', args: { command: 'echo never', description: 'x' }, user, metadata: meta(chatA), files }]
     })
-    t.match(runs[0].result, /^Error: the Cubicle server refused the API key \(HTTP 401\)\. Set the tool's API_KEY valve/, 'wrong key')
-    t.match(runs[0].result, /Note: attached files were not synced: the Cubicle server refused the credentials \(HTTP 403: .*\)\. Check the tool's API_KEY valve\.\]$/, 'and the sync says why it did not happen')
-    const [down] = await py<ToolRun[]>('run_tool.py', { module: TOOL, valves: { ...valves, CUBICLE_URL: `http://127.0.0.1:${await freePort()}` }, calls: [{ tool: 'bash_tool', args: { command: 'true' }, user, metadata: meta(chatA) }] })
+    t.match(wrong.result, /^Error: the Cubicle server refused the API key \(HTTP 401\)\. Set the tool's API_KEY valve/, 'wrong key')
+    t.match(wrong.result, /Note: attached files were not synced: the Cubicle server refused the credentials \(HTTP 403: .*\)\. Check the tool's API_KEY valve\.\]$/, 'and the sync says why it did not happen')
+    const [down] = await py<[ToolRun]>('run_tool.py', { module: TOOL, valves: { ...valves, CUBICLE_URL: `http://127.0.0.1:${await freePort()}` }, calls: [{ tool: 'bash_tool', args: { command: 'true' }, user, metadata: meta(chatA) }] })
     t.match(down.result, /^Error: cannot reach the Cubicle server at http:\/\/127\.0\.0\.1:\d+\/mcp/, 'server unreachable')
-    const [nochat] = await py<ToolRun[]>('run_tool.py', { module: TOOL, valves, calls: [{ tool: 'bash_tool', args: { command: 'true' }, user, metadata: { chat_id: '' } }] })
+    const [nochat] = await py<[ToolRun]>('run_tool.py', { module: TOOL, valves, calls: [{ tool: 'bash_tool', args: { command: 'true' }, user, metadata: { chat_id: '' } }] })
     t.match(nochat.result, /^Error: no chat id/, 'a direct API call without a chat')
-    const [bad] = await py<ToolRun[]>('run_tool.py', { module: TOOL, valves, calls: [{ tool: 'bash_tool', args: { command: 'true' }, user, metadata: { chat_id: 'a/b' } }] })
+    const [bad] = await py<[ToolRun]>('run_tool.py', { module: TOOL, valves, calls: [{ tool: 'bash_tool', args: { command: 'true' }, user, metadata: { chat_id: 'a/b' } }] })
     t.match(bad.result, /^Error: invalid chat id/, 'the server\'s own error text comes through')
   })
 
@@ -179,7 +184,7 @@ t.test('Open WebUI tool and filter against a live server', { skip }, async t => 
     const inletBody = { model: 'm', messages: [{ role: 'system', content: 'You are terse.' }, { role: 'user', content: 'hi' }], metadata: meta(chatA) }
     const outletBody = (messages: object[]): object => ({ model: 'm', chat_id: chatA, id: randomUUID(), session_id: 'sess-1', messages })
     const answer = [{ role: 'user', content: 'hi' }, { role: 'assistant', content: linked }, { role: 'assistant', content: 'No files here.' }]
-    const [first, again, fresh, out1] = await py<FilterRun[]>('run_filter.py', {
+    const [first, again, fresh, out1] = await py<[FilterRun, FilterRun, FilterRun, FilterRun]>('run_filter.py', {
       module: FILTER,
       valves,
       steps: [
@@ -189,18 +194,18 @@ t.test('Open WebUI tool and filter against a live server', { skip }, async t => 
         { kind: 'outlet', body: outletBody(answer), user, metadata: meta(chatA) }
       ]
     })
-    const system = first.body.messages[0].content
+    const system = content(first, 0)
     t.match(system, /^You are terse\.\n\n<!-- cubicle:sandbox-guide:begin -->\n<!-- This is the contents of \/home\/assistant\/README\.md/, 'the user\'s system prompt stays first')
     t.match(system, chatA)
-    t.equal(again.body.messages[0].content.split(BEGIN).length, 2, 'an earlier block is replaced, not stacked')
-    t.notMatch(again.body.messages[0].content, 'old guide')
+    t.equal(content(again, 0).split(BEGIN).length, 2, 'an earlier block is replaced, not stacked')
+    t.notMatch(content(again, 0), 'old guide')
     t.same(fresh.body.messages.map(m => m.role), ['system', 'user'], 'a system message is added when there was none')
     const base = new RegExp(`${escape(PUBLIC)}/files/${chatA}/~v1\\.f\\.[0-9]+\\.[A-Za-z0-9_-]{22}`).exec(system)?.[0] ?? ''
     t.equal(base, filesBase, 'the guide names the chat\'s files base')
     const file = await fetch(`${base}/report.md`)
     t.equal(await file.text(), '# Report\nstatus: final\n', 'a link built as the guide says downloads the file')
 
-    const [withButtons, plain] = [out1.body.messages[1].content, out1.body.messages[2].content]
+    const [withButtons, plain] = [content(out1, 1), content(out1, 2)]
     t.equal(plain, 'No files here.', 'answers without a file link are left alone')
     t.ok(withButtons.startsWith(linked) && withButtons.includes(BUTTONS))
     const preview = /\[🖥️ Open preview\]\(([^)]+)\)/.exec(withButtons)?.[1] ?? ''
@@ -216,15 +221,15 @@ t.test('Open WebUI tool and filter against a live server', { skip }, async t => 
     t.equal(Buffer.from(await zip.arrayBuffer()).subarray(0, 2).toString('latin1'), 'PK')
 
     // A second outlet (Open WebUI may run it again, e.g. on regenerate) and a fresh instance that never saw an inlet.
-    const [twice] = await py<FilterRun[]>('run_filter.py', { module: FILTER, valves, steps: [{ kind: 'outlet', body: outletBody(out1.body.messages), user, metadata: meta(chatA) }] })
+    const [twice] = await py<[FilterRun]>('run_filter.py', { module: FILTER, valves, steps: [{ kind: 'outlet', body: outletBody(out1.body.messages), user, metadata: meta(chatA) }] })
     t.same(twice.body.messages, out1.body.messages, 'the buttons are added once')
-    t.equal(twice.body.messages[1].content.split(BUTTONS).length, 2)
+    t.equal(content(twice, 1).split(BUTTONS).length, 2)
   })
 
   await t.test('the filter keeps the chat working when the server refuses it', async t => {
     const body = { messages: [{ role: 'system', content: `Mine.\n\n${BEGIN}\nstale\n<!-- cubicle:sandbox-guide:end -->` }, { role: 'user', content: 'hi' }] }
-    const [run] = await py<FilterRun[]>('run_filter.py', { module: FILTER, valves: { ...valves, API_KEY: 'wrong' }, steps: [{ kind: 'inlet', body, user, metadata: meta(chatA) }] })
-    t.equal(run.body.messages[0].content, 'Mine.', 'a stale guide is removed, the user\'s prompt kept')
-    t.match(run.events[0].data.description, /^Cubicle: sandbox guide not loaded: GET \/system-prompt answered HTTP 401 \(check the filter's API_KEY valve\)/)
+    const [run] = await py<[FilterRun]>('run_filter.py', { module: FILTER, valves: { ...valves, API_KEY: 'wrong' }, steps: [{ kind: 'inlet', body, user, metadata: meta(chatA) }] })
+    t.equal(content(run, 0), 'Mine.', 'a stale guide is removed, the user\'s prompt kept')
+    t.match(run.events[0]?.data.description, /^Cubicle: sandbox guide not loaded: GET \/system-prompt answered HTTP 401 \(check the filter's API_KEY valve\)/)
   })
 })
