@@ -32,8 +32,13 @@ export async function skillChat (t: Test, label: string): Promise<SkillChat> {
   await cleanupPrefix(t, prefix)
   const dataDir = await mkdtemp(join(tmpdir(), `${prefix}-data-`))
   const { url } = await listen(t, {
-    MCP_API_KEY: TEST_API_KEY, DATA_DIR: dataDir, SANDBOX_PREFIX: prefix, DOCKER_IMAGE: TEST_IMAGE,
-    CONTAINER_MEM_LIMIT: '1g', COMMAND_TIMEOUT: '240', ENABLE_NETWORK: 'false'
+    MCP_API_KEY: TEST_API_KEY,
+    DATA_DIR: dataDir,
+    SANDBOX_PREFIX: prefix,
+    DOCKER_IMAGE: TEST_IMAGE,
+    CONTAINER_MEM_LIMIT: '1g',
+    COMMAND_TIMEOUT: '240',
+    ENABLE_NETWORK: 'false'
   }, config => entries(config, ['mcp-transport', 'capabilities', 'sandbox-docker', 'workspace-tools']))
   const chat = `${label}-${randomBytes(3).toString('hex')}`
   const client = await connect(t, url, { Authorization: `Bearer ${TEST_API_KEY}`, 'X-Chat-Id': chat })

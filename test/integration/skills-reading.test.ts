@@ -88,7 +88,7 @@ t.test('file-reading, pdf-reading and describe-image as their SKILL.md says', ga
     const crop = commandOf(t, md, S, 'crop')
     t.match(crop, '--box 400,300,800,500 --zoom 2')
     t.match(await sh(crop), 'wrote /tmp/crop.png (800x400)', 'a 400x200 box zoomed twice')
-    const check = await sh(`python3 -c "from PIL import Image; im = Image.open('/tmp/crop.png'); print(im.size, im.convert('RGB').getpixel((400, 200)))"`)
+    const check = await sh('python3 -c "from PIL import Image; im = Image.open(\'/tmp/crop.png\'); print(im.size, im.convert(\'RGB\').getpixel((400, 200)))"')
     t.match(check, /\(800, 400\) \((19\d|20\d|21\d), (2\d|3\d|4\d), (2\d|3\d|4\d)\)/, 'the crop holds the red rectangle')
     const view = imageOf(await chat.tool('view', { path: '/tmp/crop.png', description: 'look at the crop' }))
     t.ok(view !== undefined && view.bytes.length > 100, 'view shows the crop')
