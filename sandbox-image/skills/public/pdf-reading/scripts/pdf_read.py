@@ -160,12 +160,12 @@ def cmd_tables(a):
         return
     if a.out:
         with open(a.out, 'w', newline='', encoding='utf-8') as f:
-            w = csv.writer(f)
+            w = csv.writer(f, lineterminator='\n')
             for n, (page, rows) in enumerate(found, 1):
                 w.writerow([f'# table {n} (page {page})'])
                 w.writerows(rows)
         print(f'wrote {a.out} ({len(found)} tables)')
-    w = csv.writer(sys.stdout)
+    w = csv.writer(sys.stdout, lineterminator='\n')
     for n, (page, rows) in enumerate(found, 1):
         print(f'# table {n} (page {page}, {len(rows)} rows x {len(rows[0])} columns)')
         w.writerows(rows[:a.rows])
