@@ -107,7 +107,7 @@ async function main () {
     const res = await page.goto(o.url, { waitUntil: 'load', timeout: Math.max(o.timeout, 30000) })
     console.log(`opened ${o.url} -> HTTP ${res ? res.status() : '?'}, title ${JSON.stringify(await page.title())}`)
     for (const s of o.steps) {
-      try { console.log(`ok   ${await step(page, s, o.timeout)}`) } catch (err) { // eslint-disable-line brace-style
+      try { console.log(`ok   ${await step(page, s, o.timeout)}`) } catch (err) {
         console.log(`FAIL --${s[0]} ${s[1]}: ${err.message.split('\n')[0]}`)
         failed = true
         break
