@@ -4,19 +4,30 @@ import { parseOptions } from '../../core/config.js'
 import { TierResourcesOptions } from './schemas.js'
 import { createUploadResources } from './service.js'
 import { createSkillResources } from './skills.js'
+import { createSkillWatchers } from './skill-watchers.js'
 import type {} from '../prompt-render/types.js'
+import type {} from '../user-skills/types.js'
 
 /**
  * Prompt tier 5 (surface.md §4.3): every upload of the request's chat as an MCP resource, and
  * notifications/resources/list_changed on that chat's open GET /mcp streams after each upload; and,
  * when prompt-render is loaded, the skills offered to the request's user as skill://<category>/<name>
- * (issue #16).
+ * (issue #16), with list_changed to the chats of a user whose skill set changed (a new configuration
+ * from the settings service, a user skill download that landed).
  */
 const tierResources: FastifyPluginAsync<TierResourcesOptions> = async (fastify, raw) => {
   const opts = parseOptions(TierResourcesOptions, raw, 'tier-resources')
   const { mcp, uploads } = fastify
   mcp.addResourceProvider(createUploadResources(uploads, opts))
-  if (fastify.hasDecorator('prompts')) mcp.addResourceProvider(createSkillResources(fastify.prompts))
+  if (fastify.hasDecorator('prompts')) {
+    const watchers = createSkillWatchers({ maxChats: opts.maxSkillWatchers, ttlMs: 24 * 3600_000 })
+    mcp.addResourceProvider(createSkillResources(fastify.prompts, watchers))
+    if (fastify.hasDecorator('userSkills')) {
+      fastify.userSkills.onChange(email => {
+        for (const chatId of watchers.chatsOf(email)) mcp.notifyChat(chatId, { method: 'notifications/resources/list_changed' })
+      })
+    }
+  }
   uploads.onUpload(({ chatId }) => {
     mcp.notifyChat(chatId, { method: 'notifications/resources/list_changed' })
   })

@@ -3,6 +3,7 @@ import { SANDBOX_SKILLS } from '../../core/chat-paths.js'
 import { SKILL_NAME } from '../../core/skill-front-matter.js'
 import type { ChatRequestContext, ResourceProvider } from '../mcp-transport/types.js'
 import type { PromptService, SkillCategory, SkillsRequest } from '../prompt-render/types.js'
+import type { SkillWatchers } from './skill-watchers.js'
 
 /*
  * Skills as MCP resources (issue #16, beyond the reference): every skill offered to the request's user
@@ -29,9 +30,12 @@ const who = (ctx: ChatRequestContext): SkillsRequest => ({
   ...(ctx.user.credentials !== undefined && { credentials: ctx.user.credentials })
 })
 
-export function createSkillResources (prompts: PromptService): ResourceProvider {
+/** `watchers` learns which chats of a user look at skills, for notifications/resources/list_changed. */
+export function createSkillResources (prompts: PromptService, watchers?: SkillWatchers): ResourceProvider {
+  const seen = (ctx: ChatRequestContext): void => { if (ctx.user.email !== undefined) watchers?.remember(ctx.user.email, ctx.chatId) }
   return {
     async list (ctx): Promise<Resource[]> {
+      seen(ctx)
       const skills = await prompts.skills(who(ctx))
       return skills.map(s => ({
         uri: skillUri(s.category, s.name),
@@ -45,6 +49,7 @@ export function createSkillResources (prompts: PromptService): ResourceProvider 
     async read (uri, ctx): Promise<ReadResourceResult['contents'] | undefined> {
       const location = parseSkillUri(uri)
       if (location === undefined) return undefined
+      seen(ctx)
       const text = await prompts.readSkill(location, who(ctx))
       return text === undefined ? undefined : [{ uri, mimeType: 'text/markdown', text }]
     }
