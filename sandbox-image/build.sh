@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build the sandbox image each chat runs in.
 #
-#   sandbox-image/build.sh [--target slim|full] [--tag NAME]
+#   sandbox-image/build.sh [--target slim|agents|full] [--tag NAME]
 #   sandbox-image/build.sh --base-only   (only make sure the local debootstrap
 #                                         base exists; scripts/build-server-image.sh)
 #
@@ -39,17 +39,18 @@ while [ $# -gt 0 ]; do
     *) usage >&2; die "unknown argument: $1" ;;
   esac
 done
-case "$TARGET" in slim|full) ;; *) die "--target must be slim or full, got '$TARGET'" ;; esac
+case "$TARGET" in slim|agents|full) ;; *) die "--target must be slim, agents or full, got '$TARGET'" ;; esac
 [ -n "$TAG" ] || die "empty tag"
 
 command -v docker >/dev/null 2>&1 || die "docker CLI not found (run scripts/docker-up.sh)"
 docker info >/dev/null 2>&1 || die "no Docker engine answers (run scripts/docker-up.sh)"
 
-# --- content hash: every build input (not this script or the README) + target
+# --- content hash: every file of this folder (not node_modules, which is derived, nor this script or the
+# README at its top; a README inside skills/ is a build input) + target
 build_hash() {
   (
     cd "$HERE"
-    find . -name node_modules -prune -o -type f ! -name README.md ! -name build.sh -print | LC_ALL=C sort | while IFS= read -r f; do
+    find . -name node_modules -prune -o -type f ! -path ./README.md ! -path ./build.sh -print | LC_ALL=C sort | while IFS= read -r f; do
       printf '%s %s %s\n' "$f" "$(stat -c %a "$f")" "$(sha256sum <"$f" | cut -d' ' -f1)"
     done
     printf 'target=%s\nbase=%s\n' "$TARGET" "${BASE_IMAGE:-}"
@@ -66,58 +67,40 @@ elif [ "$current" = "$HASH" ]; then
 fi
 [ "$BASE_ONLY" = 1 ] || say "building $TAG (target $TARGET, build hash $HASH)"
 
-# --- the browser CLI: npm ci on this host from the lockfile (derived, so not part of the hash)
-install_browser_cli() {
-  command -v npm >/dev/null 2>&1 || die "npm not found: the browser CLI is installed with npm ci before the image build"
-  local dir=$HERE/browser stamp
-  stamp=$(sha256sum <"$dir/package-lock.json" | cut -c1-16)
+# --- npm packages of the image: the browser CLI, the sub-agent CLIs (slim's and codex for agents/full) and
+# the office libraries for Node.js. Each DIR is installed on this host (whose npm has the registry's TLS
+# setup) into DIR/node_modules, which the Dockerfile copies, so the image build needs neither npm nor the
+# registry; no install scripts run. Then trim-node-modules.sh removes dead weight. node_modules is derived
+# from DIR/package.json, DIR/package-lock.json and trim-node-modules.sh (all in the build hash) and reused
+# while those three are unchanged (stamp DIR/node_modules/.cubicle-lock).
+# MODE ci: `npm ci`. MODE install: `npm install --no-save`, for the sub-agent lockfiles, which hold only
+# the platform packages the registry publishes for the pinned versions (npm ci refuses a lockfile that
+# lacks any optional dependency); --no-save keeps the lockfile as it is.
+install_npm_dir() {
+  local rel=$1 what=$2 mode=$3 dir=$HERE/$1 stamp
+  command -v npm >/dev/null 2>&1 || die "npm not found: $what is installed with npm before the image build"
+  stamp=$(cat "$dir/package.json" "$dir/package-lock.json" "$HERE/trim-node-modules.sh" | sha256sum | cut -c1-16)
+  stamp="$mode $stamp"
   if [ -f "$dir/node_modules/.cubicle-lock" ] && [ "$(cat "$dir/node_modules/.cubicle-lock")" = "$stamp" ]; then
-    say "browser CLI up to date (browser/node_modules)"
+    say "$what up to date ($rel/node_modules)"
     return 0
   fi
-  say "npm ci for the browser CLI (browser/package-lock.json)"
+  say "npm $mode for $what ($rel/package-lock.json)"
   rm -rf "$dir/node_modules"
-  (cd "$dir" && npm ci --omit=dev --ignore-scripts --no-audit --no-fund --loglevel=error) || die "npm ci failed in $dir"
+  case "$mode" in
+    ci) (cd "$dir" && npm ci --omit=dev --ignore-scripts --no-audit --no-fund --loglevel=error) || die "npm ci failed in $dir" ;;
+    install) (cd "$dir" && npm install --no-save --omit=dev --ignore-scripts --no-audit --no-fund --loglevel=error) || die "npm install failed in $dir" ;;
+    *) die "install_npm_dir: unknown mode $mode" ;;
+  esac
+  bash "$HERE/trim-node-modules.sh" "$dir/node_modules" || die "trim-node-modules.sh failed in $dir"
   echo "$stamp" >"$dir/node_modules/.cubicle-lock"
 }
-[ "$BASE_ONLY" = 1 ] || install_browser_cli
-
-# >>> sub-agent CLIs (issue #12) >>>
-# claude, codex and opencode from sub-agent/package-lock.json, installed on this host (whose npm has
-# the registry's TLS setup) into sub-agent/node_modules, which the Dockerfile copies. Derived from the
-# lockfile, so not part of the build hash. `npm install --no-save` instead of `npm ci`: the lockfile
-# holds only the platform packages the registry publishes for the pinned versions, and npm ci refuses
-# a lockfile that lacks any optional dependency; --no-save keeps the lockfile as it is.
-install_sub_agent_clis() {
-  command -v npm >/dev/null 2>&1 || die "npm not found: the sub-agent CLIs are installed with npm before the image build"
-  local dir=$HERE/sub-agent stamp
-  stamp=$(cat "$dir/package.json" "$dir/package-lock.json" | sha256sum | cut -c1-16)
-  if [ -f "$dir/node_modules/.cubicle-lock" ] && [ "$(cat "$dir/node_modules/.cubicle-lock")" = "$stamp" ]; then
-    say "sub-agent CLIs up to date (sub-agent/node_modules)"
-    return 0
-  fi
-  say "npm install for the sub-agent CLIs (sub-agent/package-lock.json, about 1 GB)"
-  rm -rf "$dir/node_modules"
-  (cd "$dir" && npm install --no-save --omit=dev --ignore-scripts --no-audit --no-fund --loglevel=error) || die "npm install failed in $dir"
-  echo "$stamp" >"$dir/node_modules/.cubicle-lock"
-}
-install_sub_agent_clis
-# <<< sub-agent CLIs <<<
-# --- office libraries for Node.js (issue #16): pptxgenjs, npm ci on this host like the browser CLI
-install_office_node() {
-  local dir=$HERE/office stamp
-  stamp=$(sha256sum <"$dir/package-lock.json" | cut -c1-16)
-  if [ -f "$dir/node_modules/.cubicle-lock" ] && [ "$(cat "$dir/node_modules/.cubicle-lock")" = "$stamp" ]; then
-    say "office node modules up to date (office/node_modules)"
-    return 0
-  fi
-  say "npm ci for the office libraries (office/package-lock.json)"
-  rm -rf "$dir/node_modules"
-  (cd "$dir" && npm ci --omit=dev --ignore-scripts --no-audit --no-fund --loglevel=error) || die "npm ci failed in $dir"
-  echo "$stamp" >"$dir/node_modules/.cubicle-lock"
-}
-install_office_node
-# --- end office libraries
+if [ "$BASE_ONLY" = 0 ]; then
+  install_npm_dir browser "the browser CLI" ci
+  install_npm_dir office "the office libraries for Node.js" ci
+  install_npm_dir sub-agent "the sub-agent CLIs claude and opencode" install
+  [ "$TARGET" = slim ] || install_npm_dir sub-agent/codex "the sub-agent CLI codex" install
+fi
 
 # --- base image
 make_local_base() {

@@ -2,7 +2,8 @@ import type { SubagentCli } from '../../core/config.js'
 
 /*
  * What the server knows about each sub-agent CLI: how it is named on a command line, and how it is
- * presented. The image installs the three under /usr/local/bin (sandbox-image/sub-agent).
+ * presented, and which image has it: the sandbox image installs claude and opencode under /usr/local/bin
+ * in every target; codex only in the agents and full targets (sandbox-image/README.md, issue #16).
  */
 
 export interface CliInfo {
@@ -14,12 +15,25 @@ export interface CliInfo {
   packages: readonly string[]
   /** Whether the CLI reports its cost (§8.8 supports_cost; §8.5 cost field). */
   reportsCost: boolean
+  /** Whether the default (slim) sandbox image has it; otherwise only the agents and full targets do. */
+  inSlim: boolean
 }
 
 export const CLIS: Record<SubagentCli, CliInfo> = {
-  claude: { title: 'Claude Code', bin: 'claude', packages: ['@anthropic-ai/claude-code'], reportsCost: true },
-  codex: { title: 'OpenAI Codex CLI', bin: 'codex', packages: ['@openai/codex'], reportsCost: false },
-  opencode: { title: 'opencode', bin: 'opencode', packages: ['opencode-ai'], reportsCost: true }
+  claude: { title: 'Claude Code', bin: 'claude', packages: ['@anthropic-ai/claude-code'], reportsCost: true, inSlim: true },
+  codex: { title: 'OpenAI Codex CLI', bin: 'codex', packages: ['@openai/codex'], reportsCost: false, inSlim: false },
+  opencode: { title: 'opencode', bin: 'opencode', packages: ['opencode-ai'], reportsCost: true, inSlim: true }
+}
+
+/** What a server whose DOCKER_IMAGE lacks the CLI should do: name the image target that has it. */
+export function missingCliHint (cli: SubagentCli): string {
+  const { bin } = CLIS[cli]
+  if (CLIS[cli].inSlim) {
+    return `every target of sandbox-image/build.sh (slim, agents, full) installs \`${bin}\`: rebuild the image DOCKER_IMAGE names with \`bash sandbox-image/build.sh\``
+  }
+  return `\`${bin}\` is not in the default slim image; it is in the agents image (slim + ${bin}) and the full image: ` +
+    'build it with `bash sandbox-image/build.sh --target agents --tag computer-use-sandbox:agents` and set DOCKER_IMAGE=computer-use-sandbox:agents, ' +
+    'or choose SUBAGENT_CLI=claude or opencode'
 }
 
 const RUNTIMES = new Set(['node', 'nodejs', 'bun', 'deno'])

@@ -7,6 +7,7 @@ import { EventStream, type RunOutcome } from './events.js'
 import { startRunProgress } from './progress.js'
 import { COLLECT_SCRIPT, RUN_SCRIPT, parseSetup, setupArgv, tarOf, type SandboxFile, type SetupStatus } from './setup.js'
 import { SUB_AGENT_FAILED } from './errors.js'
+import { missingCliHint } from './cli.js'
 import type { Ending } from './format.js'
 
 /*
@@ -50,7 +51,7 @@ export interface RunResult {
 const SETUP_ERRORS: Record<Exclude<SetupStatus, 'ok'>, (plan: RunPlan, detail: string) => string> = {
   'cwd-missing': p => `working_directory ${p.workingDirectory} does not exist in the sandbox (it must be an absolute path of an existing directory)`,
   'cwd-denied': p => `working_directory ${p.workingDirectory} is not accessible to the sandbox user`,
-  'cli-missing': p => `the sandbox image has no \`${p.bin}\` command (SUBAGENT_CLI=${p.cli}); build it with sandbox-image/build.sh, which installs the sub-agent CLIs`,
+  'cli-missing': p => `the sandbox image has no \`${p.bin}\` command (SUBAGENT_CLI=${p.cli}): ${missingCliHint(p.cli)}`,
   'setup-failed': (_p, d) => `could not prepare the run directory in the sandbox${d !== '' ? `: ${d}` : ''}`
 }
 

@@ -18,9 +18,11 @@ import type { Entry } from '../../core/app.js'
 import { entries } from '../../fastify.config.js'
 import { listen } from '../helper.js'
 import { connect } from '../fixtures/mcp-probe.js'
-import { removeByPrefix, TEST_IMAGE } from './docker.js'
+import { dockerOrSkip, removeByPrefix, TEST_IMAGE, testDockerClient } from './docker.js'
 
 export const MOCK_PORT = 4010
+/** The image with codex, which slim leaves out for its size (issue #16): build.sh's agents target (slim + codex). */
+export const AGENTS_IMAGE = process.env.AGENTS_IMAGE ?? 'computer-use-sandbox:agents'
 export const MOCK_URL = `http://127.0.0.1:${MOCK_PORT}`
 const MOCK_SCRIPT = fileURLToPath(new URL('../fixtures/mock-llm/server.mjs', import.meta.url))
 
@@ -57,13 +59,26 @@ export const ALL_CREDENTIALS: Record<string, string> = {
   VISION_API_KEY: ''
 }
 
+/** dockerOrSkip for the codex runs: also needs AGENTS_IMAGE (skips loudly; an error under REQUIRE_DOCKER=1). */
+export async function agentsImageOrSkip (): Promise<{ skip: string | false }> {
+  const base = await dockerOrSkip()
+  if (base.skip !== false) return base
+  const client = testDockerClient()
+  try {
+    if (await client.imageId(AGENTS_IMAGE) !== null) return base
+  } finally { client.close() }
+  const reason = `sandbox image ${AGENTS_IMAGE} (slim + codex) is missing (bash sandbox-image/build.sh --target agents --tag ${AGENTS_IMAGE})`
+  if (process.env.REQUIRE_DOCKER === '1') throw new Error(`REQUIRE_DOCKER=1: ${reason}`)
+  return { skip: reason }
+}
+
 export function subAgentManifest (config: AppConfig): Entry[] {
   return entries(config, ['mcp-transport', 'capabilities', 'sandbox-docker', 'workspace-tools', 'runtime-cli', 'sub-agent', 'prompt-render'])
 }
 
 export interface SubAgentApp { app: FastifyInstance, url: string, prefix: string, dataDir: string }
 
-/** Boots the app for one CLI on its own SANDBOX_PREFIX and DATA_DIR; teardown removes everything. */
+/** Boots the app for one CLI on its own SANDBOX_PREFIX and DATA_DIR (codex on AGENTS_IMAGE); teardown removes everything. */
 export async function subAgentApp (t: Test, cli: string, env: Record<string, string> = {}): Promise<SubAgentApp> {
   const prefix = `sa-${randomBytes(4).toString('hex')}`
   const dataDir = await mkdtemp(join(tmpdir(), 'sa-data-'))
@@ -74,7 +89,7 @@ export async function subAgentApp (t: Test, cli: string, env: Record<string, str
   const { app, url } = await listen(t, {
     SANDBOX_PREFIX: prefix,
     DATA_DIR: dataDir,
-    DOCKER_IMAGE: TEST_IMAGE,
+    DOCKER_IMAGE: cli === 'codex' ? AGENTS_IMAGE : TEST_IMAGE,
     ENABLE_NETWORK: 'false',
     SUBAGENT_CLI: cli,
     PROGRESS_INTERVAL_SECONDS: '5',

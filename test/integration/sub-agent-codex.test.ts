@@ -1,10 +1,12 @@
 // issue #12: sub_agent with the real codex CLI (OpenAI Codex) in a real sandbox, against the mock LLM (Responses API).
 import t from 'tap'
-import { dockerOrSkip } from './docker.js'
-import { bash, chatClient, mockRequests, scripted, sessionOf, startMock, subAgent, subAgentApp, waitFor } from './sub-agent-app.js'
+import { dockerOrSkip, TEST_IMAGE } from './docker.js'
+import { agentsImageOrSkip, bash, chatClient, mockRequests, scripted, sessionOf, startMock, subAgent, subAgentApp, waitFor } from './sub-agent-app.js'
 import { checkProgress, checkStopPaths, CREDENTIAL_ROWS, envNames } from './sub-agent-checks.js'
 
-const gate = await dockerOrSkip()
+// codex is not in the default slim image (issue #16): its runs use the agents image (slim + codex).
+const gate = await agentsImageOrSkip()
+const slimGate = await dockerOrSkip()
 const agentCalls = async (c: Parameters<typeof mockRequests>[0]): Promise<Array<Record<string, unknown>>> =>
   (await mockRequests(c)).filter(r => r.path === '/v1/responses' && r.method === 'POST')
 
@@ -67,4 +69,20 @@ t.test('sub_agent runs codex in the chat sandbox (issue #12)', gate, async t => 
   })
 
   await checkStopPaths(t, { cli: 'codex', app, client: c, chatId: 'sa-codex', processName: /(^|\/)codex /, waitFor })
+})
+
+// issue #16: the default image has no codex; the tool says which image to build and set instead of failing obscurely.
+t.test('on the slim image SUBAGENT_CLI=codex answers with the image that has codex', slimGate, async t => {
+  const { url } = await subAgentApp(t, 'codex', { DOCKER_IMAGE: TEST_IMAGE })
+  const c = await chatClient(t, url, 'sa-codex-slim')
+  if ((await bash(c, 'command -v codex || echo none')).trim() !== 'none') {
+    t.comment(`SKIPPED: the image under test has codex (DOCKER_IMAGE=${process.env.DOCKER_IMAGE ?? ''}); this check is for slim`)
+    return
+  }
+  const call = await subAgent(c, { task: 'say hello' })
+  t.equal(call.result.isError, true, 'the call is an error')
+  t.match(call.text, 'the sandbox image has no `codex` command (SUBAGENT_CLI=codex)')
+  t.match(call.text, 'bash sandbox-image/build.sh --target agents --tag computer-use-sandbox:agents')
+  t.match(call.text, 'DOCKER_IMAGE=computer-use-sandbox:agents')
+  t.equal((await bash(c, 'command -v claude opencode | wc -l')).trim(), '2', 'slim has claude and opencode')
 })
