@@ -1,7 +1,7 @@
 import Docker from 'dockerode'
-import { adapterContext, CALL_TIMEOUT_MS } from './docker-context.js'
+import { adapterContext, DEFAULT_ENGINE_LIMITS, type EngineLimits } from './docker-context.js'
 import { createAgent, parseDockerHost } from './docker-endpoint.js'
-import { toDockerError } from './docker-error.js'
+import type { DockerError } from './docker-error.js'
 import { execCalls } from './docker-exec-calls.js'
 import { createMonitorClient } from './docker-monitor.js'
 import { objectCalls } from './docker-objects.js'
@@ -17,52 +17,62 @@ import type { DockerClient } from './docker-types.js'
  * process open.
  */
 
-export { DockerError, toDockerError } from './docker-error.js'
+export { DockerError, toDockerError, transient } from './docker-error.js'
+export { DEFAULT_ENGINE_LIMITS, type EngineLimits } from './docker-context.js'
 export type { ContainerDetails, ContainerSummary, DockerClient, ExecHandle, ExecSpec, ExecState, NetworkInfo, VolumeSummary } from './docker-types.js'
 
-export function createDockerClient (host: string): DockerClient {
+/** Resolves when the request succeeded or the engine answered one of `statuses` (the state asked for holds already). */
+async function absorb (request: Promise<unknown>, statuses: number[]): Promise<void> {
+  try { await request } catch (err) {
+    if (statuses.includes((err as DockerError).statusCode ?? 0)) return
+    throw err
+  }
+}
+
+/**
+ * `limits` bounds how much work the engine gets at once (docker-context.ts; tests tighten them).
+ * Every request is queued in its lane, bounded in time, and retried when idempotent and the engine
+ * was merely busy.
+ */
+export function createDockerClient (host: string, limits: Partial<EngineLimits> = {}): DockerClient {
   const endpoint = parseDockerHost(host)
   const agent = createAgent(endpoint)
   const docker = new Docker({ ...endpoint.docker, ...(agent === undefined ? {} : { agent }) } as Docker.DockerOptions)
-  const ctx = adapterContext(docker)
-  const { opt, signal, call } = ctx
+  const ctx = adapterContext(docker, { ...DEFAULT_ENGINE_LIMITS, ...limits })
+  const { run } = ctx
 
   return {
-    ...createMonitorClient(docker, CALL_TIMEOUT_MS),
+    ...createMonitorClient(docker, ctx.limits.callTimeoutMs),
     ...objectCalls(ctx),
     ...execCalls(ctx),
 
     async ping (timeoutMs = 2000) {
-      await call('ping', async () => await (docker.ping as (o: {}) => Promise<unknown>).call(docker, opt({}, timeoutMs)))
+      // Unqueued: a health probe must not wait behind sandbox work.
+      await run('read', 'ping', async s => await (docker.ping as (o: {}) => Promise<unknown>).call(docker, { abortSignal: s }), { ungated: true, timeoutMs })
     },
 
     async createContainer (config) {
       try {
-        const c = await docker.createContainer({ ...config, abortSignal: signal() } as Docker.ContainerCreateOptions)
+        // A retried create whose first attempt went through answers 409: the caller adopts it.
+        const c = await run('lifecycle', 'container create', async s => await docker.createContainer({ ...config, abortSignal: s } as Docker.ContainerCreateOptions), { retry: true })
         return { id: c.id }
       } catch (err) {
-        const e = toDockerError(err, 'container create')
-        if (e.statusCode === 409) return 'conflict'
-        throw e
+        if ((err as DockerError).statusCode === 409) return 'conflict'
+        throw err
       }
     },
 
     async startContainer (id) {
-      try {
-        await docker.getContainer(id).start(opt())
-      } catch (err) {
-        const e = toDockerError(err, 'container start')
-        if (e.statusCode === 304) return
-        throw e
-      }
+      await absorb(run('lifecycle', 'container start', async s => await docker.getContainer(id).start({ abortSignal: s }), { retry: true }), [304])
     },
 
     async stopContainer (id, graceSeconds) {
       try {
-        await docker.getContainer(id).stop(opt({ t: graceSeconds }, (graceSeconds + 30) * 1000))
+        await run('lifecycle', 'container stop', async s => await docker.getContainer(id).stop({ t: graceSeconds, abortSignal: s }),
+          { retry: true, timeoutMs: (graceSeconds + 30) * 1000 })
         return true
       } catch (err) {
-        const e = toDockerError(err, 'container stop')
+        const e = err as DockerError
         if (e.statusCode === 304) return true
         if (e.statusCode === 404) return false
         throw e
@@ -70,20 +80,14 @@ export function createDockerClient (host: string): DockerClient {
     },
 
     async killContainer (id) {
-      try {
-        await docker.getContainer(id).kill(opt())
-      } catch (err) {
-        const e = toDockerError(err, 'container kill')
-        if (e.statusCode === 404 || e.statusCode === 409 || e.statusCode === 304) return
-        throw e
-      }
+      await absorb(run('lifecycle', 'container kill', async s => await docker.getContainer(id).kill({ abortSignal: s }), { retry: true }), [404, 409, 304])
     },
 
     async removeContainer (id) {
       try {
-        await docker.getContainer(id).remove(opt({ force: true, v: false }, 60_000))
+        await run('lifecycle', 'container remove', async s => await docker.getContainer(id).remove({ force: true, v: false, abortSignal: s }), { retry: true, timeoutMs: 60_000 })
       } catch (err) {
-        const e = toDockerError(err, 'container remove')
+        const e = err as DockerError
         // 404: already gone; 409 "removal already in progress" ends in the same state.
         if (e.statusCode === 404 || (e.statusCode === 409 && /in progress/i.test(e.message))) return
         throw e
@@ -93,11 +97,10 @@ export function createDockerClient (host: string): DockerClient {
     async inspectContainer (idOrName) {
       let info: Docker.ContainerInspectInfo
       try {
-        info = await docker.getContainer(idOrName).inspect(opt())
+        info = await run('read', 'container inspect', async s => await docker.getContainer(idOrName).inspect({ abortSignal: s }), { retry: true, dedupKey: `inspect\u0000${idOrName}` })
       } catch (err) {
-        const e = toDockerError(err, 'container inspect')
-        if (e.statusCode === 404) return null
-        throw e
+        if ((err as DockerError).statusCode === 404) return null
+        throw err
       }
       return {
         id: info.Id,
@@ -120,7 +123,8 @@ export function createDockerClient (host: string): DockerClient {
     },
 
     async listContainers (labelFilters) {
-      const list = await call('container list', async () => await docker.listContainers(opt({ all: true, filters: { label: labelFilters } })))
+      const list = await run('read', 'container list', async s => await docker.listContainers({ all: true, filters: { label: labelFilters }, abortSignal: s }),
+        { retry: true, dedupKey: `list\u0000${JSON.stringify(labelFilters)}` })
       return list.map(c => ({
         id: c.Id,
         name: (c.Names[0] ?? '').replace(/^\//, ''),

@@ -25,37 +25,45 @@ function tarOneFile (path: string, content: Buffer, mode: number, uid: number, g
   })
 }
 
-export function execCalls ({ docker, opt, signal, call }: AdapterContext): ExecCalls {
+export function execCalls ({ docker, lanes, run }: AdapterContext): ExecCalls {
   return {
     async exec (containerId, spec) {
-      const exec = await call('exec create', async () => await docker.getContainer(containerId).exec({
-        Cmd: spec.argv,
-        User: spec.user,
-        WorkingDir: spec.cwd,
-        Env: spec.env,
-        AttachStdin: spec.stdin === true,
-        AttachStdout: true,
-        AttachStderr: true,
-        Tty: spec.tty === true,
-        abortSignal: signal()
-      }))
-      const socket = await call('exec start', async () => await exec.start({ hijack: true, stdin: spec.stdin === true, Detach: false, Tty: spec.tty === true }))
-      return { id: exec.id, socket: socket as unknown as Duplex }
+      // One exec slot for the set-up (create + start); the stream itself runs outside the lane.
+      const admission = { deadline: spec.deadline, signal: spec.signal }
+      const release = await lanes.exec.acquire(admission)
+      try {
+        // An exec that was created but never started is inert: creating again is safe.
+        const exec = await run('exec', 'exec create', async s => await docker.getContainer(containerId).exec({
+          Cmd: spec.argv,
+          User: spec.user,
+          WorkingDir: spec.cwd,
+          Env: spec.env,
+          AttachStdin: spec.stdin === true,
+          AttachStdout: true,
+          AttachStderr: true,
+          Tty: spec.tty === true,
+          abortSignal: s
+        }), { ...admission, ungated: true, retry: true })
+        const socket = await run('exec', 'exec start', async () => await exec.start({ hijack: true, stdin: spec.stdin === true, Detach: false, Tty: spec.tty === true }),
+          { ...admission, ungated: true })
+        return { id: exec.id, socket: socket as unknown as Duplex }
+      } finally { release() }
     },
 
     async execInspect (execId) {
-      const info = await call('exec inspect', async () => await docker.getExec(execId).inspect(opt()))
+      const info = await run('read', 'exec inspect', async s => await docker.getExec(execId).inspect({ abortSignal: s } as {}), { retry: true, dedupKey: `exec\u0000${execId}` })
       return { running: info.Running, exitCode: info.Running ? null : (info.ExitCode ?? null), pid: info.Pid }
     },
 
     async execResize (execId, cols, rows) {
-      await call('exec resize', async () => await docker.getExec(execId).resize({ w: cols, h: rows } as {}))
+      await run('read', 'exec resize', async () => await docker.getExec(execId).resize({ w: cols, h: rows } as {}), { ungated: true })
     },
 
     async putFile (containerId, path, content, mode, uid, gid) {
       const dir = path.slice(0, path.lastIndexOf('/')) || '/'
       const archive = await tarOneFile(path, content, mode, uid, gid)
-      await call(`put archive ${dir}`, async () => await docker.getContainer(containerId).putArchive(archive, { path: dir, abortSignal: signal(120_000) }))
+      // Idempotent: the same archive written again ends in the same file.
+      await run('exec', `put archive ${dir}`, async s => await docker.getContainer(containerId).putArchive(archive, { path: dir, abortSignal: s }), { retry: true, timeoutMs: 120_000 })
     }
   }
 }

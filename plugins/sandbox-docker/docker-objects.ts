@@ -1,5 +1,5 @@
 import type Docker from 'dockerode'
-import { DockerError, toDockerError } from './docker-error.js'
+import { DockerError } from './docker-error.js'
 import type { AdapterContext } from './docker-context.js'
 import type { DockerClient, NetworkInfo } from './docker-types.js'
 
@@ -11,10 +11,10 @@ type ObjectCalls = Pick<DockerClient, 'imageId' | 'ensureNetwork' | 'createVolum
 
 interface RawNetwork { Id: string, Internal?: boolean, Options?: Record<string, string>, IPAM?: { Config?: Array<{ Gateway?: string, Subnet?: string }> } }
 
-export function objectCalls ({ docker, opt, signal, call }: AdapterContext): ObjectCalls {
+export function objectCalls ({ docker, run }: AdapterContext): ObjectCalls {
   const describeNetwork = async (name: string): Promise<NetworkInfo | null> => {
     try {
-      const n = await docker.getNetwork(name).inspect() as unknown as RawNetwork
+      const n = await run('read', `network inspect ${name}`, async () => await docker.getNetwork(name).inspect(), { retry: true }) as unknown as RawNetwork
       const v4 = (n.IPAM?.Config ?? []).find(c => c.Subnet !== undefined && !c.Subnet.includes(':'))
       return {
         id: n.Id,
@@ -24,21 +24,19 @@ export function objectCalls ({ docker, opt, signal, call }: AdapterContext): Obj
         bridge: n.Options?.['com.docker.network.bridge.name'] ?? `br-${n.Id.slice(0, 12)}`
       }
     } catch (err) {
-      const e = toDockerError(err, `network inspect ${name}`)
-      if (e.statusCode === 404) return null
-      throw e
+      if ((err as DockerError).statusCode === 404) return null
+      throw err
     }
   }
 
   return {
     async imageId (image) {
       try {
-        const info = await docker.getImage(image).inspect(opt())
+        const info = await run('read', `image inspect ${image}`, async s => await docker.getImage(image).inspect({ abortSignal: s } as {}), { retry: true, dedupKey: `image\u0000${image}` })
         return info.Id
       } catch (err) {
-        const e = toDockerError(err, `image inspect ${image}`)
-        if (e.statusCode === 404) return null
-        throw e
+        if ((err as DockerError).statusCode === 404) return null
+        throw err
       }
     },
 
@@ -46,7 +44,7 @@ export function objectCalls ({ docker, opt, signal, call }: AdapterContext): Obj
       const existing = await describeNetwork(name)
       if (existing !== null) return { ...existing, result: 'exists' }
       try {
-        await docker.createNetwork({
+        await run('lifecycle', `network create ${name}`, async s => await docker.createNetwork({
           Name: name,
           Driver: 'bridge',
           CheckDuplicate: true,
@@ -54,11 +52,10 @@ export function objectCalls ({ docker, opt, signal, call }: AdapterContext): Obj
           Attachable: false,
           Labels: labels,
           Options: { 'com.docker.network.bridge.enable_icc': 'false' },
-          abortSignal: signal()
-        } as Docker.NetworkCreateOptions)
+          abortSignal: s
+        } as Docker.NetworkCreateOptions), { retry: true })
       } catch (err) {
-        const e = toDockerError(err, `network create ${name}`)
-        if (e.statusCode !== 409) throw e
+        if ((err as DockerError).statusCode !== 409) throw err
       }
       const created = await describeNetwork(name)
       if (created === null) throw new DockerError(`network ${name} vanished after creation`, 404, false)
@@ -66,36 +63,34 @@ export function objectCalls ({ docker, opt, signal, call }: AdapterContext): Obj
     },
 
     async createVolume (name, labels) {
-      await call(`volume create ${name}`, async () => await docker.createVolume(opt({ Name: name, Labels: labels })))
+      await run('lifecycle', `volume create ${name}`, async s => await docker.createVolume({ Name: name, Labels: labels, abortSignal: s } as {}), { retry: true })
     },
 
     async listVolumes (labelFilters) {
-      const res = await call('volume list', async () => await docker.listVolumes(opt({ filters: { label: labelFilters } })))
+      const res = await run('read', 'volume list', async s => await docker.listVolumes({ filters: { label: labelFilters }, abortSignal: s } as {}), { retry: true })
       return (res.Volumes ?? []).map(v => ({ name: v.Name, labels: v.Labels ?? {}, createdAt: (v as { CreatedAt?: string }).CreatedAt }))
     },
 
     async removeVolume (name) {
       try {
-        await docker.getVolume(name).remove(opt())
+        await run('lifecycle', `volume remove ${name}`, async s => await docker.getVolume(name).remove({ abortSignal: s } as {}), { retry: true })
       } catch (err) {
-        const e = toDockerError(err, `volume remove ${name}`)
-        if (e.statusCode === 404) return
-        throw e
+        if ((err as DockerError).statusCode === 404) return
+        throw err
       }
     },
 
     async listNetworks (labelFilters) {
-      const list = await call('network list', async () => await docker.listNetworks(opt({ filters: { label: labelFilters } })))
+      const list = await run('read', 'network list', async s => await docker.listNetworks({ filters: { label: labelFilters }, abortSignal: s } as {}), { retry: true })
       return list.map(n => ({ id: n.Id, name: n.Name }))
     },
 
     async removeNetwork (idOrName) {
       try {
-        await docker.getNetwork(idOrName).remove(opt())
+        await run('lifecycle', 'network remove', async s => await docker.getNetwork(idOrName).remove({ abortSignal: s } as {}), { retry: true })
       } catch (err) {
-        const e = toDockerError(err, 'network remove')
-        if (e.statusCode === 404) return
-        throw e
+        if ((err as DockerError).statusCode === 404) return
+        throw err
       }
     }
   }

@@ -54,6 +54,10 @@ export interface ExecSpec {
   /** attach stdin (the returned socket is writable; end() closes the process's stdin) */
   stdin?: boolean
   tty?: boolean
+  /** the caller's cancellation: also ends the wait for an exec slot (issue #11) */
+  signal?: AbortSignal
+  /** absolute deadline (ms, Date.now clock) for the wait and the set-up: the caller's own timeout */
+  deadline?: number
 }
 
 /** A started exec: the raw hijacked connection (Docker's multiplexed frames unless tty). */

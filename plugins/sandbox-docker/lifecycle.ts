@@ -6,7 +6,7 @@ import { buildContainerConfig, configDrift, SANDBOX_USER, type MountSpec } from 
 import { chownOutputs, exists, prepareChatDirs, removeChatDir } from './data-dirs.js'
 import { extraMounts } from './extra-mounts.js'
 import { isQuotaRefusal, quotaOutcome, settingsWithQuota } from './disk-quota.js'
-import type { ContainerDetails, DockerError } from './docker-client.js'
+import { transient, type ContainerDetails, type DockerError } from './docker-client.js'
 import { SANDBOX_CREATE_TIMEOUT, SANDBOX_DOCKER_UNAVAILABLE, SANDBOX_FAILED, SANDBOX_IMAGE_MISSING } from './errors.js'
 import { rawExec } from './exec.js'
 import { reserveSlot } from './reaper.js'
@@ -120,8 +120,8 @@ async function startStopped (reg: Registry, entry: Entry, existing: ContainerDet
     await reg.docker.startContainer(existing.id)
     return existing
   } catch (err) {
-    const e = err as DockerError
-    if (e.unavailable) throw err
+    // An engine that is gone or busy said nothing about the container: never remove it for that.
+    if (transient(err)) throw err
     reg.log.warn({ chat: names.key, err: describe(err) }, 'starting the stopped sandbox failed; recreating it (volume and data kept)')
     await reg.docker.removeContainer(existing.id)
     return null
@@ -153,7 +153,8 @@ async function create (reg: Registry, entry: Entry, user: RequestUser | undefine
   try {
     await reg.docker.startContainer(created.id)
   } catch (err) {
-    if ((err as DockerError).unavailable) throw err
+    // Busy or gone: the created container stays, the next ensure() starts it (issue #11).
+    if (transient(err)) throw err
     reg.log.error({ chat: entry.names.key, err: describe(err) }, 'a new sandbox did not start; removing it')
     await reg.docker.removeContainer(created.id).catch(() => {})
     throw new SANDBOX_FAILED('see the server log')
@@ -177,11 +178,17 @@ async function createOnce (reg: Registry, config: ReturnType<typeof buildContain
   }
 }
 
-/** Ready when an exec succeeds (≤ readyTimeoutMs); the probe also removes a stale opencode auth.json and reports the uid/gid. */
+/**
+ * Ready when an exec succeeds (≤ readyTimeoutMs of the engine's answers: time an attempt spent on a
+ * busy engine is added back, up to the create timeout; issue #11); the probe also removes a stale
+ * opencode auth.json and reports the uid/gid.
+ */
 async function waitReady (reg: Registry, entry: Entry): Promise<{ uid: number, gid: number } | null> {
-  const deadline = Date.now() + reg.opts.readyTimeoutMs
+  let deadline = Date.now() + reg.opts.readyTimeoutMs
+  const cap = Date.now() + Math.max(reg.opts.readyTimeoutMs, reg.opts.createTimeoutS * 1000)
   let lastError: unknown
   while (true) {
+    const at = Date.now()
     try {
       const r = await rawExec(reg, entry.containerId ?? '', READY_PROBE, { user: SANDBOX_USER, timeoutMs: 5000 }, undefined, false)
       const [uid, gid] = r.stdout.toString('utf8').trim().split('\n').map(Number)
@@ -189,7 +196,12 @@ async function waitReady (reg: Registry, entry: Entry): Promise<{ uid: number, g
       if (r.exitCode === 0) return null
       lastError = new Error(`ready probe exited with ${String(r.exitCode)}`)
     } catch (err) {
-      if ((err as DockerError).unavailable) throw err
+      const e = err as DockerError
+      if (e.unavailable) throw err
+      if (e.busy) {
+        if (Date.now() >= cap) throw err
+        deadline = Math.min(cap, deadline + (Date.now() - at))
+      }
       lastError = err
     }
     if (Date.now() >= deadline) {

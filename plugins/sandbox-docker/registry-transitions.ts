@@ -1,5 +1,5 @@
 import { DockerError } from './docker-client.js'
-import { SANDBOX_DOCKER_UNAVAILABLE, SANDBOX_FAILED, SANDBOX_NOT_RUNNING } from './errors.js'
+import { SANDBOX_DOCKER_UNAVAILABLE, SANDBOX_ENGINE_BUSY, SANDBOX_FAILED, SANDBOX_NOT_RUNNING } from './errors.js'
 import { changed, entryOf, withLock, type Entry, type Registry } from './registry.js'
 import type { SandboxInfo, StopReason } from './types.js'
 
@@ -72,8 +72,17 @@ export async function stopEntry (reg: Registry, entry: Entry, reason: StopReason
   notifyStop(reg, entry, reason)
 }
 
+/**
+ * An adapter error as the contract's coded error: the engine gone (unavailable), the engine alive but
+ * too busy to answer in time (retriable, engine-neutral: issue #11), or a failure logged in full and
+ * reported by reference.
+ */
 export function mapError (reg: Registry, err: unknown): Error {
   if (err instanceof DockerError) {
+    if (err.busy) {
+      reg.log.warn({ err: describe(err) }, 'the engine is busy; the call was refused for the caller to retry')
+      return new SANDBOX_ENGINE_BUSY()
+    }
     if (err.unavailable) {
       reg.dockerUp = false
       return new SANDBOX_DOCKER_UNAVAILABLE()
