@@ -216,13 +216,12 @@ export async function waitReady (reg: Registry, entry: Entry): Promise<{ uid: nu
     } catch (err) {
       const e = err as DockerError
       if (e.unavailable) throw err
-      if (e.busy) {
-        if (Date.now() >= cap) throw err
-        deadline = Math.min(cap, deadline + (Date.now() - at))
-      }
+      // A busy engine says nothing about the sandbox: keep trying up to the cap, then report busy.
+      if (e.busy) deadline = Math.min(cap, Math.max(deadline + (Date.now() - at), Date.now() + 200))
       lastError = err
     }
     if (Date.now() >= deadline) {
+      if ((lastError as DockerError | undefined)?.busy === true) throw lastError
       reg.log.error({ chat: entry.names.key, err: describe(lastError) }, 'sandbox did not become ready')
       throw new SANDBOX_FAILED('it did not become ready')
     }
