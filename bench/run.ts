@@ -12,6 +12,9 @@
  *       listings ÷ one uncached walk (single flight: ≈ 1 plus transfer, would be ≈ 100 without), RSS
  *   (f) CDP Runtime.evaluate through the bridge ÷ a direct CDP connection inside the sandbox  goal ≤ 1.5;
  *       screencast frames per second delivered to a viewer for an animating page             goal ≥ 10
+ *   (h) 100 chats × 10 calls concurrently (issue #11): errors by message (goal 0), containers (100), p50/p99
+ *       (goal ≤ 2 s), wall, server RSS at 100 live chats (goal ≤ 150 MiB) with its heap/external split,
+ *       and the log lines of any "internal error (ref …)" answer
  *   (g) terminal keystroke echo through the WebSocket ÷ a direct `docker exec -it` TTY relay of the
  *       same tmux session, p50 and p99                                                        goal ≤ 1.2
  */
@@ -35,7 +38,7 @@ const PREFIX = `bench${process.pid % 10000}`
 const PORT = 18000 + (process.pid % 1000)
 const BASE = `http://127.0.0.1:${PORT}`
 const docker = new Docker()
-// BENCH_ONLY=e,f,g runs those sections alone (after (d)); 'a' runs (a)–(c); empty runs everything.
+// BENCH_ONLY=e,f,g,h runs those sections alone (after (d)); 'a' runs (a)–(c); empty runs everything.
 const ONLY = (process.env.BENCH_ONLY ?? '').split(',').map(x => x.trim()).filter(Boolean)
 const want = (section: string): boolean => ONLY.length === 0 || ONLY.includes(section)
 
@@ -49,11 +52,18 @@ function rssMiB (pid: number): number {
   return Number(m?.[1] ?? 0) / 1024
 }
 
+/** The server's log (warn and up): scanned for the refs of internal errors; kept after the run. */
+const serverLog = join(tmpdir(), `cubicle-bench-${PREFIX}.log`)
+/** Where bench/memory-probe.ts writes the server's memory split. */
+let memoryFile = ''
+
 async function startServer (dataDir: string): Promise<ChildProcess> {
-  const child = spawn(process.execPath, ['--import=tsx', 'core/server.ts'], {
+  memoryFile = join(dataDir, 'memory.json')
+  const log = openSync(serverLog, 'w')
+  const child = spawn(process.execPath, ['--import=tsx', '--import=./bench/memory-probe.ts', 'core/server.ts'], {
     cwd: root,
-    stdio: ['ignore', 'ignore', 'inherit'],
-    env: { ...process.env, PORT: String(PORT), HOST: '127.0.0.1', DATA_DIR: dataDir, SANDBOX_PREFIX: PREFIX, LOG_LEVEL: 'warn', MAX_RUNNING_SANDBOXES: '0', DOCKER_IMAGE: IMAGE, PUBLIC_BASE_URL: BASE }
+    stdio: ['ignore', log, log],
+    env: { ...process.env, BENCH_MEMORY_FILE: memoryFile, PORT: String(PORT), HOST: '127.0.0.1', DATA_DIR: dataDir, SANDBOX_PREFIX: PREFIX, LOG_LEVEL: 'warn', MAX_RUNNING_SANDBOXES: '0', DOCKER_IMAGE: IMAGE, PUBLIC_BASE_URL: BASE }
   })
   // Up to 60 s: a loaded machine boots the server slowly.
   for (let i = 0; i < 300; i++) {
@@ -311,6 +321,81 @@ async function benchTerminal (): Promise<string> {
     `p50 ${(s50 / d50).toFixed(2)}, p99 ${(s99 / d99).toFixed(2)} (goal ≤ 1.2; ${KEYS} keys each)`
 }
 
+/** The server's own memory split (bench/memory-probe.ts, on SIGUSR2): RSS, heap by space, external, handles. */
+async function memorySplit (server: ChildProcess): Promise<string> {
+  rmSync(memoryFile, { force: true })
+  server.kill('SIGUSR2')
+  for (let i = 0; i < 600; i++) {
+    try {
+      const m = JSON.parse(readFileSync(memoryFile, 'utf8')) as { rss: number, heapUsed: number, heapTotal: number, external: number, arrayBuffers: number, spaces: Record<string, number>, snapshot: string | null, handles: number }
+      const mib = (n: number): string => (n / 1048576).toFixed(0)
+      const spaces = Object.entries(m.spaces).sort((a, b) => b[1] - a[1]).slice(0, 3).map(([name, v]) => `${name} ${mib(v)}`).join(', ')
+      return `RSS ${mib(m.rss)}: JS heap used ${mib(m.heapUsed)} of ${mib(m.heapTotal)} MiB [${spaces}], external ${mib(m.external)} (array buffers ${mib(m.arrayBuffers)}), ` +
+        `handles ${m.handles}${m.snapshot === null ? '' : `, heap snapshot ${m.snapshot}`}`
+    } catch {}
+    await new Promise(resolve => setTimeout(resolve, 100))
+  }
+  return 'no memory report'
+}
+
+/** Log lines (message and first stack frames) of the internal-error refs the load saw. */
+function internalErrorTrace (refs: string[]): string[] {
+  if (refs.length === 0) return []
+  const lines = readFileSync(serverLog, 'utf8').split('\n')
+  return refs.slice(0, 5).map(ref => {
+    const line = lines.find(l => l.includes(`"reqId":"${ref}"`) && l.includes('tool failed unexpectedly'))
+    if (line === undefined) return `    ref ${ref}: no log line in ${serverLog}`
+    const err = (JSON.parse(line) as { err?: { message?: string, stack?: string } }).err
+    return `    ref ${ref}: ${(err?.stack ?? err?.message ?? line).split('\n').slice(0, 6).join(' | ')}`
+  })
+}
+
+/** (c)/(h): `chats` chats at once, each making `calls` bash_tool calls in a row; every failure is counted by message. */
+async function benchLoad (server: ChildProcess, label: string, chats: number, calls: number): Promise<string> {
+  const rssBefore = rssMiB(server.pid!)
+  const failures = new Map<string, number>()
+  const refs: string[] = []
+  const fail = (message: string): void => {
+    const ref = /internal error \(ref ([^)]+)\)/.exec(message)?.[1]
+    if (ref !== undefined) refs.push(ref)
+    const key = message.replace(/\(ref [^)]+\)/, '(ref …)').slice(0, 120)
+    failures.set(key, (failures.get(key) ?? 0) + 1)
+  }
+  const latencies: number[] = []
+  let peakRss = rssBefore
+  const sampler = setInterval(() => { peakRss = Math.max(peakRss, rssMiB(server.pid!)) }, 200)
+  const t0 = now()
+  await Promise.all(Array.from({ length: chats }, async (_, chat) => {
+    const c = await client(`bench-${label}-${chat}`)
+    for (let call = 0; call < calls; call++) {
+      const s = now()
+      try {
+        const out = await bash(c, `echo ${chat}-${call}`)
+        if (out !== `${chat}-${call}\n`) fail(`wrong output: ${out.slice(0, 60)}`)
+      } catch (err) { fail(err instanceof Error ? err.message : String(err)) }
+      latencies.push(now() - s)
+    }
+    await c.close()
+  }))
+  clearInterval(sampler)
+  const wall = now() - t0
+  // Every chat's sandbox is still running here: the RSS of `chats` live chats after the load settled.
+  await new Promise(resolve => setTimeout(resolve, 2000))
+  const rssLive = rssMiB(server.pid!)
+  const split = await memorySplit(server)
+  const created = (await docker.listContainers({ all: true, filters: { label: [`cu.prefix=${PREFIX}`] } }))
+    .filter(c => c.Labels['cu.chat-id']?.startsWith(`bench-${label}-`) === true).length
+  // The next scenario starts without these sandboxes (the server finds them gone and does not mind).
+  await Promise.all((await docker.listContainers({ all: true, filters: { label: [`cu.prefix=${PREFIX}`] } }))
+    .filter(c => c.Labels['cu.chat-id']?.startsWith(`bench-${label}-`) === true)
+    .map(async c => await docker.getContainer(c.Id).remove({ force: true }).catch(() => {})))
+  const errors = [...failures.values()].reduce((a, b) => a + b, 0)
+  const byMessage = [...failures].sort((a, b) => b[1] - a[1]).map(([m, n]) => `    ${n} × ${m}`)
+  return [`(${label}) ${chats}×${calls} calls in ${(wall / 1000).toFixed(1)} s: errors ${errors} (goal 0), containers ${created} (goal ${chats}), ` +
+    `p50 ${ms(pct(latencies, 0.5))}, p99 ${ms(pct(latencies, 0.99))} (goal ≤ 2 s), server RSS ${rssBefore.toFixed(0)} → peak ${peakRss.toFixed(0)} MiB, ` +
+    `${rssLive.toFixed(0)} MiB at ${chats} live chats (${split})`, ...byMessage, ...internalErrorTrace(refs)].join('\n')
+}
+
 async function main (): Promise<void> {
   await docker.ping()
   const dataDir = mkdtempSync(join(tmpdir(), 'cubicle-bench-'))
@@ -328,6 +413,11 @@ async function main (): Promise<void> {
     }
     results.push(`(d) tools/list ${ms(median(list))} ÷ /health ${ms(median(health))} = ${(median(list) / median(health)).toFixed(2)}`)
 
+    if (want('h')) {
+      results.push(await benchLoad(server, 'h', 100, 10))
+      // Asked for by name: the 50-chat variant too (else (c) is it).
+      if (ONLY.includes('h')) results.push(await benchLoad(server, 'h50', 50, 10))
+    }
     if (want('e')) results.push(await benchListing(server))
     if (want('f')) results.push(...await benchBrowser())
     if (want('g')) results.push(await benchTerminal())
@@ -362,29 +452,7 @@ async function main (): Promise<void> {
     results.push(`(b) first bash_tool ${ms(median(cold))} ÷ raw create+start+exec ${ms(median(rawCold))} = ${(median(cold) / median(rawCold)).toFixed(2)} (goal ≤ 1.3)`)
 
     // (c) 50 chats × 10 calls concurrently
-    const rssBefore = rssMiB(server.pid!)
-    let errors = 0
-    const latencies: number[] = []
-    let peakRss = rssBefore
-    const sampler = setInterval(() => { peakRss = Math.max(peakRss, rssMiB(server.pid!)) }, 200)
-    const t0 = now()
-    await Promise.all(Array.from({ length: 50 }, async (_, chat) => {
-      const c = await client(`bench-c-${chat}`)
-      for (let call = 0; call < 10; call++) {
-        const s = now()
-        try {
-          const out = await bash(c, `echo ${chat}-${call}`)
-          if (out !== `${chat}-${call}\n`) errors++
-        } catch { errors++ }
-        latencies.push(now() - s)
-      }
-      await c.close()
-    }))
-    clearInterval(sampler)
-    const wall = now() - t0
-    const created = (await docker.listContainers({ all: true, filters: { label: [`cu.prefix=${PREFIX}`] } }))
-      .filter(c => c.Labels['cu.chat-id']?.startsWith('bench-c-') === true).length
-    results.push(`(c) 50×10 calls in ${(wall / 1000).toFixed(1)} s: errors ${errors} (goal 0), containers ${created} (goal 50), p50 ${ms(pct(latencies, 0.5))}, p99 ${ms(pct(latencies, 0.99))}, server RSS ${rssBefore.toFixed(0)} → peak ${peakRss.toFixed(0)} MiB`)
+    results.push(await benchLoad(server, 'c', 50, 10))
   } finally {
     server.kill('SIGTERM')
     await cleanup()

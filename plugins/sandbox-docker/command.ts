@@ -59,7 +59,8 @@ async function attempt (reg: Registry, entry: Entry, command: string, opts: Comm
   const env = toEnvList(opts.env, { PAGER: 'cat', GIT_PAGER: 'cat', DEBIAN_FRONTEND: 'noninteractive', CUBICLE_EXEC_ID: execId })
   let handle: ExecHandle
   try {
-    handle = await reg.docker.exec(entry.containerId ?? '', { argv: commandArgv(command), user: SANDBOX_USER, cwd: '/home/assistant', env })
+    // The wait for an exec slot counts toward the command's timeout and ends with its signal (issue #11).
+    handle = await reg.docker.exec(entry.containerId ?? '', { argv: commandArgv(command), user: SANDBOX_USER, cwd: '/home/assistant', env, signal: opts.signal, deadline: t0 + opts.timeoutMs })
   } catch (err) {
     const e = execStartError(reg, entry, err)
     if (!first || !notRunning(e)) throw e

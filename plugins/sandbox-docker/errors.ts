@@ -12,3 +12,5 @@ export const SANDBOX_DOCKER_UNAVAILABLE = createError('SANDBOX_DOCKER_UNAVAILABL
 export const SANDBOX_NOT_RUNNING = createError('SANDBOX_NOT_RUNNING', 'the sandbox is not running', 409)
 export const SANDBOX_FAILED = createError('SANDBOX_FAILED', 'the sandbox could not be started: %s', 500)
 export const SANDBOX_PUT_FAILED = createError('SANDBOX_PUT_FAILED', 'cannot write %s: %s', 500)
+export const SANDBOX_ENGINE_BUSY = createError('SANDBOX_ENGINE_BUSY',
+  'the sandbox engine is busy with other chats and did not answer in time; try the call again in a moment', 503)

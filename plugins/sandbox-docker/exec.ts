@@ -87,7 +87,9 @@ export async function rawExec (reg: Registry, containerId: string, argv: string[
   const stdin = opts.stdin === undefined ? undefined : Buffer.isBuffer(opts.stdin) ? opts.stdin : Buffer.from(opts.stdin, 'utf8')
   let handle: ExecHandle
   try {
-    handle = await reg.docker.exec(containerId, { argv, user, cwd: opts.cwd ?? '/home/assistant', env, stdin: stdin !== undefined })
+    // The wait for an exec slot counts toward the call's own timeout and ends with its signal (issue #11).
+    const deadline = Date.now() + (opts.timeoutMs ?? reg.opts.commandTimeoutS * 1000)
+    handle = await reg.docker.exec(containerId, { argv, user, cwd: opts.cwd ?? '/home/assistant', env, stdin: stdin !== undefined, signal: opts.signal, deadline })
   } catch (err) {
     throw entry === undefined ? err : execStartError(reg, entry, err)
   }

@@ -6,7 +6,7 @@ import { buildContainerConfig, configDrift, SANDBOX_USER, type MountSpec } from 
 import { chownOutputs, exists, prepareChatDirs, removeChatDir } from './data-dirs.js'
 import { extraMounts } from './extra-mounts.js'
 import { isQuotaRefusal, quotaOutcome, settingsWithQuota } from './disk-quota.js'
-import type { ContainerDetails, DockerError } from './docker-client.js'
+import { DockerError, transient, type ContainerDetails } from './docker-client.js'
 import { SANDBOX_CREATE_TIMEOUT, SANDBOX_DOCKER_UNAVAILABLE, SANDBOX_FAILED, SANDBOX_IMAGE_MISSING } from './errors.js'
 import { rawExec } from './exec.js'
 import { reserveSlot } from './reaper.js'
@@ -20,6 +20,8 @@ import type { EnsureOptions, SandboxInfo, SandboxStatus } from './types.js'
  * and remove().
  */
 
+/** How long a name taken by a create still in flight in the engine may stay invisible. */
+const ADOPT_WAIT_MS = 15_000
 const AUTH_JSON = '/home/assistant/.local/share/opencode/auth.json'
 const READY_PROBE = ['/bin/sh', '-c', `rm -f ${AUTH_JSON} 2>/dev/null; id -u; id -g`]
 
@@ -120,8 +122,8 @@ async function startStopped (reg: Registry, entry: Entry, existing: ContainerDet
     await reg.docker.startContainer(existing.id)
     return existing
   } catch (err) {
-    const e = err as DockerError
-    if (e.unavailable) throw err
+    // An engine that is gone or busy said nothing about the container: never remove it for that.
+    if (transient(err)) throw err
     reg.log.warn({ chat: names.key, err: describe(err) }, 'starting the stopped sandbox failed; recreating it (volume and data kept)')
     await reg.docker.removeContainer(existing.id)
     return null
@@ -144,8 +146,7 @@ async function create (reg: Registry, entry: Entry, user: RequestUser | undefine
     created = await createOnce(reg, config)
   }
   if (created === 'conflict') {
-    const existing = await reg.docker.inspectContainer(entry.names.container)
-    if (existing === null) throw new SANDBOX_FAILED('its name is taken and it vanished while being adopted')
+    const existing = await adoptable(reg, entry)
     reg.log.info({ chat: entry.names.key }, 'sandbox name conflict: adopting the existing container')
     if (!existing.running) await reg.docker.startContainer(existing.id)
     return existing
@@ -153,13 +154,29 @@ async function create (reg: Registry, entry: Entry, user: RequestUser | undefine
   try {
     await reg.docker.startContainer(created.id)
   } catch (err) {
-    if ((err as DockerError).unavailable) throw err
+    // Busy or gone: the created container stays, the next ensure() starts it (issue #11).
+    if (transient(err)) throw err
     reg.log.error({ chat: entry.names.key, err: describe(err) }, 'a new sandbox did not start; removing it')
     await reg.docker.removeContainer(created.id).catch(() => {})
     throw new SANDBOX_FAILED('see the server log')
   }
   reg.log.info({ chat: entry.names.key, container: entry.names.container }, 'sandbox created')
   return { id: created.id, labels: config.Labels, running: true }
+}
+
+/**
+ * The container that holds the sandbox's name. Right after a create that the engine finished after
+ * our request gave up, the name is taken before the container can be inspected: wait for it (issue
+ * #11: this answered "internal error" under load); a name that stays taken by nothing is a busy engine.
+ */
+export async function adoptable (reg: Registry, entry: Entry): Promise<ContainerDetails> {
+  const until = Date.now() + ADOPT_WAIT_MS
+  while (true) {
+    const existing = await reg.docker.inspectContainer(entry.names.container)
+    if (existing !== null) return existing
+    if (Date.now() >= until) throw new DockerError(`container ${entry.names.container}: the name is taken but the container is not visible yet`, 409, false, undefined, true)
+    await sleep(250)
+  }
 }
 
 async function createOnce (reg: Registry, config: ReturnType<typeof buildContainerConfig>): Promise<{ id: string } | 'conflict'> {
@@ -177,22 +194,34 @@ async function createOnce (reg: Registry, config: ReturnType<typeof buildContain
   }
 }
 
-/** Ready when an exec succeeds (≤ readyTimeoutMs); the probe also removes a stale opencode auth.json and reports the uid/gid. */
-async function waitReady (reg: Registry, entry: Entry): Promise<{ uid: number, gid: number } | null> {
-  const deadline = Date.now() + reg.opts.readyTimeoutMs
+/**
+ * Ready when an exec succeeds (≤ readyTimeoutMs of the engine's answers: time an attempt spent on a
+ * busy engine is added back, up to the create timeout; issue #11); the probe also removes a stale
+ * opencode auth.json and reports the uid/gid.
+ */
+export async function waitReady (reg: Registry, entry: Entry): Promise<{ uid: number, gid: number } | null> {
+  let deadline = Date.now() + reg.opts.readyTimeoutMs
+  const cap = Date.now() + Math.max(reg.opts.readyTimeoutMs, reg.opts.createTimeoutS * 1000)
   let lastError: unknown
   while (true) {
+    const at = Date.now()
     try {
       const r = await rawExec(reg, entry.containerId ?? '', READY_PROBE, { user: SANDBOX_USER, timeoutMs: 5000 }, undefined, false)
       const [uid, gid] = r.stdout.toString('utf8').trim().split('\n').map(Number)
       if (uid !== undefined && gid !== undefined && Number.isInteger(uid) && Number.isInteger(gid)) return { uid, gid }
       if (r.exitCode === 0) return null
-      lastError = new Error(`ready probe exited with ${String(r.exitCode)}`)
+      lastError = new Error(`ready probe exited with ${String(r.exitCode)}${r.timedOut ? ' (timed out)' : ''}`)
+      // A probe that ran out of time on a loaded engine is slow, not failed (issue #11).
+      if (r.timedOut) deadline = Math.min(cap, deadline + (Date.now() - at))
     } catch (err) {
-      if ((err as DockerError).unavailable) throw err
+      const e = err as DockerError
+      if (e.unavailable) throw err
+      // A busy engine says nothing about the sandbox: keep trying up to the cap, then report busy.
+      if (e.busy) deadline = Math.min(cap, Math.max(deadline + (Date.now() - at), Date.now() + 200))
       lastError = err
     }
     if (Date.now() >= deadline) {
+      if ((lastError as DockerError | undefined)?.busy === true) throw lastError
       reg.log.error({ chat: entry.names.key, err: describe(lastError) }, 'sandbox did not become ready')
       throw new SANDBOX_FAILED('it did not become ready')
     }

@@ -3,19 +3,20 @@ import type { FastifyBaseLogger } from 'fastify'
 import { chatKey } from '../../core/chat-id.js'
 import type { ContainerSettings } from './container-config.js'
 import type { ChatMeta } from './data-dirs.js'
-import { DockerError, type DockerClient, type NetworkInfo } from './docker-client.js'
-import { SANDBOX_DOCKER_UNAVAILABLE, SANDBOX_FAILED, SANDBOX_NOT_RUNNING } from './errors.js'
+import type { DockerClient, NetworkInfo } from './docker-client.js'
 import { sandboxNames, type SandboxNames } from './names.js'
 import type { RequestUser } from '../../core/identity.js'
 import type { DiskState, QuotaSupport } from './disk-quota.js'
 import type { NoticeLog } from './notices.js'
-import type { EnsureHook, MountProvider, SandboxInfo, StopHook, StopReason } from './types.js'
+import type { EnsureHook, MountProvider, SandboxInfo, StopHook } from './types.js'
+
+export { armDeadline, clampMs, describe, execStartError, infoOf, mapError, notifyStop, requireRunning, sleep, stopEntry, tooOld } from './registry-transitions.js'
 
 /*
  * The driver's state, shared by lifecycle.ts, exec.ts, reaper.ts and boot.ts: one Entry per chat
- * (cached running state, per-chat lock, leases, meta.json cache) plus the service-wide flags. The
- * helpers here are the transitions every other file uses; none of them talks to Docker except
- * stopEntry().
+ * (cached running state, per-chat lock, leases, meta.json cache) plus the service-wide flags, the
+ * per-chat lock and the change counter. registry-transitions.ts holds the transitions and the error
+ * mapping every other file uses (re-exported here).
  */
 
 /** Resolved plugin options (schemas.ts after defaults). */
@@ -132,24 +133,6 @@ export interface Registry {
   diskPoke: NodeJS.Timeout | undefined
 }
 
-export const sleep = async (ms: number): Promise<void> => await new Promise(resolve => setTimeout(resolve, ms))
-/** setTimeout fires at once beyond 2^31-1 ms: clamp (about 24.8 days). */
-export const clampMs = (ms: number): number => Math.max(0, Math.min(ms, 2_147_483_647))
-
-/** Arms an exec's timeout and abort signal (an already aborted signal fires at once); returns the disarm function. */
-export function armDeadline (timeoutMs: number, signal: AbortSignal | undefined, onTimeout: () => void, onAbort: () => void): () => void {
-  const timer = setTimeout(onTimeout, clampMs(timeoutMs))
-  if (signal !== undefined) {
-    if (signal.aborted) onAbort()
-    else signal.addEventListener('abort', onAbort, { once: true })
-  }
-  return () => { clearTimeout(timer); signal?.removeEventListener('abort', onAbort) }
-}
-
-export function describe (err: unknown): string {
-  return err instanceof Error ? err.message : String(err)
-}
-
 export function createRegistry (opts: ServiceOptions, docker: DockerClient, log: FastifyBaseLogger): Registry {
   const networkName = opts.network.trim() || `${opts.prefix}-sandboxes`
   return {
@@ -240,75 +223,4 @@ export async function withLock<T> (entry: Entry, fn: () => Promise<T>): Promise<
 
 export function changed (reg: Registry, entry: Entry): void {
   entry.epoch = ++reg.epoch
-}
-
-export function infoOf (entry: Entry): SandboxInfo {
-  return {
-    chatId: entry.names.chatId,
-    chatKey: entry.names.key,
-    containerId: entry.containerId ?? '',
-    containerName: entry.names.container,
-    createdAt: entry.createdAt ?? ''
-  }
-}
-
-export function requireRunning (reg: Registry, chatId: string): Entry {
-  const entry = entryOf(reg, chatId)
-  if (entry.state !== 'running' || entry.containerId === undefined) throw new SANDBOX_NOT_RUNNING()
-  return entry
-}
-
-export function tooOld (reg: Registry, createdAt: string | undefined): boolean {
-  if (createdAt === undefined) return false
-  const t = Date.parse(createdAt)
-  return Number.isFinite(t) && reg.opts.now() - t > reg.opts.maxAgeHours * 3600_000
-}
-
-export function notifyStop (reg: Registry, entry: Entry, reason: StopReason): void {
-  for (const hook of reg.stopHooks) {
-    try { hook(entry.names.chatId, reason) } catch (err) { reg.log.warn({ err: describe(err) }, 'an onStop hook failed') }
-  }
-}
-
-/** docker stop under the chat's lock (explicit stop, idle reaper, capacity). */
-export async function stopEntry (reg: Registry, entry: Entry, reason: StopReason): Promise<void> {
-  entry.stopping = true
-  try {
-    await withLock(entry, async () => {
-      try {
-        await reg.docker.stopContainer(entry.containerId ?? entry.names.container, reg.opts.stopGraceS)
-      } catch (err) { throw mapError(reg, err) }
-      entry.state = entry.state === 'absent' ? 'absent' : 'stopped'
-      entry.recoverable = false
-      changed(reg, entry)
-      reg.log.info({ chat: entry.names.key, reason }, 'sandbox stopped')
-    })
-  } finally { entry.stopping = false }
-  notifyStop(reg, entry, reason)
-}
-
-export function mapError (reg: Registry, err: unknown): Error {
-  if (err instanceof DockerError) {
-    if (err.unavailable) {
-      reg.dockerUp = false
-      return new SANDBOX_DOCKER_UNAVAILABLE()
-    }
-    reg.log.error({ err: describe(err) }, 'Docker request failed')
-    return new SANDBOX_FAILED('see the server log')
-  }
-  return err instanceof Error ? err : new Error(String(err))
-}
-
-/**
- * An exec failed to start: a 404/409 means the container is gone or stopped behind our back (cache
- * invalidated, and the chat marked for recovery: recovery.ts starts it again).
- */
-export function execStartError (reg: Registry, entry: Entry, err: unknown): Error {
-  const e = err as DockerError
-  if ((e.statusCode === 404 && /no such container/i.test(e.message)) || e.statusCode === 409 ||
-    (e.statusCode === 500 && /not running|is paused|restarting/i.test(e.message))) {
-    if (entry.locked === 0 && entry.ensuring === null) { entry.state = 'unknown'; entry.recoverable = true; changed(reg, entry) }
-    return new SANDBOX_NOT_RUNNING()
-  }
-  return mapError(reg, err)
 }

@@ -1,0 +1,83 @@
+/*
+ * The internal-error paths the 100-chat load found (issue #11), on a fake engine above the adapter:
+ * a ready probe that runs out of time on a loaded engine, and a create conflict whose container is
+ * not visible yet (a create the engine finished after our request gave up). Both answered
+ * "internal error (ref …)"; a busy engine now means waiting, or a clear retriable error.
+ */
+import t from 'tap'
+import { PassThrough, type Duplex } from 'node:stream'
+import pino from 'pino'
+import { parseOptions } from '../../../core/config.js'
+import type { ContainerDetails, DockerClient, ExecSpec } from '../../../plugins/sandbox-docker/docker-client.js'
+import { DockerError } from '../../../plugins/sandbox-docker/docker-error.js'
+import { adoptable, waitReady } from '../../../plugins/sandbox-docker/lifecycle.js'
+import { createRegistry, entryOf, mapError } from '../../../plugins/sandbox-docker/registry.js'
+import { SandboxDockerOptions } from '../../../plugins/sandbox-docker/schemas.js'
+
+/** One Docker stdout frame (the multiplexed stream of a non-TTY exec). */
+const frame = (text: string): Buffer => {
+  const body = Buffer.from(text)
+  const head = Buffer.alloc(8)
+  head[0] = 1
+  head.writeUInt32BE(body.length, 4)
+  return Buffer.concat([head, body])
+}
+
+const details = (name: string): ContainerDetails => ({
+  ...{ id: 'cid-1', name, running: true, labels: {}, imageId: 'sha256:x', env: [], mounts: [], networkMode: 'none' },
+  ...{ addresses: {}, memory: 0, nanoCpus: 0, pidsLimit: 0, tmpfs: {}, storageSize: '', oomKilled: false }
+})
+
+function registry (client: Partial<DockerClient>, extra: Record<string, unknown> = {}): ReturnType<typeof createRegistry> {
+  const opts = parseOptions(SandboxDockerOptions, { prefix: 'cu', dataDir: '/nonexistent', ...extra }, 'sandbox-docker')
+  return createRegistry({ ...opts, dataDirHost: '/nonexistent', now: Date.now }, client as DockerClient, pino({ level: 'silent' }))
+}
+
+t.test('a ready probe that times out on a loaded engine is slow, not failed', async t => { // issue #11
+  let probes = 0
+  const client: Partial<DockerClient> = {
+    async exec (_id: string, _spec: ExecSpec) {
+      const socket = new PassThrough() as unknown as Duplex
+      // The first probe hangs past its 5 s bound (a loaded engine); the second answers.
+      if (++probes > 1) setImmediate(() => { socket.write(frame('1000\n1000\n')); socket.end() })
+      return { id: `exec-${probes}`, socket }
+    },
+    async execInspect () { return { running: false, exitCode: probes > 1 ? 0 : null, pid: 1 } }
+  }
+  // readyTimeoutMs 1 s: before, the probe's 5 s time-out ended the wait with "did not become ready" (internal error).
+  const reg = registry(client, { readyTimeoutMs: 1000, createTimeoutS: 30 })
+  const entry = entryOf(reg, 'chat-ready')
+  entry.containerId = 'cid-1'
+  const ids = await waitReady(reg, entry)
+  t.same(ids, { uid: 1000, gid: 1000 }, 'ready after the slow probe')
+  t.equal(probes, 2)
+})
+
+t.test('a ready probe on a busy engine waits; the extension is capped by the create timeout', async t => { // issue #11
+  let probes = 0
+  const client: Partial<DockerClient> = {
+    async exec () { probes++; throw new DockerError('engine exec queue: waited 0.2 s behind 9 engine requests', undefined, false, undefined, true) }
+  }
+  const reg = registry(client, { readyTimeoutMs: 100, createTimeoutS: 1 })
+  const entry = entryOf(reg, 'chat-busy')
+  entry.containerId = 'cid-1'
+  const t0 = Date.now()
+  const err = await waitReady(reg, entry).then(() => null, (e: unknown) => e)
+  t.ok(err instanceof DockerError && err.busy, 'a busy engine stays busy: never "did not become ready"')
+  t.ok(Date.now() - t0 >= 900, 'it kept trying up to the create timeout')
+  t.ok(probes > 1)
+  const mapped = mapError(reg, err) as Error & { code: string }
+  t.equal(mapped.code, 'SANDBOX_ENGINE_BUSY', 'the tool sees a retriable busy error, not an internal error')
+})
+
+t.test('a create conflict whose container is not visible yet is waited for and adopted', async t => { // issue #11
+  let inspects = 0
+  const client: Partial<DockerClient> = {
+    async inspectContainer (name: string) { return ++inspects < 4 ? null : details(name) }
+  }
+  const reg = registry(client)
+  const entry = entryOf(reg, 'chat-conflict')
+  const c = await adoptable(reg, entry)
+  t.equal(c.id, 'cid-1', 'adopted once the engine shows it')
+  t.equal(inspects, 4)
+})
