@@ -112,6 +112,8 @@ export interface DockerClient extends MonitorClient {
   putFile (containerId: string, path: string, content: Buffer, mode: number, uid: number, gid: number): Promise<void>
   /** Drops pooled connections (streams in use are ended by their owners). */
   close (): void
+  /** Renames a container; 'conflict' when the new name is taken (409), false when the container does not exist. */
+  renameContainer (id: string, name: string): Promise<true | false | 'conflict'>
 }
 
 function tarOneFile (path: string, content: Buffer, mode: number, uid: number, gid: number): Promise<Buffer> {
@@ -359,6 +361,18 @@ export function createDockerClient (host: string): DockerClient {
 
     close () {
       agent?.destroy()
+    },
+
+    async renameContainer (id, name) {
+      try {
+        await docker.getContainer(id).rename(opt({ name }))
+        return true
+      } catch (err) {
+        const e = toDockerError(err, 'container rename')
+        if (e.statusCode === 409) return 'conflict'
+        if (e.statusCode === 404) return false
+        throw e
+      }
     }
   }
 }
