@@ -35,6 +35,7 @@ const LAYOUT = [
 ].join('; echo; ')
 
 t.test('warm pool (real Docker)', { skip }, async t => {
+  const outer = t
   await cleanupPrefix(t, PREFIX)
   const client = testDockerClient()
   t.teardown(() => client.close())
@@ -42,8 +43,9 @@ t.test('warm pool (real Docker)', { skip }, async t => {
     .filter(c => c.name.startsWith(`${PREFIX}-pool-`)).map(c => c.id).sort()
 
   // issue #11 §3: the layout of a freshly created sandbox, as the reference.
+  const user = { email: 'ann@example.com', emailRejected: false, name: 'Ann', mcpServers: [], credentials: { gitlabToken: 'tok' } }
   const fresh = await buildSandboxApp(t, PREFIX)
-  await fresh.service.ensure('pool-fresh')
+  await fresh.service.ensure('pool-fresh', { user })
   const freshLayout = await sh(fresh.service, 'pool-fresh', LAYOUT)
   const freshEnv = await sh(fresh.service, 'pool-fresh', 'env')
   t.same(await poolContainers(), [], 'SANDBOX_POOL_SIZE=0: no pool sandbox is made')
@@ -62,7 +64,6 @@ t.test('warm pool (real Docker)', { skip }, async t => {
     // An upload made before the chat's first tool call.
     await mkdir(join(dataDir, 'chats', key, 'uploads', 'sub'), { recursive: true })
     await writeFile(join(dataDir, 'chats', key, 'uploads', 'sub', 'early.txt'), 'early')
-    const user = { email: 'ann@example.com', emailRejected: false, name: 'Ann', mcpServers: [], credentials: { gitlabToken: 'tok' } }
     const t0 = performance.now()
     const info = await service.ensure(chat, { user })
     t.comment(`claim: ensure ${(performance.now() - t0).toFixed(0)} ms`)
@@ -74,7 +75,7 @@ t.test('warm pool (real Docker)', { skip }, async t => {
     t.match(env, /^CHAT_ID=pool-a$/m)
     t.match(env, /^GIT_AUTHOR_NAME=Ann$/m)
     t.match(env, /^GITLAB_TOKEN=tok$/m)
-    const config = (s: string): string[] => s.split('\n').filter(l => !/^(CHAT_ID|HOSTNAME|GIT_|GITLAB_)/.test(l)).sort()
+    const config = (s: string): string[] => s.split('\n').filter(l => !/^(CHAT_ID|HOSTNAME|CUBICLE_EXEC_ID)=/.test(l)).sort()
     t.same(config(env), config(freshEnv), 'the same configuration-derived environment')
     t.equal(await sh(service, chat, 'cat /mnt/user-data/uploads/sub/early.txt'), 'early', 'an upload sent before the claim is visible')
     await writeFile(join(dataDir, 'chats', key, 'uploads', 'late.txt'), 'late')
@@ -129,14 +130,14 @@ t.test('warm pool (real Docker)', { skip }, async t => {
     await writeFile(join(dataDir, 'chats', finKey, 'sandbox.json'), JSON.stringify({ chat_id: 'pool-fin', slot: finishSlot, home_volume: `${PREFIX}-home-pool-${finishSlot}`, user_name: 'Fin' }))
     await app.close()
     t.equal(await client.renameContainer(finishId!, `${PREFIX}-sbx-${finKey}`), true)
-    ;({ app, service } = await buildSandboxApp(t, PREFIX, { poolSize: 2 }, dataDir))
+    ;({ app, service } = await buildSandboxApp(outer, PREFIX, { poolSize: 2 }, dataDir))
     await until('the pool re-adopted and refilled', () => service.pooled() === 2)
     const after = await poolContainers()
     t.ok(after.includes(rollId!), 'the rolled-back sandbox is back in the pool')
     await t.rejects(stat(join(dataDir, 'chats', rollKey, 'sandbox.json')), 'its chat record is gone')
     t.equal((await service.status('pool-fin')).state, 'running', 'the finished claim is re-adopted as its chat')
     await t.rejects(stat(join(dataDir, 'pool', finishSlot)), 'the slot dir moved into the chat')
-    t.equal(await sh(service, 'pool-fin', 'printf %s "$CHAT_ID:$GIT_AUTHOR_NAME"; test -w /mnt/user-data/outputs && echo w'), 'pool-fin:Finw')
+    t.equal(await sh(service, 'pool-fin', 'printf %s "$CHAT_ID:$GIT_AUTHOR_NAME"; test -w /mnt/user-data/outputs && echo w'), 'pool-fin:Finw\n')
     t.equal(await sh(service, 'pool-a', 'cat ~/h.txt; printf %s "$CHAT_ID"'), 'home\npool-a', 'a claimed chat after the restart: home kept, env given')
     t.end()
   })
