@@ -5,7 +5,10 @@
  * official SDK client; the baselines use dockerode directly against the same daemon and image.
  *
  *   (a) bash_tool `echo` round trip over HTTP  ÷ raw exec in the same container       goal ≤ 1.15
- *   (b) new chat's first bash_tool result      ÷ raw create + start + exec             goal ≤ 1.3
+ *   (b) new chat's first bash_tool result, pool empty (SANDBOX_POOL_SIZE=0: the same create path)
+ *                                              ÷ raw create + start + exec             goal ≤ 1.2
+ *   (h) new chat's first bash_tool result, pool hit (server restarted with SANDBOX_POOL_SIZE=2, pool full)
+ *                                              ÷ `docker start` of a created container goal ≤ 0.3
  *   (c) 50 chats × 10 calls concurrently: errors (0), containers (50), p50/p99, server RSS
  *   (d) MCP tools/list round trip              ÷ GET /health round trip                (protocol overhead)
  *   (e) outputs listing of a 20k-file chat: cached listing ÷ uncached walk, and 100 parallel cold
@@ -49,11 +52,11 @@ function rssMiB (pid: number): number {
   return Number(m?.[1] ?? 0) / 1024
 }
 
-async function startServer (dataDir: string): Promise<ChildProcess> {
+async function startServer (dataDir: string, poolSize = 0): Promise<ChildProcess> {
   const child = spawn(process.execPath, ['--import=tsx', 'core/server.ts'], {
     cwd: root,
     stdio: ['ignore', 'ignore', 'inherit'],
-    env: { ...process.env, PORT: String(PORT), HOST: '127.0.0.1', DATA_DIR: dataDir, SANDBOX_PREFIX: PREFIX, LOG_LEVEL: 'warn', MAX_RUNNING_SANDBOXES: '0', DOCKER_IMAGE: IMAGE, PUBLIC_BASE_URL: BASE }
+    env: { ...process.env, PORT: String(PORT), HOST: '127.0.0.1', DATA_DIR: dataDir, SANDBOX_PREFIX: PREFIX, LOG_LEVEL: 'warn', MAX_RUNNING_SANDBOXES: '0', SANDBOX_POOL_SIZE: String(poolSize), DOCKER_IMAGE: IMAGE, PUBLIC_BASE_URL: BASE }
   })
   // Up to 60 s: a loaded machine boots the server slowly.
   for (let i = 0; i < 300; i++) {
@@ -90,6 +93,32 @@ async function cleanup (): Promise<void> {
   const { Volumes } = await docker.listVolumes({ filters: { label: [`cu.prefix=${PREFIX}`] } })
   await Promise.all((Volumes ?? []).map(async v => await docker.getVolume(v.Name).remove().catch(() => {})))
   await docker.getNetwork(`${PREFIX}-sandboxes`).remove().catch(() => {})
+}
+
+/** Ready sandboxes in the warm pool, from /metrics (open mode). */
+async function pooled (): Promise<number> {
+  const text = await (await fetch(`${BASE}/metrics`)).text()
+  return Number(/^cubicle_sandbox_pool (\d+)/m.exec(text)?.[1] ?? NaN)
+}
+
+/**
+ * (h) A pool hit: with the pool full (and nothing being created), a new chat's first bash_tool result,
+ * against `docker start` of a container created beforehand (create not timed), alternating.
+ */
+async function benchPoolHit (): Promise<string> {
+  const hit: number[] = []
+  const start: number[] = []
+  for (let i = 0; i < 5; i++) {
+    for (let w = 0; w < 600 && await pooled() < 2; w++) await new Promise(resolve => setTimeout(resolve, 200))
+    await new Promise(resolve => setTimeout(resolve, 1000))
+    const c = await client(`bench-h-${i}`)
+    const t0 = now(); await bash(c, 'echo first'); hit.push(now() - t0)
+    await c.close()
+    const raw = await docker.createContainer({ Image: IMAGE, Cmd: ['sleep', 'infinity'], User: 'assistant', Labels: { 'bench-raw': PREFIX }, HostConfig: { Init: true, CapDrop: ['ALL'] } })
+    const t1 = now(); await raw.start(); start.push(now() - t1)
+    await raw.remove({ force: true })
+  }
+  return `(h) first bash_tool, pool hit ${ms(median(hit))} ÷ docker start of a created container ${ms(median(start))} = ${(median(hit) / median(start)).toFixed(2)} (goal ≤ 0.3)`
 }
 
 const LISTING_FILES = 20_000
@@ -315,7 +344,14 @@ async function main (): Promise<void> {
   await docker.ping()
   const dataDir = mkdtempSync(join(tmpdir(), 'cubicle-bench-'))
   listingFixture(dataDir)
-  const server = await startServer(dataDir)
+  let server = await startServer(dataDir)
+  // (h) needs the warm pool: the same server restarted with SANDBOX_POOL_SIZE=2 (it re-adopts every sandbox).
+  const poolHit = async (): Promise<void> => {
+    server.kill('SIGTERM')
+    await new Promise(resolve => server.once('exit', resolve))
+    server = await startServer(dataDir, 2)
+    results.push(await benchPoolHit())
+  }
   const results: string[] = []
   try {
     // (d) protocol overhead
@@ -331,19 +367,23 @@ async function main (): Promise<void> {
     if (want('e')) results.push(await benchListing(server))
     if (want('f')) results.push(...await benchBrowser())
     if (want('g')) results.push(await benchTerminal())
-    if (!want('a')) return
+    // BENCH_ONLY=b runs (b) alone (and h), 'a' runs (a)–(c).
+    const onlyB = !want('a') && ONLY.includes('b')
+    if (!want('a') && !onlyB) { if (want('h')) await poolHit(); return }
 
-    // (a) warm round trip vs raw exec in the same container
-    const ca = await client('bench-a')
-    await bash(ca, 'true')
-    const container = docker.getContainer((await docker.listContainers({ filters: { label: [`cu.prefix=${PREFIX}`, 'cu.chat-id=bench-a'] } }))[0]!.Id)
-    const viaMcp: number[] = []
-    const viaRaw: number[] = []
-    for (let i = 0; i < 40; i++) {
-      let t0 = now(); await bash(ca, 'echo hi'); viaMcp.push(now() - t0)
-      t0 = now(); await rawExec(container, ['echo', 'hi']); viaRaw.push(now() - t0)
+    if (!onlyB) {
+      // (a) warm round trip vs raw exec in the same container
+      const ca = await client('bench-a')
+      await bash(ca, 'true')
+      const container = docker.getContainer((await docker.listContainers({ filters: { label: [`cu.prefix=${PREFIX}`, 'cu.chat-id=bench-a'] } }))[0]!.Id)
+      const viaMcp: number[] = []
+      const viaRaw: number[] = []
+      for (let i = 0; i < 40; i++) {
+        let t0 = now(); await bash(ca, 'echo hi'); viaMcp.push(now() - t0)
+        t0 = now(); await rawExec(container, ['echo', 'hi']); viaRaw.push(now() - t0)
+      }
+      results.push(`(a) bash_tool echo ${ms(median(viaMcp))} ÷ raw exec ${ms(median(viaRaw))} = ${(median(viaMcp) / median(viaRaw)).toFixed(2)} (goal ≤ 1.15)`)
     }
-    results.push(`(a) bash_tool echo ${ms(median(viaMcp))} ÷ raw exec ${ms(median(viaRaw))} = ${(median(viaMcp) / median(viaRaw)).toFixed(2)} (goal ≤ 1.15)`)
 
     // (b) cold first call vs raw create + start + exec
     const cold: number[] = []
@@ -359,32 +399,35 @@ async function main (): Promise<void> {
       rawCold.push(now() - t0)
       await raw.remove({ force: true })
     }
-    results.push(`(b) first bash_tool ${ms(median(cold))} ÷ raw create+start+exec ${ms(median(rawCold))} = ${(median(cold) / median(rawCold)).toFixed(2)} (goal ≤ 1.3)`)
+    results.push(`(b) first bash_tool, pool empty ${ms(median(cold))} ÷ raw create+start+exec ${ms(median(rawCold))} = ${(median(cold) / median(rawCold)).toFixed(2)} (goal ≤ 1.2)`)
 
-    // (c) 50 chats × 10 calls concurrently
-    const rssBefore = rssMiB(server.pid!)
-    let errors = 0
-    const latencies: number[] = []
-    let peakRss = rssBefore
-    const sampler = setInterval(() => { peakRss = Math.max(peakRss, rssMiB(server.pid!)) }, 200)
-    const t0 = now()
-    await Promise.all(Array.from({ length: 50 }, async (_, chat) => {
-      const c = await client(`bench-c-${chat}`)
-      for (let call = 0; call < 10; call++) {
-        const s = now()
-        try {
-          const out = await bash(c, `echo ${chat}-${call}`)
-          if (out !== `${chat}-${call}\n`) errors++
-        } catch { errors++ }
-        latencies.push(now() - s)
-      }
-      await c.close()
-    }))
-    clearInterval(sampler)
-    const wall = now() - t0
-    const created = (await docker.listContainers({ all: true, filters: { label: [`cu.prefix=${PREFIX}`] } }))
-      .filter(c => c.Labels['cu.chat-id']?.startsWith('bench-c-') === true).length
-    results.push(`(c) 50×10 calls in ${(wall / 1000).toFixed(1)} s: errors ${errors} (goal 0), containers ${created} (goal 50), p50 ${ms(pct(latencies, 0.5))}, p99 ${ms(pct(latencies, 0.99))}, server RSS ${rssBefore.toFixed(0)} → peak ${peakRss.toFixed(0)} MiB`)
+    if (!onlyB) {
+      // (c) 50 chats × 10 calls concurrently
+      const rssBefore = rssMiB(server.pid!)
+      let errors = 0
+      const latencies: number[] = []
+      let peakRss = rssBefore
+      const sampler = setInterval(() => { peakRss = Math.max(peakRss, rssMiB(server.pid!)) }, 200)
+      const t0 = now()
+      await Promise.all(Array.from({ length: 50 }, async (_, chat) => {
+        const c = await client(`bench-c-${chat}`)
+        for (let call = 0; call < 10; call++) {
+          const s = now()
+          try {
+            const out = await bash(c, `echo ${chat}-${call}`)
+            if (out !== `${chat}-${call}\n`) errors++
+          } catch { errors++ }
+          latencies.push(now() - s)
+        }
+        await c.close()
+      }))
+      clearInterval(sampler)
+      const wall = now() - t0
+      const created = (await docker.listContainers({ all: true, filters: { label: [`cu.prefix=${PREFIX}`] } }))
+        .filter(c => c.Labels['cu.chat-id']?.startsWith('bench-c-') === true).length
+      results.push(`(c) 50×10 calls in ${(wall / 1000).toFixed(1)} s: errors ${errors} (goal 0), containers ${created} (goal 50), p50 ${ms(pct(latencies, 0.5))}, p99 ${ms(pct(latencies, 0.99))}, server RSS ${rssBefore.toFixed(0)} → peak ${peakRss.toFixed(0)} MiB`)
+    }
+    if (want('h')) await poolHit()
   } finally {
     server.kill('SIGTERM')
     await cleanup()

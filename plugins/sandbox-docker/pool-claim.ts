@@ -28,6 +28,9 @@ export interface PoolBinding {
   record: BindingRecord
 }
 
+/** After a claim, the refill waits this long (the chat's hooks and first command run meanwhile). */
+const QUIET_MS = 2000
+
 type Claimed = { container: { id: string, labels: Record<string, string>, running: boolean }, ids: { uid: number, gid: number } | null }
 
 function bindEntry (entry: Entry, b: PoolBinding | null): void {
@@ -35,13 +38,16 @@ function bindEntry (entry: Entry, b: PoolBinding | null): void {
   if (b !== null) entry.names.volume = b.volume
 }
 
+/** A record names only the volume of its own slot under our prefix. */
+const ownVolume = (reg: Registry, r: BindingRecord): boolean => r.home_volume === poolNames(reg.opts.prefix, r.slot).volume
+
 const recordPath = (reg: Registry, chatId: string): string => join(chatPaths(reg.opts.dataDir, chatId).dir, RECORD)
 
 /** Reads the chat's pool record once: from then on its home volume is the claimed one (create, drift, removal, purge). */
 export async function loadBinding (reg: Registry, entry: Entry): Promise<void> {
   if (entry.pool !== undefined) return
   const r = await readRecord(recordPath(reg, entry.names.chatId))
-  bindEntry(entry, r !== null && r.chat_id === entry.names.chatId ? { slot: r.slot, volume: r.home_volume, record: r } : null)
+  bindEntry(entry, r !== null && r.chat_id === entry.names.chatId && ownVolume(reg, r) ? { slot: r.slot, volume: r.home_volume, record: r } : null)
 }
 
 /** The environment a fresh container of this chat carries and a claimed one lacks: given to each of its execs. */
@@ -86,9 +92,11 @@ export async function claim (reg: Registry, entry: Entry, user: RequestUser | un
   await loadBinding(reg, entry)
   // Per-user mounts are fixed at create: such chats get a fresh sandbox. A chat claimed before keeps its volume.
   if (extra.length > 0 || entry.pool !== null || poolOf(reg).ready.length === 0) { refill(reg); return null }
-  const own = await reg.docker.listVolumes([...ownerFilter(reg.opts.prefix), `cu.chat-key=${entry.names.key}`])
+  const [own, imageId] = await Promise.all([
+    reg.docker.listVolumes([...ownerFilter(reg.opts.prefix), `cu.chat-key=${entry.names.key}`]),
+    reg.docker.imageId(reg.opts.image).catch(() => null)
+  ])
   if (own.length > 0) return null
-  const imageId = await reg.docker.imageId(reg.opts.image).catch(() => null)
   let slot: PoolSlot | undefined
   while ((slot = takeSlot(reg)) !== undefined) {
     const why = claimable(reg, slot, imageId)
@@ -103,6 +111,8 @@ export async function claim (reg: Registry, entry: Entry, user: RequestUser | un
     return await bind(reg, entry, slot, user)
   } finally {
     pool.claiming.delete(slot.id)
+    // The new chat's hooks and first command go first: the refill waits a moment.
+    pool.quietUntil = Date.now() + QUIET_MS
     refill(reg)
   }
 }
@@ -212,7 +222,7 @@ async function claimedView (reg: Registry, c: ContainerSummary, slot: string): P
   const key = /-sbx-([0-9a-f]{32})$/.exec(c.name)?.[1]
   const known = poolOf(reg).bound.get(c.id)
   const r = known?.pool?.record ?? (key === undefined ? null : await readRecord(join(reg.opts.dataDir, 'chats', key, RECORD)))
-  if (r === null || key === undefined || r.slot !== slot || chatKey(r.chat_id) !== key || sandboxNames(reg.opts.prefix, r.chat_id).container !== c.name) {
+  if (r === null || key === undefined || r.slot !== slot || !ownVolume(reg, r) || chatKey(r.chat_id) !== key || sandboxNames(reg.opts.prefix, r.chat_id).container !== c.name) {
     if (!reg.ignored.has(c.id)) {
       reg.ignored.add(c.id)
       reg.log.warn({ container: c.name }, 'ignoring a claimed pool container without a matching chat record (left untouched)')
@@ -236,8 +246,8 @@ export function bindListed (reg: Registry, entry: Entry, c: ContainerSummary): v
     if (slotOf(reg, c) !== null && entry.pool != null) poolOf(reg).bound.set(c.id, entry)
     return
   }
-  const slot = /^[a-z0-9-]+-home-pool-([0-9a-f]{12})$/.exec(volume)?.[1]
-  if (slot === undefined) return
+  const slot = /-home-pool-([0-9a-f]{12})$/.exec(volume)?.[1]
+  if (slot === undefined || poolNames(reg.opts.prefix, slot).volume !== volume) return
   const record: BindingRecord = entry.pool?.record ?? poolOf(reg).listed.get(c.id) ?? { chat_id: entry.names.chatId, slot, home_volume: volume, claimed_at: '', user_name: null, user_email: null, gitlab_host: null }
   bindEntry(entry, { slot, volume, record })
   if (slotOf(reg, c) !== null) poolOf(reg).bound.set(c.id, entry)

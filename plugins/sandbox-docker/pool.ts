@@ -46,6 +46,8 @@ export interface PoolState {
   readonly listed: Map<string, BindingRecord>
   /** container ids being claimed right now (out of `ready`, still named pool-…) */
   readonly claiming: Set<string>
+  /** no create before this time (set after a claim: the new chat's first command goes first) */
+  quietUntil: number
   /** after a failed create: no new attempt before this time */
   retryAt: number
   retryMs: number
@@ -55,7 +57,7 @@ const states = new WeakMap<Registry, PoolState>()
 
 export function poolOf (reg: Registry): PoolState {
   let p = states.get(reg)
-  if (p === undefined) states.set(reg, p = { ready: [], bound: new Map(), listed: new Map(), claiming: new Set(), creating: false, filling: null, retryAt: 0, retryMs: RETRY_MIN_MS })
+  if (p === undefined) states.set(reg, p = { ready: [], bound: new Map(), listed: new Map(), claiming: new Set(), creating: false, filling: null, quietUntil: 0, retryAt: 0, retryMs: RETRY_MIN_MS })
   return p
 }
 
@@ -132,14 +134,15 @@ export function refill (reg: Registry): void {
   if (p.filling !== null || !wanted(reg)) return
   p.filling = (async () => {
     while (wanted(reg)) {
-      if (reg.starting.size > 0 || reg.opts.now() < p.retryAt) { await sleep(reg.starting.size > 0 ? 200 : Math.max(50, p.retryAt - reg.opts.now())); continue }
+      const wait = Math.max(p.retryAt, p.quietUntil) - Date.now()
+      if (reg.starting.size > 0 || wait > 0) { await sleep(reg.starting.size > 0 ? 200 : Math.min(wait, 5000)); continue }
       try {
         await createSlot(reg, p)
         p.retryMs = RETRY_MIN_MS
       } catch (err) {
-        p.retryAt = reg.opts.now() + p.retryMs
+        p.retryAt = Date.now() + p.retryMs
         p.retryMs = Math.min(RETRY_MAX_MS, p.retryMs * 2)
-        reg.log.warn({ err: describe(err), retryInMs: p.retryAt - reg.opts.now() }, 'warm pool: creating a sandbox failed')
+        reg.log.warn({ err: describe(err), retryInMs: p.retryAt - Date.now() }, 'warm pool: creating a sandbox failed')
         if (reg.dockerUp === false) return
       }
     }
