@@ -4,7 +4,7 @@ import { detectQuota } from './disk-quota.js'
 import { diskPass } from './disk-watchdog.js'
 import type { ContainerSummary } from './docker-client.js'
 import { ownerFilter, readLabels, sandboxNames } from './names.js'
-import { maintain } from './pool.js'
+import { drainPool, maintain } from './pool.js'
 import { bindListed, sortListing } from './pool-claim.js'
 import { changed, describe, entryOf, type Entry, type Registry } from './registry.js'
 
@@ -149,5 +149,6 @@ export async function closeService (reg: Registry): Promise<void> {
   clearTimeout(reg.diskPoke)
   for (const s of reg.streams) s.destroy()
   reg.streams.clear()
+  await drainPool(reg)
   reg.docker.close()
 }

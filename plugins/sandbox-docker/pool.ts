@@ -205,6 +205,15 @@ export async function discard (reg: Registry, slot: string, idOrName: string): P
   }
 }
 
+/** On close: the create in flight ends first (≤ 30 s), so nothing appears after the server stopped; it is re-adopted next boot. */
+export async function drainPool (reg: Registry): Promise<void> {
+  const filling = poolOf(reg).filling
+  if (filling === null) return
+  let timer: NodeJS.Timeout | undefined
+  await Promise.race([filling, new Promise(resolve => { timer = setTimeout(resolve, 30_000) })])
+  clearTimeout(timer)
+}
+
 /** Takes one ready slot out of the pool (synchronous: two claims can never take the same one). */
 export function takeSlot (reg: Registry): PoolSlot | undefined {
   return poolOf(reg).ready.shift()
