@@ -70,6 +70,7 @@ const plugins = {
     maxAgeHours: config.CONTAINER_MAX_AGE_HOURS,
     dataMaxAgeDays: config.DATA_MAX_AGE_DAYS,
     maxRunning: config.MAX_RUNNING_SANDBOXES,
+    poolSize: config.SANDBOX_POOL_SIZE,
     commandTimeoutS: config.COMMAND_TIMEOUT,
     uid: config.SANDBOX_UID,
     gid: config.SANDBOX_GID,

@@ -5,7 +5,8 @@
  * official SDK client; the baselines use dockerode directly against the same daemon and image.
  *
  *   (a) bash_tool `echo` round trip over HTTP  ÷ raw exec in the same container       goal ≤ 1.15
- *   (b) new chat's first bash_tool result      ÷ raw create + start + exec             goal ≤ 1.3
+ *   (b) new chat's first bash_tool result, pool empty (SANDBOX_POOL_SIZE=0: the same create path)
+ *                                              ÷ raw create + start + exec             goal ≤ 1.2
  *   (c) 50 chats × 10 calls concurrently: errors (0), containers (50), p50/p99, server RSS
  *   (d) MCP tools/list round trip              ÷ GET /health round trip                (protocol overhead)
  *   (e) outputs listing of a 20k-file chat: cached listing ÷ uncached walk, and 100 parallel cold
@@ -17,6 +18,9 @@
  *       and the log lines of any "internal error (ref …)" answer
  *   (g) terminal keystroke echo through the WebSocket ÷ a direct `docker exec -it` TTY relay of the
  *       same tmux session, p50 and p99                                                        goal ≤ 1.2
+ *   (i) new chat's first bash_tool result, pool hit (server restarted with SANDBOX_POOL_SIZE=2, pool full)
+ *                                              ÷ `docker start` of a created container goal ≤ 0.3
+ * BENCH_ONLY=b runs (b) alone; (i) restarts the server, so it runs last.
  */
 import { spawn, type ChildProcess } from 'node:child_process'
 import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs'
@@ -57,13 +61,13 @@ const serverLog = join(tmpdir(), `cubicle-bench-${PREFIX}.log`)
 /** Where bench/memory-probe.ts writes the server's memory split. */
 let memoryFile = ''
 
-async function startServer (dataDir: string): Promise<ChildProcess> {
+async function startServer (dataDir: string, poolSize = 0): Promise<ChildProcess> {
   memoryFile = join(dataDir, 'memory.json')
   const log = openSync(serverLog, 'w')
   const child = spawn(process.execPath, ['--import=tsx', '--import=./bench/memory-probe.ts', 'core/server.ts'], {
     cwd: root,
     stdio: ['ignore', log, log],
-    env: { ...process.env, BENCH_MEMORY_FILE: memoryFile, PORT: String(PORT), HOST: '127.0.0.1', DATA_DIR: dataDir, SANDBOX_PREFIX: PREFIX, LOG_LEVEL: 'warn', MAX_RUNNING_SANDBOXES: '0', DOCKER_IMAGE: IMAGE, PUBLIC_BASE_URL: BASE }
+    env: { ...process.env, BENCH_MEMORY_FILE: memoryFile, PORT: String(PORT), HOST: '127.0.0.1', DATA_DIR: dataDir, SANDBOX_PREFIX: PREFIX, LOG_LEVEL: 'warn', MAX_RUNNING_SANDBOXES: '0', SANDBOX_POOL_SIZE: String(poolSize), DOCKER_IMAGE: IMAGE, PUBLIC_BASE_URL: BASE }
   })
   // Up to 60 s: a loaded machine boots the server slowly.
   for (let i = 0; i < 300; i++) {
@@ -321,6 +325,32 @@ async function benchTerminal (): Promise<string> {
     `p50 ${(s50 / d50).toFixed(2)}, p99 ${(s99 / d99).toFixed(2)} (goal ≤ 1.2; ${KEYS} keys each)`
 }
 
+/** Ready sandboxes in the warm pool, from /metrics (open mode). */
+async function pooled (): Promise<number> {
+  const text = await (await fetch(`${BASE}/metrics`)).text()
+  return Number(/^cubicle_sandbox_pool (\d+)/m.exec(text)?.[1] ?? NaN)
+}
+
+/**
+ * (i) A pool hit: with the pool full (and nothing being created), a new chat's first bash_tool result,
+ * against `docker start` of a container created beforehand (create not timed), alternating.
+ */
+async function benchPoolHit (): Promise<string> {
+  const hit: number[] = []
+  const start: number[] = []
+  for (let i = 0; i < 5; i++) {
+    for (let w = 0; w < 600 && await pooled() < 2; w++) await new Promise(resolve => setTimeout(resolve, 200))
+    await new Promise(resolve => setTimeout(resolve, 1000))
+    const c = await client(`bench-i-${i}`)
+    const t0 = now(); await bash(c, 'echo first'); hit.push(now() - t0)
+    await c.close()
+    const raw = await docker.createContainer({ Image: IMAGE, Cmd: ['sleep', 'infinity'], User: 'assistant', Labels: { 'bench-raw': PREFIX }, HostConfig: { Init: true, CapDrop: ['ALL'] } })
+    const t1 = now(); await raw.start(); start.push(now() - t1)
+    await raw.remove({ force: true })
+  }
+  return `(i) first bash_tool, pool hit ${ms(median(hit))} ÷ docker start of a created container ${ms(median(start))} = ${(median(hit) / median(start)).toFixed(2)} (goal ≤ 0.3)`
+}
+
 /** The server's own memory split (bench/memory-probe.ts, on SIGUSR2): RSS, heap by space, external, handles. */
 async function memorySplit (server: ChildProcess): Promise<string> {
   rmSync(memoryFile, { force: true })
@@ -400,7 +430,7 @@ async function main (): Promise<void> {
   await docker.ping()
   const dataDir = mkdtempSync(join(tmpdir(), 'cubicle-bench-'))
   listingFixture(dataDir)
-  const server = await startServer(dataDir)
+  let server = await startServer(dataDir)
   const results: string[] = []
   try {
     // (d) protocol overhead
@@ -421,38 +451,15 @@ async function main (): Promise<void> {
     if (want('e')) results.push(await benchListing(server))
     if (want('f')) results.push(...await benchBrowser())
     if (want('g')) results.push(await benchTerminal())
-    if (!want('a')) return
-
-    // (a) warm round trip vs raw exec in the same container
-    const ca = await client('bench-a')
-    await bash(ca, 'true')
-    const container = docker.getContainer((await docker.listContainers({ filters: { label: [`cu.prefix=${PREFIX}`, 'cu.chat-id=bench-a'] } }))[0]!.Id)
-    const viaMcp: number[] = []
-    const viaRaw: number[] = []
-    for (let i = 0; i < 40; i++) {
-      let t0 = now(); await bash(ca, 'echo hi'); viaMcp.push(now() - t0)
-      t0 = now(); await rawExec(container, ['echo', 'hi']); viaRaw.push(now() - t0)
+    if (want('a')) await benchWarmAndLoad(server, results)
+    else if (ONLY.includes('b')) results.push(await benchCold())
+    if (want('i')) {
+      // (i) needs the warm pool: the same server restarted with SANDBOX_POOL_SIZE=2 (it re-adopts every sandbox).
+      server.kill('SIGTERM')
+      await new Promise(resolve => server.once('exit', resolve))
+      server = await startServer(dataDir, 2)
+      results.push(await benchPoolHit())
     }
-    results.push(`(a) bash_tool echo ${ms(median(viaMcp))} ÷ raw exec ${ms(median(viaRaw))} = ${(median(viaMcp) / median(viaRaw)).toFixed(2)} (goal ≤ 1.15)`)
-
-    // (b) cold first call vs raw create + start + exec
-    const cold: number[] = []
-    const rawCold: number[] = []
-    for (let i = 0; i < 5; i++) {
-      const c = await client(`bench-b-${i}`)
-      let t0 = now(); await bash(c, 'echo first'); cold.push(now() - t0)
-      await c.close()
-      t0 = now()
-      const raw = await docker.createContainer({ Image: IMAGE, Cmd: ['sleep', 'infinity'], User: 'assistant', Labels: { 'bench-raw': PREFIX }, HostConfig: { Init: true, CapDrop: ['ALL'] } })
-      await raw.start()
-      await rawExec(raw, ['echo', 'first'])
-      rawCold.push(now() - t0)
-      await raw.remove({ force: true })
-    }
-    results.push(`(b) first bash_tool ${ms(median(cold))} ÷ raw create+start+exec ${ms(median(rawCold))} = ${(median(cold) / median(rawCold)).toFixed(2)} (goal ≤ 1.3)`)
-
-    // (c) 50 chats × 10 calls concurrently
-    results.push(await benchLoad(server, 'c', 50, 10))
   } finally {
     server.kill('SIGTERM')
     await cleanup()
@@ -460,6 +467,44 @@ async function main (): Promise<void> {
     console.log('\nCubicle bench (same machine, same run)')
     for (const line of results) console.log(line)
   }
+}
+
+/** (a), (b) and (c). */
+async function benchWarmAndLoad (server: ChildProcess, results: string[]): Promise<void> {
+  // (a) warm round trip vs raw exec in the same container
+  const ca = await client('bench-a')
+  await bash(ca, 'true')
+  const container = docker.getContainer((await docker.listContainers({ filters: { label: [`cu.prefix=${PREFIX}`, 'cu.chat-id=bench-a'] } }))[0]!.Id)
+  const viaMcp: number[] = []
+  const viaRaw: number[] = []
+  for (let i = 0; i < 40; i++) {
+    let t0 = now(); await bash(ca, 'echo hi'); viaMcp.push(now() - t0)
+    t0 = now(); await rawExec(container, ['echo', 'hi']); viaRaw.push(now() - t0)
+  }
+  results.push(`(a) bash_tool echo ${ms(median(viaMcp))} ÷ raw exec ${ms(median(viaRaw))} = ${(median(viaMcp) / median(viaRaw)).toFixed(2)} (goal ≤ 1.15)`)
+
+  results.push(await benchCold())
+
+  // (c) 50 chats × 10 calls concurrently
+  results.push(await benchLoad(server, 'c', 50, 10))
+}
+
+/** (b) cold first call vs raw create + start + exec (the server runs with SANDBOX_POOL_SIZE=0 here). */
+async function benchCold (): Promise<string> {
+  const cold: number[] = []
+  const rawCold: number[] = []
+  for (let i = 0; i < 5; i++) {
+    const c = await client(`bench-b-${i}`)
+    let t0 = now(); await bash(c, 'echo first'); cold.push(now() - t0)
+    await c.close()
+    t0 = now()
+    const raw = await docker.createContainer({ Image: IMAGE, Cmd: ['sleep', 'infinity'], User: 'assistant', Labels: { 'bench-raw': PREFIX }, HostConfig: { Init: true, CapDrop: ['ALL'] } })
+    await raw.start()
+    await rawExec(raw, ['echo', 'first'])
+    rawCold.push(now() - t0)
+    await raw.remove({ force: true })
+  }
+  return `(b) first bash_tool, pool empty ${ms(median(cold))} ÷ raw create+start+exec ${ms(median(rawCold))} = ${(median(cold) / median(rawCold)).toFixed(2)} (goal ≤ 1.2)`
 }
 
 await main()

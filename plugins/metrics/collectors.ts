@@ -12,7 +12,9 @@ export interface Collectors {
   toolSeconds: Histogram<'tool'>
   sandboxes: Gauge<'state'>
   /** Set by the sandbox observer: the counts by state, read at scrape time. */
-  census: { read?: () => Record<string, number> }
+  census: { read?: () => Record<string, number>, pooled?: () => number }
+  /** Sandboxes waiting in the warm pool (SANDBOX_POOL_SIZE), read at scrape time; not chats. */
+  sandboxPool: Gauge
   sandboxStarts: Counter
   sandboxStops: Counter<'reason'>
   sandboxCapacity: Gauge
@@ -60,6 +62,12 @@ export function createCollectors (prefix: string, defaults: boolean): Collectors
     }),
     sandboxStarts: new Counter({ name: `${prefix}sandbox_starts_total`, help: 'Sandboxes created or started by a tool call', registers }),
     sandboxStops: new Counter({ name: `${prefix}sandbox_stops_total`, help: 'Sandboxes stopped or removed, by reason (idle, max-age, capacity, …)', labelNames: ['reason'], registers }),
+    sandboxPool: new Gauge({
+      name: `${prefix}sandbox_pool`,
+      help: 'Started, ready sandboxes waiting in the warm pool for a new chat (SANDBOX_POOL_SIZE); not counted in sandboxes{state}',
+      registers,
+      collect () { this.set(census.pooled?.() ?? 0) }
+    }),
     sandboxCapacity: new Gauge({ name: `${prefix}sandbox_capacity`, help: 'MAX_RUNNING_SANDBOXES: running sandboxes allowed at once (0 = unlimited)', registers })
   }
 }

@@ -31,6 +31,7 @@ export function observeSandboxes (sandbox: SandboxService, c: Collectors, log: F
       else states.set(chatId, next)
     })
   }
+  if (sandbox.pooled !== undefined) c.census.pooled = sandbox.pooled.bind(sandbox)
   // Computed at scrape time from the map, so the gauge never drifts from it.
   c.census.read = () => {
     const counts: Record<TrackedState, number> = { running: 0, stopped: 0, removed: 0 }

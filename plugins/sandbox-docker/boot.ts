@@ -4,6 +4,8 @@ import { detectQuota } from './disk-quota.js'
 import { diskPass } from './disk-watchdog.js'
 import type { ContainerSummary } from './docker-client.js'
 import { ownerFilter, readLabels, sandboxNames } from './names.js'
+import { drainPool, maintain } from './pool.js'
+import { bindListed, sortListing } from './pool-claim.js'
 import { changed, describe, entryOf, type Entry, type Registry } from './registry.js'
 
 /*
@@ -68,13 +70,15 @@ export async function prepareNetwork (reg: Registry): Promise<void> {
 
 /** §5.6 item 7: register every labelled container of our prefix; the boot time counts as activity. */
 async function readopt (reg: Registry): Promise<void> {
-  const list = await reg.docker.listContainers(ownerFilter(reg.opts.prefix))
+  const { chats, unclaimed } = await sortListing(reg, await reg.docker.listContainers(ownerFilter(reg.opts.prefix)))
   let adopted = 0
-  for (const c of list) {
+  for (const c of chats) {
     if (register(reg, c, reg.opts.now()) !== null) adopted++
   }
   const volumes = await reg.docker.listVolumes(ownerFilter(reg.opts.prefix)).catch(() => [])
-  reg.log.info({ containers: adopted, running: list.filter(c => c.running).length, volumes: volumes.length }, 're-adopted sandboxes')
+  reg.log.info({ containers: adopted, running: chats.filter(c => c.running).length, volumes: volumes.length, pool: unclaimed.length }, 're-adopted sandboxes')
+  // Unclaimed pool sandboxes: kept when they still match, else replaced; then the pool fills up.
+  void maintain(reg, unclaimed).catch(err => { reg.log.warn({ err: describe(err) }, 'warm pool: re-adoption failed') })
 }
 
 /** Registers a listed container when its labels are consistent; mismatches are logged, never touched. */
@@ -96,6 +100,7 @@ export function register (reg: Registry, c: ContainerSummary, activity: number, 
   entry.containerId = c.id
   entry.createdAt = labels.createdAt
   if (!known) entry.lastActive = Math.max(entry.lastActive, activity)
+  bindListed(reg, entry, c)
   changed(reg, entry)
   return entry
 }
@@ -144,5 +149,6 @@ export async function closeService (reg: Registry): Promise<void> {
   clearTimeout(reg.diskPoke)
   for (const s of reg.streams) s.destroy()
   reg.streams.clear()
+  await drainPool(reg)
   reg.docker.close()
 }

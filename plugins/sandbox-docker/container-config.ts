@@ -45,8 +45,12 @@ export function tmpfsFor (s: Pick<ContainerSettings, 'diskLimit' | 'memLimit'>):
 
 export interface MountSpec { Type: 'bind' | 'volume', Source: string, Target: string, ReadOnly: boolean, VolumeOptions?: { Labels: Record<string, string> } }
 
-/** The create body of a chat's container (surface.md §5.2). Pure: same inputs, same config. `extra`: read-only mounts of extra-mounts.ts. */
-export function buildContainerConfig (s: ContainerSettings, chatId: string, user: RequestUser | undefined, now: Date, extra: MountSpec[] = []): {
+/**
+ * The create body of a chat's container (surface.md §5.2). Pure: same inputs, same config. `extra`: read-only
+ * mounts of extra-mounts.ts. `home`: the chat's home volume when it is not `{prefix}-home-{K}` (a volume
+ * claimed from the warm pool, pool.ts), recorded in the `cu.home-volume` label.
+ */
+export function buildContainerConfig (s: ContainerSettings, chatId: string, user: RequestUser | undefined, now: Date, extra: MountSpec[] = [], home?: string): {
   name: string
   Image: string
   Cmd: string[]
@@ -64,8 +68,9 @@ export function buildContainerConfig (s: ContainerSettings, chatId: string, user
 } {
   const names = sandboxNames(s.prefix, chatId)
   const chatDir = join(s.dataDirHost, 'chats', names.key)
+  const volume = home ?? names.volume
   const mounts: MountSpec[] = [
-    { Type: 'volume', Source: names.volume, Target: SANDBOX_HOME, ReadOnly: false, VolumeOptions: { Labels: volumeLabels(s.prefix, chatId) } },
+    { Type: 'volume', Source: volume, Target: SANDBOX_HOME, ReadOnly: false, VolumeOptions: { Labels: volumeLabels(s.prefix, chatId) } },
     { Type: 'bind', Source: join(chatDir, 'uploads'), Target: SANDBOX_UPLOADS, ReadOnly: true },
     { Type: 'bind', Source: join(chatDir, 'outputs'), Target: SANDBOX_OUTPUTS, ReadOnly: false }
   ]
@@ -80,7 +85,7 @@ export function buildContainerConfig (s: ContainerSettings, chatId: string, user
     User: SANDBOX_USER,
     WorkingDir: SANDBOX_HOME,
     Env: toEnvList(s.sandboxEnv, chatEnv(chatId, s.subagentCli, user), proxyEnv(s.egressProxy)),
-    Labels: containerLabels(s.prefix, chatId, s.image, now),
+    Labels: { ...containerLabels(s.prefix, chatId, s.image, now), ...(volume !== names.volume && { 'cu.home-volume': volume }) },
     AttachStdin: false,
     AttachStdout: false,
     AttachStderr: false,

@@ -133,6 +133,19 @@ export function createDockerClient (host: string, limits: Partial<EngineLimits> 
       }))
     },
 
+    async renameContainer (id, name) {
+      try {
+        // Not retried: a rename that went through answers 409 on a second attempt.
+        await run('lifecycle', 'container rename', async s => await docker.getContainer(id).rename({ name, abortSignal: s }))
+        return true
+      } catch (err) {
+        const e = err as DockerError
+        if (e.statusCode === 409) return 'conflict'
+        if (e.statusCode === 404) return false
+        throw e
+      }
+    },
+
     close () {
       agent?.destroy()
     }

@@ -104,4 +104,6 @@ export interface DockerClient extends MonitorClient {
   putFile (containerId: string, path: string, content: Buffer, mode: number, uid: number, gid: number): Promise<void>
   /** Drops pooled connections (streams in use are ended by their owners). */
   close (): void
+  /** Renames a container; 'conflict' when the new name is taken (409), false when the container does not exist. */
+  renameContainer (id: string, name: string): Promise<true | false | 'conflict'>
 }

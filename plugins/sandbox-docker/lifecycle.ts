@@ -9,6 +9,7 @@ import { isQuotaRefusal, quotaOutcome, settingsWithQuota } from './disk-quota.js
 import { DockerError, transient, type ContainerDetails } from './docker-client.js'
 import { SANDBOX_CREATE_TIMEOUT, SANDBOX_DOCKER_UNAVAILABLE, SANDBOX_FAILED, SANDBOX_IMAGE_MISSING } from './errors.js'
 import { rawExec } from './exec.js'
+import { claim, loadBinding } from './pool-claim.js'
 import { reserveSlot } from './reaper.js'
 import { changed, describe, entryOf, infoOf, mapError, notifyStop, sleep, tooOld, withLock, type Entry, type Registry } from './registry.js'
 import type { EnsureOptions, SandboxInfo, SandboxStatus } from './types.js'
@@ -70,6 +71,8 @@ async function doEnsure (reg: Registry, entry: Entry, user: RequestUser | undefi
   const { names } = entry
   try {
     const paths = await prepareChatDirs(reg.opts.dataDir, names.chatId)
+    // A chat that claimed a pool sandbox once keeps its home volume (pool-claim.ts) through every recreation.
+    await loadBinding(reg, entry)
     const existing = await reg.docker.inspectContainer(names.container)
     let container: Container | null = existing
     let started = false
@@ -78,6 +81,9 @@ async function doEnsure (reg: Registry, entry: Entry, user: RequestUser | undefi
       container = await startStopped(reg, entry, existing, user, extra)
       started = container !== null
     }
+    // A new chat takes a started, ready sandbox from the warm pool when one matches (pool-claim.ts).
+    const claimed = existing === null ? await claim(reg, entry, user, extra) : null
+    if (claimed !== null) { container = claimed.container; started = true }
     if (container === null) {
       await reserveSlot(reg, entry)
       container = await create(reg, entry, user, extra)
@@ -85,7 +91,7 @@ async function doEnsure (reg: Registry, entry: Entry, user: RequestUser | undefi
     }
     entry.containerId = container.id
     entry.createdAt = container.labels['cu.created-at']
-    const ids = await waitReady(reg, entry)
+    const ids = claimed !== null ? claimed.ids : await waitReady(reg, entry)
     entry.state = 'running'
     entry.recoverable = false
     entry.startedAt = Date.now()
@@ -109,7 +115,7 @@ async function doEnsure (reg: Registry, entry: Entry, user: RequestUser | undefi
  */
 async function startStopped (reg: Registry, entry: Entry, existing: ContainerDetails, user: RequestUser | undefined, extra: MountSpec[]): Promise<Container | null> {
   const { names } = entry
-  const desired = buildContainerConfig(settingsWithQuota(reg), names.chatId, user, new Date(reg.opts.now()), extra)
+  const desired = buildContainerConfig(settingsWithQuota(reg), names.chatId, user, new Date(reg.opts.now()), extra, names.volume)
   const currentImage = await reg.docker.imageId(reg.opts.image).catch(() => null)
   const drift = configDrift(existing, desired, currentImage)
   if (drift !== null || tooOld(reg, existing.labels['cu.created-at'])) {
@@ -132,7 +138,7 @@ async function startStopped (reg: Registry, entry: Entry, existing: ContainerDet
 
 /** Creates and starts the container; a 409 means someone else made it: adopt, never remove. */
 async function create (reg: Registry, entry: Entry, user: RequestUser | undefined, extra: MountSpec[]): Promise<Container> {
-  const build = (): ReturnType<typeof buildContainerConfig> => buildContainerConfig(settingsWithQuota(reg), entry.names.chatId, user, new Date(reg.opts.now()), extra)
+  const build = (): ReturnType<typeof buildContainerConfig> => buildContainerConfig(settingsWithQuota(reg), entry.names.chatId, user, new Date(reg.opts.now()), extra, entry.names.volume)
   let config = build()
   let created
   try {
@@ -274,6 +280,7 @@ export async function remove (reg: Registry, chatId: string, opts: { purge?: boo
   const entry = entryOf(reg, chatId)
   await withLock(entry, async () => {
     try {
+      await loadBinding(reg, entry)
       await reg.docker.removeContainer(entry.names.container)
       entry.state = 'absent'
       entry.containerId = undefined

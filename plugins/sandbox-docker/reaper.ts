@@ -7,6 +7,8 @@ import type { ContainerSummary } from './docker-client.js'
 import { SANDBOX_CAPACITY } from './errors.js'
 import { ownerFilter } from './names.js'
 import { noteOutsideChange } from './recovery.js'
+import { maintain, poolOf, yieldSlot } from './pool.js'
+import { loadBinding, sortListing } from './pool-claim.js'
 import { changed, describe, entryOf, notifyStop, stopEntry, tooOld, withLock, type Entry, type Registry } from './registry.js'
 
 /*
@@ -36,7 +38,8 @@ async function reapOnce (reg: Registry): Promise<void> {
     reg.log.debug({ err: describe(err) }, 'reaper: Docker unavailable')
     return
   }
-  const seen = reconcile(reg, list, mark)
+  const { chats, unclaimed } = await sortListing(reg, list)
+  const seen = reconcile(reg, chats, mark)
   const now = reg.opts.now()
   const jobs: Array<Promise<void>> = []
   for (const entry of seen) {
@@ -50,6 +53,7 @@ async function reapOnce (reg: Registry): Promise<void> {
     }
   }
   await Promise.all(jobs)
+  await maintain(reg, unclaimed).catch(err => { reg.log.warn({ err: describe(err) }, 'warm pool: maintenance failed') })
   // Forget chats that have nothing left to track.
   for (const [key, entry] of reg.entries) {
     if (entry.state === 'absent' && entry.locked === 0 && entry.ensuring === null && entry.callLeases + entry.socketLeases === 0 &&
@@ -119,6 +123,7 @@ async function purgeChat (reg: Registry, key: string, cutoff: number): Promise<b
   try {
     await withLock(entry, async () => {
       if (await reg.docker.inspectContainer(entry.names.container) !== null) return
+      await loadBinding(reg, entry)
       await reg.docker.removeVolume(entry.names.volume)
       await removeChatDir(reg.opts.dataDir, key)
       entry.state = 'absent'
@@ -144,7 +149,9 @@ function runningCount (reg: Registry, except: Entry): number {
 /** MAX_RUNNING_SANDBOXES: stop the least recently active idle sandbox, or fail with SANDBOX_CAPACITY. */
 export async function reserveSlot (reg: Registry, entry: Entry): Promise<void> {
   if (reg.opts.maxRunning === 0) { reg.starting.add(entry); return }
-  while (runningCount(reg, entry) >= reg.opts.maxRunning) {
+  // Ready pool sandboxes count too, and give way before any chat's sandbox is stopped.
+  while (runningCount(reg, entry) + poolOf(reg).ready.length >= reg.opts.maxRunning) {
+    if (await yieldSlot(reg)) continue
     let victim: Entry | undefined
     for (const e of reg.entries.values()) {
       if (e === entry || e.state !== 'running' || e.stopping || e.locked > 0 || e.callLeases + e.socketLeases > 0) continue

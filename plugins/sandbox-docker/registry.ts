@@ -8,6 +8,7 @@ import { sandboxNames, type SandboxNames } from './names.js'
 import type { RequestUser } from '../../core/identity.js'
 import type { DiskState, QuotaSupport } from './disk-quota.js'
 import type { NoticeLog } from './notices.js'
+import type { PoolBinding } from './pool-claim.js'
 import type { EnsureHook, MountProvider, SandboxInfo, StopHook } from './types.js'
 
 export { armDeadline, clampMs, describe, execStartError, infoOf, mapError, notifyStop, requireRunning, sleep, stopEntry, tooOld } from './registry-transitions.js'
@@ -38,6 +39,8 @@ export interface ServiceOptions {
   maxAgeHours: number
   dataMaxAgeDays: number
   maxRunning: number
+  /** SANDBOX_POOL_SIZE (pool.ts); 0 disables */
+  poolSize: number
   commandTimeoutS: number
   uid: number
   gid: number
@@ -93,6 +96,8 @@ export interface Entry {
   notices: NoticeLog
   /** the disk watchdog's view of this chat (disk-watchdog.ts) */
   disk: DiskState
+  /** its home volume came from the warm pool (pool-claim.ts); null: no; undefined: not looked up yet */
+  pool?: PoolBinding | null
 }
 
 export interface Registry {

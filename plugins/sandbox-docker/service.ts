@@ -8,6 +8,8 @@ import { ensure, remove, status } from './lifecycle.js'
 import { takeNotices } from './notices.js'
 import { diskPass } from './disk-watchdog.js'
 import { purge, reap } from './reaper.js'
+import { poolOf } from './pool.js'
+import { chatExecEnv, withChatEnv } from './pool-claim.js'
 import { createRegistry, entryOf, stopEntry, type Entry, type Registry, type ServiceOptions } from './registry.js'
 import type { SandboxService } from './types.js'
 
@@ -53,7 +55,10 @@ async function sandboxAddress (reg: Registry, entry: Entry): Promise<string | nu
 }
 
 export function createSandboxService (opts: ServiceOptions, docker: DockerClient, log: FastifyBaseLogger): DockerSandboxService {
-  const reg = createRegistry(opts, docker, log)
+  // Execs into a claimed pool sandbox carry the chat's environment (pool-claim.ts).
+  const ref: { reg?: Registry } = {}
+  const reg = createRegistry(opts, withChatEnv(docker, id => ref.reg === undefined ? undefined : chatExecEnv(ref.reg, id)), log)
+  ref.reg = reg
   const service: DockerSandboxService = {
     docker,
     bootTime: reg.bootTime,
@@ -80,7 +85,8 @@ export function createSandboxService (opts: ServiceOptions, docker: DockerClient
       ? null
       : { name: reg.networkName, gateway: reg.network.gateway, subnet: reg.network.subnet, bridge: reg.network.bridge },
     address: async chatId => await sandboxAddress(reg, entryOf(reg, chatId)),
-    addMounts: provider => { reg.mountProviders.push(provider) }
+    addMounts: provider => { reg.mountProviders.push(provider) },
+    pooled: () => poolOf(reg).ready.length
   }
   return service
 }

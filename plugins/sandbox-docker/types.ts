@@ -238,6 +238,8 @@ export interface SandboxService {
   address? (chatId: string): Promise<string | null>
   /** Extension (issue #16): extra read-only mounts per sandbox (user skills). Register while plugins load. */
   addMounts? (provider: MountProvider): void
+  /** Extension (issue #11 §3): started, ready sandboxes waiting in the warm pool (no chat yet). */
+  pooled? (): number
 }
 
 /** Extension: the sandbox network as the host sees it (internal: no route out). */

@@ -107,6 +107,9 @@ export async function buildSandboxApp (t: Test, prefix: string, options: Partial
     prefix,
     dataDir: dir,
     memLimit: 512 * 1024 * 1024,
+    // No warm pool unless a test asks (sandbox-pool.test.ts): these files test the create path, whose
+    // containers carry the chat labels of §5.2 (a claimed pool container keeps its pool labels).
+    poolSize: 0,
     ...options
   })], { logger: process.env.TEST_LOG === '1' ? { level: 'debug' } : false })
   t.teardown(async () => { await app.close() })

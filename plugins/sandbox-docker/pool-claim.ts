@@ -1,0 +1,254 @@
+import { lstat, mkdir, readdir, rename, rm, unlink, writeFile } from 'node:fs/promises'
+import { join } from 'node:path'
+import { chatKey } from '../../core/chat-id.js'
+import { chatPaths } from '../../core/chat-paths.js'
+import type { RequestUser } from '../../core/identity.js'
+import type { MountSpec } from './container-config.js'
+import type { ContainerSummary, DockerClient, ExecSpec } from './docker-client.js'
+import { chatEnv, toEnvList } from './env.js'
+import { ownerFilter, rfc3339, sandboxNames } from './names.js'
+import { claimable, discard, HOME_LABEL, poolNames, poolOf, readRecord, RECORD, refill, slotDirs, slotOf, takeSlot, type BindingRecord, type PoolSlot } from './pool.js'
+import { describe, sleep, type Entry, type Registry } from './registry.js'
+
+/*
+ * Claiming a warm sandbox for a new chat (issue #11 §3; design in the README, "Warm pool"). Under the
+ * chat's lock: take a ready slot (synchronous, so never twice), write the journal and the chat's record,
+ * rename the container to `{prefix}-sbx-{K}` (a 409 means the name is taken: the slot goes back and the
+ * create path adopts the other container), then move the slot's data dirs into the chat's place. The
+ * chat keeps the slot's home volume for good (Entry.pool, `cu.home-volume`); the per-chat environment
+ * a container gets at create is given to every exec of a claimed container instead.
+ */
+
+/** A chat whose home volume came from the pool (Entry.pool; null: none; undefined: record not read yet). */
+export interface PoolBinding {
+  slot: string
+  volume: string
+  /** who claimed it (the git identity and GitLab host a fresh container would have been created with) */
+  user?: RequestUser
+  record: BindingRecord
+}
+
+/** After a claim, the refill waits this long (the chat's hooks and first command run meanwhile). */
+const QUIET_MS = 2000
+
+type Claimed = { container: { id: string, labels: Record<string, string>, running: boolean }, ids: { uid: number, gid: number } | null }
+
+function bindEntry (entry: Entry, b: PoolBinding | null): void {
+  entry.pool = b
+  if (b !== null) entry.names.volume = b.volume
+}
+
+/** A record names only the volume of its own slot under our prefix. */
+const ownVolume = (reg: Registry, r: BindingRecord): boolean => r.home_volume === poolNames(reg.opts.prefix, r.slot).volume
+
+const recordPath = (reg: Registry, chatId: string): string => join(chatPaths(reg.opts.dataDir, chatId).dir, RECORD)
+
+/** Reads the chat's pool record once: from then on its home volume is the claimed one (create, drift, removal, purge). */
+export async function loadBinding (reg: Registry, entry: Entry): Promise<void> {
+  if (entry.pool !== undefined) return
+  const r = await readRecord(recordPath(reg, entry.names.chatId))
+  bindEntry(entry, r !== null && r.chat_id === entry.names.chatId && ownVolume(reg, r) ? { slot: r.slot, volume: r.home_volume, record: r } : null)
+}
+
+/** The environment a fresh container of this chat carries and a claimed one lacks: given to each of its execs. */
+export function chatExecEnv (reg: Registry, containerId: string): string[] | undefined {
+  const entry = poolOf(reg).bound.get(containerId)
+  const b = entry?.pool
+  if (entry === undefined || b === undefined || b === null) return undefined
+  const r = b.record
+  const user: RequestUser = b.user ?? {
+    emailRejected: false,
+    mcpServers: [],
+    ...(r.user_name !== null && { name: r.user_name }),
+    ...(r.user_email !== null && { email: r.user_email }),
+    credentials: { ...(r.gitlab_host !== null && { gitlabHost: r.gitlab_host }), ...(entry.user?.credentials.gitlabToken !== undefined && { gitlabToken: entry.user.credentials.gitlabToken }) }
+  }
+  return toEnvList(chatEnv(entry.names.chatId, reg.opts.subagentCli, user))
+}
+
+/** The adapter with the chat env in front of each exec's own (later entries win, as over a container's env). */
+export function withChatEnv (docker: DockerClient, envOf: (containerId: string) => string[] | undefined): DockerClient {
+  return {
+    ...docker,
+    exec: async (containerId: string, spec: ExecSpec) => {
+      const extra = envOf(containerId)
+      return await docker.exec(containerId, extra === undefined ? spec : { ...spec, env: [...extra, ...(spec.env ?? [])] })
+    }
+  }
+}
+
+async function writeJson (path: string, value: unknown): Promise<void> {
+  const tmp = `${path}.${process.pid}.tmp`
+  await writeFile(tmp, `${JSON.stringify(value, null, 2)}\n`, { mode: 0o644 })
+  await rename(tmp, path)
+}
+
+/**
+ * A new chat (no pool record, no home volume of its own) with no extra mounts takes a ready pool
+ * sandbox that still matches the settings; null: create one as usual.
+ */
+export async function claim (reg: Registry, entry: Entry, user: RequestUser | undefined, extra: MountSpec[]): Promise<Claimed | null> {
+  if (reg.opts.poolSize <= 0) return null
+  await loadBinding(reg, entry)
+  // Per-user mounts are fixed at create: such chats get a fresh sandbox. A chat claimed before keeps its volume.
+  if (extra.length > 0 || entry.pool !== null || poolOf(reg).ready.length === 0) { refill(reg); return null }
+  const [own, imageId] = await Promise.all([
+    reg.docker.listVolumes([...ownerFilter(reg.opts.prefix), `cu.chat-key=${entry.names.key}`]),
+    reg.docker.imageId(reg.opts.image).catch(() => null)
+  ])
+  if (own.length > 0) return null
+  let slot: PoolSlot | undefined
+  while ((slot = takeSlot(reg)) !== undefined) {
+    const why = claimable(reg, slot, imageId)
+    if (why === null) break
+    reg.log.info({ slot: slot.slot, reason: why }, 'warm pool: replacing a sandbox that no longer matches')
+    void discard(reg, slot.slot, slot.id)
+  }
+  if (slot === undefined) { refill(reg); return null }
+  const pool = poolOf(reg)
+  pool.claiming.add(slot.id)
+  try {
+    return await bind(reg, entry, slot, user)
+  } finally {
+    pool.claiming.delete(slot.id)
+    // The new chat's hooks and first command go first: the refill waits a moment.
+    pool.quietUntil = Date.now() + QUIET_MS
+    refill(reg)
+  }
+}
+
+async function bind (reg: Registry, entry: Entry, slot: PoolSlot, user: RequestUser | undefined): Promise<Claimed | null> {
+  const dirs = slotDirs(reg.opts.dataDir, slot.slot)
+  const record: BindingRecord = {
+    chat_id: entry.names.chatId,
+    slot: slot.slot,
+    home_volume: poolNames(reg.opts.prefix, slot.slot).volume,
+    claimed_at: rfc3339(new Date(reg.opts.now())),
+    user_name: user?.name ?? null,
+    user_email: user?.email ?? null,
+    gitlab_host: user?.credentials.gitlabHost ?? null
+  }
+  // Journal first (a restart before the rename rolls back), then the chat's record (a restart after it finishes).
+  await writeJson(dirs.journal, { chat_id: entry.names.chatId })
+  await writeJson(recordPath(reg, entry.names.chatId), record)
+  const renamed = await reg.docker.renameContainer(slot.id, entry.names.container).catch(err => err as Error)
+  if (renamed !== true) {
+    await unlink(recordPath(reg, entry.names.chatId)).catch(() => {})
+    await unlink(dirs.journal).catch(() => {})
+    if (renamed === 'conflict') poolOf(reg).ready.unshift(slot)
+    else void discard(reg, slot.slot, slot.id)
+    reg.log.info({ chat: entry.names.key, slot: slot.slot, result: renamed instanceof Error ? describe(renamed) : String(renamed) }, 'warm pool: claim not possible; creating instead')
+    if (renamed instanceof Error) throw renamed
+    return null
+  }
+  bindEntry(entry, { slot: slot.slot, volume: record.home_volume, record, ...(user !== undefined && { user }) })
+  poolOf(reg).bound.set(slot.id, entry)
+  await finishClaim(reg, entry.names.chatId, slot.slot)
+  reg.log.info({ chat: entry.names.key, slot: slot.slot, container: entry.names.container }, 'warm pool: sandbox claimed')
+  return { container: { id: slot.id, labels: slot.details.labels, running: true }, ids: slot.uid > 0 ? { uid: slot.uid, gid: slot.gid } : null }
+}
+
+/** After the rename: the slot's uploads and outputs become the chat's (idempotent: a restart finishes it). */
+export async function finishClaim (reg: Registry, chatId: string, slot: string): Promise<void> {
+  const dirs = slotDirs(reg.opts.dataDir, slot)
+  const paths = chatPaths(reg.opts.dataDir, chatId)
+  await mkdir(paths.dir, { recursive: true, mode: 0o755 })
+  await adoptDir(dirs.uploads, paths.uploads)
+  await adoptDir(dirs.outputs, paths.outputs)
+  await rm(dirs.dir, { recursive: true, force: true })
+}
+
+const exists = async (p: string): Promise<boolean> => await lstat(p).then(() => true, () => false)
+const isPart = (name: string): boolean => name.startsWith('.upload-') && name.endsWith('.part')
+
+/** An upload is being written somewhere below `dir` (bounded scan, links not followed). */
+async function uploading (dir: string, budget = { left: 2000 }): Promise<boolean> {
+  let list
+  try { list = await readdir(dir, { withFileTypes: true }) } catch { return false }
+  for (const d of list) {
+    if (--budget.left < 0) return false
+    if (isPart(d.name)) return true
+    if (d.isDirectory() && await uploading(join(dir, d.name), budget)) return true
+  }
+  return false
+}
+
+/**
+ * Makes `from` (the directory the running sandbox has bind-mounted) the directory at `to`: what `to`
+ * holds already (uploads sent before the first tool call) moves into `from` entry by entry, then `from`
+ * replaces the then empty `to` with one rename. Waits up to 5 s for uploads being written to land.
+ */
+async function adoptDir (from: string, to: string): Promise<void> {
+  if (!await exists(from)) return
+  for (let round = 0; ; round++) {
+    if (round < 100 && await uploading(to)) { await sleep(50); continue }
+    let names: string[] = []
+    try { names = await readdir(to) } catch (err) { if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err }
+    for (const name of names) {
+      await rename(join(to, name), join(from, name)).catch((err: NodeJS.ErrnoException) => { if (err.code !== 'ENOENT') throw err })
+    }
+    try {
+      await rename(from, to)
+      return
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code
+      if ((code !== 'ENOTEMPTY' && code !== 'EEXIST') || round > 200) throw err
+    }
+  }
+}
+
+/**
+ * Pool containers in a listing: unclaimed ones (name `{prefix}-pool-{slot}`) are returned for the pool;
+ * claimed ones (name `{prefix}-sbx-{K}`) are bound to their chat through its record, finished when a
+ * restart interrupted the claim, and come back with the chat labels register() reads.
+ */
+export async function sortListing (reg: Registry, list: ContainerSummary[]): Promise<{ chats: ContainerSummary[], unclaimed: ContainerSummary[] }> {
+  const chats: ContainerSummary[] = []
+  const unclaimed: ContainerSummary[] = []
+  const pool = poolOf(reg)
+  const ids = new Set(list.map(c => c.id))
+  for (const id of [...pool.bound.keys(), ...pool.listed.keys()]) if (!ids.has(id)) { pool.bound.delete(id); pool.listed.delete(id) }
+  for (const c of list) {
+    const slot = slotOf(reg, c)
+    if (slot === null) { chats.push(c); continue }
+    if (c.name === poolNames(reg.opts.prefix, slot).container) { unclaimed.push(c); continue }
+    const asChat = await claimedView(reg, c, slot)
+    if (asChat !== null) chats.push(asChat)
+  }
+  return { chats, unclaimed }
+}
+
+async function claimedView (reg: Registry, c: ContainerSummary, slot: string): Promise<ContainerSummary | null> {
+  const key = /-sbx-([0-9a-f]{32})$/.exec(c.name)?.[1]
+  const known = poolOf(reg).bound.get(c.id)
+  const r = known?.pool?.record ?? (key === undefined ? null : await readRecord(join(reg.opts.dataDir, 'chats', key, RECORD)))
+  if (r === null || key === undefined || r.slot !== slot || !ownVolume(reg, r) || chatKey(r.chat_id) !== key || sandboxNames(reg.opts.prefix, r.chat_id).container !== c.name) {
+    if (!reg.ignored.has(c.id)) {
+      reg.ignored.add(c.id)
+      reg.log.warn({ container: c.name }, 'ignoring a claimed pool container without a matching chat record (left untouched)')
+    }
+    return null
+  }
+  if (known === undefined) {
+    if (await exists(slotDirs(reg.opts.dataDir, slot).dir)) {
+      await finishClaim(reg, r.chat_id, slot)
+      reg.log.warn({ chat: key, slot }, 'warm pool: finished a claim interrupted after the rename')
+    }
+  }
+  poolOf(reg).listed.set(c.id, r)
+  return { ...c, labels: { ...c.labels, 'cu.chat-id': r.chat_id, 'cu.chat-key': key, [HOME_LABEL]: r.home_volume } }
+}
+
+/** register() made an entry for a claimed container: bind it (home volume, exec env). */
+export function bindListed (reg: Registry, entry: Entry, c: ContainerSummary): void {
+  const volume = c.labels[HOME_LABEL]
+  if (volume === undefined || entry.pool?.volume === volume) {
+    if (slotOf(reg, c) !== null && entry.pool != null) poolOf(reg).bound.set(c.id, entry)
+    return
+  }
+  const slot = /-home-pool-([0-9a-f]{12})$/.exec(volume)?.[1]
+  if (slot === undefined || poolNames(reg.opts.prefix, slot).volume !== volume) return
+  const record: BindingRecord = entry.pool?.record ?? poolOf(reg).listed.get(c.id) ?? { chat_id: entry.names.chatId, slot, home_volume: volume, claimed_at: '', user_name: null, user_email: null, gitlab_host: null }
+  bindEntry(entry, { slot, volume, record })
+  if (slotOf(reg, c) !== null) poolOf(reg).bound.set(c.id, entry)
+}

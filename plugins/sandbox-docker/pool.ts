@@ -1,0 +1,305 @@
+import { randomBytes } from 'node:crypto'
+import { chmod, chown, mkdir, readFile, rm } from 'node:fs/promises'
+import { normalizeChatId } from '../../core/chat-id.js'
+import { chatPaths } from '../../core/chat-paths.js'
+import { join } from 'node:path'
+import { buildContainerConfig, configDrift, proxyEnv, SANDBOX_USER } from './container-config.js'
+import { settingsWithQuota } from './disk-quota.js'
+import type { ContainerDetails, ContainerSummary } from './docker-client.js'
+import { toEnvList } from './env.js'
+import { rawExec } from './exec.js'
+import { MANAGED_BY, rfc3339, TOOL_LABEL } from './names.js'
+import { describe, sleep, tooOld, type Entry, type Registry } from './registry.js'
+
+/*
+ * The warm pool (issue #11 §3, SANDBOX_POOL_SIZE): started, ready sandboxes that belong to no chat yet,
+ * named `{prefix}-pool-{slot}`, each with its own home volume `{prefix}-home-pool-{slot}` and data dirs
+ * `{DATA_DIR}/pool/{slot}/{uploads,outputs}`. A new chat claims one (pool-claim.ts); this file creates
+ * them (one at a time, within MAX_RUNNING_SANDBOXES headroom, paused while the engine is unreachable or
+ * chats are starting), replaces the ones that drifted, and re-adopts them at boot. See the README.
+ */
+
+export const POOL_LABEL = 'cu.pool-slot'
+export const HOME_LABEL = 'cu.home-volume'
+const SLOT = /^[0-9a-f]{12}$/
+const RETRY_MIN_MS = 2000
+const RETRY_MAX_MS = 60_000
+
+export interface PoolSlot {
+  slot: string
+  id: string
+  /** the engine's view at creation (claimability: configDrift against the current settings) */
+  details: ContainerDetails
+  uid: number
+  gid: number
+}
+
+export interface PoolState {
+  /** ready, unclaimed sandboxes (oldest first) */
+  readonly ready: PoolSlot[]
+  /** a create in flight (at most one) */
+  creating: boolean
+  filling: Promise<void> | null
+  /** claimed containers still running with the pool's env: container id → chat (pool-claim.ts chatExecEnv) */
+  readonly bound: Map<string, Entry>
+  /** chat records of claimed containers seen in the last listing (container id → record) */
+  readonly listed: Map<string, BindingRecord>
+  /** container ids being claimed right now (out of `ready`, still named pool-…) */
+  readonly claiming: Set<string>
+  /** no create before this time (set after a claim: the new chat's first command goes first) */
+  quietUntil: number
+  /** after a failed create: no new attempt before this time */
+  retryAt: number
+  retryMs: number
+}
+
+const states = new WeakMap<Registry, PoolState>()
+
+export function poolOf (reg: Registry): PoolState {
+  let p = states.get(reg)
+  if (p === undefined) states.set(reg, p = { ready: [], bound: new Map(), listed: new Map(), claiming: new Set(), creating: false, filling: null, quietUntil: 0, retryAt: 0, retryMs: RETRY_MIN_MS })
+  return p
+}
+
+export const poolNames = (prefix: string, slot: string): { container: string, volume: string, hostname: string } =>
+  ({ container: `${prefix}-pool-${slot}`, volume: `${prefix}-home-pool-${slot}`, hostname: `sbx-pool-${slot.slice(0, 7)}` })
+
+/** The slot of a pool-made container (label and name agree), or null. */
+export function slotOf (reg: Registry, c: ContainerSummary): string | null {
+  const slot = c.labels[POOL_LABEL]
+  return slot !== undefined && SLOT.test(slot) ? slot : null
+}
+
+export const slotDirs = (root: string, slot: string): { dir: string, uploads: string, outputs: string, journal: string } => {
+  const dir = join(root, 'pool', slot)
+  return { dir, uploads: join(dir, 'uploads'), outputs: join(dir, 'outputs'), journal: join(dir, 'claim.json') }
+}
+
+/**
+ * The create body of a pool sandbox: exactly a chat's (buildContainerConfig: image, limits, network,
+ * tmpfs, quota, config-derived env, mount targets and modes) with the slot's name, volume, data dirs and
+ * hostname, no per-chat env (CHAT_ID, git/GitLab identity: given per exec after a claim) and the pool labels.
+ */
+export function poolConfig (reg: Registry, slot: string, now: Date): ReturnType<typeof buildContainerConfig> {
+  const s = settingsWithQuota(reg)
+  const n = poolNames(s.prefix, slot)
+  const base = buildContainerConfig(s, 'pool', undefined, now, [], n.volume)
+  const host = slotDirs(s.dataDirHost, slot)
+  const labels = { 'managed-by': MANAGED_BY, tool: TOOL_LABEL, 'cu.prefix': s.prefix, [POOL_LABEL]: slot }
+  const mounts = base.HostConfig.Mounts.map(m => {
+    if (m.Type === 'volume') return { ...m, VolumeOptions: { Labels: labels } }
+    if (m.Target === '/mnt/user-data/uploads') return { ...m, Source: host.uploads }
+    if (m.Target === '/mnt/user-data/outputs') return { ...m, Source: host.outputs }
+    return m
+  })
+  return {
+    ...base,
+    name: n.container,
+    Hostname: n.hostname,
+    Env: toEnvList(s.sandboxEnv, { SUBAGENT_CLI: s.subagentCli }, proxyEnv(s.egressProxy)),
+    Labels: { ...labels, 'cu.created-at': rfc3339(now), 'cu.image': s.image, [HOME_LABEL]: n.volume },
+    HostConfig: { ...base.HostConfig, Mounts: mounts }
+  }
+}
+
+/** Whether a ready slot still matches what a new sandbox would be (image, limits, network, env, mounts, age). */
+export function claimable (reg: Registry, p: PoolSlot, imageId: string | null): string | null {
+  if (tooOld(reg, p.details.labels['cu.created-at'])) return 'max age reached'
+  return configDrift(p.details, poolConfig(reg, p.slot, new Date(reg.opts.now())), imageId)
+}
+
+/** Chat sandboxes plus pool sandboxes counted against MAX_RUNNING_SANDBOXES. */
+export function poolRunning (reg: Registry): number {
+  const p = poolOf(reg)
+  return p.ready.length + (p.creating ? 1 : 0)
+}
+
+function chatsRunning (reg: Registry): number {
+  let n = 0
+  for (const e of reg.entries.values()) if (e.state === 'running') n++
+  for (const e of reg.starting) if (e.state !== 'running') n++
+  return n
+}
+
+/** Room for one more pool sandbox: below the pool size and within MAX_RUNNING_SANDBOXES headroom. */
+function wanted (reg: Registry): boolean {
+  if (reg.opts.poolSize <= 0 || reg.closed || !reg.bootstrapped || reg.dockerUp === false) return false
+  if (poolRunning(reg) >= reg.opts.poolSize) return false
+  return reg.opts.maxRunning === 0 || chatsRunning(reg) + poolRunning(reg) < reg.opts.maxRunning
+}
+
+/** Refill in the background: one create at a time, deferred while chats are starting, backing off after failures. */
+export function refill (reg: Registry): void {
+  const p = poolOf(reg)
+  if (p.filling !== null || !wanted(reg)) return
+  p.filling = (async () => {
+    while (wanted(reg)) {
+      const wait = Math.max(p.retryAt, p.quietUntil) - Date.now()
+      if (reg.starting.size > 0 || wait > 0) { await sleep(reg.starting.size > 0 ? 200 : Math.min(wait, 5000)); continue }
+      try {
+        await createSlot(reg, p)
+        p.retryMs = RETRY_MIN_MS
+      } catch (err) {
+        p.retryAt = Date.now() + p.retryMs
+        p.retryMs = Math.min(RETRY_MAX_MS, p.retryMs * 2)
+        reg.log.warn({ err: describe(err), retryInMs: p.retryAt - Date.now() }, 'warm pool: creating a sandbox failed')
+        if (reg.dockerUp === false) return
+      }
+    }
+  })().finally(() => { p.filling = null })
+}
+
+async function createSlot (reg: Registry, p: PoolState): Promise<void> {
+  const slot = randomBytes(6).toString('hex')
+  const dirs = slotDirs(reg.opts.dataDir, slot)
+  const config = poolConfig(reg, slot, new Date(reg.opts.now()))
+  p.creating = true
+  let id: string | undefined
+  try {
+    await mkdir(dirs.uploads, { recursive: true, mode: 0o755 })
+    await mkdir(dirs.outputs, { mode: 0o750 })
+    await chmod(dirs.outputs, 0o750)
+    const created = await reg.docker.createContainer(config)
+    if (created === 'conflict') throw new Error('pool sandbox name taken')
+    id = created.id
+    await reg.docker.startContainer(id)
+    const ids = await probe(reg, id)
+    const uid = reg.opts.uid > 0 ? reg.opts.uid : ids.uid
+    const gid = reg.opts.gid > 0 ? reg.opts.gid : ids.gid
+    await chown(dirs.outputs, uid, gid).catch(() => {})
+    const details = await reg.docker.inspectContainer(id)
+    if (details?.running !== true) throw new Error('pool sandbox stopped while starting')
+    if (reg.closed) return
+    p.ready.push({ slot, id, details, uid, gid })
+    reg.log.info({ slot, pool: p.ready.length }, 'warm pool: sandbox ready')
+  } catch (err) {
+    await discard(reg, slot, id ?? config.name)
+    throw err
+  } finally { p.creating = false }
+}
+
+/** The ready probe of lifecycle.ts (rm a stale opencode auth.json, report uid/gid), retried for readyTimeoutMs. */
+async function probe (reg: Registry, id: string): Promise<{ uid: number, gid: number }> {
+  const deadline = Date.now() + reg.opts.readyTimeoutMs
+  while (true) {
+    try {
+      const r = await rawExec(reg, id, ['/bin/sh', '-c', 'rm -f /home/assistant/.local/share/opencode/auth.json 2>/dev/null; id -u; id -g'], { user: SANDBOX_USER, timeoutMs: 5000 }, undefined, false)
+      const [uid, gid] = r.stdout.toString('utf8').trim().split('\n').map(Number)
+      if (uid !== undefined && gid !== undefined && Number.isInteger(uid) && Number.isInteger(gid)) return { uid, gid }
+    } catch (err) {
+      if ((err as { unavailable?: boolean }).unavailable === true || Date.now() >= deadline) throw err
+    }
+    if (Date.now() >= deadline) throw new Error('pool sandbox did not become ready')
+    await sleep(100)
+  }
+}
+
+/** Removes a pool sandbox that no chat claimed: container, home volume and data dirs. */
+export async function discard (reg: Registry, slot: string, idOrName: string): Promise<void> {
+  try {
+    await reg.docker.removeContainer(idOrName)
+    await reg.docker.removeVolume(poolNames(reg.opts.prefix, slot).volume)
+    await rm(slotDirs(reg.opts.dataDir, slot).dir, { recursive: true, force: true })
+  } catch (err) {
+    reg.log.warn({ slot, err: describe(err) }, 'warm pool: removing an unclaimed sandbox failed (retried at the next pass)')
+  }
+}
+
+/** On close: the create in flight ends first (≤ 30 s), so nothing appears after the server stopped; it is re-adopted next boot. */
+export async function drainPool (reg: Registry): Promise<void> {
+  const filling = poolOf(reg).filling
+  if (filling === null) return
+  let timer: NodeJS.Timeout | undefined
+  await Promise.race([filling, new Promise(resolve => { timer = setTimeout(resolve, 30_000) })])
+  clearTimeout(timer)
+}
+
+/** Takes one ready slot out of the pool (synchronous: two claims can never take the same one). */
+export function takeSlot (reg: Registry): PoolSlot | undefined {
+  return poolOf(reg).ready.shift()
+}
+
+/** MAX_RUNNING_SANDBOXES reached: a pool sandbox gives way before any chat's sandbox is stopped. True when one was removed. */
+export async function yieldSlot (reg: Registry): Promise<boolean> {
+  const p = takeSlot(reg)
+  if (p === undefined) return false
+  reg.log.info({ slot: p.slot }, 'warm pool: sandbox capacity reached; an unclaimed sandbox gives way')
+  await discard(reg, p.slot, p.id)
+  return true
+}
+
+/**
+ * A reaper pass (and boot): pool sandboxes that stopped, vanished, drifted (image, settings) or
+ * reached their max age are removed; unknown unclaimed ones (re-adopted at boot) join the pool; then refill.
+ */
+export async function maintain (reg: Registry, unclaimed: ContainerSummary[]): Promise<void> {
+  const p = poolOf(reg)
+  const listed = new Map(unclaimed.map(c => [c.id, c]))
+  const imageId = await reg.docker.imageId(reg.opts.image).catch(() => null)
+  for (const slot of [...p.ready]) {
+    const c = listed.get(slot.id)
+    const why = c === undefined ? 'gone' : !c.running ? 'stopped' : claimable(reg, slot, imageId)
+    if (why === null) continue
+    p.ready.splice(p.ready.indexOf(slot), 1)
+    reg.log.info({ slot: slot.slot, reason: why }, 'warm pool: replacing a sandbox')
+    await discard(reg, slot.slot, slot.id)
+  }
+  const known = new Set(p.ready.map(s => s.id))
+  for (const c of unclaimed) {
+    const slot = slotOf(reg, c)
+    if (slot === null || known.has(c.id) || p.claiming.has(c.id) || p.creating) continue
+    await rollbackJournal(reg, slot)
+    await adoptSlot(reg, p, slot, c, imageId)
+  }
+  refill(reg)
+}
+
+/**
+ * A claim journal left by a server that stopped before the rename (pool-claim.ts writes the journal,
+ * then the chat's record, then renames): the container is still unclaimed and its dirs untouched, so
+ * the claim is rolled back (the chat's record removed when it names this slot).
+ */
+async function rollbackJournal (reg: Registry, slot: string): Promise<void> {
+  const dirs = slotDirs(reg.opts.dataDir, slot)
+  let chatId: unknown
+  try { chatId = (JSON.parse(await readFile(dirs.journal, 'utf8')) as { chat_id?: unknown }).chat_id } catch { return }
+  if (typeof chatId === 'string' && normalizeChatId(chatId) === chatId) {
+    const record = join(chatPaths(reg.opts.dataDir, chatId).dir, RECORD)
+    const bound = await readRecord(record)
+    if (bound?.slot === slot) await rm(record, { force: true })
+  }
+  await rm(dirs.journal, { force: true })
+  reg.log.warn({ slot }, 'warm pool: rolled back a claim interrupted before the rename')
+}
+
+/** The chat's binding to a claimed pool sandbox, `{DATA_DIR}/chats/{K}/sandbox.json` (no secrets). */
+export interface BindingRecord {
+  chat_id: string
+  slot: string
+  home_volume: string
+  claimed_at: string
+  user_name: string | null
+  user_email: string | null
+  gitlab_host: string | null
+}
+export const RECORD = 'sandbox.json'
+
+export async function readRecord (path: string): Promise<BindingRecord | null> {
+  try {
+    const r = JSON.parse(await readFile(path, 'utf8')) as Partial<BindingRecord>
+    if (typeof r.chat_id !== 'string' || typeof r.slot !== 'string' || !SLOT.test(r.slot) || typeof r.home_volume !== 'string') return null
+    return { chat_id: r.chat_id, slot: r.slot, home_volume: r.home_volume, claimed_at: String(r.claimed_at ?? ''), user_name: r.user_name ?? null, user_email: r.user_email ?? null, gitlab_host: r.gitlab_host ?? null }
+  } catch { return null }
+}
+
+async function adoptSlot (reg: Registry, p: PoolState, slot: string, c: ContainerSummary, imageId: string | null): Promise<void> {
+  const details = c.running ? await reg.docker.inspectContainer(c.id).catch(() => null) : null
+  const candidate = details === null ? null : { slot, id: c.id, details, uid: reg.opts.uid, gid: reg.opts.gid }
+  if (candidate === null || claimable(reg, candidate, imageId) !== null || p.ready.length >= reg.opts.poolSize) {
+    reg.log.info({ slot }, 'warm pool: removing a stale unclaimed sandbox')
+    await discard(reg, slot, c.id)
+    return
+  }
+  p.ready.push(candidate)
+  reg.log.info({ slot }, 'warm pool: re-adopted an unclaimed sandbox')
+}

@@ -1,0 +1,177 @@
+/*
+ * The warm pool against a real engine (issue #11 §3, SANDBOX_POOL_SIZE): a claim gives the layout of a
+ * fresh sandbox, concurrent new chats get one container each, the pool refills, a restart re-adopts
+ * pooled and claimed sandboxes (and finishes or rolls back an interrupted claim), stop/start, drift
+ * recreation and a removal behind the server's back keep home and outputs, purge removes the claimed
+ * volume, and SANDBOX_POOL_SIZE=0 creates as before. No leaks: containers and volumes counted by label.
+ */
+import t from 'tap'
+import { mkdir, readFile, stat, writeFile } from 'node:fs/promises'
+import { join } from 'node:path'
+import { chatKey } from '../../core/chat-id.js'
+import type { DockerSandboxService } from '../../plugins/sandbox-docker/service.js'
+import { buildSandboxApp, cleanupPrefix, dockerOrSkip, testDockerClient } from './docker.js'
+
+const PREFIX = 'tpool'
+const { skip } = await dockerOrSkip()
+
+async function until (what: string, cond: () => boolean | Promise<boolean>, ms = 180_000): Promise<void> {
+  const end = Date.now() + ms
+  while (!await cond()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`)
+    await new Promise(resolve => setTimeout(resolve, 200))
+  }
+}
+
+const sh = async (s: DockerSandboxService, chat: string, cmd: string): Promise<string> =>
+  (await s.exec(chat, ['sh', '-c', cmd])).stdout.toString()
+
+/** What a process inside sees: mount targets and options, owners and modes, the environment (names; CHAT_ID's value). */
+const LAYOUT = [
+  'awk \'$5 ~ /^\\/(home|mnt|tmp)/ {print $5, $6}\' /proc/self/mountinfo | sort',
+  'stat -c "%n %U:%G %a" /home/assistant /mnt/user-data/uploads /mnt/user-data/outputs /mnt/skills',
+  'id',
+  'env | cut -d= -f1 | grep -v "^HOSTNAME$" | sort | tr "\\n" " "'
+].join('; echo; ')
+
+t.test('warm pool (real Docker)', { skip }, async t => {
+  const outer = t
+  await cleanupPrefix(t, PREFIX)
+  const client = testDockerClient()
+  t.teardown(() => client.close())
+  const poolContainers = async (): Promise<string[]> => (await client.listContainers([`cu.prefix=${PREFIX}`]))
+    .filter(c => c.name.startsWith(`${PREFIX}-pool-`)).map(c => c.id).sort()
+
+  // issue #11 §3: the layout of a freshly created sandbox, as the reference.
+  const user = { email: 'ann@example.com', emailRejected: false, name: 'Ann', mcpServers: [], credentials: { gitlabToken: 'tok' } }
+  const fresh = await buildSandboxApp(t, PREFIX)
+  await fresh.service.ensure('pool-fresh', { user })
+  const freshLayout = await sh(fresh.service, 'pool-fresh', LAYOUT)
+  const freshEnv = await sh(fresh.service, 'pool-fresh', 'env')
+  t.same(await poolContainers(), [], 'SANDBOX_POOL_SIZE=0: no pool sandbox is made')
+  t.match((await client.inspectContainer(`${PREFIX}-sbx-${chatKey('pool-fresh')}`))?.labels, { 'cu.chat-id': 'pool-fresh' }, 'pool 0 creates as before')
+  await fresh.app.close()
+
+  const dataDir = fresh.dataDir
+  let { app, service } = await buildSandboxApp(t, PREFIX, { poolSize: 2 }, dataDir)
+  await until('a full pool', () => service.pooled() === 2)
+  const pooledIds = await poolContainers()
+  t.equal(pooledIds.length, 2, 'two pool sandboxes')
+
+  t.test('claim: the layout of a fresh sandbox, uploads sent before the first call, outputs mapped', async t => {
+    const chat = 'pool-a'
+    const key = chatKey(chat)
+    // An upload made before the chat's first tool call.
+    await mkdir(join(dataDir, 'chats', key, 'uploads', 'sub'), { recursive: true })
+    await writeFile(join(dataDir, 'chats', key, 'uploads', 'sub', 'early.txt'), 'early')
+    const t0 = performance.now()
+    const info = await service.ensure(chat, { user })
+    t.comment(`claim: ensure ${(performance.now() - t0).toFixed(0)} ms`)
+    t.ok(pooledIds.includes(info.containerId), 'the container came from the pool')
+    t.equal(info.containerName, `${PREFIX}-sbx-${key}`)
+    const layout = await sh(service, chat, LAYOUT)
+    t.equal(layout, freshLayout, 'mount table, owners and modes, user and env names equal a fresh sandbox\'s')
+    const env = await sh(service, chat, 'env')
+    t.match(env, /^CHAT_ID=pool-a$/m)
+    t.match(env, /^GIT_AUTHOR_NAME=Ann$/m)
+    t.match(env, /^GITLAB_TOKEN=tok$/m)
+    const config = (s: string): string[] => s.split('\n').filter(l => !/^(CHAT_ID|HOSTNAME|CUBICLE_EXEC_ID)=/.test(l)).sort()
+    t.same(config(env), config(freshEnv), 'the same configuration-derived environment')
+    t.equal(await sh(service, chat, 'cat /mnt/user-data/uploads/sub/early.txt'), 'early', 'an upload sent before the claim is visible')
+    await writeFile(join(dataDir, 'chats', key, 'uploads', 'late.txt'), 'late')
+    t.equal(await sh(service, chat, 'cat /mnt/user-data/uploads/late.txt'), 'late', 'an upload sent after the claim is visible')
+    await sh(service, chat, 'echo out > /mnt/user-data/outputs/o.txt; echo home > ~/h.txt')
+    t.equal(await readFile(join(dataDir, 'chats', key, 'outputs', 'o.txt'), 'utf8'), 'out\n', 'outputs land in the chat\'s outputs dir')
+    t.equal((await stat(join(dataDir, 'chats', key, 'outputs'))).mode & 0o777, 0o750)
+    const record = JSON.parse(await readFile(join(dataDir, 'chats', key, 'sandbox.json'), 'utf8')) as Record<string, unknown>
+    t.match(record, { chat_id: chat, home_volume: new RegExp(`^${PREFIX}-home-pool-[0-9a-f]{12}$`) })
+    t.notOk(JSON.stringify(record).includes('tok'), 'no secret in the record')
+    const meta = JSON.parse(await readFile(join(dataDir, 'chats', key, 'meta.json'), 'utf8')) as Record<string, unknown>
+    t.equal(meta.chat_id, chat)
+    const c = await client.inspectContainer(info.containerName)
+    t.equal(c?.mounts.find(m => m.target === '/home/assistant')?.source.includes(record.home_volume as string), true, 'home is the slot\'s volume')
+    await until('the pool refilled', () => service.pooled() === 2)
+    t.end()
+  })
+
+  t.test('10 concurrent new chats with a pool of 2: 10 containers, one per chat, none shared', async t => {
+    const chats = Array.from({ length: 10 }, (_, i) => `pool-c${i}`)
+    // Each chat asked 3 times at once.
+    const infos = await Promise.all(chats.flatMap(chat => [0, 1, 2].map(async () => await service.ensure(chat))))
+    const ids = new Set<string>()
+    for (const chat of chats) {
+      const mine = new Set(infos.filter(i => i.chatId === chat).map(i => i.containerId))
+      t.equal(mine.size, 1, `${chat}: one container`)
+      ids.add([...mine][0]!)
+      t.equal(await sh(service, chat, 'printf %s "$CHAT_ID"'), chat, `${chat}: its own CHAT_ID`)
+    }
+    t.equal(ids.size, 10, 'no container shared')
+    const all = await client.listContainers([`cu.prefix=${PREFIX}`])
+    t.equal(all.filter(c => c.name.includes('-sbx-') && chats.some(chat => c.name.endsWith(chatKey(chat)))).length, 10, '10 chat containers')
+    await until('the pool refilled', () => service.pooled() === 2)
+    t.end()
+  })
+
+  t.test('restart: pooled and claimed sandboxes re-adopted; interrupted claims finished or rolled back', async t => {
+    const before = await poolContainers()
+    // An interrupted claim before the rename: journal and record written, container still pooled.
+    const [rollId, finishId] = before
+    const slotOfId = async (id: string): Promise<string> => (await client.inspectContainer(id))!.labels['cu.pool-slot']!
+    const rollSlot = await slotOfId(rollId!)
+    const finishSlot = await slotOfId(finishId!)
+    const rollKey = chatKey('pool-roll')
+    await mkdir(join(dataDir, 'chats', rollKey), { recursive: true })
+    await writeFile(join(dataDir, 'pool', rollSlot, 'claim.json'), JSON.stringify({ chat_id: 'pool-roll' }))
+    await writeFile(join(dataDir, 'chats', rollKey, 'sandbox.json'), JSON.stringify({ chat_id: 'pool-roll', slot: rollSlot, home_volume: `${PREFIX}-home-pool-${rollSlot}` }))
+    // An interrupted claim after the rename: dirs still in the slot.
+    const finKey = chatKey('pool-fin')
+    await mkdir(join(dataDir, 'chats', finKey), { recursive: true })
+    await writeFile(join(dataDir, 'pool', finishSlot, 'claim.json'), JSON.stringify({ chat_id: 'pool-fin' }))
+    await writeFile(join(dataDir, 'chats', finKey, 'sandbox.json'), JSON.stringify({ chat_id: 'pool-fin', slot: finishSlot, home_volume: `${PREFIX}-home-pool-${finishSlot}`, user_name: 'Fin' }))
+    await app.close()
+    t.equal(await client.renameContainer(finishId!, `${PREFIX}-sbx-${finKey}`), true)
+    ;({ app, service } = await buildSandboxApp(outer, PREFIX, { poolSize: 2 }, dataDir))
+    await until('the pool re-adopted and refilled', () => service.pooled() === 2)
+    const after = await poolContainers()
+    t.ok(after.includes(rollId!), 'the rolled-back sandbox is back in the pool')
+    await t.rejects(stat(join(dataDir, 'chats', rollKey, 'sandbox.json')), 'its chat record is gone')
+    t.equal((await service.status('pool-fin')).state, 'running', 'the finished claim is re-adopted as its chat')
+    await t.rejects(stat(join(dataDir, 'pool', finishSlot)), 'the slot dir moved into the chat')
+    t.equal(await sh(service, 'pool-fin', 'printf %s "$CHAT_ID:$GIT_AUTHOR_NAME"; test -w /mnt/user-data/outputs && echo w'), 'pool-fin:Finw\n')
+    t.equal(await sh(service, 'pool-a', 'cat ~/h.txt; printf %s "$CHAT_ID"'), 'home\npool-a', 'a claimed chat after the restart: home kept, env given')
+    t.end()
+  })
+
+  t.test('stop/start, drift recreation and removal behind our back keep home and outputs', async t => {
+    const chat = 'pool-a'
+    const key = chatKey(chat)
+    const before = await service.ensure(chat)
+    const volume = (JSON.parse(await readFile(join(dataDir, 'chats', key, 'sandbox.json'), 'utf8')) as { home_volume: string }).home_volume
+    await service.stop(chat)
+    const after = await service.ensure(chat)
+    t.not(after.containerId, before.containerId, 'the stopped claimed sandbox is recreated (its mounts drifted)')
+    const c = await client.inspectContainer(after.containerName)
+    t.match(c?.labels, { 'cu.chat-id': chat, 'cu.chat-key': key, 'cu.home-volume': volume }, 'now with the chat labels and its volume recorded')
+    t.equal(await sh(service, chat, 'cat ~/h.txt /mnt/user-data/outputs/o.txt; printf %s "$CHAT_ID"'), 'home\nout\npool-a', 'home and outputs kept')
+    await client.removeContainer(after.containerId)
+    const r = await service.runCommand(chat, 'cat ~/h.txt /mnt/user-data/outputs/o.txt', { timeoutMs: 60_000, onOutput: () => {} })
+    t.equal(r.exitCode, 0, 'recreated after a removal behind our back')
+    t.equal(await sh(service, chat, 'cat ~/h.txt'), 'home\n')
+    await service.remove(chat, { purge: true })
+    t.same((await client.listVolumes([`cu.prefix=${PREFIX}`])).filter(v => v.name === volume), [], 'purge removes the claimed volume')
+    t.end()
+  })
+
+  t.test('no leaks: every container and volume is a chat\'s or the pool\'s', async t => {
+    const containers = await client.listContainers([`cu.prefix=${PREFIX}`])
+    const volumes = (await client.listVolumes([`cu.prefix=${PREFIX}`])).map(v => v.name)
+    const mounted = new Set<string>()
+    for (const c of containers) {
+      const d = await client.inspectContainer(c.id)
+      for (const m of d?.mounts ?? []) if (m.type === 'volume') mounted.add(m.source)
+    }
+    t.equal(containers.filter(c => c.name.startsWith(`${PREFIX}-pool-`)).length, 2, 'exactly the pool size unclaimed')
+    t.same(volumes.filter(v => !mounted.has(v)), [], 'no volume without its container')
+    t.end()
+  })
+})
