@@ -7,13 +7,13 @@ export interface ConnectionRecord {
   /** as the sandbox asked (name or address literal) */
   host: string
   port: number
-  /** CONNECT (tunnel) or HTTP (one plain request) */
+  /** CONNECT (tunnel), HTTP (one plain request) or SOCKS5 (a SOCKS5 CONNECT tunnel) */
   method: string
   /** the address dialled or refused, when resolution got that far */
   address?: string
   /** allowed (then bytes count), denied by policy, or failed (DNS, upstream unreachable, caps) */
   decision: 'allowed' | 'denied' | 'failed'
-  /** public | rule | name-rule | off | not-allowlisted | address-class | bad-host | dns | upstream */
+  /** public | rule | name-rule | off | not-allowlisted | address-class | bad-host | dns | upstream | socks (a SOCKS5 command other than CONNECT) */
   reason: string
   /** the allow rule that matched, as written */
   rule?: string
