@@ -85,7 +85,9 @@ const plugins = {
     maxConnectionsPerChat: config.EGRESS_MAX_CONNECTIONS,
     maxBytesPerSecond: config.EGRESS_MAX_BYTES_PER_SECOND,
     idleTimeoutS: config.EGRESS_IDLE_TIMEOUT,
-    firewall: config.EGRESS_FIREWALL
+    firewall: config.EGRESS_FIREWALL,
+    dataDir: config.DATA_DIR,
+    users: config.EGRESS_USERS
   }),
   'workspace-tools': config => entry(workspaceTools, {
     commandTimeoutS: config.COMMAND_TIMEOUT,

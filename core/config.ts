@@ -40,6 +40,7 @@ export const ConfigSchema = Type.Object({
   EGRESS_MAX_BYTES_PER_SECOND: Type.Integer({ default: 0, minimum: 0, description: 'Bandwidth cap per chat over all its proxied connections, both directions (k/m/g suffix); 0 = unlimited.', 'x-kind': 'size' }),
   EGRESS_IDLE_TIMEOUT: Int(300, 'Seconds an idle proxied connection stays open.', 1),
   EGRESS_FIREWALL: Bool(true, 'Install iptables rules so the sandbox network reaches the host only on EGRESS_PORT (needs root on the Docker host).'),
+  EGRESS_USERS: Str('', 'Path of a JSON file of per-user egress defaults, {"alice@example.com": {"mode": "allowlist", "allow": ["pypi.org"]}, "@example.com": {"mode": "open"}}; applies to a chat without its own override; re-read when it changes; empty = none.'),
   CONTAINER_MEM_LIMIT: Size(2147483648, 'Memory limit per sandbox (swap equal).'),
   CONTAINER_CPU_LIMIT: Type.Number({ default: 1.0, exclusiveMinimum: 0, description: 'CPUs per sandbox.' }),
   CONTAINER_PIDS_LIMIT: Int(512, 'PID limit per sandbox.', 16),

@@ -6,6 +6,7 @@ import { parseRules } from './rules.js'
 import routes from './routes.js'
 import { EgressOptions } from './schemas.js'
 import { createEgressService } from './service.js'
+import { createOverrideStore, loadUsersFile, type UsersFile } from './store.js'
 import type { Lookup } from './proxy.js'
 
 export type { EgressOptions } from './schemas.js'
@@ -13,7 +14,8 @@ export type { EgressOptions } from './schemas.js'
 /**
  * Sandbox egress (issue #13): sandboxes sit on an internal Docker network with no route out; their
  * only way out is this plugin's HTTP proxy (CONNECT and plain HTTP) on the network's gateway, which
- * decides every connection by the chat's policy after DNS, logs it per chat, and caps connections.
+ * decides every connection by the chat's policy (chat override > user default > server setting) after
+ * DNS, logs it per chat, and caps connections. Overrides persist under the chat's data directory.
  * Decorates `egress`; routes under /api/egress/:chat.
  *
  * `lookup` (not an option of the manifest) lets tests resolve their canary names.
@@ -23,14 +25,20 @@ const egress: FastifyPluginAsync<EgressOptions & { lookup?: Lookup }> = async (f
   const opts = parseOptions(EgressOptions, rest, 'egress')
   try { parseRules(opts.allow) } catch (err) { throw new CORE_INVALID_PLUGIN_OPTIONS('egress', `EGRESS_ALLOW: ${(err as Error).message}`) }
   const log = fastify.log.child({ plugin: 'egress' })
+  let users: UsersFile | undefined
+  if (opts.users !== '') {
+    try { users = await loadUsersFile(opts.users, log) } catch (err) { throw new CORE_INVALID_PLUGIN_OPTIONS('egress', `EGRESS_USERS: ${(err as Error).message}`) }
+  }
   const { service, attach, detach, close } = createEgressService({
     sandbox: fastify.sandbox,
     log,
     ...(lookup === undefined ? {} : { lookup }),
-    firewall: opts.firewall
+    firewall: opts.firewall,
+    ...(opts.dataDir === '' ? {} : { store: createOverrideStore(opts.dataDir, log) }),
+    ...(users === undefined ? {} : { users })
   }, opts)
   fastify.decorate('egress', service)
-  fastify.sandbox.onEnsure(async box => { await attach(box.chatId) })
+  fastify.sandbox.onEnsure(async (box, event) => { await attach(box.chatId, event) })
   fastify.sandbox.onStop?.(chatId => { detach(chatId) })
   fastify.addHook('preClose', close)
   await fastify.register(routes)

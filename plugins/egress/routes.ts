@@ -6,7 +6,7 @@ import { ChatParams, LogReply, OverrideBody, PolicyReply } from './schemas.js'
 
 /*
  * GET    /api/egress/:chat       the chat's effective policy (API key or the chat's capability token)
- * PUT    /api/egress/:chat       sets the chat's override (API key only): { mode?, allow? }
+ * PUT    /api/egress/:chat       sets the chat's override (API key only): { mode?, allow? }; stored on disk
  * DELETE /api/egress/:chat       clears it (API key only)
  * GET    /api/egress/:chat/log   the chat's recent connections, oldest first (API key or token)
  * Changes apply to the chat's next connection; the sandbox is not restarted.
@@ -20,7 +20,7 @@ const routes: FastifyPluginAsync = async fastify => {
   }, async request => {
     const chatId = requireChatId(request.params.chat)
     auth.authorizeChat(request, chatId, 'f')
-    return egress.effective(chatId)
+    return await egress.effective(chatId)
   })
 
   fastify.put<{ Params: ChatParams, Body: OverrideBody }>('/api/egress/:chat', {
@@ -28,9 +28,9 @@ const routes: FastifyPluginAsync = async fastify => {
   }, async (request, reply) => {
     await auth.requireApiKey(request, reply)
     const chatId = requireChatId(request.params.chat)
-    egress.setOverride(chatId, { mode: request.body.mode ?? null, allow: request.body.allow ?? [] })
+    const effective = await egress.setOverride(chatId, { mode: request.body.mode ?? null, allow: request.body.allow ?? [] })
     request.log.info({ chatId, mode: request.body.mode ?? null, rules: request.body.allow?.length ?? 0 }, 'egress override set')
-    return egress.effective(chatId)
+    return effective
   })
 
   fastify.delete<{ Params: ChatParams }>('/api/egress/:chat', {
@@ -38,8 +38,7 @@ const routes: FastifyPluginAsync = async fastify => {
   }, async (request, reply) => {
     await auth.requireApiKey(request, reply)
     const chatId = requireChatId(request.params.chat)
-    egress.setOverride(chatId, null)
-    return egress.effective(chatId)
+    return await egress.setOverride(chatId, null)
   })
 
   fastify.get<{ Params: ChatParams }>('/api/egress/:chat/log', {

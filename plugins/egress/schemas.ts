@@ -12,7 +12,9 @@ export const EgressOptions = Type.Object({
   idleTimeoutS: Type.Optional(Type.Integer({ default: 300, minimum: 1, description: 'EGRESS_IDLE_TIMEOUT' })),
   logSize: Type.Optional(Type.Integer({ default: 200, minimum: 1, maximum: 10000, description: 'connections kept per chat' })),
   logChats: Type.Optional(Type.Integer({ default: 1000, minimum: 1, description: 'chats whose connection log is kept' })),
-  firewall: Type.Optional(Type.Boolean({ default: true, description: 'EGRESS_FIREWALL: install the iptables rules' }))
+  firewall: Type.Optional(Type.Boolean({ default: true, description: 'EGRESS_FIREWALL: install the iptables rules' })),
+  dataDir: Type.Optional(Type.String({ default: '', description: 'DATA_DIR: per-chat overrides persist in chats/<K>/egress.json; empty = memory only' })),
+  users: Type.Optional(Type.String({ default: '', description: 'EGRESS_USERS: path of the per-user defaults file (JSON); empty = none' }))
 })
 export type EgressOptions = Static<typeof EgressOptions>
 
@@ -42,8 +44,10 @@ const Record_ = Type.Object({
 
 export const PolicyReply = Type.Object({
   mode: Mode,
+  source: Type.Union([Type.Literal('chat'), Type.Literal('user'), Type.Literal('server')]),
   allow: Type.Array(Type.String()),
-  override: Type.Union([Type.Object({ mode: Type.Union([Mode, Type.Null()]), allow: Type.Array(Type.String()) }), Type.Null()])
+  override: Type.Union([Type.Object({ mode: Type.Union([Mode, Type.Null()]), allow: Type.Array(Type.String()) }), Type.Null()]),
+  user: Type.Union([Type.Object({ email: Type.String(), mode: Type.Union([Mode, Type.Null()]), allow: Type.Array(Type.String()) }), Type.Null()])
 })
 
 export const LogReply = Type.Object({ connections: Type.Array(Record_) })

@@ -4,16 +4,19 @@ import type { FastifyBaseLogger } from 'fastify'
 import type { SandboxService } from '../sandbox-docker/types.js'
 import { addressSet } from './addresses.js'
 import { createConnectionLog } from './connection-log.js'
+import { createChatLayers } from './chat-layers.js'
 import { EGRESS_BAD_RULE } from './errors.js'
 import { applyFirewall } from './firewall.js'
 import type { EgressMode, Policy } from './policy.js'
 import { createEgressProxy, type EgressProxy, type Lookup } from './proxy.js'
-import { parseRules, type Rule } from './rules.js'
+import { combine, parseLayer, type ParsedLayer } from './layers.js'
+import { parseRules } from './rules.js'
+import type { OverrideStore, UsersFile } from './store.js'
 import type { EgressOptions } from './schemas.js'
-import type { EgressOverride, EgressService } from './types.js'
+import type { EffectivePolicy, EgressService } from './types.js'
 
 /*
- * The egress service: the policy of each chat (server setting + per-chat override), the source
+ * The egress service: the policy of each chat (server setting, user default, chat override), the source
  * address → chat map fed by the sandbox driver's onEnsure hook, the connection log, and the proxy
  * listener, bound on the sandbox network's gateway when the first sandbox with network starts.
  */
@@ -25,6 +28,10 @@ export interface EgressDeps {
   lookup?: Lookup
   /** tests on a shared host skip the iptables rules */
   firewall?: boolean
+  /** where overrides persist (absent: memory only) */
+  store?: OverrideStore
+  /** EGRESS_USERS, when set */
+  users?: UsersFile
 }
 
 const HOST_ADDRESSES_TTL_MS = 5000
@@ -47,13 +54,13 @@ function hostAddresses (): string[] {
 export function createEgressService (deps: EgressDeps, opts: Required<EgressOptions>): {
   service: EgressService
   proxy: EgressProxy
-  /** onEnsure: bind the proxy when needed and map the sandbox's address to its chat */
-  attach: (chatId: string) => Promise<void>
+  /** onEnsure: bind the proxy when needed, map the sandbox's address to its chat, (re)load its override and user */
+  attach: (chatId: string, event?: { started: boolean, user?: { email?: string } }) => Promise<void>
   detach: (chatId: string) => void
   close: () => Promise<void>
 } {
-  const globalRules = parseRules(opts.allow)
-  const overrides = new Map<string, { override: EgressOverride, rules: Rule[] }>()
+  const server = { mode: opts.mode, rules: parseRules(opts.allow) }
+  const layers = createChatLayers(deps.store ?? null, deps.users ?? null)
   const byAddress = new Map<string, string>()
   const addressOf = new Map<string, string>()
   const connections = createConnectionLog(opts.logSize, opts.logChats)
@@ -64,8 +71,8 @@ export function createEgressService (deps: EgressDeps, opts: Required<EgressOpti
   }
 
   const policyFor = (chatId: string): Policy => {
-    const o = overrides.get(chatId)
-    return { mode: o?.override.mode ?? opts.mode, rules: o === undefined ? globalRules : [...globalRules, ...o.rules], hostAddresses: hostSet() }
+    const { mode, rules } = combine(server, layers.userLayer(chatId), layers.chatLayer(chatId))
+    return { mode, rules, hostAddresses: hostSet() }
   }
 
   const proxy = createEgressProxy({
@@ -98,23 +105,31 @@ export function createEgressService (deps: EgressDeps, opts: Required<EgressOpti
         bound = null
         return false
       }
-      deps.log.info({ gateway: net.gateway, port: opts.port, mode: opts.mode, rules: globalRules.length }, 'egress proxy listening')
+      deps.log.info({ gateway: net.gateway, port: opts.port, mode: opts.mode, rules: server.rules.length }, 'egress proxy listening')
       if (deps.firewall !== false) await applyFirewall(net, opts.port, deps.log)
       return true
     })()
     return await bound
   }
 
+  const describe = (chatId: string, chat: ParsedLayer | null, email: string | undefined): EffectivePolicy => {
+    const user = layers.userDefault(email)
+    const c = combine(server, user, chat)
+    return { mode: c.mode, source: c.source, allow: c.rules.map(r => r.text), override: chat?.layer ?? null, user: user === null ? null : { email: email ?? '', ...user.layer } }
+  }
+
   const service: EgressService = {
-    effective (chatId) {
-      const o = overrides.get(chatId)
-      return { mode: o?.override.mode ?? opts.mode, allow: [...globalRules, ...(o?.rules ?? [])].map(r => r.text), override: o?.override ?? null }
+    async effective (chatId) {
+      const { chat, email } = await layers.peek(chatId)
+      return describe(chatId, chat, email)
     },
-    setOverride (chatId, override) {
-      if (override === null) { overrides.delete(chatId); return }
-      let rules: Rule[]
-      try { rules = parseRules(override.allow) } catch (err) { throw new EGRESS_BAD_RULE((err as Error).message) }
-      overrides.set(chatId, { override: { mode: override.mode, allow: rules.map(r => r.text) }, rules })
+    async setOverride (chatId, override) {
+      let layer: ParsedLayer | null = null
+      if (override !== null) {
+        try { layer = parseLayer(override, 'override') } catch (err) { throw new EGRESS_BAD_RULE((err as Error).message.replace(/^override: /, '')) }
+      }
+      await layers.set(chatId, layer)
+      return await service.effective(chatId)
     },
     connections: chatId => connections.list(chatId)
   }
@@ -122,7 +137,8 @@ export function createEgressService (deps: EgressDeps, opts: Required<EgressOpti
   return {
     service,
     proxy,
-    attach: async chatId => {
+    attach: async (chatId, event) => {
+      await layers.attach(chatId, event?.started ?? true, event?.user?.email)
       if (!await listen()) return
       const ip = await deps.sandbox.address?.(chatId) ?? null
       if (ip === null) return
@@ -132,11 +148,12 @@ export function createEgressService (deps: EgressDeps, opts: Required<EgressOpti
       byAddress.set(ip, chatId)
     },
     detach: chatId => {
+      layers.detach(chatId)
       const ip = addressOf.get(chatId)
       addressOf.delete(chatId)
       if (ip !== undefined && byAddress.get(ip) === chatId) byAddress.delete(ip)
     },
-    close: async () => { await proxy.close() }
+    close: async () => { layers.close(); await proxy.close() }
   }
 }
 

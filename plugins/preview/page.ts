@@ -36,22 +36,32 @@ export async function sendPage (reply: FastifyReply, html: string, frameAncestor
 }
 
 /**
+ * The `<head>` both page shells share: charset, viewport, no referrer (a token in the address must not
+ * leak to other sites), the title (escaped) and favicon, then the page's own stylesheet links (constants).
+ */
+export function pageHead (title: string, links: readonly string[]): string {
+  return `<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="referrer" content="no-referrer">
+<title>${escapeHtml(title)}</title>
+<link rel="icon" href="../static/preview/favicon.svg" type="image/svg+xml">
+${links.join('\n')}
+</head>`
+}
+
+/**
  * The HTML shell. Asset URLs are relative (`../static/…` from `/preview/{chat}`), so a reverse proxy that
  * mounts the server below a path prefix keeps working. The config is data, not script: CSP never runs it.
  */
 export function renderPage (config: PreviewConfig, nonce: string): string {
   return `<!doctype html>
 <html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="referrer" content="no-referrer">
-<title>Outputs · ${escapeHtml(config.chatId)}</title>
-<link rel="icon" href="../static/preview/favicon.svg" type="image/svg+xml">
-<link rel="stylesheet" href="../static/preview/app.css">
-<link rel="stylesheet" href="../static/vendor/highlight/styles/github.min.css" media="(prefers-color-scheme: light)">
-<link rel="stylesheet" href="../static/vendor/highlight/styles/github-dark.min.css" media="(prefers-color-scheme: dark)">
-</head>
+${pageHead(`Outputs · ${config.chatId}`, [
+  '<link rel="stylesheet" href="../static/preview/app.css">',
+  '<link rel="stylesheet" href="../static/vendor/highlight/styles/github.min.css" media="(prefers-color-scheme: light)">',
+  '<link rel="stylesheet" href="../static/vendor/highlight/styles/github-dark.min.css" media="(prefers-color-scheme: dark)">'
+])}
 <body>
 <script type="application/json" id="config">${scriptJson(config)}</script>
 <div id="app" class="app" data-state="loading">
@@ -61,7 +71,7 @@ export function renderPage (config: PreviewConfig, nonce: string): string {
       <button type="button" role="tab" id="view-outputs" data-view="outputs" aria-selected="true">Outputs</button>
       <button type="button" role="tab" id="view-browser" data-view="browser" aria-selected="false"><span class="browser-dot" id="browser-dot" aria-hidden="true"></span>Browser</button>
       <button type="button" role="tab" id="view-terminal" data-view="terminal" aria-selected="false">Terminal</button>
-    </div>
+${config.egress === null ? '' : '      <button type="button" role="tab" id="view-network" data-view="network" aria-selected="false">Network</button>\n'}    </div>
     <div class="actions">
       <span class="live" id="live" title="Refreshes automatically">live</span>
       <a class="button primary" id="download-all" href="#" download aria-disabled="true">Download all</a>
@@ -84,6 +94,7 @@ export function renderPage (config: PreviewConfig, nonce: string): string {
     </section>
   </main>
   <section class="pane" id="terminal-pane" data-view-pane="terminal" aria-label="Terminal" hidden></section>
+  <section class="pane" id="network-pane" data-view-pane="network" aria-label="Network" hidden></section>
   <div class="banner" id="banner" hidden></div>
 </div>
 <script type="module" nonce="${nonce}" src="../static/preview/app.js"></script>

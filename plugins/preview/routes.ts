@@ -36,13 +36,17 @@ const routes: FastifyPluginAsync<PreviewRoutesOptions> = async (fastify, opts) =
       }
     }
     const filesToken = links.token(chatId, 'f')
+    const query = filesToken === undefined ? '' : `?t=${filesToken}`
+    const egressBase = `/api/egress/${encodeURIComponent(chatId)}`
     return {
       chatId,
-      apiUrl: `/api/outputs/${encodeURIComponent(chatId)}${filesToken === undefined ? '' : `?t=${filesToken}`}`,
+      apiUrl: `/api/outputs/${encodeURIComponent(chatId)}${query}`,
       filesBase: new URL(links.filesBase(chatId)).pathname,
       scope,
       token,
-      parseTimeoutMs: opts.parseTimeoutMs
+      parseTimeoutMs: opts.parseTimeoutMs,
+      // The egress plugin is optional (ENABLE_NETWORK=false setups may leave it out of the manifest).
+      egress: fastify.hasDecorator('egress') ? { policy: `${egressBase}${query}`, log: `${egressBase}/log${query}` } : null
     }
   }
 }

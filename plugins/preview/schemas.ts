@@ -16,4 +16,9 @@ export interface PreviewConfig {
   token: string | null
   /** Extension of §6.3 item 2: the parser worker's time budget per document (a runaway parser is terminated). */
   parseTimeoutMs: number
+  /**
+   * Extension (issue #13): the egress routes of the chat, each with the files token (read-only), for the
+   * Network view; null when the server has no egress proxy (the view is not offered).
+   */
+  egress: { policy: string, log: string } | null
 }

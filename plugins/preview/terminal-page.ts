@@ -1,8 +1,7 @@
 import type { FastifyPluginAsync } from 'fastify'
 import { chatRouteCors } from '../../core/chat-route.js'
 import { requireChatId } from '../../core/chat-id.js'
-import { escapeHtml } from '../../core/html.js'
-import { newNonce, scriptJson, sendPage } from './page.js'
+import { newNonce, pageHead, scriptJson, sendPage } from './page.js'
 
 export interface TerminalPageOptions { frameAncestors: string }
 
@@ -10,15 +9,10 @@ export interface TerminalPageOptions { frameAncestors: string }
 export function renderTerminalPage (config: { chatId: string, token: string | null }, nonce: string): string {
   return `<!doctype html>
 <html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="referrer" content="no-referrer">
-<title>Terminal · ${escapeHtml(config.chatId)}</title>
-<link rel="icon" href="../static/preview/favicon.svg" type="image/svg+xml">
-<link rel="stylesheet" href="../static/vendor/xterm/css/xterm.css">
-<link rel="stylesheet" href="../static/preview/terminal.css">
-</head>
+${pageHead(`Terminal · ${config.chatId}`, [
+  '<link rel="stylesheet" href="../static/vendor/xterm/css/xterm.css">',
+  '<link rel="stylesheet" href="../static/preview/terminal.css">'
+])}
 <body class="term-page">
 <script type="application/json" id="config">${scriptJson(config)}</script>
 <div id="terminal" class="term-full"></div>

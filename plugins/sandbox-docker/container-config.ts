@@ -115,14 +115,21 @@ export function buildContainerConfig (s: ContainerSettings, chatId: string, user
   }
 }
 
-/** The variables every common tool reads (curl only reads lower-case http_proxy; npm, pip, git, apt read these). */
-const PROXY_VARS = ['HTTP_PROXY', 'HTTPS_PROXY', 'http_proxy', 'https_proxy', 'NO_PROXY', 'no_proxy', 'npm_config_proxy', 'npm_config_https_proxy']
+/**
+ * The variables every common tool reads (curl only reads lower-case http_proxy; npm, pip, git, apt read
+ * these); ALL_PROXY is the same proxy's SOCKS5 side (socks5h: names resolved by the proxy), for tools
+ * and protocols without an HTTP proxy setting.
+ */
+const PROXY_VARS = ['HTTP_PROXY', 'HTTPS_PROXY', 'http_proxy', 'https_proxy', 'NO_PROXY', 'no_proxy', 'npm_config_proxy', 'npm_config_https_proxy', 'ALL_PROXY', 'all_proxy']
 
 /** Egress through the server's policy proxy (plugins/egress): the sandbox network has no other way out. */
 export function proxyEnv (proxy: string | null | undefined): Record<string, string> {
   if (proxy === null || proxy === undefined) return {}
   const env: Record<string, string> = {}
-  for (const name of PROXY_VARS) env[name] = name.toLowerCase().includes('no_proxy') ? 'localhost,127.0.0.1,::1' : proxy
+  for (const name of PROXY_VARS) {
+    const lower = name.toLowerCase()
+    env[name] = lower === 'no_proxy' ? 'localhost,127.0.0.1,::1' : lower === 'all_proxy' ? proxy.replace(/^http:/, 'socks5h:') : proxy
+  }
   return env
 }
 

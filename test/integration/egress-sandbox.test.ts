@@ -98,6 +98,20 @@ except OSError as e:
     t.equal(b.seen.length, 0, 'the refused canary never saw a request')
   })
 
+  t.test('SOCKS5 on the same port: curl --socks5-hostname and ALL_PROXY reach the allowed canary; the other is refused', async t => { // issue #13
+    t.equal((await sh('echo "$ALL_PROXY|$all_proxy"')).out.trim(), `socks5h://${net?.gateway}:3128|socks5h://${net?.gateway}:3128`)
+    t.match(await sh(`curl -sS -m 20 --socks5-hostname ${net?.gateway}:3128 http://canary-a.test:${a.port}/socks`), { out: 'hello from canary-a\n', code: 0 })
+    t.match(await sh(`env -u http_proxy -u HTTP_PROXY curl -sS -m 20 http://canary-a.test:${a.port}/all-proxy`), { out: 'hello from canary-a\n', code: 0 }, 'ALL_PROXY alone')
+    const refused = await sh(`curl -sS -m 20 --socks5-hostname ${net?.gateway}:3128 http://canary-b.test:${b.port}/ 2>&1`)
+    t.not(refused.code, 0)
+    t.match(refused.out, /not allowed|ruleset|SOCKS5/i)
+    t.ok(a.seen.some(s => s.url === '/socks') && a.seen.some(s => s.url === '/all-proxy'))
+    t.equal(b.seen.length, 0)
+    const log = (await app.inject({ method: 'GET', url: `/api/egress/${CHAT}/log`, headers: auth })).json() as { connections: Array<{ method: string, host: string, decision: string }> }
+    t.ok(log.connections.some(c => c.method === 'SOCKS5' && c.host === 'canary-a.test' && c.decision === 'allowed'))
+    t.ok(log.connections.some(c => c.method === 'SOCKS5' && c.host === 'canary-b.test' && c.decision === 'denied'))
+  })
+
   t.test('direct connections that bypass the proxy fail', async t => {
     const hostAddr = Object.values(networkInterfaces()).flat().find(i => i?.family === 'IPv4' && !i.internal && i.address !== net?.gateway)?.address
     const targets = [`${net?.gateway ?? ''}:${hostService.port}`, `${net?.gateway ?? ''}:22`, ...(hostAddr === undefined ? [] : [`${hostAddr}:${hostService.port}`])]

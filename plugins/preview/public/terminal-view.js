@@ -29,6 +29,10 @@ const THEME = {
   brightWhite: '#e6e8ef'
 }
 const PROCESS_POLL_MS = 5000
+// An open terminal socket holds the sandbox against the idle reaper. A view hidden this long (another
+// view shown, or the browser tab in the background) closes it; showing the view again reconnects
+// (the tmux session kept running, so the screen comes back as it was).
+const HIDDEN_CLOSE_MS = 60000
 
 function el (tag, props = {}, children = []) {
   const node = document.createElement(tag)
@@ -59,7 +63,7 @@ export function mountTerminal (container, config, opts = {}) {
   loadStyles()
   const base = new URL(`../terminal/${encodeURIComponent(config.chatId)}/`, window.location.href)
   const auth = config.token ? { Authorization: `Bearer ${config.token}` } : {}
-  const state = { conn: null, retry: 0, timer: null, procTimer: null, disposed: false, visible: true }
+  const state = { conn: null, retry: 0, timer: null, procTimer: null, parkTimer: null, parked: false, disposed: false, visible: true }
 
   const status = el('span', { className: 'term-state', text: 'Connecting…' })
   const procs = el('span', { className: 'term-procs' })
@@ -139,11 +143,12 @@ export function mountTerminal (container, config, opts = {}) {
   }
 
   async function start () {
-    if (state.disposed) return
+    if (state.disposed || state.parked) return
     clearTimeout(state.timer)
     setState('connecting', 'Connecting…')
     let res
     try { res = await call('status') } catch { return retry() }
+    if (state.parked) return
     if (res.status === 401 || res.status === 403) {
       setState('denied', 'No access')
       showOverlay('No access to this terminal', 'This link has expired or does not allow the terminal. Ask the assistant for a fresh link.')
@@ -186,7 +191,7 @@ export function mountTerminal (container, config, opts = {}) {
   function closed ({ code, reason, opened }) {
     state.conn = null
     clearTimeout(state.procTimer)
-    if (state.disposed) return
+    if (state.disposed || state.parked) return
     if (code === 1000 && reason === 'session ended') {
       setState('stopped', 'Session ended')
       showOverlay('The terminal session ended', 'Its shell exited. A new session starts in /home/assistant.', [button('Start a new session', () => action('start-ttyd', { dangerous_mode: false }), true)])
@@ -257,14 +262,43 @@ export function mountTerminal (container, config, opts = {}) {
     term.focus()
   }
 
+  const shown = () => state.visible && !document.hidden
+  /** Hidden: close the socket after HIDDEN_CLOSE_MS; shown: cancel that, or reconnect if it happened. */
+  function followVisibility () {
+    if (state.disposed) return
+    if (!shown()) {
+      if (state.parkTimer === null && !state.parked) state.parkTimer = setTimeout(park, HIDDEN_CLOSE_MS)
+      return
+    }
+    clearTimeout(state.parkTimer)
+    state.parkTimer = null
+    if (!state.parked) return
+    state.parked = false
+    void start()
+  }
+  function park () {
+    state.parkTimer = null
+    if (shown() || state.disposed) return
+    state.parked = true
+    clearTimeout(state.timer)
+    clearTimeout(state.procTimer)
+    setState('parked', 'Paused while hidden')
+    state.conn?.close()
+  }
+  const onVisibility = () => followVisibility()
+  document.addEventListener('visibilitychange', onVisibility)
+
   void start()
   return {
     visible (on) {
       state.visible = on
+      followVisibility()
       if (on) { refit(); term.focus(); void pollProcesses() }
     },
     dispose () {
       state.disposed = true
+      document.removeEventListener('visibilitychange', onVisibility)
+      clearTimeout(state.parkTimer)
       clearTimeout(state.timer)
       clearTimeout(state.procTimer)
       observer.disconnect()

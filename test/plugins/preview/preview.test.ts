@@ -7,6 +7,7 @@ import preview from '../../../plugins/preview/index.js'
 import { scriptJson } from '../../../plugins/preview/page.js'
 import { VENDOR } from '../../../plugins/preview/vendor.js'
 import { build, TEST_API_KEY } from '../../helper.js'
+import fp from 'fastify-plugin'
 
 const KEY = TEST_API_KEY
 
@@ -20,7 +21,7 @@ async function app (t: Test, env: Record<string, string> = {}): Promise<FastifyI
 /** Every front-end module the page imports or the parser worker loads (static, public, nosniff). */
 const FRONT_END = ['renderers.js', 'dom.js', 'fetch-file.js', 'parse.js', 'parser-worker.js', 'sanitize.js', 'crash-guard.js',
   'render/media.js', 'render/text.js', 'render/markdown.js', 'render/code.js', 'render/table.js', 'render/spreadsheet.js',
-  'render/xlsx.js', 'render/docx.js'].map(f => `/static/preview/${f}`)
+  'render/xlsx.js', 'render/docx.js', 'network-view.js'].map(f => `/static/preview/${f}`)
 
 function configOf (html: string): Record<string, unknown> {
   const m = /<script type="application\/json" id="config">(.*?)<\/script>/s.exec(html)
@@ -64,7 +65,8 @@ t.test('a files token opens the files-only UI; the config holds token, apiUrl an
     filesBase: `/files/chat-a/~${token}`,
     scope: 'files',
     token,
-    parseTimeoutMs: 20000
+    parseTimeoutMs: 20000,
+    egress: null
   })
 })
 
@@ -86,7 +88,7 @@ t.test('a control token or the API key opens the full UI, whose data URLs still 
 t.test('open mode: no tokens anywhere, reference-shaped paths', async t => {
   const server = await app(t, { MCP_API_KEY: '' })
   const config = configOf((await server.inject({ url: '/preview/chat-a' })).body)
-  t.same(config, { chatId: 'chat-a', apiUrl: '/api/outputs/chat-a', filesBase: '/files/chat-a', scope: 'full', token: null, parseTimeoutMs: 20000 })
+  t.same(config, { chatId: 'chat-a', apiUrl: '/api/outputs/chat-a', filesBase: '/files/chat-a', scope: 'full', token: null, parseTimeoutMs: 20000, egress: null })
 })
 
 t.test('config JSON escapes <, >, &, U+2028 and U+2029 so it cannot end the script block', async t => {
@@ -169,4 +171,21 @@ t.test('HEAD and OPTIONS work on the page route', async t => {
   t.equal(pre.statusCode, 204)
   t.equal(pre.headers['access-control-allow-headers'], 'Authorization, Content-Type')
   t.notOk(pre.headers['access-control-allow-credentials'])
+})
+
+t.test('with the egress plugin the page offers the Network view, reading both routes with the files token only', async t => { // issue #13
+  const fakeEgress = fp(async f => { f.decorate('egress', {} as never) }, { name: 'egress' })
+  const server = await build(t, { MCP_API_KEY: KEY }, config => [
+    entry(capabilities, { apiKey: config.MCP_API_KEY, signingKey: '', tokenTtlSeconds: config.LINK_TOKEN_TTL, publicBaseUrl: config.publicBaseUrl }),
+    entry(fakeEgress, {}),
+    entry(preview, { frameAncestors: config.FRAME_ANCESTORS })
+  ])
+  const control = server.links.token('chat-a', 'c') as string
+  const files = server.links.token('chat-a', 'f') as string
+  const html = (await server.inject({ url: `/preview/chat-a?t=${control}` })).body
+  t.same(configOf(html).egress, { policy: `/api/egress/chat-a?t=${files}`, log: `/api/egress/chat-a/log?t=${files}` })
+  t.match(html, /<button type="button" role="tab" id="view-network" data-view="network"/)
+  t.match(html, /<section class="pane" id="network-pane" data-view-pane="network"/)
+  const plain = await app(t)
+  t.notMatch((await plain.inject({ url: `/preview/chat-a?t=${control}` })).body, /view-network/, 'no tab without the egress plugin')
 })
