@@ -1,6 +1,7 @@
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
 import { requireChatId } from '../../core/chat-id.js'
 import { chatRouteCors } from '../../core/chat-route.js'
+import { ChatQuery } from '../../core/route-schema.js'
 import { CDP_FORBIDDEN_ORIGIN } from './errors.js'
 import { ChatParams, SocketParams, StatusReply, TargetsReply, VersionReply } from './schemas.js'
 import { publicSocketUrl } from './targets.js'
@@ -38,7 +39,7 @@ const routes: FastifyPluginAsync<CdpRoutesOptions> = async (fastify, opts) => {
   }
 
   fastify.get<ChatRoute>('/browser/:chat/status', {
-    schema: { params: ChatParams, response: { 200: StatusReply } }
+    schema: { params: ChatParams, querystring: ChatQuery, response: { 200: StatusReply } }
   }, async (request, reply) => {
     const { chatId } = authorize(request)
     return await reply.header('Cache-Control', NO_STORE).send(await cdp.status(chatId))
@@ -52,11 +53,11 @@ const routes: FastifyPluginAsync<CdpRoutesOptions> = async (fastify, opts) => {
   }
   // DevTools clients ask for either name of the list.
   for (const path of ['/browser/:chat/json', '/browser/:chat/json/list']) {
-    fastify.get<ChatRoute>(path, { schema: { params: ChatParams, response: { 200: TargetsReply } } }, targetList)
+    fastify.get<ChatRoute>(path, { schema: { params: ChatParams, querystring: ChatQuery, response: { 200: TargetsReply } } }, targetList)
   }
 
   fastify.get<ChatRoute>('/browser/:chat/json/version', {
-    schema: { params: ChatParams, response: { 200: VersionReply } }
+    schema: { params: ChatParams, querystring: ChatQuery, response: { 200: VersionReply } }
   }, async (request, reply) => {
     const { chatId } = authorize(request)
     return await reply.header('Cache-Control', NO_STORE).send(await cdp.version(chatId))
@@ -67,7 +68,7 @@ const routes: FastifyPluginAsync<CdpRoutesOptions> = async (fastify, opts) => {
 
   fastify.get<SocketRoute>('/browser/:chat/devtools/page/:id', {
     websocket: true,
-    schema: { params: SocketParams },
+    schema: { params: SocketParams, querystring: ChatQuery },
     // Everything that can refuse the handshake runs before the upgrade, so refusals are plain HTTP
     // answers (§7.3 item 1): chat id 400, credentials 401/403, Origin 403, then (after the schema
     // checked the target id, 400) sandbox 404 and the viewer caps 429.

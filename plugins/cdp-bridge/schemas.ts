@@ -15,9 +15,9 @@ export const CdpBridgeOptions = Type.Object({
 })
 export type CdpBridgeOptions = Static<typeof CdpBridgeOptions>
 
-export const ChatParams = Type.Object({ chat: Type.String({ maxLength: 512 }) })
+export const ChatParams = Type.Object({ chat: Type.String({ maxLength: 512, description: 'the chat id (surface.md §1.3)' }) })
 export const SocketParams = Type.Object({
-  chat: Type.String({ maxLength: 512 }),
+  chat: Type.String({ maxLength: 512, description: 'the chat id (surface.md §1.3)' }),
   id: Type.String({ pattern: '^[A-Za-z0-9_-]{1,64}$', description: 'CDP target id' })
 })
 export type SocketParams = Static<typeof SocketParams>

@@ -3,6 +3,7 @@ import { chatRouteCors } from '../../core/chat-route.js'
 import { requireChatId } from '../../core/chat-id.js'
 import { ErrorResponse } from '../../core/errors.js'
 import { ChatParams, LogReply, OverrideBody, PolicyReply } from './schemas.js'
+import { ChatQuery } from '../../core/route-schema.js'
 
 /*
  * GET    /api/egress/:chat       the chat's effective policy (API key or the chat's capability token)
@@ -16,7 +17,7 @@ const routes: FastifyPluginAsync = async fastify => {
   const { egress, auth } = fastify
 
   fastify.get<{ Params: ChatParams }>('/api/egress/:chat', {
-    schema: { params: ChatParams, response: { 200: PolicyReply, '4xx': ErrorResponse } }
+    schema: { params: ChatParams, querystring: ChatQuery, response: { 200: PolicyReply, '4xx': ErrorResponse } }
   }, async request => {
     const chatId = requireChatId(request.params.chat)
     auth.authorizeChat(request, chatId, 'f')
@@ -24,7 +25,7 @@ const routes: FastifyPluginAsync = async fastify => {
   })
 
   fastify.put<{ Params: ChatParams, Body: OverrideBody }>('/api/egress/:chat', {
-    schema: { params: ChatParams, body: OverrideBody, response: { 200: PolicyReply, '4xx': ErrorResponse } }
+    schema: { params: ChatParams, querystring: ChatQuery, body: OverrideBody, response: { 200: PolicyReply, '4xx': ErrorResponse } }
   }, async (request, reply) => {
     await auth.requireApiKey(request, reply)
     const chatId = requireChatId(request.params.chat)
@@ -34,7 +35,7 @@ const routes: FastifyPluginAsync = async fastify => {
   })
 
   fastify.delete<{ Params: ChatParams }>('/api/egress/:chat', {
-    schema: { params: ChatParams, response: { 200: PolicyReply, '4xx': ErrorResponse } }
+    schema: { params: ChatParams, querystring: ChatQuery, response: { 200: PolicyReply, '4xx': ErrorResponse } }
   }, async (request, reply) => {
     await auth.requireApiKey(request, reply)
     const chatId = requireChatId(request.params.chat)
@@ -42,7 +43,7 @@ const routes: FastifyPluginAsync = async fastify => {
   })
 
   fastify.get<{ Params: ChatParams }>('/api/egress/:chat/log', {
-    schema: { params: ChatParams, response: { 200: LogReply, '4xx': ErrorResponse } }
+    schema: { params: ChatParams, querystring: ChatQuery, response: { 200: LogReply, '4xx': ErrorResponse } }
   }, async (request, reply) => {
     const chatId = requireChatId(request.params.chat)
     auth.authorizeChat(request, chatId, 'f')

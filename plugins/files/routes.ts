@@ -2,11 +2,12 @@ import { Readable } from 'node:stream'
 import type { FastifyPluginAsync, FastifyReply } from 'fastify'
 import { requireChatId } from '../../core/chat-id.js'
 import { chatRouteCors } from '../../core/chat-route.js'
+import { ChatParams as ChatParamsSchema, ChatPathParams, ChatQuery, HAND_CHECKED, mediaReply } from '../../core/route-schema.js'
 import { parseRelPath } from '../../core/safe-path.js'
 import { tokenOfPathSegment } from '../../core/tokens.js'
 import { isRetryLater } from './errors.js'
 import type { FilesService } from './service.js'
-import { OutputsListing } from './schemas.js'
+import { FileQuery, OutputsListing } from './schemas.js'
 import { sendVerifiedFile } from './send-file.js'
 
 export interface FilesRoutesOptions {
@@ -37,7 +38,17 @@ const routes: FastifyPluginAsync<FilesRoutesOptions> = async (fastify, opts) => 
 
   chatRouteCors(fastify, ['/files/:chat/*', '/api/outputs/:chat'])
 
-  fastify.get<{ Params: ChatParams, Querystring: Query }>('/files/:chat/*', async (request, reply) => {
+  // Chat id, token and path are checked by hand, in that order, with coded errors (§6.2): HAND_CHECKED.
+  fastify.get<{ Params: ChatParams, Querystring: Query }>('/files/:chat/*', {
+    ...HAND_CHECKED,
+    schema: {
+      summary: 'A published output file of the chat (the path may start with a capability token segment, §6.2), or `archive`: all outputs as a zip',
+      tags: ['files'],
+      params: ChatPathParams,
+      querystring: FileQuery,
+      response: { 200: mediaReply('the file (its own type; HEAD for the headers only), or the zip of /archive', ['application/octet-stream', 'application/zip']) }
+    }
+  }, async (request, reply) => {
     const chatId = chatIdOf(request.params.chat)
     let rest = request.params['*'] ?? ''
     const slash = rest.indexOf('/')
@@ -64,7 +75,8 @@ const routes: FastifyPluginAsync<FilesRoutesOptions> = async (fastify, opts) => 
   })
 
   fastify.get<{ Params: ChatParams }>('/api/outputs/:chat', {
-    schema: { response: { 200: OutputsListing } }
+    ...HAND_CHECKED,
+    schema: { params: ChatParamsSchema, querystring: ChatQuery, response: { 200: OutputsListing } }
   }, async (request, reply) => {
     const chatId = chatIdOf(request.params.chat)
     fastify.auth.authorizeChat(request, chatId, 'f')

@@ -1,4 +1,5 @@
 import Type, { type Static } from 'typebox'
+import { TokenQuery } from '../../core/route-schema.js'
 
 export const FilesOptions = Type.Object({
   dataDir: Type.String({ minLength: 1, description: 'DATA_DIR: server-side root of chat data' }),
@@ -19,6 +20,13 @@ export const FilesOptions = Type.Object({
   frameAncestors: Type.Optional(Type.String({ default: '*', description: 'FRAME_ANCESTORS for the CSP of active content' }))
 })
 export type FilesOptions = Static<typeof FilesOptions>
+
+/** GET /files/{chat}/{path}: `1` or `true` switch a flag on; anything else (or absent) leaves it off. */
+export const FileQuery = Type.Object({
+  ...TokenQuery,
+  download: Type.Optional(Type.String({ description: '1 or true: Content-Disposition attachment (download instead of display)' })),
+  raw: Type.Optional(Type.String({ description: '1 or true: serve a file named `archive` itself instead of the zip of all outputs' }))
+})
 
 /** One entry of GET /api/outputs/{chat} (surface.md §6.3). */
 export const OutputEntry = Type.Object({

@@ -6,7 +6,8 @@ import { registerGuard } from './guard.js'
 import { keepAlive, openStream, writeEvent } from './sse.js'
 import { acceptsPriming, issueSessionId } from './session.js'
 import { createRequestServer, type ServerDeps } from './server-factory.js'
-import { SUPPORTED_PROTOCOL_VERSIONS, type McpTransportOptions } from './schemas.js'
+import { HAND_CHECKED } from '../../core/route-schema.js'
+import { McpHeaders, RpcBody, SUPPORTED_PROTOCOL_VERSIONS, type McpTransportOptions } from './schemas.js'
 import type { McpRequestContext } from './types.js'
 import type { RegistryInternals } from './registry.js'
 
@@ -31,8 +32,10 @@ export default async function mcpRoutes (fastify: FastifyInstance, { deps }: { d
   const preflight = registerGuard(fastify, opts)
 
   const paths = opts.path.endsWith('/') ? [opts.path.slice(0, -1), opts.path] : [opts.path, `${opts.path}/`]
+  // The body stays raw (parse errors are JSON-RPC answers, not AJV's): documented, checked by hand.
+  const post = { ...HAND_CHECKED, schema: { tags: ['mcp'], summary: 'One JSON-RPC 2.0 message (MCP Streamable HTTP, stateless)', headers: McpHeaders, body: RpcBody } }
   for (const url of paths) {
-    fastify.post(url, async (request, reply) => await handlePost(request, reply))
+    fastify.post(url, post, async (request, reply) => await handlePost(request, reply))
     fastify.get(url, { exposeHeadRoute: false }, async (request, reply) => await handleGet(request, reply))
     fastify.delete(url, async (_request, reply) => await reply.code(204).send())
     fastify.options(url, preflight)

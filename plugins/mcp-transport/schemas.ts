@@ -20,3 +20,20 @@ export type McpTransportOptions = Static<typeof McpTransportOptions>
 
 export const SUPPORTED_PROTOCOL_VERSIONS = ['2025-11-25', '2025-06-18', '2025-03-26', '2024-11-05']
 export const DEFAULT_PROTOCOL_VERSION = '2025-03-26'
+
+/** POST /mcp: one JSON-RPC 2.0 request or notification; batches are refused (-32600). */
+export const RpcBody = Type.Object({
+  jsonrpc: Type.Literal('2.0'),
+  id: Type.Optional(Type.Union([Type.String(), Type.Integer()], { description: 'absent for a notification' })),
+  method: Type.String({ description: 'e.g. initialize, tools/list, tools/call' }),
+  params: Type.Optional(Type.Object({}, { additionalProperties: true }))
+}, { additionalProperties: true })
+
+/** The headers of surface.md §1.1 and §12.1 (X-OpenWebUI-* aliases accepted); auth is Authorization: Bearer. */
+export const McpHeaders = Type.Object({
+  'x-chat-id': Type.Optional(Type.String({ description: 'the chat whose sandbox the tools use (alias X-OpenWebUI-Chat-Id); required unless SINGLE_USER_MODE' })),
+  'x-user-email': Type.Optional(Type.String({ description: 'the user (alias X-OpenWebUI-User-Email)' })),
+  'x-user-name': Type.Optional(Type.String({ description: 'percent-encoded display name (alias X-OpenWebUI-User-Name)' })),
+  'x-mcp-servers': Type.Optional(Type.String({ description: 'comma-separated MCP server names for sub-agents' })),
+  accept: Type.Optional(Type.String({ description: 'application/json, text/event-stream' }))
+})

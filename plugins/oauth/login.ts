@@ -7,6 +7,8 @@ import { PAGE_CSP, renderConsent, renderErrorPage, renderLogin, type ClientView 
 import type { AuthorizationServer } from './provider.js'
 import type { OAuthInternals } from './service.js'
 import type { Upstream } from './upstream.js'
+import { HAND_CHECKED } from '../../core/route-schema.js'
+import { CallbackQuery, ConsentForm, LoginForm, TicketQuery, UidParams } from './schemas.js'
 
 /*
  * The interaction pages oidc-provider sends the browser to: sign-in (access key, or upstream OIDC),
@@ -111,7 +113,7 @@ export default async function loginRoutes (fastify: FastifyInstance, { deps }: {
     }))
   }
 
-  fastify.get<Uid>('/interaction/:uid', async (request, reply) => {
+  fastify.get<Uid>('/interaction/:uid', { ...HAND_CHECKED, schema: { params: UidParams } }, async (request, reply) => {
     const details = await interaction(request, reply)
     if (details === undefined) return reply
     if (details.prompt.name === 'login') return await loginPage(request, reply, 200)
@@ -119,7 +121,7 @@ export default async function loginRoutes (fastify: FastifyInstance, { deps }: {
     return page(reply, 200, renderConsent({ action: `${base}/${details.uid}/consent`, csrf: csrfFor(details.uid), client: await clientView(details.params.client_id), subject }))
   })
 
-  fastify.post<Uid & { Body: Form }>('/interaction/:uid/login', async (request, reply) => {
+  fastify.post<Uid & { Body: Form }>('/interaction/:uid/login', { ...HAND_CHECKED, schema: { params: UidParams, consumes: ['application/x-www-form-urlencoded'], body: LoginForm } }, async (request, reply) => {
     const form = request.body ?? {}
     if (!deps.keyLogin) return problem(reply, 404, 'Not available', 'Sign-in with the access key is switched off on this server.')
     if (!genuine(request, reply, form)) return reply
@@ -143,7 +145,7 @@ export default async function loginRoutes (fastify: FastifyInstance, { deps }: {
     return await finish(request, reply, { login: { accountId: subject, amr: ['pwd'], remember: true } })
   })
 
-  fastify.post<Uid & { Body: Form }>('/interaction/:uid/consent', async (request, reply) => {
+  fastify.post<Uid & { Body: Form }>('/interaction/:uid/consent', { ...HAND_CHECKED, schema: { params: UidParams, consumes: ['application/x-www-form-urlencoded'], body: ConsentForm } }, async (request, reply) => {
     const form = request.body ?? {}
     if (!genuine(request, reply, form)) return reply
     const details = await interaction(request, reply)
@@ -160,20 +162,20 @@ export default async function loginRoutes (fastify: FastifyInstance, { deps }: {
   })
 
   if (upstream === undefined) return
-  fastify.get<Uid>('/interaction/:uid/oidc', async (request, reply) => {
+  fastify.get<Uid>('/interaction/:uid/oidc', { ...HAND_CHECKED, schema: { params: UidParams } }, async (request, reply) => {
     const details = await interaction(request, reply)
     if (details === undefined) return reply
     return await reply.redirect(await upstream.start(details.uid), 303)
   })
 
-  fastify.get('/upstream/callback', async (request, reply) => {
+  fastify.get('/upstream/callback', { ...HAND_CHECKED, schema: { querystring: CallbackQuery } }, async (request, reply) => {
     const url = new URL(`${deps.publicBaseUrl}${deps.prefix}/upstream/callback`)
     url.search = new URL(request.url, publicOrigin).search
     const { uid, ticket } = await upstream.finish(url)
     return await reply.redirect(`${base}/${uid}/upstream?ticket=${encodeURIComponent(ticket)}`, 303)
   })
 
-  fastify.get<Uid & { Querystring: { ticket?: string } }>('/interaction/:uid/upstream', async (request, reply) => {
+  fastify.get<Uid & { Querystring: { ticket?: string } }>('/interaction/:uid/upstream', { ...HAND_CHECKED, schema: { params: UidParams, querystring: TicketQuery } }, async (request, reply) => {
     const details = await interaction(request, reply)
     if (details === undefined) return reply
     const identity = upstream.take(details.uid, request.query.ticket ?? '')

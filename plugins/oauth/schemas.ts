@@ -20,8 +20,27 @@ export const OAuthOptions = Type.Object({
 })
 export type OAuthOptions = Static<typeof OAuthOptions>
 
-export const UserParams = Type.Object({ subject: Type.String({ minLength: 1, maxLength: 254 }) })
+export const UserParams = Type.Object({ subject: Type.String({ minLength: 1, maxLength: 254, description: 'the user (email, or owner) whose grants are revoked' }) })
 export type UserParams = Static<typeof UserParams>
 
 /** The one scope of the resource: using the sandbox computer over MCP. */
 export const SCOPE = 'mcp'
+
+/** The pending sign-in of /interaction/{uid}: an id the authorization server issued. */
+export const UidParams = Type.Object({ uid: Type.String({ description: 'interaction id (its cookie must match)' }) })
+
+/** The sign-in and consent forms (application/x-www-form-urlencoded, ≤ 8 KiB), checked by hand: errors are pages. */
+export const LoginForm = Type.Object({
+  csrf: Type.String({ description: 'the form\'s CSRF token' }),
+  key: Type.Optional(Type.String({ description: 'the access key (MCP_API_KEY)' })),
+  email: Type.Optional(Type.String({ description: 'who signs in; empty for the owner' }))
+})
+export const ConsentForm = Type.Object({
+  csrf: Type.String({ description: 'the form\'s CSRF token' }),
+  decision: Type.Optional(Type.String({ description: '`allow` grants access; anything else denies' }))
+})
+export const TicketQuery = Type.Object({ ticket: Type.Optional(Type.String({ description: 'one-time ticket of the finished upstream sign-in' })) })
+export const CallbackQuery = Type.Object({
+  code: Type.Optional(Type.String({ description: 'authorization code of the upstream OIDC provider' })),
+  state: Type.Optional(Type.String({ description: 'the state this server sent upstream' }))
+}, { additionalProperties: true })

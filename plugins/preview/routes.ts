@@ -1,6 +1,7 @@
 import type { FastifyPluginAsync } from 'fastify'
 import { chatRouteCors } from '../../core/chat-route.js'
 import { requireChatId } from '../../core/chat-id.js'
+import { ChatParams, ChatQuery, HAND_CHECKED, mediaReply } from '../../core/route-schema.js'
 import { newNonce, renderPage, sendPage } from './page.js'
 import type { PreviewConfig } from './schemas.js'
 
@@ -12,7 +13,10 @@ const routes: FastifyPluginAsync<PreviewRoutesOptions> = async (fastify, opts) =
   // Chat route: readable from the opaque-origin iframe Open WebUI embeds it in (§6.1 item 6, §12.2 item 5).
   chatRouteCors(fastify, ['/preview/:chat'])
 
-  fastify.get<{ Params: { chat: string } }>('/preview/:chat', async (request, reply) => {
+  fastify.get<{ Params: { chat: string } }>('/preview/:chat', {
+    ...HAND_CHECKED,
+    schema: { params: ChatParams, querystring: ChatQuery, produces: ['text/html'], response: { 200: mediaReply('the preview page', ['text/html']) } }
+  }, async (request, reply) => {
     const chatId = requireChatId(request.params.chat)
     const used = auth.authorizeChat(request, chatId, 'f')
     const config = pageConfig(chatId, used)

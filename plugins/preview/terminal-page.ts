@@ -1,6 +1,7 @@
 import type { FastifyPluginAsync } from 'fastify'
 import { chatRouteCors } from '../../core/chat-route.js'
 import { requireChatId } from '../../core/chat-id.js'
+import { ChatParams, ChatQuery, HAND_CHECKED, mediaReply } from '../../core/route-schema.js'
 import { newNonce, pageHead, scriptJson, sendPage } from './page.js'
 
 export interface TerminalPageOptions { frameAncestors: string }
@@ -30,7 +31,10 @@ ${pageHead(`Terminal · ${config.chatId}`, [
 const terminalPage: FastifyPluginAsync<TerminalPageOptions> = async (fastify, opts) => {
   const { auth, links } = fastify
   chatRouteCors(fastify, ['/terminal/:chat'])
-  fastify.get<{ Params: { chat: string } }>('/terminal/:chat', async (request, reply) => {
+  fastify.get<{ Params: { chat: string } }>('/terminal/:chat', {
+    ...HAND_CHECKED,
+    schema: { params: ChatParams, querystring: ChatQuery, produces: ['text/html'], response: { 200: mediaReply('the terminal page', ['text/html']) } }
+  }, async (request, reply) => {
     const chatId = requireChatId(request.params.chat)
     const used = auth.authorizeChat(request, chatId, 'c')
     // An API-key opener (a server-side client) gets a control token for the page; open mode has none.

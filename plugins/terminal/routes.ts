@@ -1,12 +1,13 @@
-import type { FastifyPluginAsync, FastifyRequest } from 'fastify'
+import type { FastifyPluginAsync, FastifyRequest, RouteShorthandOptions } from 'fastify'
 import { requireChatId } from '../../core/chat-id.js'
 import { chatRouteCors } from '../../core/chat-route.js'
 import { ErrorResponse } from '../../core/errors.js'
+import { ChatParams as ChatParamsSchema, ChatQuery, HAND_CHECKED, NoBody } from '../../core/route-schema.js'
 import { TERMINAL_BAD_PID, TERMINAL_BAD_REQUEST } from './errors.js'
 import { parsePid, type CliControl } from './cli.js'
 import {
-  HeartbeatReply, KillReply, ProcessesReply, RestartReply, ResurrectReply, SessionsReply, StartReply, StatusReply, StopReply,
-  type ChatParams, type KillParams
+  HeartbeatReply, KillParams, KillReply, ProcessesReply, RestartReply, ResurrectReply, SessionsReply, StartBody, StartReply, StatusReply, StopReply,
+  type ChatParams
 } from './schemas.js'
 import type { TerminalService } from './types.js'
 
@@ -15,7 +16,14 @@ export interface TerminalRoutesOptions { service: TerminalService, cli: CliContr
 const BASE = '/terminal/:chat'
 const PATHS = ['status', 'start-ttyd', 'stop-ttyd', 'restart-container', 'resurrect-container', 'sessions', 'processes', 'processes/:pid/kill', 'heartbeat']
 
-const reply = (schema: unknown): { response: Record<string, unknown> } => ({ response: { 200: schema, '4xx': ErrorResponse } })
+/**
+ * Inputs are documented here and checked by hand, in the order the routes promise (chat id in the
+ * onRequest hook, then credentials, then pid or body with their own codes): HAND_CHECKED.
+ */
+const get = (response: unknown, params: unknown = ChatParamsSchema): RouteShorthandOptions =>
+  ({ ...HAND_CHECKED, schema: { params, querystring: ChatQuery, response: { 200: response, '4xx': ErrorResponse } } })
+const post = (response: unknown, body: unknown = NoBody, params: unknown = ChatParamsSchema): RouteShorthandOptions =>
+  ({ ...HAND_CHECKED, bodyLimit: 4096, schema: { params, querystring: ChatQuery, body, response: { 200: response, '4xx': ErrorResponse } } })
 
 /** `{"dangerous_mode": bool}`, or no body at all. */
 function dangerousMode (body: unknown): boolean {
@@ -43,43 +51,43 @@ const routes: FastifyPluginAsync<TerminalRoutesOptions> = async (fastify, { serv
   })
   const chatOf = (request: FastifyRequest): string => requireChatId((request.params as ChatParams).chat)
 
-  fastify.get<{ Params: ChatParams }>(`${BASE}/status`, { schema: reply(StatusReply) },
+  fastify.get<{ Params: ChatParams }>(`${BASE}/status`, get(StatusReply),
     async request => await service.status(chatOf(request)))
 
-  fastify.post<{ Params: ChatParams }>(`${BASE}/start-ttyd`, { schema: reply(StartReply), bodyLimit: 4096 }, async request => {
+  fastify.post<{ Params: ChatParams }>(`${BASE}/start-ttyd`, post(StartReply, StartBody), async request => {
     const { started } = await service.start(chatOf(request), { dangerousMode: dangerousMode(request.body) })
     return started ? { started: true } : { started: false, already_running: true }
   })
 
-  fastify.post<{ Params: ChatParams }>(`${BASE}/stop-ttyd`, { schema: reply(StopReply), bodyLimit: 4096 }, async request => {
+  fastify.post<{ Params: ChatParams }>(`${BASE}/stop-ttyd`, post(StopReply), async request => {
     await service.stop(chatOf(request))
     return { stopped: true }
   })
 
-  fastify.post<{ Params: ChatParams }>(`${BASE}/restart-container`, { schema: reply(RestartReply), bodyLimit: 4096 }, async request => {
+  fastify.post<{ Params: ChatParams }>(`${BASE}/restart-container`, post(RestartReply), async request => {
     await service.restart(chatOf(request))
     return { restarted: true }
   })
 
-  fastify.post<{ Params: ChatParams }>(`${BASE}/resurrect-container`, { schema: reply(ResurrectReply), bodyLimit: 4096 }, async request => {
+  fastify.post<{ Params: ChatParams }>(`${BASE}/resurrect-container`, post(ResurrectReply), async request => {
     const { userEmail } = await service.resurrect(chatOf(request))
     return { resurrected: true, user_email: userEmail }
   })
 
-  fastify.get<{ Params: ChatParams }>(`${BASE}/sessions`, { schema: reply(SessionsReply) },
+  fastify.get<{ Params: ChatParams }>(`${BASE}/sessions`, get(SessionsReply),
     async request => ({ sessions: await cli.sessions(chatOf(request)) }))
 
-  fastify.get<{ Params: ChatParams }>(`${BASE}/processes`, { schema: reply(ProcessesReply) },
+  fastify.get<{ Params: ChatParams }>(`${BASE}/processes`, get(ProcessesReply),
     async request => ({ processes: await cli.processes(chatOf(request)) }))
 
-  fastify.post<{ Params: KillParams }>(`${BASE}/processes/:pid/kill`, { schema: reply(KillReply), bodyLimit: 4096 }, async request => {
+  fastify.post<{ Params: KillParams }>(`${BASE}/processes/:pid/kill`, post(KillReply, NoBody, KillParams), async request => {
     const pid = parsePid(request.params.pid)
     if (pid === null) throw new TERMINAL_BAD_PID('pid must be a decimal integer from 2 to 4194304 (PID 1 is the sandbox\'s init and is never killed)')
     await cli.kill(chatOf(request), pid)
     return { killed: true, pid }
   })
 
-  fastify.get<{ Params: ChatParams }>(`${BASE}/heartbeat`, { schema: reply(HeartbeatReply) }, async request => {
+  fastify.get<{ Params: ChatParams }>(`${BASE}/heartbeat`, get(HeartbeatReply), async request => {
     await service.heartbeat(chatOf(request))
     return { ok: true }
   })

@@ -25,9 +25,13 @@ export type TerminalOptions = Static<typeof TerminalOptions>
 export const ChatParams = Type.Object({ chat: Type.String() })
 export type ChatParams = Static<typeof ChatParams>
 
-export const KillParams = Type.Object({ chat: Type.String(), pid: Type.String() })
+export const KillParams = Type.Object({
+  chat: Type.String({ description: 'the chat id (surface.md §1.3)' }),
+  pid: Type.String({ description: 'decimal integer from 2 to 4194304 (PID 1 is never killed); 400 bad_pid otherwise' })
+})
 export type KillParams = Static<typeof KillParams>
 
+/** start-ttyd: a JSON object, or no body at all (400 bad_request for anything else). */
 export const StartBody = Type.Union([
   Type.Object({ dangerous_mode: Type.Optional(Type.Boolean({ description: 'create session main with NO_AUTOSTART=1' })) }),
   Type.Null()

@@ -4,6 +4,7 @@ import { CORE_FORBIDDEN } from '../../core/errors.js'
 import { TERMINAL_BAD_SUBPROTOCOL, TERMINAL_SANDBOX_NOT_RUNNING, TERMINAL_TOO_MANY_VIEWERS, TERMINAL_UPGRADE_REQUIRED } from './errors.js'
 import type { ChatParams } from './schemas.js'
 import type { TerminalService } from './types.js'
+import { ChatParams as ChatParamsSchema, ChatQuery, HAND_CHECKED } from '../../core/route-schema.js'
 
 export interface TerminalSocketOptions {
   service: TerminalService
@@ -32,6 +33,9 @@ const socketRoutes: FastifyPluginAsync<TerminalSocketOptions> = async (fastify, 
   fastify.route<{ Params: ChatParams }>({
     method: 'GET',
     url: '/terminal/:chat/ws',
+    // Checked by hand in onRequest, refusals as plain HTTP answers before the upgrade: HAND_CHECKED.
+    ...HAND_CHECKED,
+    schema: { params: ChatParamsSchema, querystring: ChatQuery },
     onRequest: async request => {
       const chatId = chatOf(request)
       if (!opts.originAllowed(request.headers.origin, request.socket.localPort)) throw new CORE_FORBIDDEN('Origin not allowed')

@@ -1,7 +1,8 @@
-import type { FastifyPluginAsync } from 'fastify'
+import type { FastifyPluginAsync, RouteShorthandOptions } from 'fastify'
 import { readUser } from '../../core/identity.js'
 import type {} from '../user-skills/types.js'
-import type { LooseQuery } from './schemas.js'
+import { HAND_CHECKED, mediaReply } from '../../core/route-schema.js'
+import { SkillMountsReply, SkillQuery, SystemPromptQuery, UserHeaders, type LooseQuery } from './schemas.js'
 import { resolveChat, resolveEmail } from './resolve.js'
 
 export interface TierHttpRoutesOptions { singleUserMode: string }
@@ -10,11 +11,15 @@ const TEXT = 'text/plain; charset=utf-8'
 /** Cuts to `max` code points (never splitting a surrogate pair). */
 const cut = (s: string, max: number): string => Array.from(s).slice(0, max).join('')
 
+// Read leniently and checked by hand (a repeated key is an array; chat id 400 invalid_chat_id, then the key): HAND_CHECKED.
+const text = (querystring: unknown, description: string): RouteShorthandOptions =>
+  ({ ...HAND_CHECKED, schema: { tags: ['prompt'], querystring, headers: UserHeaders, produces: ['text/plain'], response: { 200: mediaReply(description, ['text/plain']) } } })
+
 const routes: FastifyPluginAsync<TierHttpRoutesOptions> = async (fastify, opts) => {
   const { prompts, links, auth } = fastify
 
   // Tier 6 (surface.md §4.4): the prompt over plain HTTP for clients that inject it themselves.
-  fastify.get<{ Querystring: LooseQuery }>('/system-prompt', async (request, reply) => {
+  fastify.get<{ Querystring: LooseQuery }>('/system-prompt', text(SystemPromptQuery, 'the system prompt; X-Public-Base-URL, and with a chat X-Files-Base-URL, X-Archive-URL, X-Preview-URL'), async (request, reply) => {
     const chatId = resolveChat(request, request.query, opts.singleUserMode)
     // The chat form hands out capability tokens, so it needs the key; the legacy template does not.
     if (chatId !== undefined) await auth.requireApiKey(request, reply)
@@ -33,7 +38,7 @@ const routes: FastifyPluginAsync<TierHttpRoutesOptions> = async (fastify, opts) 
   })
 
   // §8.1 item 8: one line per skill; `format` is accepted for compatibility and has no effect.
-  fastify.get<{ Querystring: LooseQuery }>('/skill-list', async (request, reply) => {
+  fastify.get<{ Querystring: LooseQuery }>('/skill-list', text(SkillQuery, 'one line per skill: `- name: location - description`'), async (request, reply) => {
     await auth.requireApiKey(request, reply)
     const email = resolveEmail(request, request.query)
     const skills = await prompts.skills({ ...(email !== undefined && { email }), credentials: readUser(request.headers).credentials })
@@ -42,7 +47,10 @@ const routes: FastifyPluginAsync<TierHttpRoutesOptions> = async (fastify, opts) 
   })
 
   // §8.1 item 9: the user's already cached skills as Docker bind specs; {} without an email. Never downloads.
-  fastify.get<{ Querystring: LooseQuery }>('/skill-mounts', async (request, reply) => {
+  fastify.get<{ Querystring: LooseQuery }>('/skill-mounts', {
+    ...HAND_CHECKED,
+    schema: { tags: ['prompt'], querystring: SkillQuery, headers: UserHeaders, response: { 200: SkillMountsReply } }
+  }, async (request, reply) => {
     await auth.requireApiKey(request, reply)
     const email = resolveEmail(request, request.query)
     reply.header('Cache-Control', 'no-store')

@@ -3,9 +3,10 @@ import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
 import { requireChatId } from '../../core/chat-id.js'
 import { chatRouteCors } from '../../core/chat-route.js'
 import { ErrorResponse } from '../../core/errors.js'
+import { ChatParams as ChatParamsSchema, ChatPathParams, ChatQuery, HAND_CHECKED } from '../../core/route-schema.js'
 import { parseRelPath } from '../../core/safe-path.js'
 import { UPLOAD_MISSING_FILE, UPLOAD_NOT_MULTIPART } from './errors.js'
-import { ManifestReply, UploadListReply, UploadReply } from './schemas.js'
+import { ManifestReply, UploadBody, UploadListReply, UploadReply } from './schemas.js'
 import type { SavedUpload, UploadService } from './types.js'
 
 export interface UploadsRoutesOptions { service: UploadService, maxBytes: number }
@@ -38,8 +39,16 @@ const routes: FastifyPluginAsync<UploadsRoutesOptions> = async (fastify, opts) =
   chatRouteCors(fastify, ['/api/uploads/:chat/*'])
   fastify.addHook('onRequest', authorize)
 
+  // Checked by hand (chat id, credentials before the body is read, path, multipart): HAND_CHECKED.
   fastify.post<{ Params: ChatParams }>('/api/uploads/:chat/*', {
-    schema: { response: { 200: UploadReply, '4xx': ErrorResponse } }
+    ...HAND_CHECKED,
+    schema: {
+      consumes: ['multipart/form-data'],
+      params: ChatPathParams,
+      querystring: ChatQuery,
+      body: UploadBody,
+      response: { 200: UploadReply, '4xx': ErrorResponse }
+    }
   }, async (request) => {
     const chatId = chatOf(request)
     const segments = parseRelPath(request.params['*'] ?? '')
@@ -56,14 +65,16 @@ const routes: FastifyPluginAsync<UploadsRoutesOptions> = async (fastify, opts) =
   })
 
   fastify.get<{ Params: ChatParams }>('/api/uploads/:chat/manifest', {
-    schema: { response: { 200: ManifestReply } }
+    ...HAND_CHECKED,
+    schema: { params: ChatParamsSchema, querystring: ChatQuery, response: { 200: ManifestReply } }
   }, async (request, reply) => {
     reply.header('Cache-Control', NO_CACHE)
     return await service.manifest(chatOf(request))
   })
 
   fastify.get<{ Params: ChatParams }>('/api/uploads/:chat/list', {
-    schema: { response: { 200: UploadListReply } }
+    ...HAND_CHECKED,
+    schema: { params: ChatParamsSchema, querystring: ChatQuery, response: { 200: UploadListReply } }
   }, async (request, reply) => {
     reply.header('Cache-Control', NO_CACHE)
     const files = await service.list(chatOf(request))

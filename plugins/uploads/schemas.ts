@@ -8,6 +8,11 @@ export const UploadsOptions = Type.Object({
 })
 export type UploadsOptions = Static<typeof UploadsOptions>
 
+/** POST /api/uploads/{chat}/{path}: multipart/form-data; the first part named `file` is stored, others are skipped. */
+export const UploadBody = Type.Object({
+  file: Type.String({ format: 'binary', description: 'the file content (up to UPLOAD_MAX_BYTES, else 413)' })
+})
+
 export const UploadReply = Type.Object({
   status: Type.Literal('success'),
   filename: Type.String(),
