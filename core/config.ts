@@ -50,7 +50,7 @@ export const ConfigSchema = Type.Object({
   CONTAINER_MAX_AGE_HOURS: Type.Number({ default: 24, exclusiveMinimum: 0, description: 'Container age before removal (data kept).' }),
   DATA_MAX_AGE_DAYS: Type.Number({ default: 7, minimum: 0, description: 'Inactivity before volume and data purge; 0 disables.' }),
   MAX_RUNNING_SANDBOXES: Int(50, 'Running sandbox cap; 0 = unlimited.'),
-  SANDBOX_POOL_SIZE: Type.Integer({ default: 2, minimum: 0, maximum: 20, description: 'Warm pool: started, ready sandboxes a new chat claims instead of creating one (at most 20); 0 disables.' }),
+  SANDBOX_POOL_SIZE: Type.Integer({ default: 0, minimum: 0, maximum: 20, description: 'Warm pool: started, ready sandboxes a new chat claims instead of creating one (at most 20); 0 (default) disables. Claimed sandboxes carry pool labels until their next recreation.' }),
   COMMAND_TIMEOUT: Int(120, 'bash_tool timeout in seconds; also the exec timeout of view, create_file, str_replace.', 1),
   MAX_OUTPUT_CHARS: Int(30000, 'Tool output cap (half head, half tail).', 1000),
   PROGRESS_INTERVAL_SECONDS: Int(15, 'Progress and keep-alive interval in seconds.', 1),

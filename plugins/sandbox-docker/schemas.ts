@@ -22,7 +22,7 @@ export const SandboxDockerOptions = Type.Object({
   maxAgeHours: Type.Optional(Type.Number({ default: 24, exclusiveMinimum: 0, description: 'CONTAINER_MAX_AGE_HOURS' })),
   dataMaxAgeDays: Type.Optional(Type.Number({ default: 7, minimum: 0, description: 'DATA_MAX_AGE_DAYS; 0 disables the purge' })),
   maxRunning: Type.Optional(Type.Integer({ default: 50, minimum: 0, description: 'MAX_RUNNING_SANDBOXES; 0 = unlimited' })),
-  poolSize: Type.Optional(Type.Integer({ default: 2, minimum: 0, maximum: 20, description: 'SANDBOX_POOL_SIZE: warm sandboxes a new chat claims; 0 disables' })),
+  poolSize: Type.Optional(Type.Integer({ default: 0, minimum: 0, maximum: 20, description: 'SANDBOX_POOL_SIZE: warm sandboxes a new chat claims; 0 disables' })),
   commandTimeoutS: Type.Optional(Type.Integer({ default: 120, minimum: 1, description: 'COMMAND_TIMEOUT: default exec timeout' })),
   uid: Type.Optional(Type.Integer({ default: 0, minimum: 0, description: 'SANDBOX_UID; 0 = discovered from the sandbox' })),
   gid: Type.Optional(Type.Integer({ default: 0, minimum: 0, description: 'SANDBOX_GID; 0 = discovered from the sandbox' })),
