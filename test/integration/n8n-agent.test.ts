@@ -1,0 +1,52 @@
+/*
+ * issue #14: the n8n AI Agent example. Headless n8n imports integrations/n8n's agent workflow: an AI
+ * Agent whose chat model is an OpenAI-compatible model (a scripted mock on loopback) and whose tool is
+ * the MCP Client Tool node on this server's /mcp (HTTP Streamable, "Multiple Headers" credential with
+ * Authorization and X-Chat-Id). The model calls bash_tool, the command runs in the chat's real
+ * sandbox, and the model's final answer carries the command's output. Skips like n8n.test.ts.
+ */
+import t from 'tap'
+import { randomBytes } from 'node:crypto'
+import { mkdtemp, readFile, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { chatKey } from '../../core/chat-id.js'
+import { entries } from '../../fastify.config.js'
+import { listen, TEST_API_KEY } from '../helper.js'
+import { containersOfChat, removeByPrefix } from './docker.js'
+import { n8nOrSkip, n8nUser } from './n8n-home.js'
+import { startOpenAiMock } from './openai-mock.js'
+
+const { skip, home } = await n8nOrSkip()
+
+t.test('the n8n AI Agent calls bash_tool through the MCP Client Tool node and answers with its output', { skip }, async t => {
+  const prefix = `t-${randomBytes(4).toString('hex')}`
+  const chatId = `n8n-agent-${randomBytes(3).toString('hex')}`
+  const work = await mkdtemp(join(tmpdir(), 'n8n-agent-'))
+  t.teardown(async () => { await removeByPrefix(prefix); await rm(work, { recursive: true, force: true }) })
+  const dataDir = join(work, 'data')
+  const { url } = await listen(t, { MCP_API_KEY: TEST_API_KEY, SANDBOX_PREFIX: prefix, DATA_DIR: dataDir },
+    config => entries(config, ['mcp-transport', 'capabilities', 'sandbox-docker', 'workspace-tools']))
+  const llm = await startOpenAiMock(t, {
+    tool: 'bash_tool',
+    args: { command: 'echo n8n-agent-$((6*7)) | tee /mnt/user-data/outputs/n8n-agent.txt', description: 'run the requested command' },
+    final: result => `The sandbox printed: ${result}`
+  })
+
+  const { n8n, importFiles } = n8nUser(t, home, work)
+  await importFiles({ credentials: ['cubicle.credentials.json', 'openai.credentials.json'], workflows: ['cubicle-agent.workflow.json'] }, [
+    ['<MCP_API_KEY>', TEST_API_KEY], ['"n8n-demo"', JSON.stringify(chatId)], ['http://localhost:8081/mcp', `${url}/mcp`],
+    ['<OPENAI_API_KEY>', 'sk-mock'], ['https://api.openai.com/v1', llm.baseUrl], ['gpt-4.1-mini', 'mock-model']
+  ])
+  const out = await n8n('execute', '--id', 'cubicleAiAgent01', '--rawOutput')
+  t.match(out, /"status": "success"/, 'the workflow ran')
+  t.match(out, /"output": "The sandbox printed: [^"]*n8n-agent-42/, 'the agent answered with the command\'s output')
+
+  t.equal(llm.requests.length, 2, 'the model was asked twice: before and after the tool call')
+  const offered = (llm.requests[0]?.tools ?? []).map(tool => tool.function?.name)
+  t.ok(offered.includes('bash_tool'), `the MCP Client Tool offered bash_tool to the model (${offered.join(', ')})`)
+  t.match(llm.requests[1]?.messages?.at(-1), { role: 'tool' }, 'the second request carries the tool result')
+  t.equal((await containersOfChat(prefix, chatKey(chatId))).length, 1, 'the X-Chat-Id of the credential got its own sandbox')
+  const written = await readFile(join(dataDir, 'chats', chatKey(chatId), 'outputs', 'n8n-agent.txt'), 'utf8')
+  t.equal(written, 'n8n-agent-42\n', 'the command really ran in the sandbox (its file is in the chat\'s outputs)')
+})
