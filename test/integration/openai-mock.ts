@@ -41,11 +41,12 @@ function textOf (content: unknown): string {
 function reply (body: ChatRequest, script: OpenAiScript, n: number): { message: Record<string, unknown>, finish: string } {
   const messages = body.messages ?? []
   const last = messages[messages.length - 1]
-  const offered = (body.tools ?? []).some(t => t.function?.name === script.tool)
-  if (last?.role === 'tool' || !offered) {
+  // n8n's MCP Client Tool names each tool `<node name>__<tool>` (e.g. Cubicle_sandbox__MCP_Client_Tool__bash_tool).
+  const offered = (body.tools ?? []).map(t => t.function?.name).find(name => name === script.tool || name?.endsWith(`__${script.tool}`) === true)
+  if (last?.role === 'tool' || offered === undefined) {
     return { message: { role: 'assistant', content: script.final(last?.role === 'tool' ? textOf(last.content) : '') }, finish: 'stop' }
   }
-  const call = { id: `call_${n}`, type: 'function', function: { name: script.tool, arguments: JSON.stringify(script.args) } }
+  const call = { id: `call_${n}`, type: 'function', function: { name: offered, arguments: JSON.stringify(script.args) } }
   return { message: { role: 'assistant', content: null, tool_calls: [call] }, finish: 'tool_calls' }
 }
 
