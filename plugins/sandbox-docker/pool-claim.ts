@@ -7,7 +7,8 @@ import type { MountSpec } from './container-config.js'
 import type { ContainerSummary, DockerClient, ExecSpec } from './docker-client.js'
 import { chatEnv, toEnvList } from './env.js'
 import { ownerFilter, rfc3339, sandboxNames } from './names.js'
-import { claimable, discard, HOME_LABEL, poolNames, poolOf, readRecord, RECORD, refill, slotDirs, slotOf, takeSlot, type BindingRecord, type PoolSlot } from './pool.js'
+import { claimable, discard, HOME_LABEL, poolNames, poolOf, refill, slotDirs, slotOf, takeSlot, type PoolSlot } from './pool.js'
+import { readRecord, RECORD, type BindingRecord } from './pool-record.js'
 import { describe, sleep, type Entry, type Registry } from './registry.js'
 
 /*

@@ -9,6 +9,7 @@ import type { ContainerDetails, ContainerSummary } from './docker-client.js'
 import { toEnvList } from './env.js'
 import { rawExec } from './exec.js'
 import { MANAGED_BY, rfc3339, TOOL_LABEL } from './names.js'
+import { readRecord, RECORD, SLOT, type BindingRecord } from './pool-record.js'
 import { describe, sleep, tooOld, type Entry, type Registry } from './registry.js'
 
 /*
@@ -21,7 +22,6 @@ import { describe, sleep, tooOld, type Entry, type Registry } from './registry.j
 
 export const POOL_LABEL = 'cu.pool-slot'
 export const HOME_LABEL = 'cu.home-volume'
-const SLOT = /^[0-9a-f]{12}$/
 const RETRY_MIN_MS = 2000
 const RETRY_MAX_MS = 60_000
 
@@ -270,26 +270,6 @@ async function rollbackJournal (reg: Registry, slot: string): Promise<void> {
   }
   await rm(dirs.journal, { force: true })
   reg.log.warn({ slot }, 'warm pool: rolled back a claim interrupted before the rename')
-}
-
-/** The chat's binding to a claimed pool sandbox, `{DATA_DIR}/chats/{K}/sandbox.json` (no secrets). */
-export interface BindingRecord {
-  chat_id: string
-  slot: string
-  home_volume: string
-  claimed_at: string
-  user_name: string | null
-  user_email: string | null
-  gitlab_host: string | null
-}
-export const RECORD = 'sandbox.json'
-
-export async function readRecord (path: string): Promise<BindingRecord | null> {
-  try {
-    const r = JSON.parse(await readFile(path, 'utf8')) as Partial<BindingRecord>
-    if (typeof r.chat_id !== 'string' || typeof r.slot !== 'string' || !SLOT.test(r.slot) || typeof r.home_volume !== 'string') return null
-    return { chat_id: r.chat_id, slot: r.slot, home_volume: r.home_volume, claimed_at: String(r.claimed_at ?? ''), user_name: r.user_name ?? null, user_email: r.user_email ?? null, gitlab_host: r.gitlab_host ?? null }
-  } catch { return null }
 }
 
 async function adoptSlot (reg: Registry, p: PoolState, slot: string, c: ContainerSummary, imageId: string | null): Promise<void> {
