@@ -1,0 +1,240 @@
+#!/usr/bin/python3 -I
+# cubicle-agent: the in-sandbox agent (issue #11 section 2). The server starts it as `assistant`
+# through one long-lived `docker exec -i` per sandbox; stdin/stdout carry a multiplexed framed
+# protocol so that commands and file operations need no further exec through the container engine.
+#
+# Frame: u32 length (big-endian, of what follows) | u32 request id | u8 type | payload.
+# Server -> agent: EXEC (JSON: argv, cwd, env, merged, stdin), STDIN (bytes), STDIN_END, CLOSE
+#   (stop reading the request's output and end it), FILE (JSON file operation; answered by RESULT).
+# Agent -> server: HELLO (id 0, JSON), OUT, ERR (output chunks <= 64 KiB), EXIT (JSON: code, pids),
+#   FAIL (JSON: the process could not be started: errno, error), RESULT (JSON + optional data).
+# Each request's output is pumped by its own task and every frame write awaits the transport's
+# drain, so one command that prints gigabytes cannot starve the others on the stream. The agent
+# holds no privilege: everything it does, `assistant` could do with a shell. The server treats what
+# it says as untrusted. It exits when its stdin ends (the server went away).
+import asyncio
+import ctypes
+import json
+import os
+import signal
+import struct
+import sys
+
+VERSION = 1
+T_EXEC, T_STDIN, T_STDIN_END, T_CLOSE, T_FILE = 16, 17, 18, 19, 20
+T_HELLO, T_OUT, T_ERR, T_EXIT, T_FAIL, T_RESULT = 1, 2, 3, 4, 5, 6
+CHUNK = 64 * 1024
+MAX_IN = 8 * 1024 * 1024 + 16
+# After bash exits (command mode): return once its output has been quiet this long, or at most
+# DRAIN after the exit, even while background children hold the output open (as the exec path).
+QUIET, DRAIN = 0.2, 1.0
+# Collecting mode: like the engine, stop waiting for output this long after the process exited.
+EXEC_DRAIN = 2.0
+HEADER = struct.Struct('>IIB')
+
+
+def no_dump():
+    # Other `assistant` processes must not ptrace the agent or open its /proc/<pid>/fd (prctl
+    # PR_SET_DUMPABLE 0). They can still kill it: the server restarts it and falls back meanwhile.
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)
+    except Exception:
+        pass
+
+
+class Agent:
+    def __init__(self, writer):
+        self.writer = writer
+        self.reqs = {}
+        self.lock = asyncio.Lock()
+
+    async def send(self, rid, typ, payload=b''):
+        async with self.lock:
+            self.writer.write(HEADER.pack(len(payload) + 5, rid, typ) + payload)
+            await self.writer.drain()
+
+    async def send_json(self, rid, typ, obj, data=b''):
+        body = json.dumps(obj, separators=(',', ':')).encode()
+        await self.send(rid, typ, struct.pack('>I', len(body)) + body + data)
+
+    def dispatch(self, rid, typ, payload):
+        if typ == T_EXEC:
+            if rid in self.reqs or rid == 0:
+                return
+            req = Request(self, rid)
+            self.reqs[rid] = req
+            asyncio.ensure_future(req.run(payload))
+        elif typ == T_FILE:
+            from cubicle_files import handle
+            asyncio.ensure_future(self.file_op(rid, payload, handle))
+        else:
+            req = self.reqs.get(rid)
+            if req is not None:
+                req.control(typ, payload)
+
+    async def file_op(self, rid, payload, handle):
+        try:
+            req, data = unpack(payload)
+            obj, data = handle(req, data)
+        except Exception as e:  # noqa: BLE001 (every failure becomes an answer)
+            obj, data = {'ok': False, 'errno': getattr(e, 'errno', None) or 0, 'error': str(e)[:300]}, b''
+        await self.send_json(rid, T_RESULT, obj, data)
+
+
+class Request:
+    def __init__(self, agent, rid):
+        self.agent = agent
+        self.rid = rid
+        self.proc = None
+        self.stdin = asyncio.Queue()
+        self.closed = asyncio.Event()
+        self.last_out = 0.0
+
+    def control(self, typ, payload):
+        if typ == T_STDIN:
+            self.stdin.put_nowait(payload)
+        elif typ == T_STDIN_END:
+            self.stdin.put_nowait(None)
+        elif typ == T_CLOSE:
+            self.closed.set()
+
+    async def run(self, payload):
+        try:
+            spec, _ = unpack(payload)
+            await self.execute(spec)
+        except (ValueError, KeyError, TypeError) as e:
+            await self.agent.send_json(self.rid, T_FAIL, {'errno': 0, 'error': str(e)[:300]})
+        finally:
+            self.agent.reqs.pop(self.rid, None)
+
+    async def execute(self, spec):
+        merged = spec.get('merged') is True
+        env = dict(os.environ)
+        env.update({str(k): str(v) for k, v in (spec.get('env') or {}).items()})
+        try:
+            self.proc = await asyncio.create_subprocess_exec(
+                *[str(a) for a in spec['argv']], cwd=spec.get('cwd') or None, env=env,
+                stdin=asyncio.subprocess.PIPE if spec.get('stdin') else asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT if merged else asyncio.subprocess.PIPE,
+                start_new_session=True, limit=CHUNK)
+        except OSError as e:
+            await self.agent.send_json(self.rid, T_FAIL, {'errno': e.errno or 0, 'error': (e.strerror or str(e))[:300]})
+            return
+        except Exception as e:  # noqa: BLE001
+            await self.agent.send_json(self.rid, T_FAIL, {'errno': 0, 'error': str(e)[:300]})
+            return
+        loop = asyncio.get_running_loop()
+        self.last_out = loop.time()
+        pumps = [asyncio.ensure_future(self.pump(self.proc.stdout, T_OUT))]
+        if not merged:
+            pumps.append(asyncio.ensure_future(self.pump(self.proc.stderr, T_ERR)))
+        feeder = asyncio.ensure_future(self.feed()) if spec.get('stdin') else None
+        waiter = asyncio.ensure_future(self.proc.wait())
+        closer = asyncio.ensure_future(self.closed.wait())
+        await asyncio.wait([waiter, closer], return_when=asyncio.FIRST_COMPLETED)
+        code = None
+        if waiter.done():
+            rc = waiter.result()
+            code = 128 - rc if rc < 0 else rc
+            await self.settle(pumps, merged, loop)
+        for p in pumps:
+            p.cancel()
+        for t in (feeder, closer, waiter):
+            if t is not None:
+                t.cancel()
+        # Our end of the pipes closes: writers still holding them get EPIPE, as with a closed exec.
+        for s in (self.proc.stdout, self.proc.stderr):
+            if s is not None and getattr(s, '_transport', None) is not None:
+                s._transport.close()
+        info = {'code': code}
+        if merged and code is not None:
+            info['pids'] = read_pids()
+        await self.agent.send_json(self.rid, T_EXIT, info)
+
+    async def settle(self, pumps, merged, loop):
+        # Wait for the output: at once when every pipe reached EOF, else until quiet (command
+        # mode) or EXEC_DRAIN (collecting mode) while background children hold it open.
+        end = loop.time() + (DRAIN if merged else EXEC_DRAIN)
+        while not all(p.done() for p in pumps) and not self.closed.is_set():
+            left = end - loop.time()
+            if merged:
+                left = min(left, self.last_out + QUIET - loop.time())
+            if left <= 0:
+                return
+            await asyncio.wait(pumps, timeout=left)
+
+    async def pump(self, stream, typ):
+        loop = asyncio.get_running_loop()
+        while True:
+            data = await stream.read(CHUNK)
+            if not data:
+                return
+            self.last_out = loop.time()
+            await self.agent.send(self.rid, typ, data)
+
+    async def feed(self):
+        w = self.proc.stdin
+        try:
+            while True:
+                data = await self.stdin.get()
+                if data is None:
+                    break
+                w.write(data)
+                await w.drain()
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        finally:
+            try:
+                w.close()
+            except Exception:  # noqa: BLE001
+                pass
+
+
+def unpack(payload):
+    # JSON payloads: u32 length of the JSON text, the JSON text, then bytes (FILE write data).
+    (n,) = struct.unpack_from('>I', payload)
+    return json.loads(payload[4:4 + n]), payload[4 + n:]
+
+
+def read_pids():
+    for p in ('/sys/fs/cgroup/pids.current', '/sys/fs/cgroup/pids/pids.current'):
+        try:
+            with open(p) as f:
+                return int(f.read().strip())
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+async def main():
+    no_dump()
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=MAX_IN)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(0, 'rb', 0))
+    wt, wp = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, os.fdopen(1, 'wb', 0))
+    writer = asyncio.StreamWriter(wt, wp, None, loop)
+    agent = Agent(writer)
+    await agent.send_json(0, T_HELLO, {'v': VERSION, 'pid': os.getpid()})
+    while True:
+        try:
+            head = await reader.readexactly(9)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            return
+        length, rid, typ = HEADER.unpack(head)
+        if length < 5 or length > MAX_IN:
+            return
+        try:
+            payload = await reader.readexactly(length - 5)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            return
+        agent.dispatch(rid, typ, payload)
+
+
+if __name__ == '__main__':
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    try:
+        asyncio.run(main())
+    except KeyboardInterrupt:
+        pass
