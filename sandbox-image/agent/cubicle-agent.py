@@ -7,7 +7,8 @@
 # Server -> agent: EXEC (JSON: argv, cwd, env, merged, stdin), STDIN (bytes), STDIN_END, CLOSE
 #   (stop reading the request's output and end it), FILE (JSON file operation; answered by RESULT).
 # Agent -> server: HELLO (id 0, JSON), OUT, ERR (output chunks <= 64 KiB), EXIT (JSON: code, pids),
-#   FAIL (JSON: the process could not be started: errno, error), RESULT (JSON + optional data).
+#   FAIL (JSON: the process could not be started: errno, error), DATA (a file's bytes, <= 64 KiB
+#   each, before the) RESULT (JSON). JSON payloads are u32 length, JSON text, then bytes.
 # Each request's output is pumped by its own task and every frame write awaits the transport's
 # drain, so one command that prints gigabytes cannot starve the others on the stream. The agent
 # holds no privilege: everything it does, `assistant` could do with a shell. The server treats what
@@ -22,7 +23,7 @@ import sys
 
 VERSION = 1
 T_EXEC, T_STDIN, T_STDIN_END, T_CLOSE, T_FILE = 16, 17, 18, 19, 20
-T_HELLO, T_OUT, T_ERR, T_EXIT, T_FAIL, T_RESULT = 1, 2, 3, 4, 5, 6
+T_HELLO, T_OUT, T_ERR, T_EXIT, T_FAIL, T_RESULT, T_DATA = 1, 2, 3, 4, 5, 6, 7
 CHUNK = 64 * 1024
 MAX_IN = 8 * 1024 * 1024 + 16
 # After bash exits (command mode): return once its output has been quiet this long, or at most
@@ -53,9 +54,9 @@ class Agent:
             self.writer.write(HEADER.pack(len(payload) + 5, rid, typ) + payload)
             await self.writer.drain()
 
-    async def send_json(self, rid, typ, obj, data=b''):
+    async def send_json(self, rid, typ, obj):
         body = json.dumps(obj, separators=(',', ':')).encode()
-        await self.send(rid, typ, struct.pack('>I', len(body)) + body + data)
+        await self.send(rid, typ, struct.pack('>I', len(body)) + body)
 
     def dispatch(self, rid, typ, payload):
         if typ == T_EXEC:
@@ -78,7 +79,9 @@ class Agent:
             obj, data = handle(req, data)
         except Exception as e:  # noqa: BLE001 (every failure becomes an answer)
             obj, data = {'ok': False, 'errno': getattr(e, 'errno', None) or 0, 'error': str(e)[:300]}, b''
-        await self.send_json(rid, T_RESULT, obj, data)
+        for at in range(0, len(data), CHUNK):
+            await self.send(rid, T_DATA, data[at:at + CHUNK])
+        await self.send_json(rid, T_RESULT, obj)
 
 
 class Request:
