@@ -58,6 +58,7 @@ const plugins = {
     prefix: config.SANDBOX_PREFIX,
     network: config.sandboxNetwork,
     enableNetwork: config.ENABLE_NETWORK,
+    agent: config.SANDBOX_AGENT,
     egressPort: config.EGRESS_PORT,
     dataDir: config.DATA_DIR,
     dataDirHost: config.dataDirHost,
