@@ -8,6 +8,7 @@ import { sandboxNames, type SandboxNames } from './names.js'
 import type { RequestUser } from '../../core/identity.js'
 import type { DiskState, QuotaSupport } from './disk-quota.js'
 import type { NoticeLog } from './notices.js'
+import type { AgentState } from './agent-client.js'
 import type { PoolBinding } from './pool-claim.js'
 import type { EnsureHook, MountProvider, SandboxInfo, StopHook } from './types.js'
 
@@ -26,6 +27,8 @@ export interface ServiceOptions {
   prefix: string
   network: string
   enableNetwork: boolean
+  /** SANDBOX_AGENT: use cubicle-agent (agent-client.ts) where it can serve a call */
+  agent: boolean
   /** port of the egress proxy on the network's gateway; 0 = no proxy variables */
   egressPort: number
   dataDir: string
@@ -98,6 +101,8 @@ export interface Entry {
   disk: DiskState
   /** its home volume came from the warm pool (pool-claim.ts); null: no; undefined: not looked up yet */
   pool?: PoolBinding | null
+  /** the in-sandbox agent's connection and backoff (agent-client.ts), created on first use */
+  agent?: AgentState
 }
 
 export interface Registry {

@@ -1,0 +1,182 @@
+import type { Duplex } from 'node:stream'
+import { SANDBOX_USER } from './container-config.js'
+import { Demuxer, STDOUT } from './exec-stream.js'
+import { decodeJson, encodeFrame, FrameParser, ProtocolError, PROTOCOL_VERSION, T_CLOSE, T_HELLO } from './agent-protocol.js'
+import { describe, type Entry, type Registry } from './registry.js'
+
+/*
+ * The server's end of cubicle-agent: one long-lived exec per running sandbox (`python3 -I
+ * /opt/cubicle-agent/cubicle-agent.py` as assistant, stdin attached), opened lazily by the first call
+ * that wants it and shared by every concurrent call of the chat (requests are multiplexed by id).
+ * What the agent says is untrusted: frames are parsed strictly (agent-protocol.ts), frames for unknown
+ * ids are dropped, and any violation closes the stream; calls in flight then end as if their exec
+ * stream was lost, and later calls use plain docker exec until the agent is opened again (backoff).
+ * A sandbox whose image has no agent is remembered per container and never asked again.
+ */
+
+export const AGENT_ARGV = ['python3', '-I', '/opt/cubicle-agent/cubicle-agent.py']
+/** How long a new agent may take to say hello (python start in a busy sandbox). */
+const HELLO_TIMEOUT_MS = 10_000
+/** A connection that ends sooner than this counts as a failure (backoff before the next one). */
+const STABLE_MS = 10_000
+const BACKOFF_MAX_MS = 60_000
+const STDERR_KEEP = 512
+
+export interface AgentHandler {
+  /** A frame for this request. Throwing ProtocolError closes the whole stream (the agent lied). */
+  frame: (type: number, payload: Buffer) => void
+  /** The stream ended (or was closed) before the request was done. */
+  lost: () => void
+}
+
+/** Per chat, on Entry.agent: the open connection and the backoff after failures. */
+export interface AgentState {
+  containerId: string
+  conn: AgentConnection | null
+  opening: Promise<AgentConnection | null> | null
+  /** consecutive failures (no hello, protocol errors, short-lived connections) */
+  failures: number
+  retryAt: number
+  /** this container's image has no agent: plain docker exec for good */
+  missing: boolean
+}
+
+export class AgentConnection {
+  private readonly handlers = new Map<number, AgentHandler>()
+  private nextId = 1
+  closed = false
+  readonly openedAt = Date.now()
+  failed: string | undefined
+
+  constructor (private readonly socket: Duplex, private readonly onClosed: (conn: AgentConnection) => void) {}
+
+  /** Registers a handler and sends its first frame (built by `first` with the new id). */
+  request (first: (id: number) => Buffer, handler: AgentHandler): number {
+    const id = this.nextId
+    this.nextId = this.nextId >= 0xfffffffe ? 1 : this.nextId + 1
+    this.handlers.set(id, handler)
+    this.socket.write(first(id))
+    return id
+  }
+
+  send (frame: Buffer): void {
+    if (!this.closed) this.socket.write(frame)
+  }
+
+  /** The caller is done with the request: forget it and tell the agent to stop its output. */
+  finish (id: number): void {
+    if (!this.handlers.delete(id) || this.closed) return
+    this.socket.write(encodeFrame(id, T_CLOSE))
+  }
+
+  get pending (): number { return this.handlers.size }
+
+  dispatch (id: number, type: number, payload: Buffer): void {
+    const h = this.handlers.get(id)
+    if (h === undefined) return
+    h.frame(type, payload)
+  }
+
+  close (reason?: string): void {
+    if (this.closed) return
+    this.closed = true
+    if (reason !== undefined) this.failed = reason
+    this.socket.destroy()
+    const lost = [...this.handlers.values()]
+    this.handlers.clear()
+    for (const h of lost) { try { h.lost() } catch {} }
+    this.onClosed(this)
+  }
+}
+
+/**
+ * The chat's agent connection, opened when needed; null when the agent cannot be used now (old
+ * image, backoff after a failure, sandbox not running): the caller then uses docker exec.
+ */
+export async function agentFor (reg: Registry, entry: Entry): Promise<AgentConnection | null> {
+  const containerId = entry.containerId
+  if (reg.closed || !reg.opts.agent || entry.state !== 'running' || containerId === undefined) return null
+  let st = entry.agent
+  if (st === undefined || st.containerId !== containerId) {
+    st?.conn?.close()
+    st = { containerId, conn: null, opening: null, failures: 0, retryAt: 0, missing: false }
+    entry.agent = st
+  }
+  if (st.conn !== null && !st.conn.closed) return st.conn
+  if (st.missing || Date.now() < st.retryAt) return null
+  const state = st
+  state.opening ??= open(reg, entry, state).finally(() => { state.opening = null })
+  return await state.opening
+}
+
+function failure (reg: Registry, entry: Entry, st: AgentState, why: string, err?: unknown): void {
+  st.failures++
+  const wait = Math.min(BACKOFF_MAX_MS, 1000 * 2 ** Math.min(st.failures - 1, 16))
+  st.retryAt = Date.now() + wait
+  reg.log.warn({ chat: entry.names.key, why, err: err === undefined ? undefined : describe(err), retryInMs: wait },
+    'sandbox agent unavailable; using docker exec')
+}
+
+async function open (reg: Registry, entry: Entry, st: AgentState): Promise<AgentConnection | null> {
+  let socket: Duplex
+  try {
+    socket = (await reg.docker.exec(st.containerId, { argv: AGENT_ARGV, user: SANDBOX_USER, cwd: '/', env: [], stdin: true })).socket
+  } catch (err) {
+    failure(reg, entry, st, 'start', err)
+    return null
+  }
+  if (reg.closed || entry.agent !== st) { socket.destroy(); return null }
+  reg.streams.add(socket)
+  return await new Promise<AgentConnection | null>(resolve => {
+    let hello = false
+    let stderr = ''
+    const conn = new AgentConnection(socket, c => {
+      reg.streams.delete(socket)
+      clearTimeout(timer)
+      if (st.conn === c) st.conn = null
+      if (!hello) {
+        // Nothing answered: an image without the agent (python cannot open the file) or a start that failed.
+        if (/can't open file|No such file/i.test(stderr)) {
+          st.missing = true
+          reg.log.info({ chat: entry.names.key }, 'the sandbox image has no cubicle-agent; using docker exec')
+        } else failure(reg, entry, st, c.failed ?? 'no hello', stderr === '' ? undefined : stderr.slice(0, 200))
+        resolve(null)
+        return
+      }
+      if (c.failed !== undefined || Date.now() - c.openedAt < STABLE_MS) failure(reg, entry, st, c.failed ?? 'ended')
+      else st.failures = 0
+    })
+    const timer = setTimeout(() => { conn.close('no hello in time') }, HELLO_TIMEOUT_MS)
+    const parser = new FrameParser((id, type, payload) => {
+      if (!hello) {
+        if (id !== 0 || type !== T_HELLO || decodeJson(payload).v !== PROTOCOL_VERSION) throw new ProtocolError('bad hello')
+        hello = true
+        clearTimeout(timer)
+        st.conn = conn
+        resolve(conn)
+        return
+      }
+      conn.dispatch(id, type, payload)
+    }, reason => { conn.close(`protocol: ${reason}`) })
+    const demux = new Demuxer((stream, data) => {
+      if (stream !== STDOUT) { if (stderr.length < STDERR_KEEP) stderr += data.toString('utf8', 0, STDERR_KEEP); return }
+      try { parser.push(data) } catch (err) {
+        conn.close(err instanceof ProtocolError ? `protocol: ${err.message}` : `handler: ${describe(err)}`)
+      }
+    })
+    socket.on('data', (c: Buffer) => { if (!conn.closed) demux.push(c) })
+    socket.on('end', () => { parser.end(); conn.close() })
+    socket.on('close', () => { conn.close() })
+    socket.on('error', () => { conn.close() })
+  })
+}
+
+/** `KEY=value` list (toEnvList, already filtered) as the agent's env object. */
+export function envObject (list: string[]): Record<string, string> {
+  const env: Record<string, string> = {}
+  for (const kv of list) {
+    const at = kv.indexOf('=')
+    if (at > 0) env[kv.slice(0, at)] = kv.slice(at + 1)
+  }
+  return env
+}
