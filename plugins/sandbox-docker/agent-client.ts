@@ -54,6 +54,7 @@ export class AgentConnection {
   request (first: (id: number) => Buffer, handler: AgentHandler): number {
     const id = this.nextId
     this.nextId = this.nextId >= 0xfffffffe ? 1 : this.nextId + 1
+    if (this.closed) { queueMicrotask(handler.lost); return id }
     this.handlers.set(id, handler)
     this.socket.write(first(id))
     return id

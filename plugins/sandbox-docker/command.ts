@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import type { Duplex } from 'node:stream'
 import { holdLease } from './activity.js'
+import { agentCommand } from './agent-exec.js'
 import { SANDBOX_USER } from './container-config.js'
 import { pokeDiskWatchdog } from './disk-watchdog.js'
 import type { ExecHandle } from './docker-client.js'
@@ -55,6 +56,9 @@ export async function runCommand (reg: Registry, chatId: string, command: string
 async function attempt (reg: Registry, entry: Entry, command: string, opts: CommandOptions, own: SandboxNotice[], t0: number, first: boolean): Promise<CommandResult> {
   const at = Date.now()
   const again = async (): Promise<CommandResult> => { opts.onReset?.(); return await attempt(reg, entry, command, opts, own, t0, false) }
+  // The in-sandbox agent when it can serve the call; docker exec otherwise (agent-exec.ts).
+  const viaAgent = await agentCommand(reg, entry, command, opts, own, t0)
+  if (viaAgent !== undefined) return viaAgent
   const execId = randomBytes(12).toString('hex')
   const env = toEnvList(opts.env, { PAGER: 'cat', GIT_PAGER: 'cat', DEBIAN_FRONTEND: 'noninteractive', CUBICLE_EXEC_ID: execId })
   let handle: ExecHandle
@@ -104,7 +108,7 @@ async function attempt (reg: Registry, entry: Entry, command: string, opts: Comm
  * bash exited (or was timed out): ask the engine when the output or the wrapper's hint suggests
  * saturation (unless the sandbox was restarted during the call already) or OOM kills.
  */
-async function afterExit (reg: Registry, entry: Entry, w: Watched, at: number, own: SandboxNotice[], restarted: boolean): Promise<void> {
+export async function afterExit (reg: Registry, entry: Entry, w: Pick<Watched, 'forkErrors' | 'pids' | 'killedJobs' | 'exitCode'>, at: number, own: SandboxNotice[], restarted: boolean): Promise<void> {
   const suspicious = !restarted && (w.forkErrors || pidsSuspicious(w.pids, reg.opts.pidsLimit))
   const killed = w.killedJobs || (w.exitCode !== null && w.exitCode >= 128)
   if (!suspicious && !killed) return
@@ -114,7 +118,7 @@ async function afterExit (reg: Registry, entry: Entry, w: Watched, at: number, o
 }
 
 /** Why a command lost its stream: a driver action, the sandbox stopped or removed outside, or saturation. */
-async function explainLoss (reg: Registry, entry: Entry, at: number, own: SandboxNotice[]): Promise<void> {
+export async function explainLoss (reg: Registry, entry: Entry, at: number, own: SandboxNotice[]): Promise<void> {
   let c = await checkAlive(reg, entry)
   // The engine may still report a killed container as running for a moment after its streams closed.
   for (let i = 0; i < 3 && c?.running === true; i++) {
@@ -231,6 +235,35 @@ function mergedOutput (reg: Registry, onOutput: (text: string) => void, onForkEr
   cannotFork: () => boolean
 } {
   const decoder = new TextDecoder('utf-8')
+  const sink = outputSink(reg, onOutput, onForkErrors)
+  const { emit, hints } = sink
+  const parser = new SentinelParser(emit, onExit)
+  const eof = new EofFilter(data => {
+    emit(decoder.decode(data, { stream: true }))
+    if (eof.seen) onStdout()
+  }, onStdout)
+  const demux = new Demuxer((stream, data) => {
+    if (stream === STDOUT) eof.push(data)
+    else parser.push(data)
+  })
+  return {
+    push: (chunk: Buffer) => demux.push(chunk),
+    exited: () => parser.exitCode !== null,
+    settled: () => parser.exitCode !== null && eof.seen,
+    pids: () => parser.pids,
+    end: () => { eof.end(); parser.end(); emit(decoder.decode()) },
+    hints,
+    cannotFork: () => sink.total() < HINT_CARRY * 2 && /^sh: \d+: Cannot fork\n?$/.test(sink.head())
+  }
+}
+
+/**
+ * Hands decoded output to onOutput and scans it for fork failures and SIGKILLed jobs (hints that
+ * make the driver ask the engine). Shared by the exec path and the agent path (agent-exec.ts).
+ */
+export function outputSink (reg: Registry, onOutput: (text: string) => void, onForkErrors: () => void): {
+  emit: (text: string) => void, hints: { fork: boolean, killed: boolean }, total: () => number, head: () => string
+} {
   const hints = { fork: false, killed: false }
   let tail = ''
   let head = ''
@@ -248,22 +281,5 @@ function mergedOutput (reg: Registry, onOutput: (text: string) => void, onForkEr
     }
     try { onOutput(text) } catch (err) { reg.log.warn({ err: describe(err) }, 'onOutput threw') }
   }
-  const parser = new SentinelParser(emit, onExit)
-  const eof = new EofFilter(data => {
-    emit(decoder.decode(data, { stream: true }))
-    if (eof.seen) onStdout()
-  }, onStdout)
-  const demux = new Demuxer((stream, data) => {
-    if (stream === STDOUT) eof.push(data)
-    else parser.push(data)
-  })
-  return {
-    push: (chunk: Buffer) => demux.push(chunk),
-    exited: () => parser.exitCode !== null,
-    settled: () => parser.exitCode !== null && eof.seen,
-    pids: () => parser.pids,
-    end: () => { eof.end(); parser.end(); emit(decoder.decode()) },
-    hints,
-    cannotFork: () => total < HINT_CARRY * 2 && /^sh: \d+: Cannot fork\n?$/.test(head)
-  }
+  return { emit, hints, total: () => total, head: () => head }
 }

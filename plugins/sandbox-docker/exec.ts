@@ -6,6 +6,7 @@ import { toEnvList } from './env.js'
 import { Demuxer, STDERR, STDOUT } from './exec-stream.js'
 import { SANDBOX_PUT_FAILED } from './errors.js'
 import { holdLease } from './activity.js'
+import { agentExec } from './agent-exec.js'
 import { terminate } from './kill.js'
 import { notRunning, recoverVanished, runningEntry } from './recovery.js'
 import { eventSince } from './notices.js'
@@ -47,7 +48,8 @@ export async function exec (reg: Registry, chatId: string, argv: string[], opts:
       const at = Date.now()
       const left = Math.max(1000, timeoutMs - (at - t0))
       try {
-        r = await rawExec(reg, entry.containerId ?? '', argv, { ...opts, timeoutMs: left }, entry)
+        // The in-sandbox agent when it can serve the call; docker exec otherwise (agent-exec.ts).
+        r = await agentExec(reg, entry, argv, { ...opts, timeoutMs: left }) ?? await rawExec(reg, entry.containerId ?? '', argv, { ...opts, timeoutMs: left }, entry)
       } catch (err) {
         if (attempt === 0 && notRunning(err)) { await recoverVanished(reg, entry); continue }
         throw err

@@ -19,6 +19,7 @@ import json
 import os
 import signal
 import struct
+import subprocess
 import sys
 
 VERSION = 1
@@ -112,28 +113,40 @@ class Request:
 
     async def execute(self, spec):
         merged = spec.get('merged') is True
+        want_stdin = spec.get('stdin') is True
         env = dict(os.environ)
         env.update({str(k): str(v) for k, v in (spec.get('env') or {}).items()})
         try:
-            self.proc = await asyncio.create_subprocess_exec(
-                *[str(a) for a in spec['argv']], cwd=spec.get('cwd') or None, env=env,
-                stdin=asyncio.subprocess.PIPE if spec.get('stdin') else asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.STDOUT if merged else asyncio.subprocess.PIPE,
-                start_new_session=True, limit=CHUNK)
+            # Popen, not asyncio's subprocess: its wait() also waits for the pipes, which background
+            # children may hold open for ever. The exit is watched through a pidfd instead.
+            proc = subprocess.Popen(
+                [str(a) for a in spec['argv']], cwd=spec.get('cwd') or None, env=env, bufsize=0,
+                stdin=subprocess.PIPE if want_stdin else subprocess.DEVNULL, stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT if merged else subprocess.PIPE, start_new_session=True)
         except OSError as e:
             await self.agent.send_json(self.rid, T_FAIL, {'errno': e.errno or 0, 'error': (e.strerror or str(e))[:300]})
             return
         except Exception as e:  # noqa: BLE001
             await self.agent.send_json(self.rid, T_FAIL, {'errno': 0, 'error': str(e)[:300]})
             return
+        self.proc = proc
         loop = asyncio.get_running_loop()
         self.last_out = loop.time()
-        pumps = [asyncio.ensure_future(self.pump(self.proc.stdout, T_OUT))]
-        if not merged:
-            pumps.append(asyncio.ensure_future(self.pump(self.proc.stderr, T_ERR)))
-        feeder = asyncio.ensure_future(self.feed()) if spec.get('stdin') else None
-        waiter = asyncio.ensure_future(self.proc.wait())
+        transports = []
+        pumps = []
+        for pipe, typ in ((proc.stdout, T_OUT), (proc.stderr, T_ERR)):
+            if pipe is None:
+                continue
+            reader = asyncio.StreamReader(limit=CHUNK)
+            tr, _ = await loop.connect_read_pipe(lambda r=reader: asyncio.StreamReaderProtocol(r), pipe)
+            transports.append(tr)
+            pumps.append(asyncio.ensure_future(self.pump(reader, typ)))
+        feeder = None
+        if want_stdin:
+            wt, wp = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, proc.stdin)
+            transports.append(wt)
+            feeder = asyncio.ensure_future(self.feed(asyncio.StreamWriter(wt, wp, None, loop)))
+        waiter = asyncio.ensure_future(wait_exit(proc, loop))
         closer = asyncio.ensure_future(self.closed.wait())
         await asyncio.wait([waiter, closer], return_when=asyncio.FIRST_COMPLETED)
         code = None
@@ -141,15 +154,12 @@ class Request:
             rc = waiter.result()
             code = 128 - rc if rc < 0 else rc
             await self.settle(pumps, merged, loop)
-        for p in pumps:
-            p.cancel()
-        for t in (feeder, closer, waiter):
+        for t in pumps + [feeder, closer, waiter]:
             if t is not None:
                 t.cancel()
         # Our end of the pipes closes: writers still holding them get EPIPE, as with a closed exec.
-        for s in (self.proc.stdout, self.proc.stderr):
-            if s is not None and getattr(s, '_transport', None) is not None:
-                s._transport.close()
+        for tr in transports:
+            tr.close()
         info = {'code': code}
         if merged and code is not None:
             info['pids'] = read_pids()
@@ -176,8 +186,7 @@ class Request:
             self.last_out = loop.time()
             await self.agent.send(self.rid, typ, data)
 
-    async def feed(self):
-        w = self.proc.stdin
+    async def feed(self, w):
         try:
             while True:
                 data = await self.stdin.get()
@@ -192,6 +201,29 @@ class Request:
                 w.close()
             except Exception:  # noqa: BLE001
                 pass
+
+
+async def wait_exit(proc, loop):
+    # The exit status as soon as the process ends (pidfd readable), or by polling where the
+    # kernel has no pidfd. Reaps only this pid.
+    try:
+        pidfd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):
+        while proc.poll() is None:
+            await asyncio.sleep(0.02)
+        return proc.returncode
+    done = loop.create_future()
+
+    def ready():
+        if proc.poll() is not None and not done.done():
+            done.set_result(proc.returncode)
+    loop.add_reader(pidfd, ready)
+    try:
+        ready()
+        return await done
+    finally:
+        loop.remove_reader(pidfd)
+        os.close(pidfd)
 
 
 def unpack(payload):
