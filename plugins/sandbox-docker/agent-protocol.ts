@@ -31,7 +31,7 @@ export const MAX_FRAME = CHUNK + 1024
 export const MAX_JSON = 16 * 1024
 const HEADER = 9
 
-export class ProtocolError extends Error {}
+export class ProtocolError extends Error { override name = 'ProtocolError' }
 
 export function encodeFrame (id: number, type: number, payload: Buffer = Buffer.alloc(0)): Buffer {
   const head = Buffer.allocUnsafe(HEADER)

@@ -1,0 +1,108 @@
+import t from 'tap'
+import { PassThrough } from 'node:stream'
+import { AgentConnection } from '../../../plugins/sandbox-docker/agent-client.js'
+import {
+  decodeJson, encodeFrame, encodeJson, FrameParser, MAX_FRAME, MAX_JSON, parseExit, parseFailure,
+  T_EXEC, T_EXIT, T_HELLO, T_OUT
+} from '../../../plugins/sandbox-docker/agent-protocol.js'
+
+// issue #11 §2: the agent's frames are untrusted input; the parser is strict and bounded.
+
+function collect (): { frames: Array<[number, number, string]>, errors: string[], parser: FrameParser } {
+  const frames: Array<[number, number, string]> = []
+  const errors: string[] = []
+  const parser = new FrameParser((id, type, payload) => frames.push([id, type, payload.toString('latin1')]), r => errors.push(r))
+  return { frames, errors, parser }
+}
+
+t.test('frames split at every byte boundary and interleaved ids arrive whole and in order', async t => {
+  const wire = Buffer.concat([encodeFrame(1, T_OUT, Buffer.from('one')), encodeFrame(2, T_OUT, Buffer.from('two')),
+    encodeFrame(1, T_OUT, Buffer.alloc(0)), encodeJson(2, T_EXIT, { code: 3 })])
+  for (let step = 1; step <= wire.length; step++) {
+    const { frames, errors, parser } = collect()
+    for (let at = 0; at < wire.length; at += step) parser.push(wire.subarray(at, at + step))
+    parser.end()
+    t.same(errors, [], `step ${step}`)
+    t.same(frames.map(f => [f[0], f[1]]), [[1, T_OUT], [2, T_OUT], [1, T_OUT], [2, T_EXIT]])
+    if (step === 1) t.equal(frames[1]?.[2], 'two')
+  }
+})
+
+t.test('oversize, undersize and unknown frames end the stream once; nothing after is delivered', async t => {
+  const big = Buffer.alloc(9)
+  big.writeUInt32BE(MAX_FRAME + 6, 0)
+  big.writeUInt8(T_OUT, 8)
+  for (const [name, bad] of [['oversize', big], ['length < 5', Buffer.from([0, 0, 0, 4, 0, 0, 0, 1, T_OUT])],
+    ['server type from the agent', encodeFrame(1, T_EXEC)], ['type 0', encodeFrame(1, 0)]] as Array<[string, Buffer]>) {
+    const { frames, errors, parser } = collect()
+    parser.push(Buffer.concat([encodeFrame(1, T_OUT, Buffer.from('ok')), bad, encodeFrame(1, T_OUT, Buffer.from('after'))]))
+    t.equal(errors.length, 1, name)
+    t.same(frames.map(f => f[2]), ['ok'], `${name}: nothing after the violation`)
+    parser.push(encodeFrame(1, T_OUT, Buffer.from('more')))
+    t.equal(frames.length, 1)
+    t.equal(errors.length, 1, 'reported once')
+  }
+  const max = collect()
+  max.parser.push(encodeFrame(1, T_OUT, Buffer.alloc(MAX_FRAME)))
+  t.same(max.errors, [], 'a frame of exactly MAX_FRAME is fine')
+})
+
+t.test('a frame announced but never finished: bounded, reported at end', async t => {
+  const { frames, errors, parser } = collect()
+  const head = Buffer.alloc(9)
+  head.writeUInt32BE(MAX_FRAME, 0)
+  head.writeUInt8(T_OUT, 8)
+  parser.push(head)
+  parser.push(Buffer.alloc(100))
+  t.equal(frames.length, 0)
+  parser.end()
+  t.same(errors, ['stream ended inside a frame'])
+  const clean = collect()
+  clean.parser.push(encodeFrame(0, T_HELLO, Buffer.alloc(0)))
+  clean.parser.end()
+  t.same(clean.errors, [], 'a clean end is not an error')
+})
+
+t.test('JSON payloads: objects only, length-checked, capped', async t => {
+  const ok = encodeJson(1, T_EXIT, { code: 0, pids: 7 }).subarray(9)
+  t.same(parseExit(ok), { code: 0, pids: 7 })
+  const bad = (v: unknown): Buffer => encodeJson(1, T_EXIT, v).subarray(9)
+  for (const v of [{ code: 256 }, { code: -1 }, { code: 1.5 }, { code: '0' }]) t.throws(() => parseExit(bad(v)), { name: 'ProtocolError' }, JSON.stringify(v))
+  t.same(parseExit(bad({ code: null, pids: -4 })), { code: null }, 'a bad pids hint is dropped')
+  for (const v of [[1], 'x', 3, null]) t.throws(() => decodeJson(bad(v)), { name: 'ProtocolError' }, `not an object: ${JSON.stringify(v)}`)
+  t.throws(() => decodeJson(Buffer.from([0, 0])), { name: 'ProtocolError' }, 'short')
+  const lying = Buffer.from([0, 0, 0, 50, 0x7b, 0x7d])
+  t.throws(() => decodeJson(lying), { name: 'ProtocolError' }, 'length beyond the payload')
+  t.throws(() => decodeJson(bad({ s: 'x'.repeat(MAX_JSON) })), { name: 'ProtocolError' }, 'JSON over the cap')
+  t.throws(() => decodeJson(Buffer.concat([Buffer.from([0, 0, 0, 3]), Buffer.from('{x}')])), { name: 'ProtocolError' }, 'invalid JSON')
+  t.same(parseFailure({ errno: 11, error: 'x'.repeat(1000) }).error.length, 300)
+  t.same(parseFailure({ errno: 1e9, error: 5 }), { errno: 0, error: 'unknown error' })
+})
+
+t.test('connection: unknown ids ignored, closed connection loses every request once, finish sends CLOSE', async t => {
+  const socket = new PassThrough()
+  const written: Buffer[] = []
+  socket.on('data', (c: Buffer) => written.push(c))
+  let closed = 0
+  const conn = new AgentConnection(socket, () => { closed++ })
+  const seen: string[] = []
+  let lost = 0
+  const id = conn.request(i => encodeFrame(i, T_EXEC), { frame: (_type, p) => seen.push(p.toString()), lost: () => { lost++ } })
+  const id2 = conn.request(i => encodeFrame(i, T_EXEC), { frame: () => {}, lost: () => { lost++ } })
+  t.not(id, id2)
+  conn.dispatch(999, T_OUT, Buffer.from('stray'))
+  conn.dispatch(id, T_OUT, Buffer.from('mine'))
+  t.same(seen, ['mine'])
+  conn.finish(id2)
+  conn.dispatch(id2, T_OUT, Buffer.from('late'))
+  conn.close('test')
+  conn.close('again')
+  t.equal(lost, 1, 'only the pending request is lost, once')
+  t.equal(closed, 1)
+  t.equal(conn.failed, 'test')
+  let lostAfter = false
+  conn.request(i => encodeFrame(i, T_EXEC), { frame: () => {}, lost: () => { lostAfter = true } })
+  await new Promise(resolve => setImmediate(resolve))
+  t.ok(lostAfter, 'a request on a closed connection is lost at once')
+  t.ok(written.length >= 3, 'EXEC, EXEC and CLOSE were written')
+})
