@@ -23,8 +23,8 @@ export const T_RESULT = 6
 export const T_DATA = 7
 
 export const PROTOCOL_VERSION = 1
-/** The agent sends output and file data in chunks of at most 64 KiB. */
-export const CHUNK = 64 * 1024
+/** The agent sends output and file data in chunks of at most 256 KiB (fewer frames: 64 KiB ran at a third of the speed through the engine's copy). */
+export const CHUNK = 256 * 1024
 /** Largest payload accepted from the agent (a chunk plus room); larger ends the stream. */
 export const MAX_FRAME = CHUNK + 1024
 /** Largest JSON text accepted inside a frame. */

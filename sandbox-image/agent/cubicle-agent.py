@@ -6,8 +6,8 @@
 # Frame: u32 length (big-endian, of what follows) | u32 request id | u8 type | payload.
 # Server -> agent: EXEC (JSON: argv, cwd, env, merged, stdin), STDIN (bytes), STDIN_END, CLOSE
 #   (stop reading the request's output and end it), FILE (JSON file operation; answered by RESULT).
-# Agent -> server: HELLO (id 0, JSON), OUT, ERR (output chunks <= 64 KiB), EXIT (JSON: code, pids),
-#   FAIL (JSON: the process could not be started: errno, error), DATA (a file's bytes, <= 64 KiB
+# Agent -> server: HELLO (id 0, JSON), OUT, ERR (output chunks <= 256 KiB), EXIT (JSON: code, pids),
+#   FAIL (JSON: the process could not be started: errno, error), DATA (a file's bytes, <= 256 KiB
 #   each, before the) RESULT (JSON). JSON payloads are u32 length, JSON text, then bytes.
 # Each request's output is pumped by its own task and every frame write awaits the transport's
 # drain, so one command that prints gigabytes cannot starve the others on the stream. The agent
@@ -25,7 +25,7 @@ import sys
 VERSION = 1
 T_EXEC, T_STDIN, T_STDIN_END, T_CLOSE, T_FILE = 16, 17, 18, 19, 20
 T_HELLO, T_OUT, T_ERR, T_EXIT, T_FAIL, T_RESULT, T_DATA = 1, 2, 3, 4, 5, 6, 7
-CHUNK = 64 * 1024
+CHUNK = 256 * 1024
 MAX_IN = 8 * 1024 * 1024 + 16
 # After bash exits (command mode): return once its output has been quiet this long, or at most
 # DRAIN after the exit, even while background children hold the output open (as the exec path).
