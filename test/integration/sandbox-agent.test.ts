@@ -1,0 +1,141 @@
+/*
+ * The in-sandbox agent (issue #11 §2) on a real engine: commands and execs travel over one agent
+ * stream per sandbox (no docker exec per call), concurrently and in order; the kill path and
+ * cancellation still work; a killed or lying agent costs its own chat one lost call at most, and the
+ * next calls work (docker exec meanwhile, the agent opened again after the backoff); an image without
+ * the agent falls back to docker exec for good. Needs an image with the agent (DOCKER_IMAGE, e.g.
+ * computer-use-sandbox:agent); OLD_IMAGE (default computer-use-sandbox:latest) is checked to have none.
+ */
+import t from 'tap'
+import type { CommandOptions } from '../../plugins/sandbox-docker/types.js'
+import type { ExecSpec } from '../../plugins/sandbox-docker/docker-client.js'
+import { AGENT_ARGV } from '../../plugins/sandbox-docker/agent-client.js'
+import { buildSandboxApp, cleanupPrefix, dockerOrSkip, testDockerClient, wrapClient } from './docker.js'
+
+const PREFIX = 'tagent'
+const OLD_IMAGE = process.env.OLD_IMAGE ?? 'computer-use-sandbox:latest'
+const { skip } = await dockerOrSkip()
+
+t.test('in-sandbox agent (real Docker)', { skip }, async t => {
+  await cleanupPrefix(t, PREFIX)
+  const execs: string[] = []
+  const client = wrapClient(real => ({
+    exec: async (id: string, spec: ExecSpec) => { execs.push(spec.argv.join(' ').slice(0, 60)); return await real.exec(id, spec) }
+  }))
+  const { app } = await buildSandboxApp(t, PREFIX, { killGraceMs: 2000, client })
+  const sandbox = app.sandbox
+  const chat = 'agent-1'
+  await sandbox.ensure(chat)
+  const isAgent = (a: string): boolean => a.startsWith(AGENT_ARGV.join(' ').slice(0, 20))
+
+  async function run (command: string, opts: Partial<CommandOptions> = {}): Promise<{ out: string, exitCode: number | null, timedOut: boolean, cancelled: boolean, notices?: unknown[], ms: number }> {
+    let out = ''
+    const t0 = performance.now()
+    const r = await sandbox.runCommand(chat, command, { timeoutMs: 30_000, onOutput: s => { out += s }, ...opts })
+    return { out, ...r, ms: performance.now() - t0 }
+  }
+
+  t.test('one agent stream serves every call: no docker exec per command or exec', async t => {
+    t.equal((await run('echo warm')).out, 'warm\n')
+    execs.length = 0
+    for (let i = 0; i < 5; i++) t.equal((await run(`echo $((${i} * 2)); echo err >&2`)).out, `${i * 2}\nerr\n`)
+    const r = await sandbox.exec(chat, ['sh', '-c', 'echo out; echo err >&2; exit 4'])
+    t.same({ code: r.exitCode, out: r.stdout.toString(), err: r.stderr.toString() }, { code: 4, out: 'out\n', err: 'err\n' })
+    t.equal((await sandbox.exec(chat, ['wc', '-c'], { stdin: Buffer.alloc(700_000, 1) })).stdout.toString().trim(), '700000', 'stdin in chunks')
+    const capped = await sandbox.exec(chat, ['head', '-c', '100000', '/dev/zero'], { maxBytes: 1000 })
+    t.same([capped.stdout.length, capped.truncated, capped.exitCode], [1000, true, 0], 'maxBytes cap')
+    t.equal((await sandbox.exec(chat, ['pwd'], { cwd: '/tmp', env: { X: '1' } })).stdout.toString(), '/tmp\n', 'cwd')
+    t.equal((await run('echo "$CUSTOM:$PAGER"', { env: { CUSTOM: 'v' } })).out, 'v:cat\n', 'env')
+    t.same(execs, [], 'no docker exec at all')
+    t.equal((await sandbox.exec(chat, ['id', '-un'], { user: 'root' })).stdout.toString(), 'root\n', 'root still goes through docker exec')
+    t.equal(execs.length, 1)
+  })
+
+  t.test('concurrent commands share the stream; a flood does not block a small command; output stays in order', async t => {
+    const flood = run("head -c 30000000 /dev/zero | tr '\\0' x; echo end")
+    await new Promise(resolve => setTimeout(resolve, 300))
+    const small = await run('for i in 1 2 3 4 5; do echo $i; done')
+    t.equal(small.out, '1\n2\n3\n4\n5\n', 'in order')
+    const all = await Promise.all(Array.from({ length: 8 }, async (_, i) => await run(`sleep 0.$i; seq ${i * 1000}`)))
+    for (const [i, r] of all.entries()) t.equal(r.out.split('\n').length - 1, i * 1000, `parallel ${i}`)
+    const f = await flood
+    t.equal(f.out.length, 30_000_004)
+    t.ok(f.out.endsWith('xend\n'))
+    const utf = await run("printf '\\xc3'; sleep 0.2; printf '\\xa9\\n'")
+    t.equal(utf.out, 'é\n', 'UTF-8 sequence split across frames')
+  })
+
+  t.test('background child holding stdout; timeout kills the process group; cancel', async t => {
+    const bg = await run('sleep 30 & echo started')
+    t.same([bg.out, bg.exitCode], ['started\n', 0])
+    t.ok(bg.ms < 1500, `returned in ${bg.ms.toFixed(0)} ms`)
+    const to = await run('(sleep 301 &) ; setsid sleep 302 & sleep 303', { timeoutMs: 1500 })
+    t.equal(to.timedOut, true)
+    t.equal(to.exitCode, null)
+    t.equal((await sandbox.exec(chat, ['pgrep', '-f', 'sleep 30[123]'])).exitCode, 1, 'no process of the command is left')
+    const ac = new AbortController()
+    setTimeout(() => { ac.abort() }, 500)
+    const c = await run('sleep 304', { signal: ac.signal })
+    t.equal(c.cancelled, true)
+    t.ok(c.ms < 4000)
+  })
+
+  t.test('killing the agent mid-command: a clear result, the next call works, the agent comes back', async t => {
+    const pending = run('sleep 5; echo never')
+    await new Promise(resolve => setTimeout(resolve, 700))
+    await sandbox.exec(chat, ['pkill', '-f', 'cubicle-agent.py'], { user: 'root' })
+    const lost = await pending
+    t.equal(lost.exitCode, null)
+    t.match(lost.notices, [{ kind: 'stream-lost' }], 'told the stream was lost')
+    execs.length = 0
+    t.equal((await run('echo after')).out, 'after\n', 'next call works (docker exec during a backoff)')
+    await new Promise(resolve => setTimeout(resolve, 2200))
+    t.equal((await run('echo again')).out, 'again\n')
+    t.equal((await run('echo again2')).out, 'again2\n')
+    t.equal(execs.filter(isAgent).length, 1, 'the agent was started again, once')
+    t.ok(execs.length <= 2, 'and serves the calls')
+  })
+
+  t.test('a replaced agent that answers garbage only loses its own call; the chat falls back', async t => {
+    // What a hostile sandbox could make the agent say: hello, then bytes that are no frame.
+    const fake = "import sys,struct,json\nb=json.dumps({'v':1}).encode(); h=struct.pack('>I',len(b))+b\n" +
+      "sys.stdout.buffer.write(struct.pack('>IIB',len(h)+5,0,1)+h); sys.stdout.buffer.flush(); sys.stdin.buffer.read(9)\n" +
+      "sys.stdout.buffer.write(b'\\xff'*64); sys.stdout.buffer.flush(); sys.stdin.buffer.read()\n"
+    const real = await sandbox.exec(chat, ['cat', '/opt/cubicle-agent/cubicle-agent.py'])
+    await sandbox.putFile(chat, '/opt/cubicle-agent/cubicle-agent.py', fake, { mode: 0o644 })
+    t.teardown(async () => { await sandbox.putFile(chat, '/opt/cubicle-agent/cubicle-agent.py', real.stdout, { mode: 0o644 }).catch(() => {}) })
+    await sandbox.exec(chat, ['pkill', '-f', 'cubicle-agent.py'], { user: 'root' })
+    await new Promise(resolve => setTimeout(resolve, 4500))
+    const other = 'agent-2'
+    await sandbox.ensure(other)
+    const lied = await run('echo lied-to')
+    t.equal(lied.exitCode, null, 'the call in flight ends as lost')
+    t.equal((await run('echo still')).out, 'still\n', 'the next call runs (docker exec)')
+    let out = ''
+    t.equal((await sandbox.runCommand(other, 'echo fine', { timeoutMs: 10_000, onOutput: s => { out += s } })).exitCode, 0, 'another chat is unaffected')
+    t.equal(out, 'fine\n')
+  })
+})
+
+t.test('an image without the agent: docker exec for good, one log line', { skip }, async t => {
+  const probe = testDockerClient()
+  const old = await probe.imageId(OLD_IMAGE)
+  probe.close()
+  if (old === null) { t.comment(`${OLD_IMAGE} is missing: skipped`); return }
+  const prefix = `${PREFIX}old`
+  await cleanupPrefix(t, prefix)
+  const execs: string[] = []
+  const client = wrapClient(real => ({
+    exec: async (id: string, spec: ExecSpec) => { execs.push(spec.argv.join(' ').slice(0, 60)); return await real.exec(id, spec) }
+  }))
+  const { app } = await buildSandboxApp(t, prefix, { image: OLD_IMAGE, client })
+  const chat = 'old-1'
+  await app.sandbox.ensure(chat)
+  for (let i = 0; i < 3; i++) {
+    let out = ''
+    const r = await app.sandbox.runCommand(chat, `echo old${i}`, { timeoutMs: 20_000, onOutput: s => { out += s } })
+    t.same([out, r.exitCode], [`old${i}\n`, 0])
+  }
+  t.equal((await app.sandbox.exec(chat, ['echo', 'x'])).stdout.toString(), 'x\n')
+  t.equal(execs.filter(a => a.startsWith('python3 -I')).length, 1, 'the agent was tried once, then never again')
+})
