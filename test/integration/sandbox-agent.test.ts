@@ -22,7 +22,7 @@ t.test('in-sandbox agent (real Docker)', { skip }, async t => {
   const client = wrapClient(real => ({
     exec: async (id: string, spec: ExecSpec) => { execs.push(spec.argv.join(' ').slice(0, 60)); return await real.exec(id, spec) }
   }))
-  const { app } = await buildSandboxApp(t, PREFIX, { killGraceMs: 2000, client })
+  const { app } = await buildSandboxApp(t, PREFIX, { killGraceMs: 2000, client, agent: true })
   const sandbox = app.sandbox
   const chat = 'agent-1'
   await sandbox.ensure(chat)
@@ -128,7 +128,7 @@ t.test('an image without the agent: docker exec for good, one log line', { skip 
   const client = wrapClient(real => ({
     exec: async (id: string, spec: ExecSpec) => { execs.push(spec.argv.join(' ').slice(0, 60)); return await real.exec(id, spec) }
   }))
-  const { app } = await buildSandboxApp(t, prefix, { image: OLD_IMAGE, client })
+  const { app } = await buildSandboxApp(t, prefix, { image: OLD_IMAGE, client, agent: true })
   const chat = 'old-1'
   await app.sandbox.ensure(chat)
   for (let i = 0; i < 3; i++) {
