@@ -4,6 +4,7 @@ import { CHUNK, decodeJson, encodeFrame, encodeJson, parseExit, ProtocolError, T
 import { afterExit, explainLoss, outputSink } from './command.js'
 import { SANDBOX_USER } from './container-config.js'
 import { toEnvList } from './env.js'
+import { chatExecEnv } from './pool-claim.js'
 import { relieve, restartedSince, RESULT_GRACE_MS, type RawExecResult } from './exec.js'
 import { terminate } from './kill.js'
 import { armDeadline, describe, type Entry, type Registry } from './registry.js'
@@ -45,6 +46,15 @@ interface RunSpec {
   signal?: AbortSignal
   killGraceMs?: number
   onData: (type: number, data: Buffer) => void
+}
+
+/**
+ * The process's env over the agent's own: a claimed pool sandbox lacks the chat's env in its
+ * container env (pool-claim.ts), so each request carries it in front of the call's own, exactly as
+ * withChatEnv does for docker exec (the agent may have been opened before the claim was bound).
+ */
+function requestEnv (reg: Registry, entry: Entry, own: string[]): Record<string, string> {
+  return envObject([...(chatExecEnv(reg, entry.containerId ?? '') ?? []), ...own])
 }
 
 /** One request on the agent stream until EXIT, FAIL, loss, or the grace after a timeout/abort. */
@@ -112,7 +122,7 @@ export async function agentExec (reg: Registry, entry: Entry, argv: string[], op
   const stdin = opts.stdin === undefined ? undefined : Buffer.isBuffer(opts.stdin) ? opts.stdin : Buffer.from(opts.stdin, 'utf8')
   const r = await run(reg, entry, conn, execId, {
     argv,
-    env: envObject(toEnvList(opts.env, { CUBICLE_EXEC_ID: execId })),
+    env: requestEnv(reg, entry, toEnvList(opts.env, { CUBICLE_EXEC_ID: execId })),
     merged: false,
     cwd: opts.cwd ?? '/home/assistant',
     stdin,
@@ -159,7 +169,7 @@ export async function agentCommand (reg: Registry, entry: Entry, command: string
   })
   const r = await run(reg, entry, conn, execId, {
     argv: ['bash', '-c', command],
-    env: envObject(toEnvList(opts.env, { ...COMMAND_ENV, CUBICLE_EXEC_ID: execId })),
+    env: requestEnv(reg, entry, toEnvList(opts.env, { ...COMMAND_ENV, CUBICLE_EXEC_ID: execId })),
     merged: true,
     cwd: '/home/assistant',
     timeoutMs: Math.max(1000, opts.timeoutMs - (at - t0)),
