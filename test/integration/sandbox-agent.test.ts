@@ -78,12 +78,22 @@ t.test('in-sandbox agent (real Docker)', { skip }, async t => {
     const c = await run('sleep 304', { signal: ac.signal })
     t.equal(c.cancelled, true)
     t.ok(c.ms < 4000)
+    // The kill path's SIGKILL follows killGraceMs after the SIGTERM as a docker exec of its own (by
+    // design, as on the exec path): let it pass so that the next test counts only its own execs.
+    await new Promise(resolve => setTimeout(resolve, 2500))
   })
+
+  // A process of the sandbox kills the agent, as assistant (its own call through the agent is lost
+  // too). Not as root: the sandbox drops every capability, so root has no CAP_KILL and cannot signal
+  // assistant's processes (pkill fails with EPERM and the agent lives on).
+  async function killAgent (): Promise<void> {
+    await sandbox.exec(chat, ['pkill', '-f', 'cubicle-agent.py'])
+  }
 
   t.test('killing the agent mid-command: a clear result, the next call works, the agent comes back', async t => {
     const pending = run('sleep 5; echo never')
     await new Promise(resolve => setTimeout(resolve, 700))
-    await sandbox.exec(chat, ['pkill', '-f', 'cubicle-agent.py'], { user: 'root' })
+    await killAgent()
     const lost = await pending
     t.equal(lost.exitCode, null)
     t.match(lost.notices, [{ kind: 'stream-lost' }], 'told the stream was lost')
@@ -93,7 +103,7 @@ t.test('in-sandbox agent (real Docker)', { skip }, async t => {
     t.equal((await run('echo again')).out, 'again\n')
     t.equal((await run('echo again2')).out, 'again2\n')
     t.equal(execs.filter(isAgent).length, 1, 'the agent was started again, once')
-    t.ok(execs.length <= 2, 'and serves the calls')
+    t.ok(execs.length <= 2, `and serves the calls (docker execs: ${JSON.stringify(execs)})`)
   })
 
   t.test('a replaced agent that answers garbage only loses its own call; the chat falls back', async t => {
@@ -104,7 +114,7 @@ t.test('in-sandbox agent (real Docker)', { skip }, async t => {
     const real = await sandbox.exec(chat, ['cat', '/opt/cubicle-agent/cubicle-agent.py'])
     await sandbox.putFile(chat, '/opt/cubicle-agent/cubicle-agent.py', fake, { mode: 0o644 })
     t.teardown(async () => { await sandbox.putFile(chat, '/opt/cubicle-agent/cubicle-agent.py', real.stdout, { mode: 0o644 }).catch(() => {}) })
-    await sandbox.exec(chat, ['pkill', '-f', 'cubicle-agent.py'], { user: 'root' })
+    await killAgent()
     await new Promise(resolve => setTimeout(resolve, 4500))
     const other = 'agent-2'
     await sandbox.ensure(other)
