@@ -32,6 +32,11 @@ MAX_IN = 8 * 1024 * 1024 + 16
 QUIET, DRAIN = 0.2, 1.0
 # Collecting mode: like the engine, stop waiting for output this long after the process exited.
 EXEC_DRAIN = 2.0
+# What a process wrote before it exited and we had not sent yet (pipe buffer, reader buffer, the
+# chunk in hand) is at most about this much. While that backlog waits for our own stream (the
+# server reads slowly, or other requests' output goes first), the QUIET/DRAIN clocks stand still:
+# they judge the process's background children, not our stream. Output beyond it is theirs.
+EXIT_BACKLOG = 2 * 1024 * 1024
 HEADER = struct.Struct('>IIB')
 
 
@@ -93,6 +98,9 @@ class Request:
         self.stdin = asyncio.Queue()
         self.closed = asyncio.Event()
         self.last_out = 0.0
+        # bytes read from the process's pipes; pumps waiting for the stream right now
+        self.read_bytes = 0
+        self.sending = 0
 
     def control(self, typ, payload):
         if typ == T_STDIN:
@@ -167,15 +175,27 @@ class Request:
 
     async def settle(self, pumps, merged, loop):
         # Wait for the output: at once when every pipe reached EOF, else until quiet (command
-        # mode) or EXEC_DRAIN (collecting mode) while background children hold it open.
-        end = loop.time() + (DRAIN if merged else EXEC_DRAIN)
+        # mode) or EXEC_DRAIN (collecting mode) while background children hold it open. Time spent
+        # waiting for our own stream with the exit's backlog unsent does not count (EXIT_BACKLOG).
+        budget = DRAIN if merged else EXEC_DRAIN
+        backlog_end = self.read_bytes + EXIT_BACKLOG
+        last = loop.time()
         while not all(p.done() for p in pumps) and not self.closed.is_set():
-            left = end - loop.time()
+            now = loop.time()
+            excused = self.sending > 0 and self.read_bytes <= backlog_end
+            if excused:
+                self.last_out = now
+            else:
+                budget -= now - last
+            last = now
+            left = budget
             if merged:
-                left = min(left, self.last_out + QUIET - loop.time())
-            if left <= 0:
+                left = min(left, self.last_out + QUIET - now)
+            if excused:
+                left = max(left, 0.05)
+            elif left <= 0:
                 return
-            await asyncio.wait(pumps, timeout=left)
+            await asyncio.wait(pumps, timeout=min(left, 0.05) if excused else left)
 
     async def pump(self, stream, typ):
         loop = asyncio.get_running_loop()
@@ -183,8 +203,14 @@ class Request:
             data = await stream.read(CHUNK)
             if not data:
                 return
+            self.read_bytes += len(data)
             self.last_out = loop.time()
-            await self.agent.send(self.rid, typ, data)
+            self.sending += 1
+            try:
+                await self.agent.send(self.rid, typ, data)
+            finally:
+                self.sending -= 1
+            self.last_out = loop.time()
 
     async def feed(self, w):
         try:
