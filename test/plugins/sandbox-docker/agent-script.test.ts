@@ -1,0 +1,78 @@
+/*
+ * cubicle-agent.py itself (the script, run by the host's python3: no Docker needed), driven over
+ * its framed stdin/stdout by a server that reads slowly, as a loaded server or another call's flood
+ * on the same stream makes it (issue #11 §2). Output a process wrote before it exited must arrive
+ * whole, while a background child that floods after the exit still ends the request soon.
+ */
+import t from 'tap'
+import { spawn, spawnSync } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
+import { encodeJson, FrameParser, parseExit, T_EXEC, T_EXIT, T_HELLO, T_OUT } from '../../../plugins/sandbox-docker/agent-protocol.js'
+
+const SCRIPT = fileURLToPath(new URL('../../../sandbox-image/agent/cubicle-agent.py', import.meta.url))
+const python = spawnSync('python3', ['-c', 'import sys; sys.exit(0 if sys.version_info >= (3, 9) else 1)']).status === 0
+const skip = python ? false : 'python3 ≥ 3.9 is missing on this host'
+if (skip !== false) console.error(`# SKIP agent-script.test.ts: ${skip}`)
+
+interface Agent {
+  exec: (id: number, command: string) => void
+  /** resolves with the request's output once its EXIT arrived, and the ms it took */
+  done: (id: number) => Promise<{ out: Buffer, ms: number }>
+  close: () => void
+}
+
+/** The agent with a reader that pauses `slowMs` after each frame of the requests in `slow`. */
+function startAgent (slow: Set<number>, slowMs: number): Agent {
+  const child = spawn('python3', ['-I', SCRIPT], { stdio: ['pipe', 'pipe', 'inherit'] })
+  const out = new Map<number, Buffer[]>()
+  const started = new Map<number, number>()
+  const waiters = new Map<number, (r: { out: Buffer, ms: number }) => void>()
+  const parser = new FrameParser((id, type, payload) => {
+    if (type === T_HELLO) return
+    if (type === T_OUT) {
+      out.get(id)?.push(Buffer.from(payload))
+      if (slow.has(id)) { child.stdout.pause(); setTimeout(() => { child.stdout.resume() }, slowMs) }
+      return
+    }
+    if (type === T_EXIT) {
+      parseExit(payload)
+      waiters.get(id)?.({ out: Buffer.concat(out.get(id) ?? []), ms: performance.now() - (started.get(id) ?? 0) })
+    }
+  }, reason => { throw new Error(`protocol: ${reason}`) })
+  child.stdout.on('data', (c: Buffer) => { parser.push(c) })
+  return {
+    exec: (id, command) => {
+      out.set(id, [])
+      started.set(id, performance.now())
+      child.stdin.write(encodeJson(id, T_EXEC, { argv: ['bash', '-c', command], cwd: '/', env: {}, merged: true, stdin: false }))
+    },
+    done: async id => await new Promise(resolve => { waiters.set(id, resolve) }),
+    close: () => { child.stdin.end(); child.kill() }
+  }
+}
+
+t.test('output written before the exit is not dropped while the stream is slow', { skip }, async t => {
+  // issue #11 §2: the quiet rule (200 ms) used to fire while a pump waited for the stream behind a
+  // flood: 'seq 5000' next to it came back empty and the flood's tail was cut.
+  const agent = startAgent(new Set([1]), 300)
+  t.teardown(agent.close)
+  agent.exec(1, "head -c 3000000 /dev/zero | tr '\\0' x")
+  await new Promise(resolve => setTimeout(resolve, 300))
+  agent.exec(2, 'sleep 0.3; seq 5000')
+  const [flood, small] = await Promise.all([agent.done(1), agent.done(2)])
+  t.equal(small.out.toString().split('\n').length - 1, 5000, 'every line of the small command')
+  t.equal(small.out.toString().split('\n')[4999], '5000', 'in order')
+  t.equal(flood.out.length, 3_000_000, 'the whole flood')
+})
+
+t.test('a background child flooding after the exit still ends the request soon, slow stream or not', { skip }, async t => {
+  for (const slowMs of [0, 100]) {
+    const agent = startAgent(new Set([1]), slowMs)
+    // `yes` dies of SIGPIPE when the agent exits (close), `timeout` bounds it anyway.
+    agent.exec(1, 'timeout 20 yes & echo hi')
+    const r = await agent.done(1)
+    agent.close()
+    t.ok(r.out.includes('hi\n'), `output kept (slow ${slowMs} ms)`)
+    t.ok(r.ms < 6000, `returned in ${r.ms.toFixed(0)} ms (slow ${slowMs} ms)`)
+  }
+})
