@@ -44,7 +44,7 @@ export const ConfigSchema = Type.Object({
   CONTAINER_MEM_LIMIT: Size(2147483648, 'Memory limit per sandbox (swap equal).'),
   CONTAINER_CPU_LIMIT: Type.Number({ default: 1.0, exclusiveMinimum: 0, description: 'CPUs per sandbox.' }),
   CONTAINER_PIDS_LIMIT: Int(512, 'PID limit per sandbox.', 16),
-  SANDBOX_AGENT: Bool(false, 'Run commands and file operations through the in-sandbox agent (one long-lived stream per sandbox) instead of one docker exec each; false, or an image without the agent, uses docker exec.'),
+  SANDBOX_AGENT: Bool(true, 'Run commands and file operations through the in-sandbox agent (one long-lived stream per sandbox) instead of one docker exec each; false, or an image without the agent, uses docker exec.'),
   SANDBOX_DISK_LIMIT: Type.Integer({ default: 10737418240, minimum: 0, 'x-kind': 'size', description: 'Disk per chat (home + outputs + everything else it writes); /tmp becomes a sized tmpfs; 0 disables.' }),
   CONTAINER_CREATE_TIMEOUT: Int(60, 'Seconds a tool call waits for sandbox creation/start.', 1),
   CONTAINER_IDLE_TIMEOUT: Int(600, 'Idle seconds before a sandbox is stopped.', 1),

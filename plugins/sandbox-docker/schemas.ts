@@ -11,7 +11,7 @@ export const SandboxDockerOptions = Type.Object({
   network: Type.Optional(Type.String({ default: '', description: 'SANDBOX_NETWORK; empty = <prefix>-sandboxes' })),
   egressPort: Type.Optional(Type.Integer({ default: 0, minimum: 0, maximum: 65535, description: 'EGRESS_PORT: egress proxy port on the network gateway; 0 = no proxy variables' })),
   enableNetwork: Type.Optional(Type.Boolean({ default: true, description: 'ENABLE_NETWORK; false = network mode none' })),
-  agent: Type.Optional(Type.Boolean({ default: false, description: 'SANDBOX_AGENT: commands and file operations through cubicle-agent (fallback: docker exec)' })),
+  agent: Type.Optional(Type.Boolean({ default: true, description: 'SANDBOX_AGENT: commands and file operations through cubicle-agent (fallback: docker exec)' })),
   dataDir: Type.Optional(Type.String({ default: '/data', minLength: 1, description: 'DATA_DIR (server view)' })),
   dataDirHost: Type.Optional(Type.String({ default: '', description: 'DATA_DIR_HOST (daemon view); empty = dataDir' })),
   memLimit: Type.Optional(Type.Integer({ default: 2147483648, minimum: 6291456, description: 'CONTAINER_MEM_LIMIT bytes (swap equal)' })),
