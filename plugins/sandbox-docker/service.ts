@@ -1,5 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify'
 import { activity, holdLease } from './activity.js'
+import { fileOp } from './agent-files.js'
 import { closeService, readiness, startService } from './boot.js'
 import { runCommand } from './command.js'
 import type { DockerClient } from './docker-client.js'
@@ -73,6 +74,7 @@ export function createSandboxService (opts: ServiceOptions, docker: DockerClient
     exec: async (chatId, argv, o) => await exec(reg, chatId, argv, o),
     runCommand: async (chatId, command, o) => await runCommand(reg, chatId, command, o),
     putFile: async (chatId, path, content, o) => { await putFile(reg, chatId, path, content, o) },
+    fileOp: async (chatId, op, o) => await fileOp(reg, chatId, op, o),
     openStream: async (chatId, argv, o) => await openStream(reg, chatId, argv, o),
     lease: (chatId, o = {}) => holdLease(reg, entryOf(reg, chatId), o.kind),
     touch: chatId => { activity(reg, entryOf(reg, chatId)) },

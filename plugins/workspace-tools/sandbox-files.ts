@@ -1,4 +1,4 @@
-import type { ExecOptions, ExecResult, SandboxService } from '../sandbox-docker/types.js'
+import type { ExecOptions, ExecResult, SandboxFileOp, SandboxFileResult, SandboxService } from '../sandbox-docker/types.js'
 import { WORKSPACE_EXEC_TIMEOUT, WORKSPACE_FAILED, WORKSPACE_SANDBOX_STOPPED } from './errors.js'
 import { IMAGE_MAX_PIXELS, IMAGE_MAX_SIDE, IMAGE_SCRIPT } from './image-script.js'
 import { listingArgv } from './listing.js'
@@ -7,7 +7,9 @@ import { shellQuote } from './text.js'
 /*
  * File I/O inside the chat's sandbox, always as user `assistant`. Paths travel only as argv elements
  * (after `--`, or as "$1" of a constant script) and content only through stdin/stdout: no user string
- * is ever interpolated into shell text (surface.md §3.4 deviation).
+ * is ever interpolated into shell text (surface.md §3.4 deviation). When the sandbox runs the
+ * in-sandbox agent, stat, reads and writes are its file operations instead (no process spawned); any
+ * answer but success or "nothing there" runs the command as well, so errors read exactly the same.
  */
 
 export type FileKind = 'file' | 'dir' | 'fifo' | 'socket' | 'char' | 'block' | 'other'
@@ -72,6 +74,10 @@ export function errorReason (stderr: string): string {
 }
 
 const LIST_MAX_BYTES = 8 * 1024 * 1024
+/** What one agent read returns at most (agent-files.ts AGENT_READ_MAX). */
+const AGENT_READ_MAX = 8 * 1024 * 1024
+const ENOENT = 2
+const ENOTDIR = 20
 
 const isMissing = (stderr: string): boolean => /No such file or directory|Not a directory/.test(stderr)
 
@@ -128,6 +134,40 @@ export function createSandboxFiles ({ sandbox, chatId, signal, timeoutS }: Sandb
     return result
   }
 
+  /** The agent's answer (undefined: it cannot serve the call, run the command). */
+  const ask = async (what: string, op: SandboxFileOp): Promise<SandboxFileResult | undefined> => {
+    const r = await sandbox.fileOp?.(chatId, op, { timeoutMs: timeoutS * 1000, signal })
+    if (r?.cancelled === true) throw new WORKSPACE_FAILED(`${what} was cancelled`)
+    if (r?.timedOut === true) throw new WORKSPACE_EXEC_TIMEOUT(what, timeoutS)
+    return r
+  }
+  const missing = (r: SandboxFileResult): boolean => !r.ok && (r.errno === ENOENT || r.errno === ENOTDIR)
+
+  /**
+   * open() through the agent: one read of a regular file (a stat when nothing is to be read). A path
+   * that is not a regular file is stat'ed for its kind; directories to list, and every failure but
+   * "nothing there", go the exec way (undefined).
+   */
+  const agentOpen = async (path: string, opts: OpenOptions): Promise<Opened | 'missing' | undefined> => {
+    // One agent read is ≤ 8 MiB: enough for the whole of a file up to that size, or for the first part
+    // of a file beyond readBytes; a file between the two goes the exec way.
+    const want = opts.readBytes > 0 ? Math.min(Math.max(opts.readBytes, opts.partBytes ?? 0), AGENT_READ_MAX) : 0
+    if ((opts.partBytes ?? 0) > AGENT_READ_MAX) return undefined
+    let r = await ask('read', want > 0 ? { op: 'read', path, max: want } : { op: 'stat', path })
+    if (r === undefined) return undefined
+    if (missing(r)) return 'missing'
+    const notRegular = !r.ok && r.errno === 0 && r.kind !== undefined && r.kind !== 'file'
+    if (notRegular) r = await ask('read', { op: 'stat', path })
+    if (r === undefined || !r.ok) return undefined
+    const kind = r.kind ?? 'other'
+    const size = r.size ?? 0
+    if (kind === 'dir' && opts.list === true) return undefined
+    if (kind !== 'file' || want === 0) return { kind, size, content: Buffer.alloc(0) }
+    if (notRegular) return undefined // it became a regular file between the two answers
+    if (size <= opts.readBytes && size > AGENT_READ_MAX) return undefined
+    return { kind, size, content: size > opts.readBytes ? r.data.subarray(0, opts.partBytes ?? 0) : r.data.subarray(0, opts.readBytes) }
+  }
+
   const read = async (path: string, argv: string[], bytes: number): Promise<Buffer> => {
     const result = await run('read', argv, { maxBytes: bytes })
     if (result.exitCode !== 0) {
@@ -140,6 +180,9 @@ export function createSandboxFiles ({ sandbox, chatId, signal, timeoutS }: Sandb
 
   return {
     async open (path, opts) {
+      const viaAgent = await agentOpen(path, opts)
+      if (viaAgent === 'missing') return undefined
+      if (viaAgent !== undefined) return viaAgent
       const maxBytes = Math.max(opts.readBytes, opts.partBytes ?? 0, opts.list === true ? LIST_MAX_BYTES : 0) + 64
       const argv = ['sh', '-c', OPEN_SCRIPT, 'sh', path, String(opts.readBytes), opts.list === true ? 'list' : '-', String(opts.partBytes ?? 0)]
       const result = await run('read', argv, { maxBytes })
@@ -160,7 +203,11 @@ export function createSandboxFiles ({ sandbox, chatId, signal, timeoutS }: Sandb
       if (result.exitCode !== 0) throw new WORKSPACE_FAILED(`cannot read ${path}: ${errorReason(stderr)}`)
       return { kind, size: Number(size) || 0, content: body }
     },
-    readTail: async (path, bytes) => await read(path, ['tail', '-c', String(bytes), '--', path], bytes),
+    async readTail (path, bytes) {
+      const r = bytes <= AGENT_READ_MAX ? await ask('read', { op: 'read', path, max: bytes, offset: -bytes }) : undefined
+      if (r?.ok === true && r.kind === 'file') return r.data
+      return await read(path, ['tail', '-c', String(bytes), '--', path], bytes)
+    },
     // Only integers reach the sed script; the path is "$1".
     readLines: async (path, start, stop, maxBytes) => await read(path,
       ['sh', '-c', 'sed -n "$2,$3p;$3q" -- "$1" | head -c "$4"', 'sh', path, String(start), String(stop), String(maxBytes)], maxBytes),
@@ -169,6 +216,8 @@ export function createSandboxFiles ({ sandbox, chatId, signal, timeoutS }: Sandb
       return parseInt(out.toString('utf8').trim(), 10) || 0
     },
     async write (path, content) {
+      const r = await ask('write', { op: 'write', path, data: content })
+      if (r?.ok === true && r.existed !== undefined) return r.existed
       const result = await run('write', ['sh', '-c', WRITE_SCRIPT, 'sh', path], { stdin: content, maxBytes: 64 * 1024 })
       if (result.exitCode === 0) return result.stdout.toString('utf8').trim() === '1'
       const stderr = result.stderr.toString('utf8')

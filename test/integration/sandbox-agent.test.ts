@@ -51,6 +51,36 @@ t.test('in-sandbox agent (real Docker)', { skip }, async t => {
     t.equal(execs.length, 1)
   })
 
+  t.test('file operations: stat, bounded reads and atomic writes as assistant, no docker exec', async t => { // issue #11 §2
+    const op = sandbox.fileOp
+    if (op === undefined) { t.fail('the driver has no fileOp'); return }
+    const file = async (o: Parameters<typeof op>[1]): Promise<Awaited<ReturnType<typeof op>>> => await op(chat, o, { timeoutMs: 10_000 })
+    await run('mkdir -p /home/assistant/fo && cd /home/assistant/fo && printf 0123456789 > ten && mkfifo pipe && ln -s ten link && ln -s nowhere dangling && chmod 750 . && printf x > ro && chmod 400 ro')
+    execs.length = 0
+    const w = await file({ op: 'write', path: '/home/assistant/fo/new/deep/a.txt', data: Buffer.from('hello') })
+    t.same([w?.ok, w?.existed], [true, false], 'write creates parents')
+    const w2 = await file({ op: 'write', path: '/home/assistant/fo/link', data: Buffer.from('через') })
+    t.same([w2?.ok, w2?.existed], [true, true], 'a write through a symlink replaces its target')
+    const st = await file({ op: 'stat', path: '/home/assistant/fo/link' })
+    t.same([st?.ok, st?.kind, st?.link, st?.size], [true, 'file', true, 10], 'stat follows the link and says it is one')
+    const head = await file({ op: 'read', path: '/home/assistant/fo/ten', max: 4 })
+    t.same([head?.data.toString(), head?.size], ['че', 10], 'read returns at most max bytes and the size')
+    const tail = await file({ op: 'read', path: '/home/assistant/fo/ten', max: 2, offset: -2 })
+    t.equal(tail?.data.toString(), 'з', 'a negative offset reads from the end')
+    const fifo = await file({ op: 'read', path: '/home/assistant/fo/pipe', max: 10 })
+    t.same([fifo?.ok, fifo?.errno, fifo?.kind], [false, 0, 'fifo'], 'a FIFO is refused without blocking the agent')
+    t.same([(await file({ op: 'stat', path: '/home/assistant/fo/dangling' }))?.errno, (await file({ op: 'read', path: '/nope', max: 1 }))?.errno], [2, 2], 'missing paths answer ENOENT')
+    const dir = await file({ op: 'stat', path: '/home/assistant/fo' })
+    t.same([dir?.kind, dir?.mode], ['dir', 0o750])
+    const denied = await file({ op: 'write', path: '/etc/cubicle-agent-test', data: Buffer.from('no') })
+    t.same([denied?.ok, denied?.errno], [false, 13], 'assistant cannot write /etc')
+    t.equal((await file({ op: 'write', path: '/home/assistant/fo/ro', data: Buffer.from('yes') }))?.ok, true, 'a read-only file in a writable dir is replaced (as rename allows)')
+    t.equal((await run('cat /home/assistant/fo/new/deep/a.txt; stat -c "%U %a" /home/assistant/fo/new/deep/a.txt; ls -A /home/assistant/fo/new/deep')).out, 'helloassistant 644\na.txt\n', 'owner, mode, no temp file left')
+    t.same(execs, [], 'no docker exec')
+    const big = await file({ op: 'write', path: '/home/assistant/fo/big', data: Buffer.alloc(9 * 1024 * 1024) })
+    t.equal(big, undefined, 'a write larger than one frame is left to the exec path')
+  })
+
   t.test('concurrent commands share the stream; a flood does not block a small command; output stays in order', async t => {
     const flood = run("head -c 30000000 /dev/zero | tr '\\0' x; echo end")
     await new Promise(resolve => setTimeout(resolve, 300))

@@ -8,7 +8,7 @@ import { bash, client, textOf, toolsApp } from '../plugins/workspace-tools/integ
 const gate = await dockerOrSkip()
 
 t.test('view, create_file and str_replace over MCP on real Docker', gate, async t => {
-  const { url, dataDir } = await toolsApp(t)
+  const { app, url, dataDir } = await toolsApp(t)
   const chat = 'wt-files'
   const c = await client(t, url, chat)
   const call = async (name: string, args: Record<string, unknown>): Promise<CallToolResult> =>
@@ -25,6 +25,22 @@ t.test('view, create_file and str_replace over MCP on real Docker', gate, async 
     await bash(c, 'chmod 750 a/b/c/run.sh')
     t.match(textOf(await call('create_file', { path: 'a/b/c/run.sh', file_text: '#!/bin/sh\necho v2\n' })), /replacing the previous file/)
     t.equal(textOf(await bash(c, 'a/b/c/run.sh; stat -c %a a/b/c/run.sh; ls -A a/b/c')), 'v2\n750\nrun.sh\n', 'mode kept, no temp file left')
+  })
+
+  t.test('with the in-sandbox agent, view, create_file and str_replace of a file spawn no process', async t => { // issue #11
+    const sandbox = app.sandbox
+    const realExec = sandbox.exec.bind(sandbox)
+    const realFileOp = sandbox.fileOp?.bind(sandbox)
+    const calls = { exec: 0, fileOp: 0 }
+    sandbox.exec = async (...a) => { calls.exec++; return await realExec(...a) }
+    sandbox.fileOp = async (...a) => { calls.fileOp++; return await realFileOp?.(...a) }
+    t.teardown(() => { sandbox.exec = realExec; sandbox.fileOp = realFileOp })
+    t.equal(textOf(await call('create_file', { path: 'agent.txt', file_text: 'alpha\nbeta\n' })), 'Successfully created /home/assistant/agent.txt (11 bytes)')
+    t.equal(textOf(await call('view', { path: 'agent.txt' })), '     1\talpha\n     2\tbeta')
+    t.match(textOf(await call('str_replace', { path: 'agent.txt', old_str: 'beta', new_str: 'gamma' })), /agent\.txt/)
+    t.equal(textOf(await call('view', { path: 'agent.txt' })), '     1\talpha\n     2\tgamma')
+    t.same(calls.exec, 0, 'no exec: the agent served every file operation')
+    t.ok(calls.fileOp >= 5, `file operations through the agent (${calls.fileOp})`)
   })
 
   t.test('create_file never lets a path reach a shell', async t => {
