@@ -36,7 +36,8 @@ t.test('sandbox isolation (real Docker)', { skip }, async t => {
     t.match(ipB, /^\d+\.\d+\.\d+\.\d+$/)
     t.not(ipA, ipB)
     const self = await sh('iso-b', `for i in $(seq 1 50); do curl -s -o /dev/null -w '%{http_code}' --max-time 2 http://${ipB}:8000/ && exit 0; sleep 0.1; done; exit 1`)
-    t.equal(self.out, '200', 'b reaches its own server (positive control)')
+    // Each attempt before the server listens prints 000 (the agent starts commands faster than the server binds).
+    t.equal(self.out.slice(-3), '200', 'b reaches its own server (positive control)')
     const cross = await sh('iso-a', `curl -s -o /dev/null -w '%{http_code}' --max-time 3 http://${ipB}:8000/`)
     t.not(cross.code, 0, `a cannot reach b at ${ipB} (curl exit ${String(cross.code)})`)
     t.not(cross.out, '200')
