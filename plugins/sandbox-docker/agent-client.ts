@@ -1,6 +1,7 @@
 import type { Duplex } from 'node:stream'
-import { SANDBOX_USER } from './container-config.js'
-import { Demuxer, STDOUT } from './exec-stream.js'
+import { SANDBOX_USER } from './sandbox-spec.js'
+import { STDOUT } from './exec-stream.js'
+import type { ExecHandle } from './engine-types.js'
 import { decodeJson, encodeFrame, FrameParser, ProtocolError, PROTOCOL_VERSION, T_CLOSE, T_HELLO } from './agent-protocol.js'
 import { describe, type Entry, type Registry } from './registry.js'
 
@@ -31,7 +32,7 @@ export interface AgentHandler {
 
 /** Per chat, on Entry.agent: the open connection and the backoff after failures. */
 export interface AgentState {
-  containerId: string
+  sandboxId: string
   conn: AgentConnection | null
   opening: Promise<AgentConnection | null> | null
   /** consecutive failures (no hello, protocol errors, short-lived connections) */
@@ -95,12 +96,12 @@ export class AgentConnection {
  * image, backoff after a failure, sandbox not running): the caller then uses docker exec.
  */
 export async function agentFor (reg: Registry, entry: Entry): Promise<AgentConnection | null> {
-  const containerId = entry.containerId
-  if (reg.closed || !reg.opts.agent || entry.state !== 'running' || containerId === undefined) return null
+  const sandboxId = entry.sandboxId
+  if (reg.closed || !reg.opts.agent || entry.state !== 'running' || sandboxId === undefined) return null
   let st = entry.agent
-  if (st === undefined || st.containerId !== containerId) {
+  if (st === undefined || st.sandboxId !== sandboxId) {
     st?.conn?.close()
-    st = { containerId, conn: null, opening: null, failures: 0, retryAt: 0, missing: false }
+    st = { sandboxId, conn: null, opening: null, failures: 0, retryAt: 0, missing: false }
     entry.agent = st
   }
   if (st.conn !== null && !st.conn.closed) return st.conn
@@ -119,13 +120,14 @@ function failure (reg: Registry, entry: Entry, st: AgentState, why: string, err?
 }
 
 async function open (reg: Registry, entry: Entry, st: AgentState): Promise<AgentConnection | null> {
-  let socket: Duplex
+  let handle: ExecHandle
   try {
-    socket = (await reg.docker.exec(st.containerId, { argv: AGENT_ARGV, user: SANDBOX_USER, cwd: '/', env: [], stdin: true })).socket
+    handle = await reg.engine.exec(st.sandboxId, { argv: AGENT_ARGV, user: SANDBOX_USER, cwd: '/', env: [], stdin: true })
   } catch (err) {
     failure(reg, entry, st, 'start', err)
     return null
   }
+  const { socket } = handle
   if (reg.closed || entry.agent !== st) { socket.destroy(); return null }
   reg.streams.add(socket)
   return await new Promise<AgentConnection | null>(resolve => {
@@ -159,7 +161,7 @@ async function open (reg: Registry, entry: Entry, st: AgentState): Promise<Agent
       }
       conn.dispatch(id, type, payload)
     }, reason => { conn.close(`protocol: ${reason}`) })
-    const demux = new Demuxer((stream, data) => {
+    const demux = handle.decoder((stream, data) => {
       if (stream !== STDOUT) { if (stderr.length < STDERR_KEEP) stderr += data.toString('utf8', 0, STDERR_KEEP); return }
       try { parser.push(data) } catch (err) {
         conn.close(err instanceof ProtocolError ? `protocol: ${err.message}` : `handler: ${describe(err)}`)

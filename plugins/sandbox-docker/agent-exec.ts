@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto'
 import { agentFor, envObject, type AgentConnection } from './agent-client.js'
 import { CHUNK, decodeJson, encodeFrame, encodeJson, parseExit, ProtocolError, T_ERR, T_EXEC, T_EXIT, T_FAIL, T_OUT, T_STDIN, T_STDIN_END } from './agent-protocol.js'
 import { afterExit, explainLoss, outputSink } from './command.js'
-import { SANDBOX_USER } from './container-config.js'
+import { SANDBOX_USER } from './sandbox-spec.js'
 import { toEnvList } from './env.js'
 import { chatExecEnv } from './pool-claim.js'
 import { relieve, restartedSince, RESULT_GRACE_MS, type RawExecResult } from './exec.js'
@@ -54,7 +54,7 @@ interface RunSpec {
  * withChatEnv does for docker exec (the agent may have been opened before the claim was bound).
  */
 function requestEnv (reg: Registry, entry: Entry, own: string[]): Record<string, string> {
-  return envObject([...(chatExecEnv(reg, entry.containerId ?? '') ?? []), ...own])
+  return envObject([...(chatExecEnv(reg, entry.sandboxId ?? '') ?? []), ...own])
 }
 
 /** One request on the agent stream until EXIT, FAIL, loss, or the grace after a timeout/abort. */

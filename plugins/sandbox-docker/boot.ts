@@ -2,7 +2,7 @@ import { probeWritable } from './data-dirs.js'
 import { noteOutsideChange } from './recovery.js'
 import { detectQuota } from './disk-quota.js'
 import { diskPass } from './disk-watchdog.js'
-import type { ContainerSummary } from './docker-client.js'
+import type { SandboxSummary } from './engine-types.js'
 import { ownerFilter, readLabels, sandboxNames } from './names.js'
 import { drainPool, maintain } from './pool.js'
 import { bindListed, sortListing } from './pool-claim.js'
@@ -19,15 +19,15 @@ export async function bootstrap (reg: Registry): Promise<void> {
   if (reg.bootstrapped) return
   reg.bootstrapping ??= (async () => {
     try {
-      await reg.docker.ping(3000)
+      await reg.engine.ping(3000)
     } catch (err) {
-      reg.dockerUp = false
+      reg.engineUp = false
       throw err
     }
-    reg.dockerUp = true
+    reg.engineUp = true
     if (reg.opts.enableNetwork) await prepareNetwork(reg)
     await detectQuota(reg)
-    const imageId = await reg.docker.imageId(reg.opts.image)
+    const imageId = await reg.engine.imageId(reg.opts.image)
     if (imageId === null) {
       reg.log.error(`sandbox image '${reg.opts.image}' is missing: build it with \`npm run sandbox:build\` (sandbox-image/build.sh); tool calls fail until it exists`)
     }
@@ -44,11 +44,11 @@ export async function bootstrap (reg: Registry): Promise<void> {
  */
 export async function prepareNetwork (reg: Registry): Promise<void> {
   const labels = { 'managed-by': 'computer-use-server', 'cu.prefix': reg.opts.prefix }
-  let net = await reg.docker.ensureNetwork(reg.networkName, labels)
+  let net = await reg.engine.ensureNetwork(reg.networkName, labels)
   if (!net.internal) {
     try {
-      await reg.docker.removeNetwork(reg.networkName)
-      net = await reg.docker.ensureNetwork(reg.networkName, labels)
+      await reg.engine.removeNetwork(reg.networkName)
+      net = await reg.engine.ensureNetwork(reg.networkName, labels)
       reg.log.warn({ network: reg.networkName }, 'replaced a sandbox network that had a route out with an internal one')
     } catch (err) {
       reg.log.error({ network: reg.networkName, err: describe(err) },
@@ -70,19 +70,19 @@ export async function prepareNetwork (reg: Registry): Promise<void> {
 
 /** §5.6 item 7: register every labelled container of our prefix; the boot time counts as activity. */
 async function readopt (reg: Registry): Promise<void> {
-  const { chats, unclaimed } = await sortListing(reg, await reg.docker.listContainers(ownerFilter(reg.opts.prefix)))
+  const { chats, unclaimed } = await sortListing(reg, await reg.engine.list(ownerFilter(reg.opts.prefix)))
   let adopted = 0
   for (const c of chats) {
     if (register(reg, c, reg.opts.now()) !== null) adopted++
   }
-  const volumes = await reg.docker.listVolumes(ownerFilter(reg.opts.prefix)).catch(() => [])
+  const volumes = await reg.engine.listVolumes(ownerFilter(reg.opts.prefix)).catch(() => [])
   reg.log.info({ containers: adopted, running: chats.filter(c => c.running).length, volumes: volumes.length, pool: unclaimed.length }, 're-adopted sandboxes')
   // Unclaimed pool sandboxes: kept when they still match, else replaced; then the pool fills up.
   void maintain(reg, unclaimed).catch(err => { reg.log.warn({ err: describe(err) }, 'warm pool: re-adoption failed') })
 }
 
 /** Registers a listed container when its labels are consistent; mismatches are logged, never touched. */
-export function register (reg: Registry, c: ContainerSummary, activity: number, mark = Infinity): Entry | null {
+export function register (reg: Registry, c: SandboxSummary, activity: number, mark = Infinity): Entry | null {
   const labels = readLabels(reg.opts.prefix, c.labels)
   if (!labels.ok || c.name !== sandboxNames(reg.opts.prefix, labels.chatId).container) {
     if (!reg.ignored.has(c.id)) {
@@ -97,7 +97,7 @@ export function register (reg: Registry, c: ContainerSummary, activity: number, 
   const known = entry.state === 'running' || entry.state === 'stopped'
   if (entry.state === 'running' && !c.running) noteOutsideChange(entry, false)
   entry.state = c.running ? 'running' : 'stopped'
-  entry.containerId = c.id
+  entry.sandboxId = c.id
   entry.createdAt = labels.createdAt
   if (!known) entry.lastActive = Math.max(entry.lastActive, activity)
   bindListed(reg, entry, c)
@@ -108,13 +108,13 @@ export function register (reg: Registry, c: ContainerSummary, activity: number, 
 /** The `docker` check of /ready: fields docker, image, data_dir. */
 export async function readiness (reg: Registry): Promise<{ ok: boolean, fields: Record<string, string> }> {
   const [docker, writable] = await Promise.all([
-    reg.docker.ping(2000).then(() => true, () => false),
+    reg.engine.ping(2000).then(() => true, () => false),
     probeWritable(reg.opts.dataDir)
   ])
-  reg.dockerUp = docker
+  reg.engineUp = docker
   let image: 'present' | 'missing' = 'missing'
   if (docker) {
-    image = (await reg.docker.imageId(reg.opts.image).catch(() => null)) === null ? 'missing' : 'present'
+    image = (await reg.engine.imageId(reg.opts.image).catch(() => null)) === null ? 'missing' : 'present'
     if (!reg.bootstrapped) void bootstrap(reg).catch(() => {})
   }
   return {
@@ -150,5 +150,5 @@ export async function closeService (reg: Registry): Promise<void> {
   for (const s of reg.streams) s.destroy()
   reg.streams.clear()
   await drainPool(reg)
-  reg.docker.close()
+  reg.engine.close()
 }

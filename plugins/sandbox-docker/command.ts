@@ -1,13 +1,12 @@
 import { randomBytes } from 'node:crypto'
-import type { Duplex } from 'node:stream'
 import { holdLease } from './activity.js'
 import { agentCommand } from './agent-exec.js'
-import { SANDBOX_USER } from './container-config.js'
+import { SANDBOX_USER } from './sandbox-spec.js'
 import { pokeDiskWatchdog } from './disk-watchdog.js'
-import type { ExecHandle } from './docker-client.js'
+import type { ExecHandle } from './engine-types.js'
 import { toEnvList } from './env.js'
 import { checkAlive, relieve, restartedSince, RESULT_GRACE_MS, watchStart } from './exec.js'
-import { commandArgv, Demuxer, EofFilter, SentinelParser, STDOUT } from './exec-stream.js'
+import { commandArgv, EofFilter, SentinelParser, STDOUT } from './exec-stream.js'
 import { terminate } from './kill.js'
 import { eventSince, takeNotices } from './notices.js'
 import { notRunning, recoverVanished, runningEntry } from './recovery.js'
@@ -64,7 +63,7 @@ async function attempt (reg: Registry, entry: Entry, command: string, opts: Comm
   let handle: ExecHandle
   try {
     // The wait for an exec slot counts toward the command's timeout and ends with its signal (issue #11).
-    handle = await reg.docker.exec(entry.containerId ?? '', { argv: commandArgv(command), user: SANDBOX_USER, cwd: '/home/assistant', env, signal: opts.signal, deadline: t0 + opts.timeoutMs })
+    handle = await reg.engine.exec(entry.sandboxId ?? '', { argv: commandArgv(command), user: SANDBOX_USER, cwd: '/home/assistant', env, signal: opts.signal, deadline: t0 + opts.timeoutMs })
   } catch (err) {
     const e = execStartError(reg, entry, err)
     if (!first || !notRunning(e)) throw e
@@ -82,7 +81,7 @@ async function attempt (reg: Registry, entry: Entry, command: string, opts: Comm
       return false
     })
   }
-  const w = await watchCommand(reg, handle.socket, { ...opts, timeoutMs: Math.max(1000, opts.timeoutMs - (at - t0)) },
+  const w = await watchCommand(reg, handle, { ...opts, timeoutMs: Math.max(1000, opts.timeoutMs - (at - t0)) },
     () => terminate(reg, entry, execId, SANDBOX_USER, opts.killGraceMs),
     seen => watchStart(reg, handle.id, seen, () => { stalled = true; relieveNow(false) }),
     () => { relieveNow(true) })
@@ -96,7 +95,7 @@ async function attempt (reg: Registry, entry: Entry, command: string, opts: Comm
     return result
   }
   // The stream ended without bash's status: the process never started, or the sandbox went away.
-  const state = await reg.docker.execInspect(handle.id).catch(() => null)
+  const state = await reg.engine.execInspect(handle.id).catch(() => null)
   // (Its only output the wrapper's own fork failure: bash never ran either.)
   const notStarted = (state !== null && !state.running && state.pid === 0) || (stalled && !w.seen) || w.cannotFork
   if (retry && notStarted && (relieved || restartedSince(entry, at) || await relieve(reg, entry))) return await again()
@@ -153,8 +152,9 @@ async function restartFor (reg: Registry, entry: Entry, notice: SandboxNotice, o
 }
 
 /** Streams the command's output until bash's status arrived and the output went quiet, or until timeout/abort. */
-async function watchCommand (reg: Registry, socket: Duplex, opts: CommandOptions, kill: () => number, stall: (seen: () => boolean) => () => void,
+async function watchCommand (reg: Registry, handle: ExecHandle, opts: CommandOptions, kill: () => number, stall: (seen: () => boolean) => () => void,
   onForkErrors: () => void): Promise<Watched> {
+  const { socket } = handle
   reg.streams.add(socket)
   return await new Promise<Watched>(resolve => {
     let timedOut = false
@@ -195,7 +195,7 @@ async function watchCommand (reg: Registry, socket: Duplex, opts: CommandOptions
       clearTimeout(quiet)
       quiet = setTimeout(finish, QUIET_MS)
     }
-    const output = mergedOutput(reg, opts.onOutput, onForkErrors, settle, code => {
+    const output = mergedOutput(reg, handle, opts.onOutput, onForkErrors, settle, code => {
       if (timedOut || cancelled) return
       exitCode = code
       // bash has exited: return within DRAIN_MS whatever is still in flight.
@@ -225,7 +225,7 @@ const HINT_CARRY = 40
  * stdout decoded as UTF-8 (sequences never split) for onOutput, without the wrapper's end marker;
  * stderr carries the wrapper's exit sentinel. `onStdout` runs when the marker or later stdout arrives.
  */
-function mergedOutput (reg: Registry, onOutput: (text: string) => void, onForkErrors: () => void, onStdout: () => void, onExit: (code: number) => void): {
+function mergedOutput (reg: Registry, handle: ExecHandle, onOutput: (text: string) => void, onForkErrors: () => void, onStdout: () => void, onExit: (code: number) => void): {
   push: (chunk: Buffer) => void,
   exited: () => boolean,
   settled: () => boolean,
@@ -242,7 +242,7 @@ function mergedOutput (reg: Registry, onOutput: (text: string) => void, onForkEr
     emit(decoder.decode(data, { stream: true }))
     if (eof.seen) onStdout()
   }, onStdout)
-  const demux = new Demuxer((stream, data) => {
+  const demux = handle.decoder((stream, data) => {
     if (stream === STDOUT) eof.push(data)
     else parser.push(data)
   })

@@ -1,5 +1,5 @@
-import type { ContainerSettings } from './container-config.js'
-import type { DockerError } from './docker-client.js'
+import type { SandboxSettings } from './sandbox-spec.js'
+import { isEngineFailure } from './engine-error.js'
 import { describe, type Registry } from './registry.js'
 import type { DiskUsage } from './types.js'
 
@@ -23,20 +23,12 @@ export interface DiskState {
   stoppedTotal: number
 }
 
-const NATIVE = new Set(['btrfs', 'zfs', 'devicemapper', 'windowsfilter'])
-
-/** What the storage setup allows, from `docker info`: a writable-layer quota is worth trying, or not. */
-export function quotaFor (driver: string, backingFs: string): 'try' | 'no' {
-  if (driver === 'overlay2' || driver === 'overlay') return backingFs.toLowerCase() === 'xfs' ? 'try' : 'no'
-  return NATIVE.has(driver) ? 'try' : 'no'
-}
-
 /** Reads the storage driver once (bootstrap); never throws. */
 export async function detectQuota (reg: Registry): Promise<void> {
   if (reg.quota !== 'unknown') return
   try {
-    const { driver, backingFs } = await reg.docker.storageInfo()
-    reg.quota = quotaFor(driver, backingFs)
+    const { driver, backingFs, quota } = await reg.engine.storageInfo()
+    reg.quota = quota ? 'try' : 'no'
     reg.log.info({ driver, backingFs, diskLimit: reg.opts.diskLimit, writableLayerQuota: reg.quota === 'try' ? 'trying' : 'unsupported' },
       reg.quota === 'try'
         ? 'disk limit: writable-layer quota will be tried; /tmp is a sized tmpfs; the watchdog measures home, outputs and the writable layer'
@@ -48,14 +40,13 @@ export async function detectQuota (reg: Registry): Promise<void> {
 }
 
 /** The container settings with the current quota decision. */
-export function settingsWithQuota (reg: Registry): ContainerSettings {
+export function settingsWithQuota (reg: Registry): SandboxSettings {
   return { ...reg.settings, storageQuota: reg.quota === 'try' || reg.quota === 'yes' }
 }
 
-/** A create refused because of StorageOpt (the driver or its filesystem has no quota support). */
+/** A create refused because of the writable-layer quota (the engine's storage has no quota support). */
 export function isQuotaRefusal (err: unknown): boolean {
-  const e = err as DockerError
-  return (e?.statusCode === 400 || e?.statusCode === 500) && /storage.?opt|quota|storage option/i.test(e.message)
+  return isEngineFailure(err) && err.reason === 'quota-refused'
 }
 
 /** Records the outcome of a create that carried a quota. */

@@ -47,7 +47,7 @@ export function pokeDiskWatchdog (reg: Registry, entry: Entry): void {
 
 async function passOnce (reg: Registry): Promise<void> {
   if (reg.closed || !reg.bootstrapped) return
-  const running = [...reg.entries.values()].filter(e => e.state === 'running' && e.containerId !== undefined && e.restarting === null)
+  const running = [...reg.entries.values()].filter(e => e.state === 'running' && e.sandboxId !== undefined && e.restarting === null)
   if (running.length === 0) return
   const df = await engineUsage(reg)
   if (df === null) return
@@ -60,12 +60,12 @@ async function passOnce (reg: Registry): Promise<void> {
   }
 }
 
-type EngineUsage = Awaited<ReturnType<Registry['docker']['diskUsage']>>
+type EngineUsage = Awaited<ReturnType<Registry['engine']['diskUsage']>>
 
 /** One `GET /system/df`, or null (logged) when the engine does not answer it. */
 async function engineUsage (reg: Registry): Promise<EngineUsage | null> {
   try {
-    return await reg.docker.diskUsage()
+    return await reg.engine.diskUsage()
   } catch (err) {
     reg.log.debug({ err: describe(err) }, 'disk watchdog: the engine did not report disk usage; pass skipped')
     return null
@@ -76,7 +76,7 @@ async function engineUsage (reg: Registry): Promise<EngineUsage | null> {
 async function measure (reg: Registry, entry: Entry, df: EngineUsage, budget: number): Promise<{ usage: DiskUsage, entries: number }> {
   const ours = (labels: Record<string, string>): boolean => labels['managed-by'] === MANAGED_BY && labels['cu.prefix'] === reg.opts.prefix
   const home = Math.max(0, df.volumes.find(v => v.name === entry.names.volume && ours(v.labels))?.size ?? 0)
-  const other = df.containers.find(c => c.name === entry.names.container && ours(c.labels))?.sizeRw ?? 0
+  const other = df.sandboxes.find(c => c.name === entry.names.container && ours(c.labels))?.writable ?? 0
   if (budget <= 0) return { usage: { total: home + other, home, outputs: 0, other }, entries: 0 }
   // Under the limit so far: stop as soon as outputs decide it. Over already: measure them for the message.
   const room = reg.opts.diskLimit - home - other
@@ -96,7 +96,7 @@ async function judge (reg: Registry, entry: Entry, usage: DiskUsage): Promise<vo
   }
   d.over = { usage, limit }
   if (d.stoppedAt > 0 && usage.total <= d.stoppedTotal + regrowth(limit)) return
-  if (entry.state !== 'running' || entry.restarting !== null || entry.containerId === undefined) return
+  if (entry.state !== 'running' || entry.restarting !== null || entry.sandboxId === undefined) return
   d.stoppedAt = Date.now()
   d.stoppedTotal = usage.total
   const notice = { kind: 'disk-limit' as const, action: 'stopped' as const, limit, usage }

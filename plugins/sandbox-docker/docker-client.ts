@@ -1,14 +1,15 @@
 import Docker from 'dockerode'
 import { adapterContext, DEFAULT_ENGINE_LIMITS, type EngineLimits } from './docker-context.js'
 import { createAgent, parseDockerHost } from './docker-endpoint.js'
+import { dockerCreateBody } from './docker-create-body.js'
 import type { DockerError } from './docker-error.js'
 import { execCalls } from './docker-exec-calls.js'
 import { createMonitorClient } from './docker-monitor.js'
 import { objectCalls } from './docker-objects.js'
-import type { DockerClient } from './docker-types.js'
+import type { SandboxEngine } from './engine-types.js'
 
 /*
- * The file that builds the dockerode client: a narrow adapter with the calls the sandbox driver needs.
+ * The Docker engine (engine-types.ts SandboxEngine): the only file that builds the dockerode client.
  * The container calls live here; docker-exec-calls.ts adds exec and file calls, docker-objects.ts
  * images, networks and volumes, docker-monitor.ts the resource and disk-usage reports, all over the
  * same client. Known statuses are absorbed (304 on start/stop, 404 on remove, 409 on create is
@@ -19,7 +20,12 @@ import type { DockerClient } from './docker-types.js'
 
 export { DockerError, toDockerError, transient } from './docker-error.js'
 export { DEFAULT_ENGINE_LIMITS, type EngineLimits } from './docker-context.js'
-export type { ContainerDetails, ContainerSummary, DockerClient, ExecHandle, ExecSpec, ExecState, NetworkInfo, VolumeSummary } from './docker-types.js'
+
+/** StorageOpt.size as bytes: 0 when none, -1 when not a plain byte count (it then never matches a spec). */
+function quotaBytes (size: string | undefined): number {
+  if (size === undefined || size === '') return 0
+  return /^\d+$/.test(size) ? Number(size) : -1
+}
 
 /** Resolves when the request succeeded or the engine answered one of `statuses` (the state asked for holds already). */
 async function absorb (request: Promise<unknown>, statuses: number[]): Promise<void> {
@@ -34,7 +40,7 @@ async function absorb (request: Promise<unknown>, statuses: number[]): Promise<v
  * Every request is queued in its lane, bounded in time, and retried when idempotent and the engine
  * was merely busy.
  */
-export function createDockerClient (host: string, limits: Partial<EngineLimits> = {}): DockerClient {
+export function createDockerEngine (host: string, limits: Partial<EngineLimits> = {}): SandboxEngine {
   const endpoint = parseDockerHost(host)
   const agent = createAgent(endpoint)
   const docker = new Docker({ ...endpoint.docker, ...(agent === undefined ? {} : { agent }) } as Docker.DockerOptions)
@@ -42,6 +48,8 @@ export function createDockerClient (host: string, limits: Partial<EngineLimits> 
   const { run } = ctx
 
   return {
+    name: 'docker',
+    label: { engine: 'the Docker engine', host: 'Docker' },
     ...createMonitorClient(docker, ctx.limits.callTimeoutMs),
     ...objectCalls(ctx),
     ...execCalls(ctx),
@@ -51,7 +59,8 @@ export function createDockerClient (host: string, limits: Partial<EngineLimits> 
       await run('read', 'ping', async s => await (docker.ping as (o: {}) => Promise<unknown>).call(docker, { abortSignal: s }), { ungated: true, timeoutMs })
     },
 
-    async createContainer (config) {
+    async create (spec) {
+      const config = dockerCreateBody(spec)
       try {
         // A retried create whose first attempt went through answers 409: the caller adopts it.
         const c = await run('lifecycle', 'container create', async s => await docker.createContainer({ ...config, abortSignal: s } as Docker.ContainerCreateOptions), { retry: true })
@@ -62,11 +71,11 @@ export function createDockerClient (host: string, limits: Partial<EngineLimits> 
       }
     },
 
-    async startContainer (id) {
+    async start (id) {
       await absorb(run('lifecycle', 'container start', async s => await docker.getContainer(id).start({ abortSignal: s }), { retry: true }), [304])
     },
 
-    async stopContainer (id, graceSeconds) {
+    async stop (id, graceSeconds) {
       try {
         await run('lifecycle', 'container stop', async s => await docker.getContainer(id).stop({ t: graceSeconds, abortSignal: s }),
           { retry: true, timeoutMs: (graceSeconds + 30) * 1000 })
@@ -79,11 +88,11 @@ export function createDockerClient (host: string, limits: Partial<EngineLimits> 
       }
     },
 
-    async killContainer (id) {
+    async kill (id) {
       await absorb(run('lifecycle', 'container kill', async s => await docker.getContainer(id).kill({ abortSignal: s }), { retry: true }), [404, 409, 304])
     },
 
-    async removeContainer (id) {
+    async remove (id) {
       try {
         await run('lifecycle', 'container remove', async s => await docker.getContainer(id).remove({ force: true, v: false, abortSignal: s }), { retry: true, timeoutMs: 60_000 })
       } catch (err) {
@@ -94,7 +103,7 @@ export function createDockerClient (host: string, limits: Partial<EngineLimits> 
       }
     },
 
-    async inspectContainer (idOrName) {
+    async inspect (idOrName) {
       let info: Docker.ContainerInspectInfo
       try {
         info = await run('read', 'container inspect', async s => await docker.getContainer(idOrName).inspect({ abortSignal: s }), { retry: true, dedupKey: `inspect\u0000${idOrName}` })
@@ -110,19 +119,19 @@ export function createDockerClient (host: string, limits: Partial<EngineLimits> 
         imageId: info.Image,
         env: info.Config.Env ?? [],
         mounts: (info.HostConfig.Mounts ?? []).map(m => ({ type: m.Type, source: m.Source, target: m.Target, readOnly: m.ReadOnly === true })),
-        networkMode: info.HostConfig.NetworkMode ?? '',
+        network: info.HostConfig.NetworkMode ?? '',
         addresses: Object.fromEntries(Object.entries(info.NetworkSettings?.Networks ?? {})
           .filter(([, n]) => typeof n.IPAddress === 'string' && n.IPAddress !== '').map(([k, n]) => [k, n.IPAddress])),
         memory: info.HostConfig.Memory ?? 0,
-        nanoCpus: info.HostConfig.NanoCpus ?? 0,
-        pidsLimit: info.HostConfig.PidsLimit ?? 0,
+        cpus: (info.HostConfig.NanoCpus ?? 0) / 1e9,
+        pids: info.HostConfig.PidsLimit ?? 0,
         tmpfs: (info.HostConfig as { Tmpfs?: Record<string, string> | null }).Tmpfs ?? {},
-        storageSize: (info.HostConfig as { StorageOpt?: Record<string, string> | null }).StorageOpt?.size ?? '',
+        diskQuota: quotaBytes((info.HostConfig as { StorageOpt?: Record<string, string> | null }).StorageOpt?.size),
         oomKilled: info.State.OOMKilled === true
       }
     },
 
-    async listContainers (labelFilters) {
+    async list (labelFilters) {
       const list = await run('read', 'container list', async s => await docker.listContainers({ all: true, filters: { label: labelFilters }, abortSignal: s }),
         { retry: true, dedupKey: `list\u0000${JSON.stringify(labelFilters)}` })
       return list.map(c => ({
@@ -133,7 +142,7 @@ export function createDockerClient (host: string, limits: Partial<EngineLimits> 
       }))
     },
 
-    async renameContainer (id, name) {
+    async rename (id, name) {
       try {
         // Not retried: a rename that went through answers 409 on a second attempt.
         await run('lifecycle', 'container rename', async s => await docker.getContainer(id).rename({ name, abortSignal: s }))

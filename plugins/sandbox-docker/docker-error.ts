@@ -1,3 +1,5 @@
+import type { EngineErrorReason, EngineFailure } from './engine-types.js'
+
 /*
  * The adapter's one error type: what Docker answered (status) and whether the engine was reachable
  * at all. docker-client.ts and docker-monitor.ts throw nothing else.
@@ -9,19 +11,36 @@
  * timeout). A busy failure is worth retrying a moment later; an unavailable one is an outage.
  */
 
-export class DockerError extends Error {
+/** What a Docker answer means in the engine contract's words (engine-types.ts), from its status and message. */
+export function reasonOf (status: number | undefined, message: string): EngineErrorReason | undefined {
+  if (status === 404) {
+    if (/no such container/i.test(message)) return 'no-such-sandbox'
+    if (/no such image/i.test(message)) return 'image-missing'
+    if (/network/i.test(message)) return 'network-missing'
+    return undefined
+  }
+  if (status === 409) return 'conflict'
+  if (status === 500 && /not running|is paused|restarting/i.test(message)) return 'not-running'
+  if ((status === 400 || status === 500) && /storage.?opt|quota|storage option/i.test(message)) return 'quota-refused'
+  return undefined
+}
+
+export class DockerError extends Error implements EngineFailure {
   /** HTTP status from the engine, when it answered */
   readonly statusCode: number | undefined
   /** true when the engine could not be reached at all (socket refused or missing, dead daemon) */
   readonly unavailable: boolean
   /** true when the engine is alive but did not answer this request in time (load): retriable */
   readonly busy: boolean
-  constructor (message: string, statusCode: number | undefined, unavailable: boolean, cause?: unknown, busy = false) {
+  /** the failure in the engine contract's words, when recognised */
+  readonly reason: EngineErrorReason | undefined
+  constructor (message: string, statusCode: number | undefined, unavailable: boolean, cause?: unknown, busy = false, reason?: EngineErrorReason) {
     super(message, { cause })
     this.name = 'DockerError'
     this.statusCode = statusCode
     this.unavailable = unavailable
     this.busy = busy && !unavailable
+    this.reason = reason ?? reasonOf(statusCode, message)
   }
 }
 

@@ -1,14 +1,16 @@
 import type { Duplex } from 'node:stream'
 import tar from 'tar-stream'
 import type { AdapterContext } from './docker-context.js'
-import type { DockerClient } from './docker-types.js'
+import { DockerError } from './docker-error.js'
+import { dockerDecoder } from './docker-stream.js'
+import type { SandboxEngine } from './engine-types.js'
 
 /*
  * The adapter's exec and file calls: start an exec on a hijacked connection, read its state, resize
  * its TTY, and put one file into a container (docker-client.ts assembles the client).
  */
 
-type ExecCalls = Pick<DockerClient, 'exec' | 'execInspect' | 'execResize' | 'putFile'>
+type ExecCalls = Pick<SandboxEngine, 'exec' | 'execInspect' | 'execResize' | 'putFile'>
 
 function tarOneFile (path: string, content: Buffer, mode: number, uid: number, gid: number): Promise<Buffer> {
   return new Promise((resolve, reject) => {
@@ -46,7 +48,7 @@ export function execCalls ({ docker, lanes, run }: AdapterContext): ExecCalls {
         }), { ...admission, ungated: true, retry: true })
         const socket = await run('exec', 'exec start', async () => await exec.start({ hijack: true, stdin: spec.stdin === true, Detach: false, Tty: spec.tty === true }),
           { ...admission, ungated: true })
-        return { id: exec.id, socket: socket as unknown as Duplex }
+        return { id: exec.id, socket: socket as unknown as Duplex, decoder: dockerDecoder(spec.tty === true) }
       } finally { release() }
     },
 
@@ -62,8 +64,17 @@ export function execCalls ({ docker, lanes, run }: AdapterContext): ExecCalls {
     async putFile (containerId, path, content, mode, uid, gid) {
       const dir = path.slice(0, path.lastIndexOf('/')) || '/'
       const archive = await tarOneFile(path, content, mode, uid, gid)
-      // Idempotent: the same archive written again ends in the same file.
-      await run('exec', `put archive ${dir}`, async s => await docker.getContainer(containerId).putArchive(archive, { path: dir, abortSignal: s }), { retry: true, timeoutMs: 120_000 })
+      try {
+        // Idempotent: the same archive written again ends in the same file.
+        await run('exec', `put archive ${dir}`, async s => await docker.getContainer(containerId).putArchive(archive, { path: dir, abortSignal: s }), { retry: true, timeoutMs: 120_000 })
+      } catch (err) {
+        const e = err as DockerError
+        // 404 without "no such container": the parent directory is missing; 400/403: the write was refused.
+        if (!e.unavailable && (e.statusCode === 404 || e.statusCode === 400 || e.statusCode === 403) && e.reason !== 'no-such-sandbox') {
+          throw new DockerError(e.message, e.statusCode, false, e, e.busy, e.statusCode === 404 ? 'no-such-path' : 'not-permitted')
+        }
+        throw e
+      }
     }
   }
 }

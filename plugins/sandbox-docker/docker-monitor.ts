@@ -1,5 +1,6 @@
 import type Docker from 'dockerode'
 import { toDockerError } from './docker-error.js'
+import type { ResourceStats, SandboxEngine } from './engine-types.js'
 
 /*
  * The monitoring half of the Docker adapter: what the daemon itself reports about a container's
@@ -8,36 +9,17 @@ import { toDockerError } from './docker-error.js'
  * that a process inside a sandbox could forge.
  */
 
-export interface ResourceStats {
-  /** processes and threads in the container's cgroup, and its limit (0 = unlimited) */
-  pids: { current: number, limit: number }
-  /** bytes in use without reclaimable page cache, and the limit (0 = unlimited) */
-  memory: { usage: number, limit: number }
-}
+export type MonitorClient = Pick<SandboxEngine, 'stats' | 'oomKills' | 'diskUsage' | 'storageInfo'>
 
-export interface DiskUsageReport {
-  /** writable layer of every container (bytes), by container name without the slash */
-  containers: Array<{ id: string, name: string, labels: Record<string, string>, sizeRw: number }>
-  /** size of every volume (bytes; -1 when the daemon did not compute it) */
-  volumes: Array<{ name: string, labels: Record<string, string>, size: number }>
-}
+const NATIVE_QUOTA = new Set(['btrfs', 'zfs', 'devicemapper', 'windowsfilter'])
 
-export interface StorageInfo {
-  /** storage driver: overlay2, btrfs, zfs, devicemapper, vfs, … */
-  driver: string
-  /** filesystem under the driver's directory as the daemon reports it (overlay2: xfs, extfs, …), '' when unknown */
-  backingFs: string
-}
-
-export interface MonitorClient {
-  /** One sample of the container's cgroup counters (the daemon's stats endpoint, one-shot). */
-  containerStats (id: string): Promise<ResourceStats>
-  /** How many OOM kills the daemon reported for the container between the two instants (ms since the epoch). */
-  oomKills (id: string, sinceMs: number, untilMs: number): Promise<number>
-  /** The daemon's disk usage of containers (writable layers) and volumes (`GET /system/df`). */
-  diskUsage (): Promise<DiskUsageReport>
-  /** Storage driver and backing filesystem (`GET /info`). */
-  storageInfo (): Promise<StorageInfo>
+/**
+ * Whether a writable-layer quota (`StorageOpt.size`) is worth trying, from `docker info`: overlay2
+ * enforces one only on xfs mounted with pquota; btrfs, zfs, devicemapper and windowsfilter natively.
+ */
+export function quotaFor (driver: string, backingFs: string): boolean {
+  if (driver === 'overlay2' || driver === 'overlay') return backingFs.toLowerCase() === 'xfs'
+  return NATIVE_QUOTA.has(driver)
 }
 
 /** Bytes of event stream read at most: a few OOM events are ~1 KiB each. */
@@ -89,7 +71,7 @@ async function readBounded (stream: NodeJS.ReadableStream, max: number): Promise
 export function createMonitorClient (docker: Docker, timeoutMs: number): MonitorClient {
   const signal = (ms = timeoutMs): AbortSignal => AbortSignal.timeout(ms)
   return {
-    async containerStats (id) {
+    async stats (id) {
       const raw = await dial<RawStats>(docker, 'container stats', {
         path: `/containers/${encodeURIComponent(id)}/stats?`, options: { stream: false, 'one-shot': true }, abortSignal: signal()
       })
@@ -119,8 +101,8 @@ export function createMonitorClient (docker: Docker, timeoutMs: number): Monitor
         Volumes?: Array<{ Name: string, Labels?: Record<string, string> | null, UsageData?: { Size?: number } | null }> | null
       }>(docker, 'disk usage', { path: '/system/df?', options: { type: ['container', 'volume'] }, abortSignal: signal(Math.max(timeoutMs, 120_000)) })
       return {
-        containers: (raw.Containers ?? []).map(c => ({
-          id: c.Id, name: (c.Names?.[0] ?? '').replace(/^\//, ''), labels: c.Labels ?? {}, sizeRw: Math.max(0, num(c.SizeRw))
+        sandboxes: (raw.Containers ?? []).map(c => ({
+          id: c.Id, name: (c.Names?.[0] ?? '').replace(/^\//, ''), labels: c.Labels ?? {}, writable: Math.max(0, num(c.SizeRw))
         })),
         volumes: (raw.Volumes ?? []).map(v => ({ name: v.Name, labels: v.Labels ?? {}, size: typeof v.UsageData?.Size === 'number' ? v.UsageData.Size : -1 }))
       }
@@ -129,7 +111,8 @@ export function createMonitorClient (docker: Docker, timeoutMs: number): Monitor
     async storageInfo () {
       const info = await dial<{ Driver?: string, DriverStatus?: Array<[string, string]> | null }>(docker, 'info', { path: '/info', abortSignal: signal() })
       const backing = (info.DriverStatus ?? []).find(([k]) => k === 'Backing Filesystem')?.[1] ?? ''
-      return { driver: info.Driver ?? '', backingFs: backing }
+      const driver = info.Driver ?? ''
+      return { driver, backingFs: backing, quota: quotaFor(driver, backing) }
     }
   }
 }

@@ -1,18 +1,18 @@
 import type Docker from 'dockerode'
 import { DockerError } from './docker-error.js'
 import type { AdapterContext } from './docker-context.js'
-import type { DockerClient, NetworkInfo } from './docker-types.js'
+import type { EngineNetwork, SandboxEngine } from './engine-types.js'
 
 /*
  * The adapter's calls on images, networks and volumes (docker-client.ts assembles the client).
  */
 
-type ObjectCalls = Pick<DockerClient, 'imageId' | 'ensureNetwork' | 'createVolume' | 'listVolumes' | 'removeVolume' | 'listNetworks' | 'removeNetwork'>
+type ObjectCalls = Pick<SandboxEngine, 'imageId' | 'ensureNetwork' | 'createVolume' | 'listVolumes' | 'removeVolume' | 'listNetworks' | 'removeNetwork'>
 
 interface RawNetwork { Id: string, Internal?: boolean, Options?: Record<string, string>, IPAM?: { Config?: Array<{ Gateway?: string, Subnet?: string }> } }
 
 export function objectCalls ({ docker, run }: AdapterContext): ObjectCalls {
-  const describeNetwork = async (name: string): Promise<NetworkInfo | null> => {
+  const describeNetwork = async (name: string): Promise<EngineNetwork | null> => {
     try {
       const n = await run('read', `network inspect ${name}`, async () => await docker.getNetwork(name).inspect(), { retry: true }) as unknown as RawNetwork
       const v4 = (n.IPAM?.Config ?? []).find(c => c.Subnet !== undefined && !c.Subnet.includes(':'))

@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto'
 import type { Duplex } from 'node:stream'
-import { SANDBOX_USER } from './container-config.js'
-import type { ContainerDetails, DockerError, ExecHandle, ExecState } from './docker-client.js'
+import { SANDBOX_USER } from './sandbox-spec.js'
+import type { EngineFailure, ExecHandle, ExecState, SandboxDetails } from './engine-types.js'
 import { toEnvList } from './env.js'
-import { Demuxer, STDERR, STDOUT } from './exec-stream.js'
+import { STDERR, STDOUT } from './exec-stream.js'
 import { SANDBOX_PUT_FAILED } from './errors.js'
 import { holdLease } from './activity.js'
 import { agentExec } from './agent-exec.js'
@@ -49,7 +49,7 @@ export async function exec (reg: Registry, chatId: string, argv: string[], opts:
       const left = Math.max(1000, timeoutMs - (at - t0))
       try {
         // The in-sandbox agent when it can serve the call; docker exec otherwise (agent-exec.ts).
-        r = await agentExec(reg, entry, argv, { ...opts, timeoutMs: left }) ?? await rawExec(reg, entry.containerId ?? '', argv, { ...opts, timeoutMs: left }, entry)
+        r = await agentExec(reg, entry, argv, { ...opts, timeoutMs: left }) ?? await rawExec(reg, entry.sandboxId ?? '', argv, { ...opts, timeoutMs: left }, entry)
       } catch (err) {
         if (attempt === 0 && notRunning(err)) { await recoverVanished(reg, entry); continue }
         throw err
@@ -82,7 +82,7 @@ export function restartedSince (entry: Entry, at: number): boolean {
 }
 
 /** Collecting exec with timeout/abort kill. `entry` enables the kill path (marker) and the stall check; internal probes skip the exit code. */
-export async function rawExec (reg: Registry, containerId: string, argv: string[], opts: ExecOptions, entry?: Entry, wantExitCode = true): Promise<RawExecResult> {
+export async function rawExec (reg: Registry, sandboxId: string, argv: string[], opts: ExecOptions, entry?: Entry, wantExitCode = true): Promise<RawExecResult> {
   const execId = randomBytes(12).toString('hex')
   const user = opts.user ?? SANDBOX_USER
   const env = toEnvList(opts.env, entry === undefined ? undefined : { CUBICLE_EXEC_ID: execId })
@@ -91,11 +91,11 @@ export async function rawExec (reg: Registry, containerId: string, argv: string[
   try {
     // The wait for an exec slot counts toward the call's own timeout and ends with its signal (issue #11).
     const deadline = Date.now() + (opts.timeoutMs ?? reg.opts.commandTimeoutS * 1000)
-    handle = await reg.docker.exec(containerId, { argv, user, cwd: opts.cwd ?? '/home/assistant', env, stdin: stdin !== undefined, signal: opts.signal, deadline })
+    handle = await reg.engine.exec(sandboxId, { argv, user, cwd: opts.cwd ?? '/home/assistant', env, stdin: stdin !== undefined, signal: opts.signal, deadline })
   } catch (err) {
     throw entry === undefined ? err : execStartError(reg, entry, err)
   }
-  const out = collector(opts.maxBytes ?? DEFAULT_MAX_BYTES)
+  const out = collector(handle, opts.maxBytes ?? DEFAULT_MAX_BYTES)
   const kill = (): number | null => entry === undefined ? null : terminate(reg, entry, execId, user, opts.killGraceMs)
   // A start that hangs (no pid left): restart the sandbox if saturated; the stream ends with it.
   let stalled = false
@@ -125,19 +125,18 @@ export function watchStart (reg: Registry, execId: string, seen: () => boolean, 
   let off = false
   const timer = setTimeout(() => {
     if (off || seen()) return
-    reg.docker.execInspect(execId).then(s => { if (!off && s.running && s.pid === 0) onStalled() }, () => {})
+    reg.engine.execInspect(execId).then(s => { if (!off && s.running && s.pid === 0) onStalled() }, () => {})
   }, STALL_MS)
   timer.unref()
   return () => { off = true; clearTimeout(timer) }
 }
 
 /** Keeps at most `maxBytes` of stdout and of stderr; the rest only sets `truncated`. */
-function collector (maxBytes: number): { push: (chunk: Buffer) => void, result: () => { stdout: Buffer, stderr: Buffer, truncated: boolean } } {
+function collector (handle: ExecHandle, maxBytes: number): { push: (chunk: Buffer) => void, result: () => { stdout: Buffer, stderr: Buffer, truncated: boolean } } {
   const kept = { [STDOUT]: [] as Buffer[], [STDERR]: [] as Buffer[] }
   const len = { [STDOUT]: 0, [STDERR]: 0 }
   let truncated = false
-  const demux = new Demuxer((stream, data) => {
-    if (stream !== STDOUT && stream !== STDERR) return
+  const demux = handle.decoder((stream, data) => {
     if (len[stream] + data.length <= maxBytes) { kept[stream].push(Buffer.from(data)); len[stream] += data.length; return }
     const room = maxBytes - len[stream]
     if (room > 0) { kept[stream].push(Buffer.from(data.subarray(0, room))); len[stream] += room }
@@ -203,7 +202,7 @@ async function pollExitCode (reg: Registry, execId: string, ended: Ended): Promi
   for (let i = 0; i < 20; i++) {
     let state: ExecState
     try {
-      state = await reg.docker.execInspect(execId)
+      state = await reg.engine.execInspect(execId)
     } catch { return null }
     if (!state.running) return state
     if (ended.timedOut || ended.cancelled) return null
@@ -213,9 +212,9 @@ async function pollExitCode (reg: Registry, execId: string, ended: Ended): Promi
 }
 
 /** After an exec lost its stream: refresh the cached state (one inspect) and return what the engine said. */
-export async function checkAlive (reg: Registry, entry: Entry): Promise<ContainerDetails | null | undefined> {
+export async function checkAlive (reg: Registry, entry: Entry): Promise<SandboxDetails | null | undefined> {
   try {
-    const c = await reg.docker.inspectContainer(entry.names.container)
+    const c = await reg.engine.inspect(entry.names.container)
     if (entry.locked === 0 && entry.ensuring === null) {
       const was = entry.state
       entry.state = c === null ? 'absent' : c.running ? 'running' : 'stopped'
@@ -238,11 +237,11 @@ export async function putFile (reg: Registry, chatId: string, path: string, cont
   const data = Buffer.isBuffer(content) ? content : Buffer.from(content, 'utf8')
   await withRecovery(reg, entry, async () => {
     try {
-      await reg.docker.putFile(entry.containerId ?? '', path, data, opts.mode ?? 0o644, opts.uid ?? 0, opts.gid ?? 0)
+      await reg.engine.putFile(entry.sandboxId ?? '', path, data, opts.mode ?? 0o644, opts.uid ?? 0, opts.gid ?? 0)
     } catch (err) {
-      const e = err as DockerError
-      if (!e.unavailable && (e.statusCode === 404 || e.statusCode === 400 || e.statusCode === 403) && !/no such container/i.test(e.message)) {
-        throw new SANDBOX_PUT_FAILED(path, e.statusCode === 404 ? 'the parent directory does not exist' : 'not permitted')
+      const reason = (err as EngineFailure).reason
+      if (reason === 'no-such-path' || reason === 'not-permitted') {
+        throw new SANDBOX_PUT_FAILED(path, reason === 'no-such-path' ? 'the parent directory does not exist' : 'not permitted')
       }
       throw execStartError(reg, entry, err)
     }
@@ -266,7 +265,7 @@ export async function openStream (reg: Registry, chatId: string, argv: string[],
   const tty = opts.tty === true
   const handle = await withRecovery(reg, entry, async () => {
     try {
-      return await reg.docker.exec(entry.containerId ?? '', {
+      return await reg.engine.exec(entry.sandboxId ?? '', {
         argv, user: opts.user ?? SANDBOX_USER, cwd: opts.cwd ?? '/home/assistant', env: toEnvList(opts.env), stdin: true, tty
       })
     } catch (err) { throw execStartError(reg, entry, err) }
@@ -274,12 +273,11 @@ export async function openStream (reg: Registry, chatId: string, argv: string[],
   const { socket } = handle
   reg.streams.add(socket)
   socket.once('close', () => reg.streams.delete(socket))
-  const docker = reg.docker
+  const docker = reg.engine
   return {
     socket,
     demux: (onStdout, onStderr) => {
-      if (tty) { socket.on('data', (c: Buffer) => onStdout(c)); return }
-      const d = new Demuxer((s, data) => { if (s === STDOUT) onStdout(data); else onStderr?.(data) })
+      const d = handle.decoder((s, data) => { if (s === STDOUT) onStdout(data); else onStderr?.(data) })
       socket.on('data', (c: Buffer) => d.push(c))
     },
     resize: async (cols, rows) => { if (tty) await docker.execResize(handle.id, cols, rows) },

@@ -8,7 +8,7 @@
 import { posix } from 'node:path'
 import { chatPaths, SANDBOX_HOME, SANDBOX_OUTPUTS, SANDBOX_SKILLS, SANDBOX_UPLOADS } from '../../core/chat-paths.js'
 import type { RequestUser } from '../../core/identity.js'
-import type { MountSpec } from './container-config.js'
+import type { SpecMount } from './engine-types.js'
 import { readMeta } from './data-dirs.js'
 import { describe, type Entry, type Registry } from './registry.js'
 
@@ -30,20 +30,20 @@ async function emailOf (reg: Registry, entry: Entry, user: RequestUser | undefin
 }
 
 /** The providers' mounts, checked (absolute, normalised, below /mnt/, not a core mount, no duplicate target), sorted by target. */
-export async function extraMounts (reg: Registry, entry: Entry, user: RequestUser | undefined): Promise<MountSpec[]> {
+export async function extraMounts (reg: Registry, entry: Entry, user: RequestUser | undefined): Promise<SpecMount[]> {
   if (reg.mountProviders.length === 0) return []
   const email = await emailOf(reg, entry, user)
-  const out = new Map<string, MountSpec>()
+  const out = new Map<string, SpecMount>()
   for (const provider of reg.mountProviders) {
     try {
       const mounts = await provider({ chatId: entry.names.chatId, ...(email !== undefined && { email }), ...(user !== undefined && { user }) })
       for (const m of mounts) {
         if (!acceptable(m)) { reg.log.warn({ chat: entry.names.key }, 'an extra mount was refused (not an absolute, normalised path below /mnt/)'); continue }
-        if (!out.has(m.target)) out.set(m.target, { Type: 'bind', Source: m.source, Target: m.target, ReadOnly: true })
+        if (!out.has(m.target)) out.set(m.target, { type: 'bind', source: m.source, target: m.target, readOnly: true })
       }
     } catch (err) {
       reg.log.warn({ chat: entry.names.key, err: describe(err) }, 'a mount provider failed; the sandbox starts without its mounts')
     }
   }
-  return [...out.values()].sort((a, b) => a.Target < b.Target ? -1 : 1)
+  return [...out.values()].sort((a, b) => a.target < b.target ? -1 : 1)
 }

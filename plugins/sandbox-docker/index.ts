@@ -1,7 +1,8 @@
 import fp from 'fastify-plugin'
 import type { FastifyPluginAsync } from 'fastify'
 import { parseOptions } from '../../core/config.js'
-import { createDockerClient, type DockerClient } from './docker-client.js'
+import { createDockerEngine } from './docker-client.js'
+import type { SandboxEngine } from './engine-types.js'
 import { SandboxDockerOptions } from './schemas.js'
 import { createSandboxService } from './service.js'
 
@@ -16,10 +17,10 @@ export { sandboxEnvFromConfig } from './env.js'
  *
  * `client` (not an option of the manifest) lets tests wrap the Docker adapter.
  */
-const sandboxDocker: FastifyPluginAsync<SandboxDockerOptions & { client?: DockerClient }> = async (fastify, raw) => {
+const sandboxDocker: FastifyPluginAsync<SandboxDockerOptions & { client?: SandboxEngine }> = async (fastify, raw) => {
   const { now, client, ...rest } = raw
   const opts = parseOptions(SandboxDockerOptions, rest, 'sandbox-docker')
-  const docker = client ?? createDockerClient(opts.dockerHost)
+  const docker = client ?? createDockerEngine(opts.dockerHost)
   const service = createSandboxService({
     ...opts,
     dataDirHost: opts.dataDirHost.trim() || opts.dataDir,

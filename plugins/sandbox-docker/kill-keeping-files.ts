@@ -8,7 +8,7 @@ import { changed, mapError, withLock, type Entry, type Registry } from './regist
 export async function killKeepingFiles (reg: Registry, entry: Entry): Promise<void> {
   await withLock(entry, async () => {
     try {
-      await reg.docker.killContainer(entry.containerId ?? entry.names.container)
+      await reg.engine.kill(entry.sandboxId ?? entry.names.container)
     } catch (err) { throw mapError(reg, err) }
     entry.state = 'stopped'
     entry.recoverable = true

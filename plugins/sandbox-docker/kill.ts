@@ -26,11 +26,11 @@ export function terminate (reg: Registry, entry: Entry, execId: string, user: st
  * marked processes survive it, the sandbox is restarted (files kept) and the next result says why.
  */
 async function killMarked (reg: Registry, entry: Entry, execId: string, signal: 'TERM' | 'KILL', user: string): Promise<void> {
-  const containerId = entry.containerId
-  if (containerId === undefined || reg.closed) return
+  const sandboxId = entry.sandboxId
+  if (sandboxId === undefined || reg.closed) return
   let ok = false
   try {
-    const r = await rawExec(reg, containerId, killArgv(signal, execId), { user, timeoutMs: 4000, cwd: '/' }, undefined, false)
+    const r = await rawExec(reg, sandboxId, killArgv(signal, execId), { user, timeoutMs: 4000, cwd: '/' }, undefined, false)
     const m = /^done (\d+) (\d+)/m.exec(r.stdout.toString('utf8'))
     ok = m !== null && m[2] === '0'
     if (!ok && !reg.closed) reg.log.warn({ chat: entry.names.key, signal, result: r.stdout.toString('utf8').slice(0, 100), stderr: r.stderr.toString('utf8').slice(0, 200) }, 'kill exec did not complete')
@@ -38,7 +38,7 @@ async function killMarked (reg: Registry, entry: Entry, execId: string, signal: 
     if (!reg.closed) reg.log.warn({ chat: entry.names.key, signal, err: describe(err) }, 'kill exec failed')
   }
   // The sandbox may have been restarted or replaced meanwhile: then the processes are gone anyway.
-  if (ok || signal !== 'KILL' || reg.closed || entry.containerId !== containerId || entry.state !== 'running') return
+  if (ok || signal !== 'KILL' || reg.closed || entry.sandboxId !== sandboxId || entry.state !== 'running') return
   reg.log.warn({ chat: entry.names.key }, 'processes of a timed-out command cannot be killed from inside; restarting the sandbox (files kept)')
   const d = await diagnose(reg, entry, { stats: true })
   const notice = d.pidsFull ? pidsNotice(reg, d, 'restarted') : { kind: 'unkillable' as const, action: 'restarted' as const }

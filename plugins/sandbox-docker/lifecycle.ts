@@ -2,16 +2,17 @@ import { chatPaths, type ChatPaths } from '../../core/chat-paths.js'
 import type { RequestUser } from '../../core/identity.js'
 import { activity, metaUserChanged, saveMeta } from './activity.js'
 import { bootstrap, prepareNetwork } from './boot.js'
-import { buildContainerConfig, configDrift, SANDBOX_USER, type MountSpec } from './container-config.js'
+import { buildSandboxSpec, configDrift, SANDBOX_USER } from './sandbox-spec.js'
 import { chownOutputs, exists, prepareChatDirs, removeChatDir } from './data-dirs.js'
 import { extraMounts } from './extra-mounts.js'
 import { isQuotaRefusal, quotaOutcome, settingsWithQuota } from './disk-quota.js'
-import { DockerError, transient, type ContainerDetails } from './docker-client.js'
-import { SANDBOX_CREATE_TIMEOUT, SANDBOX_DOCKER_UNAVAILABLE, SANDBOX_FAILED, SANDBOX_IMAGE_MISSING } from './errors.js'
+import { EngineError, transient } from './engine-error.js'
+import type { EngineFailure, SandboxDetails, SandboxSpec, SpecMount } from './engine-types.js'
+import { SANDBOX_CREATE_TIMEOUT, SANDBOX_FAILED } from './errors.js'
 import { rawExec } from './exec.js'
 import { claim, loadBinding } from './pool-claim.js'
 import { reserveSlot } from './reaper.js'
-import { changed, describe, entryOf, infoOf, mapError, notifyStop, sleep, tooOld, withLock, type Entry, type Registry } from './registry.js'
+import { changed, describe, engineUnavailable, entryOf, imageMissing, infoOf, mapError, notifyStop, sleep, tooOld, withLock, type Entry, type Registry } from './registry.js'
 import type { EnsureOptions, SandboxInfo, SandboxStatus } from './types.js'
 
 /*
@@ -30,12 +31,12 @@ type Ensured = { info: SandboxInfo, started: boolean }
 type Container = { id: string, labels: Record<string, string>, running: boolean }
 
 export async function ensure (reg: Registry, chatId: string, opts: EnsureOptions = {}): Promise<SandboxInfo> {
-  if (reg.closed) throw new SANDBOX_DOCKER_UNAVAILABLE()
+  if (reg.closed) throw engineUnavailable(reg)
   const entry = entryOf(reg, chatId)
   if (opts.user !== undefined) entry.user = opts.user
   activity(reg, entry)
   // Fast path: known running and nobody is changing it; no Docker call at all.
-  if (entry.state === 'running' && entry.containerId !== undefined && entry.locked === 0 && !entry.stopping) {
+  if (entry.state === 'running' && entry.sandboxId !== undefined && entry.locked === 0 && !entry.stopping) {
     const info = infoOf(entry)
     if (opts.user !== undefined && metaUserChanged(entry, opts.user)) void saveMeta(reg, entry, opts.user).catch(() => {})
     await runHooks(reg, info, false, opts.user)
@@ -73,7 +74,7 @@ async function doEnsure (reg: Registry, entry: Entry, user: RequestUser | undefi
     const paths = await prepareChatDirs(reg.opts.dataDir, names.chatId)
     // A chat that claimed a pool sandbox once keeps its home volume (pool-claim.ts) through every recreation.
     await loadBinding(reg, entry)
-    const existing = await reg.docker.inspectContainer(names.container)
+    const existing = await reg.engine.inspect(names.container)
     let container: Container | null = existing
     let started = false
     const extra = existing === null || !existing.running ? await extraMounts(reg, entry, user) : []
@@ -89,7 +90,7 @@ async function doEnsure (reg: Registry, entry: Entry, user: RequestUser | undefi
       container = await create(reg, entry, user, extra)
       started = true
     }
-    entry.containerId = container.id
+    entry.sandboxId = container.id
     entry.createdAt = container.labels['cu.created-at']
     const ids = claimed !== null ? claimed.ids : await waitReady(reg, entry)
     entry.state = 'running'
@@ -113,39 +114,39 @@ async function doEnsure (reg: Registry, entry: Entry, user: RequestUser | undefi
  * A stopped container: started as it is, or removed (null: create a new one, volume and data kept)
  * when its settings drifted, it is too old, or it does not start.
  */
-async function startStopped (reg: Registry, entry: Entry, existing: ContainerDetails, user: RequestUser | undefined, extra: MountSpec[]): Promise<Container | null> {
+async function startStopped (reg: Registry, entry: Entry, existing: SandboxDetails, user: RequestUser | undefined, extra: SpecMount[]): Promise<Container | null> {
   const { names } = entry
-  const desired = buildContainerConfig(settingsWithQuota(reg), names.chatId, user, new Date(reg.opts.now()), extra, names.volume)
-  const currentImage = await reg.docker.imageId(reg.opts.image).catch(() => null)
+  const desired = buildSandboxSpec(settingsWithQuota(reg), names.chatId, user, new Date(reg.opts.now()), extra, names.volume)
+  const currentImage = await reg.engine.imageId(reg.opts.image).catch(() => null)
   const drift = configDrift(existing, desired, currentImage)
   if (drift !== null || tooOld(reg, existing.labels['cu.created-at'])) {
     reg.log.info({ chat: names.key, reason: drift ?? 'max age reached' }, 'recreating the stopped sandbox (volume and data kept)')
-    await reg.docker.removeContainer(existing.id)
+    await reg.engine.remove(existing.id)
     return null
   }
   await reserveSlot(reg, entry)
   try {
-    await reg.docker.startContainer(existing.id)
+    await reg.engine.start(existing.id)
     return existing
   } catch (err) {
     // An engine that is gone or busy said nothing about the container: never remove it for that.
     if (transient(err)) throw err
     reg.log.warn({ chat: names.key, err: describe(err) }, 'starting the stopped sandbox failed; recreating it (volume and data kept)')
-    await reg.docker.removeContainer(existing.id)
+    await reg.engine.remove(existing.id)
     return null
   }
 }
 
 /** Creates and starts the container; a 409 means someone else made it: adopt, never remove. */
-async function create (reg: Registry, entry: Entry, user: RequestUser | undefined, extra: MountSpec[]): Promise<Container> {
-  const build = (): ReturnType<typeof buildContainerConfig> => buildContainerConfig(settingsWithQuota(reg), entry.names.chatId, user, new Date(reg.opts.now()), extra, entry.names.volume)
+async function create (reg: Registry, entry: Entry, user: RequestUser | undefined, extra: SpecMount[]): Promise<Container> {
+  const build = (): SandboxSpec => buildSandboxSpec(settingsWithQuota(reg), entry.names.chatId, user, new Date(reg.opts.now()), extra, entry.names.volume)
   let config = build()
   let created
   try {
     created = await createOnce(reg, config)
-    if (config.HostConfig.StorageOpt !== undefined) quotaOutcome(reg, true)
+    if (config.limits.disk > 0) quotaOutcome(reg, true)
   } catch (err) {
-    if (config.HostConfig.StorageOpt === undefined || !isQuotaRefusal(err)) throw err
+    if (config.limits.disk === 0 || !isQuotaRefusal(err)) throw err
     // The storage driver has no quota after all: remember it and create without one.
     quotaOutcome(reg, false, err)
     config = build()
@@ -154,20 +155,20 @@ async function create (reg: Registry, entry: Entry, user: RequestUser | undefine
   if (created === 'conflict') {
     const existing = await adoptable(reg, entry)
     reg.log.info({ chat: entry.names.key }, 'sandbox name conflict: adopting the existing container')
-    if (!existing.running) await reg.docker.startContainer(existing.id)
+    if (!existing.running) await reg.engine.start(existing.id)
     return existing
   }
   try {
-    await reg.docker.startContainer(created.id)
+    await reg.engine.start(created.id)
   } catch (err) {
     // Busy or gone: the created container stays, the next ensure() starts it (issue #11).
     if (transient(err)) throw err
     reg.log.error({ chat: entry.names.key, err: describe(err) }, 'a new sandbox did not start; removing it')
-    await reg.docker.removeContainer(created.id).catch(() => {})
+    await reg.engine.remove(created.id).catch(() => {})
     throw new SANDBOX_FAILED('see the server log')
   }
   reg.log.info({ chat: entry.names.key, container: entry.names.container }, 'sandbox created')
-  return { id: created.id, labels: config.Labels, running: true }
+  return { id: created.id, labels: config.labels, running: true }
 }
 
 /**
@@ -175,26 +176,26 @@ async function create (reg: Registry, entry: Entry, user: RequestUser | undefine
  * our request gave up, the name is taken before the container can be inspected: wait for it (issue
  * #11: this answered "internal error" under load); a name that stays taken by nothing is a busy engine.
  */
-export async function adoptable (reg: Registry, entry: Entry): Promise<ContainerDetails> {
+export async function adoptable (reg: Registry, entry: Entry): Promise<SandboxDetails> {
   const until = Date.now() + ADOPT_WAIT_MS
   while (true) {
-    const existing = await reg.docker.inspectContainer(entry.names.container)
+    const existing = await reg.engine.inspect(entry.names.container)
     if (existing !== null) return existing
-    if (Date.now() >= until) throw new DockerError(`container ${entry.names.container}: the name is taken but the container is not visible yet`, 409, false, undefined, true)
+    if (Date.now() >= until) throw new EngineError(`sandbox ${entry.names.container}: the name is taken but the sandbox is not visible yet`, { statusCode: 409, busy: true, reason: 'conflict' })
     await sleep(250)
   }
 }
 
-async function createOnce (reg: Registry, config: ReturnType<typeof buildContainerConfig>): Promise<{ id: string } | 'conflict'> {
+async function createOnce (reg: Registry, config: SandboxSpec): Promise<{ id: string } | 'conflict'> {
   try {
-    return await reg.docker.createContainer(config)
+    return await reg.engine.create(config)
   } catch (err) {
-    const e = err as DockerError
-    if (e.statusCode === 404 && /no such image/i.test(e.message)) throw new SANDBOX_IMAGE_MISSING(reg.opts.image)
-    if (e.statusCode === 404 && /network/i.test(e.message) && reg.opts.enableNetwork) {
+    const e = err as EngineFailure
+    if (e.reason === 'image-missing') throw imageMissing(reg)
+    if (e.reason === 'network-missing' && reg.opts.enableNetwork) {
       // The network was removed behind our back: recreate it once.
       await prepareNetwork(reg)
-      return await reg.docker.createContainer(config)
+      return await reg.engine.create(config)
     }
     throw err
   }
@@ -212,7 +213,7 @@ export async function waitReady (reg: Registry, entry: Entry): Promise<{ uid: nu
   while (true) {
     const at = Date.now()
     try {
-      const r = await rawExec(reg, entry.containerId ?? '', READY_PROBE, { user: SANDBOX_USER, timeoutMs: 5000 }, undefined, false)
+      const r = await rawExec(reg, entry.sandboxId ?? '', READY_PROBE, { user: SANDBOX_USER, timeoutMs: 5000 }, undefined, false)
       const [uid, gid] = r.stdout.toString('utf8').trim().split('\n').map(Number)
       if (uid !== undefined && gid !== undefined && Number.isInteger(uid) && Number.isInteger(gid)) return { uid, gid }
       if (r.exitCode === 0) return null
@@ -220,14 +221,14 @@ export async function waitReady (reg: Registry, entry: Entry): Promise<{ uid: nu
       // A probe that ran out of time on a loaded engine is slow, not failed (issue #11).
       if (r.timedOut) deadline = Math.min(cap, deadline + (Date.now() - at))
     } catch (err) {
-      const e = err as DockerError
+      const e = err as EngineFailure
       if (e.unavailable) throw err
       // A busy engine says nothing about the sandbox: keep trying up to the cap, then report busy.
       if (e.busy) deadline = Math.min(cap, Math.max(deadline + (Date.now() - at), Date.now() + 200))
       lastError = err
     }
     if (Date.now() >= deadline) {
-      if ((lastError as DockerError | undefined)?.busy === true) throw lastError
+      if ((lastError as EngineFailure | undefined)?.busy === true) throw lastError
       reg.log.error({ chat: entry.names.key, err: describe(lastError) }, 'sandbox did not become ready')
       throw new SANDBOX_FAILED('it did not become ready')
     }
@@ -262,17 +263,17 @@ export async function status (reg: Registry, chatId: string): Promise<SandboxSta
   const metaExists = await exists(chatPaths(reg.opts.dataDir, chatId).meta)
   let c
   try {
-    c = await reg.docker.inspectContainer(entry.names.container)
+    c = await reg.engine.inspect(entry.names.container)
   } catch (err) { throw mapError(reg, err) }
   if (entry.locked === 0 && entry.ensuring === null) {
     // A container we did not know about counts as discovered now (like re-adoption), not as idle since ever.
     if (c?.running === true && entry.state !== 'running') entry.lastActive = Math.max(entry.lastActive, reg.opts.now())
     entry.state = c === null ? 'absent' : c.running ? 'running' : 'stopped'
-    if (c !== null) { entry.containerId = c.id; entry.createdAt = c.labels['cu.created-at'] }
+    if (c !== null) { entry.sandboxId = c.id; entry.createdAt = c.labels['cu.created-at'] }
     changed(reg, entry)
   }
   if (c === null) return { state: 'absent', metaExists }
-  return { state: c.running ? 'running' : 'stopped', metaExists, containerId: c.id }
+  return { state: c.running ? 'running' : 'stopped', metaExists, sandboxId: c.id }
 }
 
 /** Removes the container under the chat's lock; `purge` also deletes the volume and the data dir. */
@@ -281,13 +282,13 @@ export async function remove (reg: Registry, chatId: string, opts: { purge?: boo
   await withLock(entry, async () => {
     try {
       await loadBinding(reg, entry)
-      await reg.docker.removeContainer(entry.names.container)
+      await reg.engine.remove(entry.names.container)
       entry.state = 'absent'
-      entry.containerId = undefined
+      entry.sandboxId = undefined
       entry.recoverable = false
       changed(reg, entry)
       if (opts.purge === true) {
-        await reg.docker.removeVolume(entry.names.volume)
+        await reg.engine.removeVolume(entry.names.volume)
         await removeChatDir(reg.opts.dataDir, entry.names.key)
         entry.meta = undefined
         entry.metaLoaded = false

@@ -3,8 +3,8 @@ import { join } from 'node:path'
 import { chatKey } from '../../core/chat-id.js'
 import { chatPaths } from '../../core/chat-paths.js'
 import type { RequestUser } from '../../core/identity.js'
-import type { MountSpec } from './container-config.js'
-import type { ContainerSummary, DockerClient, ExecSpec } from './docker-client.js'
+import type { SpecMount } from './engine-types.js'
+import type { ExecSpec, SandboxEngine, SandboxSummary } from './engine-types.js'
 import { chatEnv, toEnvList } from './env.js'
 import { ownerFilter, rfc3339, sandboxNames } from './names.js'
 import { claimable, discard, HOME_LABEL, poolNames, poolOf, refill, slotDirs, slotOf, takeSlot, type PoolSlot } from './pool.js'
@@ -52,8 +52,8 @@ export async function loadBinding (reg: Registry, entry: Entry): Promise<void> {
 }
 
 /** The environment a fresh container of this chat carries and a claimed one lacks: given to each of its execs. */
-export function chatExecEnv (reg: Registry, containerId: string): string[] | undefined {
-  const entry = poolOf(reg).bound.get(containerId)
+export function chatExecEnv (reg: Registry, sandboxId: string): string[] | undefined {
+  const entry = poolOf(reg).bound.get(sandboxId)
   const b = entry?.pool
   if (entry === undefined || b === undefined || b === null) return undefined
   const r = b.record
@@ -68,12 +68,12 @@ export function chatExecEnv (reg: Registry, containerId: string): string[] | und
 }
 
 /** The adapter with the chat env in front of each exec's own (later entries win, as over a container's env). */
-export function withChatEnv (docker: DockerClient, envOf: (containerId: string) => string[] | undefined): DockerClient {
+export function withChatEnv (docker: SandboxEngine, envOf: (sandboxId: string) => string[] | undefined): SandboxEngine {
   return {
     ...docker,
-    exec: async (containerId: string, spec: ExecSpec) => {
-      const extra = envOf(containerId)
-      return await docker.exec(containerId, extra === undefined ? spec : { ...spec, env: [...extra, ...(spec.env ?? [])] })
+    exec: async (sandboxId: string, spec: ExecSpec) => {
+      const extra = envOf(sandboxId)
+      return await docker.exec(sandboxId, extra === undefined ? spec : { ...spec, env: [...extra, ...(spec.env ?? [])] })
     }
   }
 }
@@ -88,14 +88,14 @@ async function writeJson (path: string, value: unknown): Promise<void> {
  * A new chat (no pool record, no home volume of its own) with no extra mounts takes a ready pool
  * sandbox that still matches the settings; null: create one as usual.
  */
-export async function claim (reg: Registry, entry: Entry, user: RequestUser | undefined, extra: MountSpec[]): Promise<Claimed | null> {
+export async function claim (reg: Registry, entry: Entry, user: RequestUser | undefined, extra: SpecMount[]): Promise<Claimed | null> {
   if (reg.opts.poolSize <= 0) return null
   await loadBinding(reg, entry)
   // Per-user mounts are fixed at create: such chats get a fresh sandbox. A chat claimed before keeps its volume.
   if (extra.length > 0 || entry.pool !== null || poolOf(reg).ready.length === 0) { refill(reg); return null }
   const [own, imageId] = await Promise.all([
-    reg.docker.listVolumes([...ownerFilter(reg.opts.prefix), `cu.chat-key=${entry.names.key}`]),
-    reg.docker.imageId(reg.opts.image).catch(() => null)
+    reg.engine.listVolumes([...ownerFilter(reg.opts.prefix), `cu.chat-key=${entry.names.key}`]),
+    reg.engine.imageId(reg.opts.image).catch(() => null)
   ])
   if (own.length > 0) return null
   let slot: PoolSlot | undefined
@@ -132,7 +132,7 @@ async function bind (reg: Registry, entry: Entry, slot: PoolSlot, user: RequestU
   // Journal first (a restart before the rename rolls back), then the chat's record (a restart after it finishes).
   await writeJson(dirs.journal, { chat_id: entry.names.chatId })
   await writeJson(recordPath(reg, entry.names.chatId), record)
-  const renamed = await reg.docker.renameContainer(slot.id, entry.names.container).catch(err => err as Error)
+  const renamed = await reg.engine.rename(slot.id, entry.names.container).catch(err => err as Error)
   if (renamed !== true) {
     await unlink(recordPath(reg, entry.names.chatId)).catch(() => {})
     await unlink(dirs.journal).catch(() => {})
@@ -203,9 +203,9 @@ async function adoptDir (from: string, to: string): Promise<void> {
  * claimed ones (name `{prefix}-sbx-{K}`) are bound to their chat through its record, finished when a
  * restart interrupted the claim, and come back with the chat labels register() reads.
  */
-export async function sortListing (reg: Registry, list: ContainerSummary[]): Promise<{ chats: ContainerSummary[], unclaimed: ContainerSummary[] }> {
-  const chats: ContainerSummary[] = []
-  const unclaimed: ContainerSummary[] = []
+export async function sortListing (reg: Registry, list: SandboxSummary[]): Promise<{ chats: SandboxSummary[], unclaimed: SandboxSummary[] }> {
+  const chats: SandboxSummary[] = []
+  const unclaimed: SandboxSummary[] = []
   const pool = poolOf(reg)
   const ids = new Set(list.map(c => c.id))
   for (const id of [...pool.bound.keys(), ...pool.listed.keys()]) if (!ids.has(id)) { pool.bound.delete(id); pool.listed.delete(id) }
@@ -219,7 +219,7 @@ export async function sortListing (reg: Registry, list: ContainerSummary[]): Pro
   return { chats, unclaimed }
 }
 
-async function claimedView (reg: Registry, c: ContainerSummary, slot: string): Promise<ContainerSummary | null> {
+async function claimedView (reg: Registry, c: SandboxSummary, slot: string): Promise<SandboxSummary | null> {
   const key = /-sbx-([0-9a-f]{32})$/.exec(c.name)?.[1]
   const known = poolOf(reg).bound.get(c.id)
   const r = known?.pool?.record ?? (key === undefined ? null : await readRecord(join(reg.opts.dataDir, 'chats', key, RECORD)))
@@ -241,7 +241,7 @@ async function claimedView (reg: Registry, c: ContainerSummary, slot: string): P
 }
 
 /** register() made an entry for a claimed container: bind it (home volume, exec env). */
-export function bindListed (reg: Registry, entry: Entry, c: ContainerSummary): void {
+export function bindListed (reg: Registry, entry: Entry, c: SandboxSummary): void {
   const volume = c.labels[HOME_LABEL]
   if (volume === undefined || entry.pool?.volume === volume) {
     if (slotOf(reg, c) !== null && entry.pool != null) poolOf(reg).bound.set(c.id, entry)

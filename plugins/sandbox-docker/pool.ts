@@ -3,9 +3,9 @@ import { chmod, chown, mkdir, readFile, rm } from 'node:fs/promises'
 import { normalizeChatId } from '../../core/chat-id.js'
 import { chatPaths } from '../../core/chat-paths.js'
 import { join } from 'node:path'
-import { buildContainerConfig, configDrift, proxyEnv, SANDBOX_USER } from './container-config.js'
+import { buildSandboxSpec, configDrift, proxyEnv, SANDBOX_USER } from './sandbox-spec.js'
 import { settingsWithQuota } from './disk-quota.js'
-import type { ContainerDetails, ContainerSummary } from './docker-client.js'
+import type { SandboxDetails, SandboxSpec, SandboxSummary } from './engine-types.js'
 import { toEnvList } from './env.js'
 import { rawExec } from './exec.js'
 import { MANAGED_BY, rfc3339, TOOL_LABEL } from './names.js'
@@ -29,7 +29,7 @@ export interface PoolSlot {
   slot: string
   id: string
   /** the engine's view at creation (claimability: configDrift against the current settings) */
-  details: ContainerDetails
+  details: SandboxDetails
   uid: number
   gid: number
 }
@@ -65,7 +65,7 @@ export const poolNames = (prefix: string, slot: string): { container: string, vo
   ({ container: `${prefix}-pool-${slot}`, volume: `${prefix}-home-pool-${slot}`, hostname: `sbx-pool-${slot.slice(0, 7)}` })
 
 /** The slot of a pool-made container (label and name agree), or null. */
-export function slotOf (reg: Registry, c: ContainerSummary): string | null {
+export function slotOf (reg: Registry, c: SandboxSummary): string | null {
   const slot = c.labels[POOL_LABEL]
   return slot !== undefined && SLOT.test(slot) ? slot : null
 }
@@ -76,29 +76,29 @@ export const slotDirs = (root: string, slot: string): { dir: string, uploads: st
 }
 
 /**
- * The create body of a pool sandbox: exactly a chat's (buildContainerConfig: image, limits, network,
+ * The create body of a pool sandbox: exactly a chat's (buildSandboxSpec: image, limits, network,
  * tmpfs, quota, config-derived env, mount targets and modes) with the slot's name, volume, data dirs and
  * hostname, no per-chat env (CHAT_ID, git/GitLab identity: given per exec after a claim) and the pool labels.
  */
-export function poolConfig (reg: Registry, slot: string, now: Date): ReturnType<typeof buildContainerConfig> {
+export function poolConfig (reg: Registry, slot: string, now: Date): SandboxSpec {
   const s = settingsWithQuota(reg)
   const n = poolNames(s.prefix, slot)
-  const base = buildContainerConfig(s, 'pool', undefined, now, [], n.volume)
+  const base = buildSandboxSpec(s, 'pool', undefined, now, [], n.volume)
   const host = slotDirs(s.dataDirHost, slot)
   const labels = { 'managed-by': MANAGED_BY, tool: TOOL_LABEL, 'cu.prefix': s.prefix, [POOL_LABEL]: slot }
-  const mounts = base.HostConfig.Mounts.map(m => {
-    if (m.Type === 'volume') return { ...m, VolumeOptions: { Labels: labels } }
-    if (m.Target === '/mnt/user-data/uploads') return { ...m, Source: host.uploads }
-    if (m.Target === '/mnt/user-data/outputs') return { ...m, Source: host.outputs }
+  const mounts = base.mounts.map(m => {
+    if (m.type === 'volume') return { ...m, volumeLabels: labels }
+    if (m.target === '/mnt/user-data/uploads') return { ...m, source: host.uploads }
+    if (m.target === '/mnt/user-data/outputs') return { ...m, source: host.outputs }
     return m
   })
   return {
     ...base,
     name: n.container,
-    Hostname: n.hostname,
-    Env: toEnvList(s.sandboxEnv, { SUBAGENT_CLI: s.subagentCli }, proxyEnv(s.egressProxy)),
-    Labels: { ...labels, 'cu.created-at': rfc3339(now), 'cu.image': s.image, [HOME_LABEL]: n.volume },
-    HostConfig: { ...base.HostConfig, Mounts: mounts }
+    hostname: n.hostname,
+    env: toEnvList(s.sandboxEnv, { SUBAGENT_CLI: s.subagentCli }, proxyEnv(s.egressProxy)),
+    labels: { ...labels, 'cu.created-at': rfc3339(now), 'cu.image': s.image, [HOME_LABEL]: n.volume },
+    mounts
   }
 }
 
@@ -123,7 +123,7 @@ function chatsRunning (reg: Registry): number {
 
 /** Room for one more pool sandbox: below the pool size and within MAX_RUNNING_SANDBOXES headroom. */
 function wanted (reg: Registry): boolean {
-  if (reg.opts.poolSize <= 0 || reg.closed || !reg.bootstrapped || reg.dockerUp === false) return false
+  if (reg.opts.poolSize <= 0 || reg.closed || !reg.bootstrapped || reg.engineUp === false) return false
   if (poolRunning(reg) >= reg.opts.poolSize) return false
   return reg.opts.maxRunning === 0 || chatsRunning(reg) + poolRunning(reg) < reg.opts.maxRunning
 }
@@ -143,7 +143,7 @@ export function refill (reg: Registry): void {
         p.retryAt = Date.now() + p.retryMs
         p.retryMs = Math.min(RETRY_MAX_MS, p.retryMs * 2)
         reg.log.warn({ err: describe(err), retryInMs: p.retryAt - Date.now() }, 'warm pool: creating a sandbox failed')
-        if (reg.dockerUp === false) return
+        if (reg.engineUp === false) return
       }
     }
   })().finally(() => { p.filling = null })
@@ -159,15 +159,15 @@ async function createSlot (reg: Registry, p: PoolState): Promise<void> {
     await mkdir(dirs.uploads, { recursive: true, mode: 0o755 })
     await mkdir(dirs.outputs, { mode: 0o750 })
     await chmod(dirs.outputs, 0o750)
-    const created = await reg.docker.createContainer(config)
+    const created = await reg.engine.create(config)
     if (created === 'conflict') throw new Error('pool sandbox name taken')
     id = created.id
-    await reg.docker.startContainer(id)
+    await reg.engine.start(id)
     const ids = await probe(reg, id)
     const uid = reg.opts.uid > 0 ? reg.opts.uid : ids.uid
     const gid = reg.opts.gid > 0 ? reg.opts.gid : ids.gid
     await chown(dirs.outputs, uid, gid).catch(() => {})
-    const details = await reg.docker.inspectContainer(id)
+    const details = await reg.engine.inspect(id)
     if (details?.running !== true) throw new Error('pool sandbox stopped while starting')
     if (reg.closed) return
     p.ready.push({ slot, id, details, uid, gid })
@@ -197,8 +197,8 @@ async function probe (reg: Registry, id: string): Promise<{ uid: number, gid: nu
 /** Removes a pool sandbox that no chat claimed: container, home volume and data dirs. */
 export async function discard (reg: Registry, slot: string, idOrName: string): Promise<void> {
   try {
-    await reg.docker.removeContainer(idOrName)
-    await reg.docker.removeVolume(poolNames(reg.opts.prefix, slot).volume)
+    await reg.engine.remove(idOrName)
+    await reg.engine.removeVolume(poolNames(reg.opts.prefix, slot).volume)
     await rm(slotDirs(reg.opts.dataDir, slot).dir, { recursive: true, force: true })
   } catch (err) {
     reg.log.warn({ slot, err: describe(err) }, 'warm pool: removing an unclaimed sandbox failed (retried at the next pass)')
@@ -232,10 +232,10 @@ export async function yieldSlot (reg: Registry): Promise<boolean> {
  * A reaper pass (and boot): pool sandboxes that stopped, vanished, drifted (image, settings) or
  * reached their max age are removed; unknown unclaimed ones (re-adopted at boot) join the pool; then refill.
  */
-export async function maintain (reg: Registry, unclaimed: ContainerSummary[]): Promise<void> {
+export async function maintain (reg: Registry, unclaimed: SandboxSummary[]): Promise<void> {
   const p = poolOf(reg)
   const listed = new Map(unclaimed.map(c => [c.id, c]))
-  const imageId = await reg.docker.imageId(reg.opts.image).catch(() => null)
+  const imageId = await reg.engine.imageId(reg.opts.image).catch(() => null)
   for (const slot of [...p.ready]) {
     const c = listed.get(slot.id)
     const why = c === undefined ? 'gone' : !c.running ? 'stopped' : claimable(reg, slot, imageId)
@@ -272,8 +272,8 @@ async function rollbackJournal (reg: Registry, slot: string): Promise<void> {
   reg.log.warn({ slot }, 'warm pool: rolled back a claim interrupted before the rename')
 }
 
-async function adoptSlot (reg: Registry, p: PoolState, slot: string, c: ContainerSummary, imageId: string | null): Promise<void> {
-  const details = c.running ? await reg.docker.inspectContainer(c.id).catch(() => null) : null
+async function adoptSlot (reg: Registry, p: PoolState, slot: string, c: SandboxSummary, imageId: string | null): Promise<void> {
+  const details = c.running ? await reg.engine.inspect(c.id).catch(() => null) : null
   const candidate = details === null ? null : { slot, id: c.id, details, uid: reg.opts.uid, gid: reg.opts.gid }
   if (candidate === null || claimable(reg, candidate, imageId) !== null || p.ready.length >= reg.opts.poolSize) {
     reg.log.info({ slot }, 'warm pool: removing a stale unclaimed sandbox')

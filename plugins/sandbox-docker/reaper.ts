@@ -3,7 +3,7 @@ import { join } from 'node:path'
 import { chatKey } from '../../core/chat-id.js'
 import { bootstrap, register } from './boot.js'
 import { readMeta, removeChatDir } from './data-dirs.js'
-import type { ContainerSummary } from './docker-client.js'
+import type { SandboxSummary } from './engine-types.js'
 import { SANDBOX_CAPACITY } from './errors.js'
 import { ownerFilter } from './names.js'
 import { noteOutsideChange } from './recovery.js'
@@ -28,13 +28,13 @@ async function reapOnce (reg: Registry): Promise<void> {
   if (!reg.bootstrapped) {
     try { await bootstrap(reg) } catch { return }
   }
-  let list: ContainerSummary[]
+  let list: SandboxSummary[]
   const mark = reg.epoch
   try {
-    list = await reg.docker.listContainers(ownerFilter(reg.opts.prefix))
-    reg.dockerUp = true
+    list = await reg.engine.list(ownerFilter(reg.opts.prefix))
+    reg.engineUp = true
   } catch (err) {
-    reg.dockerUp = false
+    reg.engineUp = false
     reg.log.debug({ err: describe(err) }, 'reaper: Docker unavailable')
     return
   }
@@ -62,7 +62,7 @@ async function reapOnce (reg: Registry): Promise<void> {
 }
 
 /** Registers what Docker lists; untouched entries (epoch ≤ mark) no longer listed become absent. */
-function reconcile (reg: Registry, list: ContainerSummary[], mark: number): Set<Entry> {
+function reconcile (reg: Registry, list: SandboxSummary[], mark: number): Set<Entry> {
   const seen = new Set<Entry>()
   for (const c of list) {
     const entry = register(reg, c, reg.opts.now(), mark)
@@ -72,7 +72,7 @@ function reconcile (reg: Registry, list: ContainerSummary[], mark: number): Set<
     if (!seen.has(entry) && entry.locked === 0 && entry.ensuring === null && entry.epoch <= mark && (entry.state === 'running' || entry.state === 'stopped')) {
       if (entry.state === 'running') noteOutsideChange(entry, true)
       entry.state = 'absent'
-      entry.containerId = undefined
+      entry.sandboxId = undefined
       changed(reg, entry)
     }
   }
@@ -83,9 +83,9 @@ async function removeForAge (reg: Registry, entry: Entry): Promise<void> {
   try {
     await withLock(entry, async () => {
       if (entry.callLeases > 0) return
-      await reg.docker.removeContainer(entry.containerId ?? entry.names.container)
+      await reg.engine.remove(entry.sandboxId ?? entry.names.container)
       entry.state = 'absent'
-      entry.containerId = undefined
+      entry.sandboxId = undefined
       entry.recoverable = false
       changed(reg, entry)
       reg.log.info({ chat: entry.names.key, maxAgeHours: reg.opts.maxAgeHours }, 'sandbox reached its maximum age: removed (volume and data kept)')
@@ -122,9 +122,9 @@ async function purgeChat (reg: Registry, key: string, cutoff: number): Promise<b
   let purged = false
   try {
     await withLock(entry, async () => {
-      if (await reg.docker.inspectContainer(entry.names.container) !== null) return
+      if (await reg.engine.inspect(entry.names.container) !== null) return
       await loadBinding(reg, entry)
-      await reg.docker.removeVolume(entry.names.volume)
+      await reg.engine.removeVolume(entry.names.volume)
       await removeChatDir(reg.opts.dataDir, key)
       entry.state = 'absent'
       entry.meta = undefined

@@ -23,7 +23,7 @@ export const notRunning = (err: unknown): boolean => (err as { code?: unknown })
 export async function runningEntry (reg: Registry, chatId: string): Promise<Entry> {
   const entry = entryOf(reg, chatId)
   if (entry.restarting !== null) await entry.restarting.catch(() => {})
-  if (entry.state === 'running' && entry.containerId !== undefined) return entry
+  if (entry.state === 'running' && entry.sandboxId !== undefined) return entry
   if (!entry.recoverable) throw new SANDBOX_NOT_RUNNING()
   await ensure(reg, chatId, { user: entry.user })
   return entry
@@ -54,7 +54,7 @@ export function noteOutsideChange (entry: Entry, removed: boolean): void {
 export async function recoverVanished (reg: Registry, entry: Entry): Promise<SandboxNotice | undefined> {
   let c
   try {
-    c = await reg.docker.inspectContainer(entry.names.container)
+    c = await reg.engine.inspect(entry.names.container)
   } catch (err) { throw mapError(reg, err) }
   // Already explained: the driver acted itself, or the reaper noticed the change first.
   const ours = driverActed(entry)

@@ -1,5 +1,5 @@
-import { DockerError } from './docker-client.js'
-import { SANDBOX_DOCKER_UNAVAILABLE, SANDBOX_ENGINE_BUSY, SANDBOX_FAILED, SANDBOX_NOT_RUNNING } from './errors.js'
+import { isEngineFailure } from './engine-error.js'
+import { SANDBOX_ENGINE_BUSY, SANDBOX_ENGINE_UNAVAILABLE, SANDBOX_FAILED, SANDBOX_IMAGE_MISSING, SANDBOX_NOT_RUNNING } from './errors.js'
 import { changed, entryOf, withLock, type Entry, type Registry } from './registry.js'
 import type { SandboxInfo, StopReason } from './types.js'
 
@@ -23,6 +23,16 @@ export function armDeadline (timeoutMs: number, signal: AbortSignal | undefined,
   return () => { clearTimeout(timer); signal?.removeEventListener('abort', onAbort) }
 }
 
+/** SANDBOX_ENGINE_UNAVAILABLE in the engine's own words ("the Docker engine is not reachable; …"). */
+export function engineUnavailable (reg: Registry): Error {
+  return new SANDBOX_ENGINE_UNAVAILABLE(reg.engine.label.engine)
+}
+
+/** SANDBOX_IMAGE_MISSING naming the image and the engine's host ("… missing on the Docker host; …"). */
+export function imageMissing (reg: Registry): Error {
+  return new SANDBOX_IMAGE_MISSING(reg.opts.image, reg.engine.label.host)
+}
+
 export function describe (err: unknown): string {
   return err instanceof Error ? err.message : String(err)
 }
@@ -31,15 +41,15 @@ export function infoOf (entry: Entry): SandboxInfo {
   return {
     chatId: entry.names.chatId,
     chatKey: entry.names.key,
-    containerId: entry.containerId ?? '',
-    containerName: entry.names.container,
+    sandboxId: entry.sandboxId ?? '',
+    name: entry.names.container,
     createdAt: entry.createdAt ?? ''
   }
 }
 
 export function requireRunning (reg: Registry, chatId: string): Entry {
   const entry = entryOf(reg, chatId)
-  if (entry.state !== 'running' || entry.containerId === undefined) throw new SANDBOX_NOT_RUNNING()
+  if (entry.state !== 'running' || entry.sandboxId === undefined) throw new SANDBOX_NOT_RUNNING()
   return entry
 }
 
@@ -61,7 +71,7 @@ export async function stopEntry (reg: Registry, entry: Entry, reason: StopReason
   try {
     await withLock(entry, async () => {
       try {
-        await reg.docker.stopContainer(entry.containerId ?? entry.names.container, reg.opts.stopGraceS)
+        await reg.engine.stop(entry.sandboxId ?? entry.names.container, reg.opts.stopGraceS)
       } catch (err) { throw mapError(reg, err) }
       entry.state = entry.state === 'absent' ? 'absent' : 'stopped'
       entry.recoverable = false
@@ -78,16 +88,16 @@ export async function stopEntry (reg: Registry, entry: Entry, reason: StopReason
  * reported by reference.
  */
 export function mapError (reg: Registry, err: unknown): Error {
-  if (err instanceof DockerError) {
+  if (isEngineFailure(err)) {
     if (err.busy) {
       reg.log.warn({ err: describe(err) }, 'the engine is busy; the call was refused for the caller to retry')
       return new SANDBOX_ENGINE_BUSY()
     }
     if (err.unavailable) {
-      reg.dockerUp = false
-      return new SANDBOX_DOCKER_UNAVAILABLE()
+      reg.engineUp = false
+      return engineUnavailable(reg)
     }
-    reg.log.error({ err: describe(err) }, 'Docker request failed')
+    reg.log.error({ err: describe(err) }, 'engine request failed')
     return new SANDBOX_FAILED('see the server log')
   }
   return err instanceof Error ? err : new Error(String(err))
@@ -98,9 +108,8 @@ export function mapError (reg: Registry, err: unknown): Error {
  * invalidated, and the chat marked for recovery: recovery.ts starts it again).
  */
 export function execStartError (reg: Registry, entry: Entry, err: unknown): Error {
-  const e = err as DockerError
-  if ((e.statusCode === 404 && /no such container/i.test(e.message)) || e.statusCode === 409 ||
-    (e.statusCode === 500 && /not running|is paused|restarting/i.test(e.message))) {
+  const reason = isEngineFailure(err) ? err.reason : undefined
+  if (reason === 'no-such-sandbox' || reason === 'conflict' || reason === 'not-running') {
     if (entry.locked === 0 && entry.ensuring === null) { entry.state = 'unknown'; entry.recoverable = true; changed(reg, entry) }
     return new SANDBOX_NOT_RUNNING()
   }

@@ -1,9 +1,9 @@
 import type { Duplex } from 'node:stream'
 import type { FastifyBaseLogger } from 'fastify'
 import { chatKey } from '../../core/chat-id.js'
-import type { ContainerSettings } from './container-config.js'
+import type { SandboxSettings } from './sandbox-spec.js'
 import type { ChatMeta } from './data-dirs.js'
-import type { DockerClient, NetworkInfo } from './docker-client.js'
+import type { EngineNetwork, SandboxEngine } from './engine-types.js'
 import { sandboxNames, type SandboxNames } from './names.js'
 import type { RequestUser } from '../../core/identity.js'
 import type { DiskState, QuotaSupport } from './disk-quota.js'
@@ -12,7 +12,7 @@ import type { AgentState } from './agent-client.js'
 import type { PoolBinding } from './pool-claim.js'
 import type { EnsureHook, MountProvider, SandboxInfo, StopHook } from './types.js'
 
-export { armDeadline, clampMs, describe, execStartError, infoOf, mapError, notifyStop, requireRunning, sleep, stopEntry, tooOld } from './registry-transitions.js'
+export { armDeadline, clampMs, describe, engineUnavailable, execStartError, imageMissing, infoOf, mapError, notifyStop, requireRunning, sleep, stopEntry, tooOld } from './registry-transitions.js'
 
 /*
  * The driver's state, shared by lifecycle.ts, exec.ts, reaper.ts and boot.ts: one Entry per chat
@@ -65,7 +65,7 @@ type State = 'unknown' | 'running' | 'stopped' | 'absent'
 export interface Entry {
   names: SandboxNames
   state: State
-  containerId?: string
+  sandboxId?: string
   createdAt?: string
   lastActive: number
   callLeases: number
@@ -77,7 +77,7 @@ export interface Entry {
   stopping: boolean
   meta?: ChatMeta
   /** address on the sandbox network, cached while running */
-  address?: { containerId: string, ip: string }
+  address?: { sandboxId: string, ip: string }
   /** meta.json was read (or found missing) once */
   metaLoaded: boolean
   metaWrittenAt: number
@@ -107,12 +107,12 @@ export interface Entry {
 
 export interface Registry {
   readonly opts: ServiceOptions
-  readonly docker: DockerClient
+  readonly engine: SandboxEngine
   readonly log: FastifyBaseLogger
-  readonly settings: ContainerSettings
+  readonly settings: SandboxSettings
   readonly networkName: string
   /** the internal sandbox network once bootstrap prepared it; null without one (fail closed: network none) */
-  network: NetworkInfo | null
+  network: EngineNetwork | null
   readonly bootTime: number
   readonly entries: Map<string, Entry>
   readonly hooks: EnsureHook[]
@@ -127,7 +127,7 @@ export interface Registry {
   readonly ignored: Set<string>
   bootstrapped: boolean
   bootstrapping: Promise<void> | null
-  dockerUp: boolean | null
+  engineUp: boolean | null
   ownerWarned: boolean
   reaperTimer: NodeJS.Timeout | undefined
   purgeTimer: NodeJS.Timeout | undefined
@@ -143,11 +143,11 @@ export interface Registry {
   diskPoke: NodeJS.Timeout | undefined
 }
 
-export function createRegistry (opts: ServiceOptions, docker: DockerClient, log: FastifyBaseLogger): Registry {
+export function createRegistry (opts: ServiceOptions, engine: SandboxEngine, log: FastifyBaseLogger): Registry {
   const networkName = opts.network.trim() || `${opts.prefix}-sandboxes`
   return {
     opts,
-    docker,
+    engine,
     log,
     networkName,
     network: null,
@@ -175,7 +175,7 @@ export function createRegistry (opts: ServiceOptions, docker: DockerClient, log:
     ignored: new Set(),
     bootstrapped: false,
     bootstrapping: null,
-    dockerUp: null,
+    engineUp: null,
     ownerWarned: false,
     reaperTimer: undefined,
     purgeTimer: undefined,

@@ -1,4 +1,4 @@
-import type { ResourceStats } from './docker-monitor.js'
+import type { ResourceStats } from './engine-types.js'
 import { killKeepingFiles } from './kill-keeping-files.js'
 import { ensure } from './lifecycle.js'
 import { report } from './notices.js'
@@ -42,11 +42,11 @@ export function pidsSuspicious (reported: number | undefined, limit: number): bo
  */
 export async function diagnose (reg: Registry, entry: Entry, what: { stats?: boolean, oomSince?: number, confirm?: boolean }): Promise<Diagnosis> {
   const out: Diagnosis = { pidsFull: false, memoryFull: false, oomKills: 0, stats: null }
-  const id = entry.containerId
+  const id = entry.sandboxId
   if (id === undefined) return out
   const jobs: Array<Promise<void>> = []
   if (what.stats === true) {
-    jobs.push(reg.docker.containerStats(id).then(stats => {
+    jobs.push(reg.engine.stats(id).then(stats => {
       out.stats = stats
       out.pidsFull = pidsNearLimit(stats.pids.current, stats.pids.limit)
       out.memoryFull = stats.memory.limit > 0 && stats.memory.usage >= stats.memory.limit * 0.95
@@ -54,7 +54,7 @@ export async function diagnose (reg: Registry, entry: Entry, what: { stats?: boo
   }
   if (what.oomSince !== undefined) {
     // The engine stamps events with its own clock; a margin covers a small skew.
-    jobs.push(reg.docker.oomKills(id, what.oomSince - 2000, Date.now()).then(n => { out.oomKills = n },
+    jobs.push(reg.engine.oomKills(id, what.oomSince - 2000, Date.now()).then(n => { out.oomKills = n },
       err => { reg.log.debug({ chat: entry.names.key, err: describe(err) }, 'OOM events of the sandbox could not be read') }))
   }
   await Promise.all(jobs)

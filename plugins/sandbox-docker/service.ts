@@ -3,7 +3,7 @@ import { activity, holdLease } from './activity.js'
 import { fileOp } from './agent-files.js'
 import { closeService, readiness, startService } from './boot.js'
 import { runCommand } from './command.js'
-import type { DockerClient } from './docker-client.js'
+import type { SandboxEngine } from './engine-types.js'
 import { exec, openStream, putFile } from './exec.js'
 import { ensure, remove, status } from './lifecycle.js'
 import { takeNotices } from './notices.js'
@@ -16,18 +16,18 @@ import type { SandboxService } from './types.js'
 
 export type { ServiceOptions } from './registry.js'
 
-/** The Docker driver: the contract of types.ts plus what the plugin and the tests drive directly. */
-export interface DockerSandboxService extends Required<SandboxService> {
-  readonly docker: DockerClient
+/** The sandbox core: the contract of types.ts plus what the plugin and the tests drive directly. */
+export interface CoreSandboxService extends Required<SandboxService> {
+  readonly engine: SandboxEngine
   /** when this service was built; re-adopted sandboxes count it as their last activity */
   readonly bootTime: number
-  /** Boot: connect, ensure the network, re-adopt, start the reaper. Never throws when Docker is down. */
+  /** Boot: connect, ensure the network, re-adopt, start the reaper. Never throws when the engine is down. */
   start: () => Promise<void>
-  /** The `docker` check of /ready (fields docker, image, data_dir). */
+  /** The engine's check of /ready (Docker: `docker`, fields docker, image, data_dir). */
   readiness: () => Promise<{ ok: boolean, fields: Record<string, string> }>
   /** onClose: timers stop and open exec streams end; sandboxes keep running (re-adopted next boot). */
   close: () => Promise<void>
-  /** One reaper pass: reconcile with Docker, idle stop, max-age removal. */
+  /** One reaper pass: reconcile with the engine, idle stop, max-age removal. */
   reap: () => Promise<void>
   /** One purge pass; resolves with the number of chats purged. */
   purge: () => Promise<number>
@@ -45,23 +45,23 @@ export interface DockerSandboxService extends Required<SandboxService> {
  */
 /** A running sandbox's address on the sandbox network, inspected once per container. */
 async function sandboxAddress (reg: Registry, entry: Entry): Promise<string | null> {
-  const id = entry.containerId
+  const id = entry.sandboxId
   if (entry.state !== 'running' || id === undefined) return null
-  if (entry.address?.containerId === id) return entry.address.ip
-  const details = await reg.docker.inspectContainer(id)
+  if (entry.address?.sandboxId === id) return entry.address.ip
+  const details = await reg.engine.inspect(id)
   const ip = details?.running === true ? details.addresses[reg.networkName] : undefined
   if (ip === undefined) return null
-  entry.address = { containerId: id, ip }
+  entry.address = { sandboxId: id, ip }
   return ip
 }
 
-export function createSandboxService (opts: ServiceOptions, docker: DockerClient, log: FastifyBaseLogger): DockerSandboxService {
+export function createSandboxService (opts: ServiceOptions, engine: SandboxEngine, log: FastifyBaseLogger): CoreSandboxService {
   // Execs into a claimed pool sandbox carry the chat's environment (pool-claim.ts).
   const ref: { reg?: Registry } = {}
-  const reg = createRegistry(opts, withChatEnv(docker, id => ref.reg === undefined ? undefined : chatExecEnv(ref.reg, id)), log)
+  const reg = createRegistry(opts, withChatEnv(engine, id => ref.reg === undefined ? undefined : chatExecEnv(ref.reg, id)), log)
   ref.reg = reg
-  const service: DockerSandboxService = {
-    docker,
+  const service: CoreSandboxService = {
+    engine,
     bootTime: reg.bootTime,
     start: async () => { await startService(reg, service.reap, service.purge) },
     readiness: async () => await readiness(reg),

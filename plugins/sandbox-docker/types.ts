@@ -1,13 +1,21 @@
 import type { Duplex } from 'node:stream'
 import type { RequestUser } from '../../core/identity.js'
 
+/** The engine interface (issue #11 §1) is part of the contract: engines import it from here. */
+export type {
+  DiskUsageReport, EngineErrorReason, EngineFailure, EngineNetwork, ExecHandle, ExecOutput, ExecSpec, ExecState, ResourceStats,
+  SandboxDetails, SandboxEngine, SandboxSpec, SandboxSummary, SpecMount, StorageInfo, VolumeSummary
+} from './engine-types.js'
+
 /** A running sandbox of one chat. */
 export interface SandboxInfo {
   chatId: string
   /** sha256(chatId)[0:32] */
   chatKey: string
-  containerId: string
-  containerName: string
+  /** the engine's id of the sandbox (Docker: the container id) */
+  sandboxId: string
+  /** the engine-level name, `{prefix}-sbx-{K}` (surface.md §5.2) */
+  name: string
   /** RFC 3339, from the cu.created-at label */
   createdAt: string
 }
@@ -18,7 +26,8 @@ export interface SandboxStatus {
   state: SandboxState
   /** meta.json exists for the chat (it was used before) */
   metaExists: boolean
-  containerId?: string
+  /** the engine's id of the sandbox, when it exists */
+  sandboxId?: string
 }
 
 export interface EnsureOptions {
@@ -185,7 +194,7 @@ export interface SandboxService {
   /**
    * Returns the chat's running sandbox, creating or starting it when needed, under a per-chat
    * single-flight lock. Rejects with SANDBOX_CREATE_TIMEOUT (message `sandbox creation timed out (Ns)`),
-   * SANDBOX_IMAGE_MISSING, SANDBOX_CAPACITY (`sandbox capacity reached`), SANDBOX_DOCKER_UNAVAILABLE.
+   * SANDBOX_IMAGE_MISSING, SANDBOX_CAPACITY (`sandbox capacity reached`), SANDBOX_ENGINE_UNAVAILABLE.
    * Counts as activity.
    */
   ensure (chatId: string, opts?: EnsureOptions): Promise<SandboxInfo>

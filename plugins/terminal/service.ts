@@ -40,7 +40,7 @@ const KILL_SESSION = ['/bin/sh', '-c', 'tmux kill-session -t =main 2>/dev/null; 
 const START_FAILURE: Record<string, string> = {
   SANDBOX_CAPACITY: 'capacity_reached',
   SANDBOX_IMAGE_MISSING: 'image_missing',
-  SANDBOX_DOCKER_UNAVAILABLE: 'docker_unavailable',
+  SANDBOX_ENGINE_UNAVAILABLE: 'docker_unavailable',
   SANDBOX_CREATE_TIMEOUT: 'create_timeout'
 }
 

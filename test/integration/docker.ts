@@ -12,9 +12,10 @@ import type { FastifyInstance } from 'fastify'
 import { buildApp, entry } from '../../core/app.js'
 import { loadConfig } from '../../core/config.js'
 import sandboxDocker from '../../plugins/sandbox-docker/index.js'
-import { createDockerClient, type DockerClient } from '../../plugins/sandbox-docker/docker-client.js'
+import { createDockerEngine } from '../../plugins/sandbox-docker/docker-client.js'
+import type { SandboxEngine } from '../../plugins/sandbox-docker/engine-types.js'
 import type { SandboxDockerOptions } from '../../plugins/sandbox-docker/schemas.js'
-import type { DockerSandboxService } from '../../plugins/sandbox-docker/service.js'
+import type { CoreSandboxService } from '../../plugins/sandbox-docker/service.js'
 
 export const DOCKER_HOST = process.env.DOCKER_HOST ?? process.env.DOCKER_SOCKET ?? 'unix:///var/run/docker.sock'
 export const TEST_IMAGE = process.env.DOCKER_IMAGE ?? 'computer-use-sandbox:latest'
@@ -23,7 +24,7 @@ let cached: Promise<{ skip: string | false }> | undefined
 
 export async function dockerOrSkip (opts: { image?: boolean } = { image: true }): Promise<{ skip: string | false }> {
   cached ??= (async () => {
-    const client = createDockerClient(DOCKER_HOST)
+    const client = createDockerEngine(DOCKER_HOST)
     try {
       await client.ping(3000)
     } catch (err) {
@@ -35,7 +36,7 @@ export async function dockerOrSkip (opts: { image?: boolean } = { image: true })
   })()
   const base = await cached
   if (base.skip !== false || opts.image === false) return base
-  const client = createDockerClient(DOCKER_HOST)
+  const client = createDockerEngine(DOCKER_HOST)
   try {
     if (await client.imageId(TEST_IMAGE) === null) {
       const reason = `sandbox image ${TEST_IMAGE} is missing (npm run sandbox:build)`
@@ -47,8 +48,8 @@ export async function dockerOrSkip (opts: { image?: boolean } = { image: true })
 }
 
 /** A client for tests (close it in teardown). */
-export function testDockerClient (): DockerClient {
-  return createDockerClient(DOCKER_HOST)
+export function testDockerClient (): SandboxEngine {
+  return createDockerEngine(DOCKER_HOST)
 }
 
 /**
@@ -56,12 +57,12 @@ export function testDockerClient (): DockerClient {
  * before and after a test file). Returns how many objects were removed.
  */
 export async function removeByPrefix (prefix: string): Promise<number> {
-  const client = createDockerClient(DOCKER_HOST)
+  const client = createDockerEngine(DOCKER_HOST)
   const filter = [`cu.prefix=${prefix}`]
   let n = 0
   try {
-    const containers = await client.listContainers(filter)
-    await Promise.all(containers.map(async c => { await client.removeContainer(c.id); n++ }))
+    const containers = await client.list(filter)
+    await Promise.all(containers.map(async c => { await client.remove(c.id); n++ }))
     const volumes = await client.listVolumes(filter)
     await Promise.all(volumes.map(async v => { await client.removeVolume(v.name); n++ }))
     const networks = await client.listNetworks(filter)
@@ -72,14 +73,14 @@ export async function removeByPrefix (prefix: string): Promise<number> {
 
 /** Containers carrying `cu.chat-key=<key>` (any state), e.g. to prove there is exactly one. */
 export async function containersOfChat (prefix: string, key: string): Promise<Array<{ id: string, name: string, running: boolean }>> {
-  const client = createDockerClient(DOCKER_HOST)
+  const client = createDockerEngine(DOCKER_HOST)
   try {
-    return await client.listContainers([`cu.prefix=${prefix}`, `cu.chat-key=${key}`])
+    return await client.list([`cu.prefix=${prefix}`, `cu.chat-key=${key}`])
   } finally { client.close() }
 }
 
 export async function volumesOfChat (prefix: string, key: string): Promise<string[]> {
-  const client = createDockerClient(DOCKER_HOST)
+  const client = createDockerEngine(DOCKER_HOST)
   try {
     return (await client.listVolumes([`cu.prefix=${prefix}`, `cu.chat-key=${key}`])).map(v => v.name)
   } finally { client.close() }
@@ -88,7 +89,7 @@ export async function volumesOfChat (prefix: string, key: string): Promise<strin
 export interface SandboxApp {
   app: FastifyInstance
   /** the driver itself (reap(), purge(), bootTime) */
-  service: DockerSandboxService
+  service: CoreSandboxService
   dataDir: string
   prefix: string
 }
@@ -98,7 +99,7 @@ export interface SandboxApp {
  * caller's business when it wants to simulate a restart; otherwise teardown closes it. Call
  * `cleanupPrefix(t, prefix)` once per file to remove the Docker objects and data at the end.
  */
-export async function buildSandboxApp (t: Test, prefix: string, options: Partial<SandboxDockerOptions> & { client?: DockerClient } = {}, dataDir?: string): Promise<SandboxApp> {
+export async function buildSandboxApp (t: Test, prefix: string, options: Partial<SandboxDockerOptions> & { client?: SandboxEngine } = {}, dataDir?: string): Promise<SandboxApp> {
   const dir = dataDir ?? await mkdtemp(join(tmpdir(), `${prefix}-data-`))
   const config = loadConfig({ DOCKER_IMAGE: TEST_IMAGE, LOG_LEVEL: 'silent', DATA_DIR: dir, SANDBOX_PREFIX: prefix })
   const app = await buildApp(config, [entry(sandboxDocker, {
@@ -114,7 +115,7 @@ export async function buildSandboxApp (t: Test, prefix: string, options: Partial
   })], { logger: process.env.TEST_LOG === '1' ? { level: 'debug' } : false })
   t.teardown(async () => { await app.close() })
   await app.ready()
-  return { app, service: app.sandbox as DockerSandboxService, dataDir: dir, prefix }
+  return { app, service: app.sandbox as CoreSandboxService, dataDir: dir, prefix }
 }
 
 /** Removes the prefix's containers, volumes and networks before the file runs and after it ends. */
@@ -130,7 +131,7 @@ export async function cleanupPrefix (t: Test, prefix: string): Promise<void> {
 }
 
 /** Wraps a real client so tests can intercept single calls. */
-export function wrapClient (overrides: (real: DockerClient) => Partial<DockerClient>): DockerClient {
-  const real = createDockerClient(DOCKER_HOST)
+export function wrapClient (overrides: (real: SandboxEngine) => Partial<SandboxEngine>): SandboxEngine {
+  const real = createDockerEngine(DOCKER_HOST)
   return { ...real, ...overrides(real) }
 }

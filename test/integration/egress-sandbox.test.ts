@@ -147,6 +147,6 @@ except OSError as e:
     const cleared = await app.inject({ method: 'DELETE', url: `/api/egress/${CHAT}`, headers: auth })
     t.match(cleared.json(), { mode: 'open', override: null })
     t.match(await sh(`curl -sS -m 20 http://canary-a.test:${a.port}/again`), { out: 'hello from canary-a\n' })
-    t.equal((await app.sandbox.status(CHAT)).containerId, info.containerId, 'same container throughout')
+    t.equal((await app.sandbox.status(CHAT)).sandboxId, info.sandboxId, 'same container throughout')
   })
 })

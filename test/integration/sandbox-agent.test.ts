@@ -8,7 +8,7 @@
  */
 import t from 'tap'
 import type { CommandOptions } from '../../plugins/sandbox-docker/types.js'
-import type { ExecSpec } from '../../plugins/sandbox-docker/docker-client.js'
+import type { ExecSpec } from '../../plugins/sandbox-docker/engine-types.js'
 import { AGENT_ARGV } from '../../plugins/sandbox-docker/agent-client.js'
 import { buildSandboxApp, cleanupPrefix, dockerOrSkip, testDockerClient, wrapClient } from './docker.js'
 

@@ -134,10 +134,10 @@ t.test('a writable-layer quota is tried once where the driver may take one, then
   const creates: boolean[] = []
   const client = wrapClient(real => ({
     // This engine is overlay2 on ext4; pretend xfs so the driver tries a quota, which the engine refuses.
-    storageInfo: async () => ({ driver: 'overlay2', backingFs: 'xfs' }),
-    createContainer: async (config: object) => {
-      creates.push((config as { HostConfig?: { StorageOpt?: unknown } }).HostConfig?.StorageOpt !== undefined)
-      return await real.createContainer(config)
+    storageInfo: async () => ({ driver: 'overlay2', backingFs: 'xfs', quota: true }),
+    create: async (config) => {
+      creates.push(config.limits.disk > 0)
+      return await real.create(config)
     }
   }))
   const { app } = await buildSandboxApp(t, PREFIX, { client, diskLimit: 64 * MiB })
@@ -146,8 +146,8 @@ t.test('a writable-layer quota is tried once where the driver may take one, then
   t.same(creates, [true, false, false], 'tried with StorageOpt once, then created without')
   const docker = testDockerClient()
   t.teardown(() => docker.close())
-  const c = await docker.inspectContainer(info.containerName)
-  t.equal(c?.storageSize, '')
+  const c = await docker.inspect(info.name)
+  t.equal(c?.diskQuota, 0)
   t.same(c?.tmpfs, { '/tmp': `rw,nosuid,nodev,size=${64 * MiB},mode=1777` })
   t.equal((await app.sandbox.exec('quota-1', ['sh', '-c', 'echo ok'])).stdout.toString(), 'ok\n')
 })
@@ -159,8 +159,8 @@ t.test('SANDBOX_DISK_LIMIT=0: no tmpfs, no quota, no watchdog', gate, async t =>
   const info = await app.sandbox.ensure('off-1')
   const docker = testDockerClient()
   t.teardown(() => docker.close())
-  const c = await docker.inspectContainer(info.containerName)
+  const c = await docker.inspect(info.name)
   t.same(c?.tmpfs, {})
-  t.equal(c?.storageSize, '')
+  t.equal(c?.diskQuota, 0)
   t.not((await app.sandbox.exec('off-1', ['sh', '-c', 'df --output=fstype /tmp | tail -1'])).stdout.toString().trim(), 'tmpfs')
 })

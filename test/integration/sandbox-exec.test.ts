@@ -5,7 +5,7 @@
  */
 import t from 'tap'
 import { PassThrough } from 'node:stream'
-import { Demuxer } from '../../plugins/sandbox-docker/exec-stream.js'
+import { Demuxer } from '../../plugins/sandbox-docker/docker-stream.js'
 import type { CommandOptions } from '../../plugins/sandbox-docker/types.js'
 import { buildSandboxApp, cleanupPrefix, dockerOrSkip, wrapClient } from './docker.js'
 
@@ -120,7 +120,7 @@ t.test('sandbox exec (real Docker)', { skip }, async t => {
         handle.socket.on('data', (c: Buffer) => demux.push(c))
         handle.socket.on('end', () => { ended = true; endWhenFlushed() })
         socket.on('close', () => handle.socket.destroy())
-        return { id: handle.id, socket }
+        return { ...handle, socket }
       }
     }))
     const lag = await buildSandboxApp(t, PREFIX, { client: lagging })

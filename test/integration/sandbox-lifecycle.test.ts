@@ -8,7 +8,7 @@ import { readFile, stat } from 'node:fs/promises'
 import { join } from 'node:path'
 import { chatKey } from '../../core/chat-id.js'
 import { DockerError } from '../../plugins/sandbox-docker/docker-client.js'
-import { buildContainerConfig } from '../../plugins/sandbox-docker/container-config.js'
+import { buildSandboxSpec } from '../../plugins/sandbox-docker/sandbox-spec.js'
 import {
   buildSandboxApp, cleanupPrefix, containersOfChat, dockerOrSkip, testDockerClient, TEST_IMAGE, volumesOfChat, wrapClient
 } from './docker.js'
@@ -36,10 +36,10 @@ t.test('sandbox lifecycle (real Docker)', { skip }, async t => {
     t.ok(warm < 20, 'warm ensure needs no Docker round trip')
     t.same(again, info)
     t.equal(info.chatKey, key)
-    t.equal(info.containerName, `${PREFIX}-sbx-${key}`)
+    t.equal(info.name, `${PREFIX}-sbx-${key}`)
     t.match(info.createdAt, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/)
 
-    const c = await client.inspectContainer(info.containerName)
+    const c = await client.inspect(info.name)
     t.ok(c?.running)
     const ours = Object.fromEntries(Object.entries(c?.labels ?? {}).filter(([k]) => !k.startsWith('org.opencontainers.') && !k.startsWith('cubicle.')))
     t.same(ours, {
@@ -89,7 +89,7 @@ t.test('sandbox lifecycle (real Docker)', { skip }, async t => {
     t.same(ready.json(), { status: 'ready', docker: 'ok', image: 'present', data_dir: 'writable' })
 
     const status = await app.sandbox.status(chat)
-    t.same(status, { state: 'running', metaExists: true, containerId: info.containerId })
+    t.same(status, { state: 'running', metaExists: true, sandboxId: info.sandboxId })
     t.same(await app.sandbox.status('life-never-used'), { state: 'absent', metaExists: false })
     t.same(await containersOfChat(PREFIX, chatKey('life-never-used')), [], 'status never creates')
   })
@@ -121,7 +121,7 @@ t.test('sandbox lifecycle (real Docker)', { skip }, async t => {
     const { app } = await buildSandboxApp(t, PREFIX)
     const chat = 'life-herd'
     const infos = await Promise.all(Array.from({ length: 50 }, async () => await app.sandbox.ensure(chat)))
-    t.equal(new Set(infos.map(i => i.containerId)).size, 1)
+    t.equal(new Set(infos.map(i => i.sandboxId)).size, 1)
     t.equal((await containersOfChat(PREFIX, chatKey(chat))).length, 1)
   })
 
@@ -131,21 +131,21 @@ t.test('sandbox lifecycle (real Docker)', { skip }, async t => {
     // Someone else creates it while our create is in flight: the service sees 409 and adopts.
     let raced = ''
     const racing = wrapClient(real => ({
-      createContainer: async (config) => {
-        const other = await real.createContainer(config)
-        if (other !== 'conflict') { raced = other.id; await real.startContainer(other.id) }
-        return await real.createContainer(config)
+      create: async (config) => {
+        const other = await real.create(config)
+        if (other !== 'conflict') { raced = other.id; await real.start(other.id) }
+        return await real.create(config)
       }
     }))
     const { app } = await buildSandboxApp(t, PREFIX, { client: racing })
     const info = await app.sandbox.ensure(chat)
     t.not(raced, '')
-    t.equal(info.containerId, raced, 'adopted the sibling container')
+    t.equal(info.sandboxId, raced, 'adopted the sibling container')
     t.equal((await containersOfChat(PREFIX, key)).length, 1)
 
     // A stopped container made entirely outside the service (before any call) is adopted as well.
     const chat2 = 'life-adopt-2'
-    const config = buildContainerConfig({
+    const config = buildSandboxSpec({
       image: TEST_IMAGE,
       prefix: PREFIX,
       networkMode: `${PREFIX}-sandboxes`,
@@ -158,12 +158,12 @@ t.test('sandbox lifecycle (real Docker)', { skip }, async t => {
       sandboxEnv: {},
       diskLimit: 10 * 1024 ** 3
     }, chat2, undefined, new Date())
-    config.HostConfig.Mounts = config.HostConfig.Mounts.filter(m => m.Type === 'volume')
-    const made = await client.createContainer(config)
+    config.mounts = config.mounts.filter(m => m.type === 'volume')
+    const made = await client.create(config)
     t.not(made, 'conflict')
-    await client.startContainer((made as { id: string }).id)
+    await client.start((made as { id: string }).id)
     const info2 = await app.sandbox.ensure(chat2)
-    t.equal(info2.containerId, (made as { id: string }).id, 'the running container is adopted as is')
+    t.equal(info2.sandboxId, (made as { id: string }).id, 'the running container is adopted as is')
   })
 
   t.test('home persists across stop/start and across container removal', async t => {
@@ -175,14 +175,14 @@ t.test('sandbox lifecycle (real Docker)', { skip }, async t => {
     t.equal((await app.sandbox.status(chat)).state, 'stopped')
     await t.rejects(app.sandbox.exec(chat, ['true']), { code: 'SANDBOX_NOT_RUNNING' })
     const second = await app.sandbox.ensure(chat)
-    t.equal(second.containerId, first.containerId, 'same container restarted')
+    t.equal(second.sandboxId, first.sandboxId, 'same container restarted')
     t.equal((await app.sandbox.exec(chat, ['cat', '/home/assistant/note.txt'])).stdout.toString(), 'kept\n')
 
     await app.sandbox.remove(chat)
     t.equal((await app.sandbox.status(chat)).state, 'absent')
     t.equal((await volumesOfChat(PREFIX, chatKey(chat))).length, 1, 'volume kept')
     const third = await app.sandbox.ensure(chat)
-    t.not(third.containerId, first.containerId, 'recreated')
+    t.not(third.sandboxId, first.sandboxId, 'recreated')
     t.equal((await app.sandbox.exec(chat, ['cat', '/home/assistant/note.txt'])).stdout.toString(), 'kept\n')
     t.equal((await app.sandbox.exec(chat, ['cat', '/mnt/user-data/outputs/o.txt'])).stdout.toString(), 'out\n')
 
@@ -194,9 +194,9 @@ t.test('sandbox lifecycle (real Docker)', { skip }, async t => {
   t.test('a failed start removes and recreates the container, data kept', async t => {
     let failStart = false
     const flaky = wrapClient(real => ({
-      startContainer: async (id) => {
+      start: async (id) => {
         if (failStart) { failStart = false; throw new DockerError('container start: simulated failure', 500, false) }
-        await real.startContainer(id)
+        await real.start(id)
       }
     }))
     const { app } = await buildSandboxApp(t, PREFIX, { client: flaky })
@@ -206,7 +206,7 @@ t.test('sandbox lifecycle (real Docker)', { skip }, async t => {
     await app.sandbox.stop(chat)
     failStart = true
     const second = await app.sandbox.ensure(chat)
-    t.not(second.containerId, first.containerId, 'recreated')
+    t.not(second.sandboxId, first.sandboxId, 'recreated')
     t.equal((await app.sandbox.exec(chat, ['cat', '/home/assistant/f'])).stdout.toString(), 'survived\n')
     t.equal((await containersOfChat(PREFIX, chatKey(chat))).length, 1)
   })
@@ -218,7 +218,7 @@ t.test('sandbox lifecycle (real Docker)', { skip }, async t => {
     const info = await one.app.sandbox.ensure(chat)
     await one.app.sandbox.exec(chat, ['sh', '-c', 'nohup sleep 600 >/dev/null 2>&1 &'])
     // A labelled container whose key does not match its chat id: logged and ignored, never deleted.
-    const forged = buildContainerConfig({
+    const forged = buildSandboxSpec({
       image: TEST_IMAGE,
       prefix: PREFIX,
       networkMode: 'none',
@@ -232,31 +232,31 @@ t.test('sandbox lifecycle (real Docker)', { skip }, async t => {
       diskLimit: 0
     }, 'life-forged', undefined, new Date())
     forged.name = `${PREFIX}-sbx-forged`
-    forged.Labels['cu.chat-key'] = chatKey('someone-else')
-    forged.HostConfig.Mounts = []
-    const forgedId = await client.createContainer(forged)
+    forged.labels['cu.chat-key'] = chatKey('someone-else')
+    forged.mounts = []
+    const forgedId = await client.create(forged)
     t.not(forgedId, 'conflict')
     await one.app.close()
-    t.ok((await client.inspectContainer(info.containerId))?.running, 'closing the server leaves sandboxes running')
+    t.ok((await client.inspect(info.sandboxId))?.running, 'closing the server leaves sandboxes running')
 
     const two = await buildSandboxApp(t, PREFIX, {}, one.dataDir)
-    t.same(await two.app.sandbox.status(chat), { state: 'running', metaExists: true, containerId: info.containerId })
+    t.same(await two.app.sandbox.status(chat), { state: 'running', metaExists: true, sandboxId: info.sandboxId })
     const t0 = performance.now()
     const again = await two.app.sandbox.ensure(chat)
     t.ok(performance.now() - t0 < 20, 'known running at boot: ensure is immediate')
-    t.equal(again.containerId, info.containerId)
+    t.equal(again.sandboxId, info.sandboxId)
     t.equal((await containersOfChat(PREFIX, key)).length, 1, 'no second container')
     const ps = (await two.app.sandbox.exec(chat, ['pgrep', '-f', 'sleep 600'])).exitCode
     t.equal(ps, 0, 'processes kept running across the restart')
-    t.ok(await client.inspectContainer((forgedId as { id: string }).id), 'the forged container was not deleted')
-    await client.removeContainer((forgedId as { id: string }).id)
+    t.ok(await client.inspect((forgedId as { id: string }).id), 'the forged container was not deleted')
+    await client.remove((forgedId as { id: string }).id)
   })
 
   t.test('creation bounded by the create timeout continues in the background', async t => {
     const slow = wrapClient(real => ({
-      createContainer: async (config) => {
+      create: async (config) => {
         await new Promise(resolve => setTimeout(resolve, 1500))
-        return await real.createContainer(config)
+        return await real.create(config)
       }
     }))
     const { app } = await buildSandboxApp(t, PREFIX, { client: slow, createTimeoutS: 1 })
@@ -266,7 +266,7 @@ t.test('sandbox lifecycle (real Docker)', { skip }, async t => {
     t.equal(err.message, 'sandbox creation timed out (1s)')
     const info = await app.sandbox.ensure(chat, { timeoutMs: 30_000 })
     t.equal((await containersOfChat(PREFIX, chatKey(chat))).length, 1, 'the later call awaited the same creation')
-    t.equal((await client.inspectContainer(info.containerId))?.running, true)
+    t.equal((await client.inspect(info.sandboxId))?.running, true)
   })
 
   t.test('a missing image is a coded error naming the build command; /ready says image missing', async t => {
@@ -284,18 +284,18 @@ t.test('sandbox lifecycle (real Docker)', { skip }, async t => {
     const ready = await dead.app.inject('/ready')
     t.equal(ready.statusCode, 503)
     t.match(ready.json(), { status: 'not_ready', docker: 'unavailable', data_dir: 'writable' })
-    await t.rejects(dead.app.sandbox.ensure('life-down'), { code: 'SANDBOX_DOCKER_UNAVAILABLE' })
+    await t.rejects(dead.app.sandbox.ensure('life-down'), { code: 'SANDBOX_ENGINE_UNAVAILABLE' })
 
     let down = true
     const unreachable = (): never => { throw new DockerError('ping: connect ENOENT', undefined, true) }
     const flapping = wrapClient(real => ({
       ping: async (ms) => { if (down) unreachable(); await real.ping(ms) },
-      inspectContainer: async (id) => { if (down) unreachable(); return await real.inspectContainer(id) }
+      inspect: async (id) => { if (down) unreachable(); return await real.inspect(id) }
     }))
     const { app } = await buildSandboxApp(t, PREFIX, { client: flapping })
-    await t.rejects(app.sandbox.ensure('life-down'), { code: 'SANDBOX_DOCKER_UNAVAILABLE' })
+    await t.rejects(app.sandbox.ensure('life-down'), { code: 'SANDBOX_ENGINE_UNAVAILABLE' })
     down = false
     const info = await app.sandbox.ensure('life-down')
-    t.ok((await client.inspectContainer(info.containerId))?.running, 'created once Docker answered again')
+    t.ok((await client.inspect(info.sandboxId))?.running, 'created once Docker answered again')
   })
 })

@@ -9,7 +9,7 @@ import t from 'tap'
 import { mkdir, readFile, stat, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { chatKey } from '../../core/chat-id.js'
-import type { DockerSandboxService } from '../../plugins/sandbox-docker/service.js'
+import type { CoreSandboxService } from '../../plugins/sandbox-docker/service.js'
 import { buildSandboxApp, cleanupPrefix, dockerOrSkip, testDockerClient } from './docker.js'
 
 const PREFIX = 'tpool'
@@ -23,7 +23,7 @@ async function until (what: string, cond: () => boolean | Promise<boolean>, ms =
   }
 }
 
-const sh = async (s: DockerSandboxService, chat: string, cmd: string): Promise<string> =>
+const sh = async (s: CoreSandboxService, chat: string, cmd: string): Promise<string> =>
   (await s.exec(chat, ['sh', '-c', cmd])).stdout.toString()
 
 /** What a process inside sees: mount targets and options, owners and modes, the environment (names; CHAT_ID's value). */
@@ -39,7 +39,7 @@ t.test('warm pool (real Docker)', { skip }, async t => {
   await cleanupPrefix(t, PREFIX)
   const client = testDockerClient()
   t.teardown(() => client.close())
-  const poolContainers = async (): Promise<string[]> => (await client.listContainers([`cu.prefix=${PREFIX}`]))
+  const poolContainers = async (): Promise<string[]> => (await client.list([`cu.prefix=${PREFIX}`]))
     .filter(c => c.name.startsWith(`${PREFIX}-pool-`)).map(c => c.id).sort()
 
   // issue #11 §3: the layout of a freshly created sandbox, as the reference.
@@ -49,7 +49,7 @@ t.test('warm pool (real Docker)', { skip }, async t => {
   const freshLayout = await sh(fresh.service, 'pool-fresh', LAYOUT)
   const freshEnv = await sh(fresh.service, 'pool-fresh', 'env')
   t.same(await poolContainers(), [], 'SANDBOX_POOL_SIZE=0: no pool sandbox is made')
-  t.match((await client.inspectContainer(`${PREFIX}-sbx-${chatKey('pool-fresh')}`))?.labels, { 'cu.chat-id': 'pool-fresh' }, 'pool 0 creates as before')
+  t.match((await client.inspect(`${PREFIX}-sbx-${chatKey('pool-fresh')}`))?.labels, { 'cu.chat-id': 'pool-fresh' }, 'pool 0 creates as before')
   await fresh.app.close()
 
   const dataDir = fresh.dataDir
@@ -67,8 +67,8 @@ t.test('warm pool (real Docker)', { skip }, async t => {
     const t0 = performance.now()
     const info = await service.ensure(chat, { user })
     t.comment(`claim: ensure ${(performance.now() - t0).toFixed(0)} ms`)
-    t.ok(pooledIds.includes(info.containerId), 'the container came from the pool')
-    t.equal(info.containerName, `${PREFIX}-sbx-${key}`)
+    t.ok(pooledIds.includes(info.sandboxId), 'the container came from the pool')
+    t.equal(info.name, `${PREFIX}-sbx-${key}`)
     const layout = await sh(service, chat, LAYOUT)
     t.equal(layout, freshLayout, 'mount table, owners and modes, user and env names equal a fresh sandbox\'s')
     const env = await sh(service, chat, 'env')
@@ -88,7 +88,7 @@ t.test('warm pool (real Docker)', { skip }, async t => {
     t.notOk(JSON.stringify(record).includes('tok'), 'no secret in the record')
     const meta = JSON.parse(await readFile(join(dataDir, 'chats', key, 'meta.json'), 'utf8')) as Record<string, unknown>
     t.equal(meta.chat_id, chat)
-    const c = await client.inspectContainer(info.containerName)
+    const c = await client.inspect(info.name)
     t.equal(c?.mounts.find(m => m.target === '/home/assistant')?.source.includes(record.home_volume as string), true, 'home is the slot\'s volume')
     await until('the pool refilled', () => service.pooled() === 2)
     t.end()
@@ -100,13 +100,13 @@ t.test('warm pool (real Docker)', { skip }, async t => {
     const infos = await Promise.all(chats.flatMap(chat => [0, 1, 2].map(async () => await service.ensure(chat))))
     const ids = new Set<string>()
     for (const chat of chats) {
-      const mine = new Set(infos.filter(i => i.chatId === chat).map(i => i.containerId))
+      const mine = new Set(infos.filter(i => i.chatId === chat).map(i => i.sandboxId))
       t.equal(mine.size, 1, `${chat}: one container`)
       ids.add([...mine][0]!)
       t.equal(await sh(service, chat, 'printf %s "$CHAT_ID"'), chat, `${chat}: its own CHAT_ID`)
     }
     t.equal(ids.size, 10, 'no container shared')
-    const all = await client.listContainers([`cu.prefix=${PREFIX}`])
+    const all = await client.list([`cu.prefix=${PREFIX}`])
     t.equal(all.filter(c => c.name.includes('-sbx-') && chats.some(chat => c.name.endsWith(chatKey(chat)))).length, 10, '10 chat containers')
     await until('the pool refilled', () => service.pooled() === 2)
     t.end()
@@ -116,7 +116,7 @@ t.test('warm pool (real Docker)', { skip }, async t => {
     const before = await poolContainers()
     // An interrupted claim before the rename: journal and record written, container still pooled.
     const [rollId, finishId] = before
-    const slotOfId = async (id: string): Promise<string> => (await client.inspectContainer(id))!.labels['cu.pool-slot']!
+    const slotOfId = async (id: string): Promise<string> => (await client.inspect(id))!.labels['cu.pool-slot']!
     const rollSlot = await slotOfId(rollId!)
     const finishSlot = await slotOfId(finishId!)
     const rollKey = chatKey('pool-roll')
@@ -129,7 +129,7 @@ t.test('warm pool (real Docker)', { skip }, async t => {
     await writeFile(join(dataDir, 'pool', finishSlot, 'claim.json'), JSON.stringify({ chat_id: 'pool-fin' }))
     await writeFile(join(dataDir, 'chats', finKey, 'sandbox.json'), JSON.stringify({ chat_id: 'pool-fin', slot: finishSlot, home_volume: `${PREFIX}-home-pool-${finishSlot}`, user_name: 'Fin' }))
     await app.close()
-    t.equal(await client.renameContainer(finishId!, `${PREFIX}-sbx-${finKey}`), true)
+    t.equal(await client.rename(finishId!, `${PREFIX}-sbx-${finKey}`), true)
     ;({ app, service } = await buildSandboxApp(outer, PREFIX, { poolSize: 2 }, dataDir))
     await until('the pool re-adopted and refilled', () => service.pooled() === 2)
     const after = await poolContainers()
@@ -149,11 +149,11 @@ t.test('warm pool (real Docker)', { skip }, async t => {
     const volume = (JSON.parse(await readFile(join(dataDir, 'chats', key, 'sandbox.json'), 'utf8')) as { home_volume: string }).home_volume
     await service.stop(chat)
     const after = await service.ensure(chat)
-    t.not(after.containerId, before.containerId, 'the stopped claimed sandbox is recreated (its mounts drifted)')
-    const c = await client.inspectContainer(after.containerName)
+    t.not(after.sandboxId, before.sandboxId, 'the stopped claimed sandbox is recreated (its mounts drifted)')
+    const c = await client.inspect(after.name)
     t.match(c?.labels, { 'cu.chat-id': chat, 'cu.chat-key': key, 'cu.home-volume': volume }, 'now with the chat labels and its volume recorded')
     t.equal(await sh(service, chat, 'cat ~/h.txt /mnt/user-data/outputs/o.txt; printf %s "$CHAT_ID"'), 'home\nout\npool-a', 'home and outputs kept')
-    await client.removeContainer(after.containerId)
+    await client.remove(after.sandboxId)
     const r = await service.runCommand(chat, 'cat ~/h.txt /mnt/user-data/outputs/o.txt', { timeoutMs: 60_000, onOutput: () => {} })
     t.equal(r.exitCode, 0, 'recreated after a removal behind our back')
     t.equal(await sh(service, chat, 'cat ~/h.txt'), 'home\n')
@@ -163,11 +163,11 @@ t.test('warm pool (real Docker)', { skip }, async t => {
   })
 
   t.test('no leaks: every container and volume is a chat\'s or the pool\'s', async t => {
-    const containers = await client.listContainers([`cu.prefix=${PREFIX}`])
+    const containers = await client.list([`cu.prefix=${PREFIX}`])
     const volumes = (await client.listVolumes([`cu.prefix=${PREFIX}`])).map(v => v.name)
     const mounted = new Set<string>()
     for (const c of containers) {
-      const d = await client.inspectContainer(c.id)
+      const d = await client.inspect(c.id)
       for (const m of d?.mounts ?? []) if (m.type === 'volume') mounted.add(m.source)
     }
     t.equal(containers.filter(c => c.name.startsWith(`${PREFIX}-pool-`)).length, 2, 'exactly the pool size unclaimed')

@@ -5,7 +5,7 @@
  */
 import t from 'tap'
 import { chatKey } from '../../core/chat-id.js'
-import type { DockerSandboxService } from '../../plugins/sandbox-docker/service.js'
+import type { CoreSandboxService } from '../../plugins/sandbox-docker/service.js'
 import { bash, client, textOf, toolsApp } from '../plugins/workspace-tools/integration-app.js'
 import { containersOfChat, dockerOrSkip, testDockerClient } from './docker.js'
 
@@ -28,7 +28,7 @@ t.test('a sandbox changed behind the server\'s back: the first call recovers it'
 
   t.test('docker rm -f between calls: recreated on the same workspace, and said so once', async t => { // issue #8
     const before = await only()
-    await docker.removeContainer(before.id)
+    await docker.remove(before.id)
     const r = await bash(c, 'cat ~/keep.txt /mnt/user-data/outputs/o.txt')
     t.notOk(r.isError, 'the first call succeeds')
     t.match(textOf(r), /^kept\nout\n\n\n\[Note: The sandbox had been removed outside this server .*a new one was created for this command on the same workspace\. Files in \/home\/assistant and \/mnt\/user-data\/outputs are kept; files elsewhere \(such as installed packages\) and all processes are gone\.\]$/)
@@ -42,8 +42,8 @@ t.test('a sandbox changed behind the server\'s back: the first call recovers it'
     for (const how of ['stop', 'kill'] as const) {
       const before = await only()
       await bash(c, 'nohup sleep 500 >/dev/null 2>&1 &')
-      if (how === 'stop') await docker.stopContainer(before.id, 0)
-      else await docker.killContainer(before.id)
+      if (how === 'stop') await docker.stop(before.id, 0)
+      else await docker.kill(before.id)
       const r = await bash(c, 'cat ~/keep.txt; pgrep -cf "^sleep 500" || true')
       t.notOk(r.isError, `${how}: the first call succeeds`)
       t.match(textOf(r), /^kept\n0\n\n\n\[Note: The sandbox had been stopped outside this server .*it was started again for this command\. Files in \/home\/assistant and \/mnt\/user-data\/outputs are kept; processes that were running, background jobs included, are gone\.\]$/, how)
@@ -54,7 +54,7 @@ t.test('a sandbox changed behind the server\'s back: the first call recovers it'
   t.test('killed while a command runs: the result says so, the next call starts it again', async t => { // issue #8
     const pending = bash(c, 'echo started; sleep 60; echo never')
     await sleep(1500)
-    await docker.killContainer((await only()).id)
+    await docker.kill((await only()).id)
     const r = await pending
     t.equal(r.isError, true)
     t.match(textOf(r), /^Error: the sandbox was stopped while the command was running\. The exit status of the command is unknown\. The sandbox was stopped outside this server .*The next command starts it again\. Files in \/home\/assistant and \/mnt\/user-data\/outputs are kept\.\n\nOutput before that \(last 1000 characters at most\):\nstarted\n$/)
@@ -62,11 +62,11 @@ t.test('a sandbox changed behind the server\'s back: the first call recovers it'
   })
 
   t.test('the driver API recovers too: exec after docker rm, putFile after docker stop', async t => { // issue #8
-    const sandbox = app.sandbox as DockerSandboxService
-    await docker.removeContainer((await only()).id)
+    const sandbox = app.sandbox as CoreSandboxService
+    await docker.remove((await only()).id)
     const r = await sandbox.exec(chat, ['cat', '/home/assistant/keep.txt'])
     t.equal(r.stdout.toString(), 'kept\n')
-    await docker.stopContainer((await only()).id, 0)
+    await docker.stop((await only()).id, 0)
     await sandbox.putFile(chat, '/home/assistant/put.txt', 'put\n', { uid: 1000, gid: 1000 })
     t.equal((await sandbox.exec(chat, ['cat', '/home/assistant/put.txt'])).stdout.toString(), 'put\n')
     t.match(sandbox.takeNotices(chat), [
@@ -77,7 +77,7 @@ t.test('a sandbox changed behind the server\'s back: the first call recovers it'
   })
 
   t.test('a sandbox stopped on purpose is not started behind the caller\'s back', async t => {
-    const sandbox = app.sandbox as DockerSandboxService
+    const sandbox = app.sandbox as CoreSandboxService
     await sandbox.stop(chat)
     await t.rejects(sandbox.exec(chat, ['true']), { code: 'SANDBOX_NOT_RUNNING' })
     t.equal((await only()).running, false)

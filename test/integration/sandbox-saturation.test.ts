@@ -37,7 +37,7 @@ t.test('a fork bomb no longer bricks its chat', gate, async t => {
     t.equal(textOf(await bash(c, 'echo fine')), 'fine\n', 'nothing left to report')
     const [after] = await containersOfChat(prefix, chatKey('sat-bomb'))
     t.equal(after?.id, before?.id, 'the same container, restarted')
-    const stats = await docker.containerStats(after?.id ?? '')
+    const stats = await docker.stats(after?.id ?? '')
     t.ok(stats.pids.current < 50, `pids back to normal: ${stats.pids.current}`)
   })
 
@@ -153,11 +153,11 @@ t.test('the kill path of a timeout copes with 3,000 processes that ignore SIGTER
   let pids = Infinity
   for (let i = 0; i < 30 && pids > 10; i++) {
     await sleep(500)
-    pids = (await docker.containerStats(info.containerId)).pids.current
+    pids = (await docker.stats(info.sandboxId)).pids.current
   }
   t.ok(pids <= 10, `every process is gone (${pids} left)`)
   const [c] = await containersOfChat(PREFIX, chatKey(chat))
-  t.equal(c?.id, info.containerId)
+  t.equal(c?.id, info.sandboxId)
   t.same(r.notices ?? [], [], 'killed from inside: no restart was needed')
   t.equal((await app.sandbox.exec(chat, ['echo', 'alive'])).stdout.toString(), 'alive\n')
 })

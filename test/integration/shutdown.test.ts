@@ -129,7 +129,7 @@ t.test('SIGTERM on the real server with a real sandbox: a long bash_tool call is
 
   const docker = testDockerClient()
   try {
-    const containers = await docker.listContainers([`cu.prefix=${prefix}`])
+    const containers = await docker.list([`cu.prefix=${prefix}`])
     t.equal(containers.length, 1)
     t.equal(containers[0]?.running, true, 'the sandbox keeps running for the next boot to adopt')
   } finally { docker.close() }

@@ -39,7 +39,7 @@ export function fakeSandbox (log: FakeSandboxLog): FastifyPluginAsync {
     const unused = async (): Promise<never> => { throw new Error('not used by the tier tests') }
     const service: SandboxService = {
       async ensure (chatId, opts) {
-        const info = { chatId, chatKey: chatKey(chatId), containerId: `fake-${chatId}`, containerName: `fake-${chatId}`, createdAt: new Date(0).toISOString() }
+        const info = { chatId, chatKey: chatKey(chatId), sandboxId: `fake-${chatId}`, name: `fake-${chatId}`, createdAt: new Date(0).toISOString() }
         const first = !started.has(chatId)
         started.add(chatId)
         for (const hook of hooks) await hook(info, { started: first, ...(opts?.user !== undefined && { user: opts.user }) })

@@ -1,6 +1,6 @@
 /*
  * SANDBOX_DISK_LIMIT without an engine (issue #8): the quota decision, the /tmp tmpfs, drift, the
- * host-side outputs walk and the watchdog's verdicts (on a fake DockerClient: logic above the adapter).
+ * host-side outputs walk and the watchdog's verdicts (on a fake SandboxEngine: logic above the adapter).
  */
 import t from 'tap'
 import { link, mkdir, mkdtemp, rm, symlink, truncate, writeFile } from 'node:fs/promises'
@@ -9,13 +9,14 @@ import { join } from 'node:path'
 import pino from 'pino'
 import { parseOptions } from '../../../core/config.js'
 import { chatPaths } from '../../../core/chat-paths.js'
-import { buildContainerConfig, configDrift, tmpfsFor, type ContainerSettings } from '../../../plugins/sandbox-docker/container-config.js'
-import { isQuotaRefusal, quotaFor } from '../../../plugins/sandbox-docker/disk-quota.js'
+import { buildSandboxSpec, configDrift, tmpfsFor, type SandboxSettings } from '../../../plugins/sandbox-docker/sandbox-spec.js'
+import { dockerCreateBody } from '../../../plugins/sandbox-docker/docker-create-body.js'
+import { isQuotaRefusal } from '../../../plugins/sandbox-docker/disk-quota.js'
+import { quotaFor } from '../../../plugins/sandbox-docker/docker-monitor.js'
 import { treeUsage } from '../../../plugins/sandbox-docker/disk-usage.js'
 import { diskPass } from '../../../plugins/sandbox-docker/disk-watchdog.js'
-import type { DockerClient } from '../../../plugins/sandbox-docker/docker-client.js'
+import type { DiskUsageReport, SandboxEngine } from '../../../plugins/sandbox-docker/engine-types.js'
 import { DockerError } from '../../../plugins/sandbox-docker/docker-error.js'
-import type { DiskUsageReport } from '../../../plugins/sandbox-docker/docker-monitor.js'
 import { volumeLabels } from '../../../plugins/sandbox-docker/names.js'
 import { takeNotices } from '../../../plugins/sandbox-docker/notices.js'
 import { createRegistry, entryOf } from '../../../plugins/sandbox-docker/registry.js'
@@ -24,7 +25,7 @@ import { SandboxDockerOptions } from '../../../plugins/sandbox-docker/schemas.js
 const MiB = 1024 * 1024
 const GiB = 1024 * MiB
 
-const settings: ContainerSettings = {
+const settings: SandboxSettings = {
   image: 'img',
   prefix: 'cu',
   networkMode: 'none',
@@ -39,13 +40,13 @@ const settings: ContainerSettings = {
 }
 
 t.test('a writable-layer quota is tried only where the storage driver can enforce one', async t => {
-  t.equal(quotaFor('overlay2', 'extfs'), 'no', 'overlay2 on ext4: no project quota')
-  t.equal(quotaFor('overlay2', 'xfs'), 'try', 'overlay2 on xfs: works with pquota, so try once')
-  t.equal(quotaFor('btrfs', ''), 'try')
-  t.equal(quotaFor('zfs', ''), 'try')
-  t.equal(quotaFor('devicemapper', ''), 'try')
-  t.equal(quotaFor('vfs', 'extfs'), 'no')
-  t.equal(quotaFor('fuse-overlayfs', ''), 'no')
+  t.equal(quotaFor('overlay2', 'extfs'), false, 'overlay2 on ext4: no project quota')
+  t.equal(quotaFor('overlay2', 'xfs'), true, 'overlay2 on xfs: works with pquota, so try once')
+  t.equal(quotaFor('btrfs', ''), true)
+  t.equal(quotaFor('zfs', ''), true)
+  t.equal(quotaFor('devicemapper', ''), true)
+  t.equal(quotaFor('vfs', 'extfs'), false)
+  t.equal(quotaFor('fuse-overlayfs', ''), false)
   t.ok(isQuotaRefusal(new DockerError("container create: --storage-opt is supported only for overlay over xfs with 'pquota' mount option", 400, false)))
   t.ok(isQuotaRefusal(new DockerError('container create: Storage Opt size is not supported', 500, false)))
   t.notOk(isQuotaRefusal(new DockerError('container create: No such image: x', 404, false)))
@@ -57,34 +58,34 @@ t.test('/tmp is a tmpfs of min(limit, 1 GiB, memory / 2); none without a disk li
   t.same(tmpfsFor({ diskLimit: 50 * MiB, memLimit: 2 * GiB }), { '/tmp': `rw,nosuid,nodev,size=${50 * MiB},mode=1777` })
   t.same(tmpfsFor({ diskLimit: 10 * GiB, memLimit: 4 * GiB }), { '/tmp': `rw,nosuid,nodev,size=${GiB},mode=1777` })
   t.same(tmpfsFor({ diskLimit: 10 * GiB, memLimit: 512 * MiB }), { '/tmp': `rw,nosuid,nodev,size=${256 * MiB},mode=1777` })
-  const c = buildContainerConfig(settings, 'chat-1', undefined, new Date())
+  const c = dockerCreateBody(buildSandboxSpec(settings, 'chat-1', undefined, new Date()))
   t.same(c.HostConfig.Tmpfs, { '/tmp': `rw,nosuid,nodev,size=${GiB},mode=1777` })
   t.equal(c.HostConfig.StorageOpt, undefined, 'no quota unless the driver takes one')
-  const q = buildContainerConfig({ ...settings, storageQuota: true }, 'chat-1', undefined, new Date())
+  const q = dockerCreateBody(buildSandboxSpec({ ...settings, storageQuota: true }, 'chat-1', undefined, new Date()))
   t.same(q.HostConfig.StorageOpt, { size: String(10 * GiB) })
-  const off = buildContainerConfig({ ...settings, diskLimit: 0, storageQuota: true }, 'chat-1', undefined, new Date())
+  const off = dockerCreateBody(buildSandboxSpec({ ...settings, diskLimit: 0, storageQuota: true }, 'chat-1', undefined, new Date()))
   t.same(off.HostConfig.Tmpfs, {})
   t.equal(off.HostConfig.StorageOpt, undefined)
 })
 
 t.test('drift: a stopped container without the current tmpfs or quota is recreated', async t => {
-  const desired = buildContainerConfig({ ...settings, storageQuota: true }, 'chat-1', undefined, new Date())
+  const desired = buildSandboxSpec({ ...settings, storageQuota: true }, 'chat-1', undefined, new Date())
   const existing = {
     imageId: 'sha256:a',
-    env: desired.Env,
-    mounts: desired.HostConfig.Mounts.map(m => ({ type: m.Type, source: m.Source, target: m.Target, readOnly: m.ReadOnly })),
-    networkMode: 'none',
+    env: desired.env,
+    mounts: desired.mounts.map(m => ({ type: m.type, source: m.source, target: m.target, readOnly: m.readOnly })),
+    network: 'none',
     memory: 2 * GiB,
-    nanoCpus: 1e9,
-    pidsLimit: 512,
-    tmpfs: desired.HostConfig.Tmpfs,
-    storageSize: String(10 * GiB)
+    cpus: 1,
+    pids: 512,
+    tmpfs: desired.tmpfs,
+    diskQuota: 10 * GiB
   }
   t.equal(configDrift(existing, desired, null), null)
   t.equal(configDrift({ ...existing, tmpfs: {} }, desired, null), 'tmpfs changed', 'created before the disk limit existed')
   t.equal(configDrift({ ...existing, tmpfs: { '/tmp': 'rw,size=1' } }, desired, null), 'tmpfs changed')
-  t.equal(configDrift({ ...existing, storageSize: '' }, desired, null), 'disk quota changed')
-  t.equal(configDrift({ ...existing, storageSize: '1' }, desired, null), 'disk quota changed')
+  t.equal(configDrift({ ...existing, diskQuota: 0 }, desired, null), 'disk quota changed')
+  t.equal(configDrift({ ...existing, diskQuota: 1 }, desired, null), 'disk quota changed')
 })
 
 t.test('the outputs walk counts allocated blocks, hard links once, never follows links, and is bounded', async t => {
@@ -116,15 +117,15 @@ t.test('the outputs walk counts allocated blocks, hard links once, never follows
   t.same(await treeUsage(rootLink, { maxEntries: 10 }), { bytes: 0, entries: 0, complete: true }, 'a root swapped for a link is not followed')
 })
 
-interface FakeDocker { client: DockerClient, killed: string[], df: DiskUsageReport }
+interface FakeDocker { client: SandboxEngine, killed: string[], df: DiskUsageReport }
 
 function fakeDocker (): FakeDocker {
   const killed: string[] = []
-  const df: DiskUsageReport = { containers: [], volumes: [] }
+  const df: DiskUsageReport = { sandboxes: [], volumes: [] }
   const client = {
     diskUsage: async () => df,
-    killContainer: async (id: string) => { killed.push(id) }
-  } as unknown as DockerClient
+    kill: async (id: string) => { killed.push(id) }
+  } as unknown as SandboxEngine
   return { client, killed, df }
 }
 
@@ -137,14 +138,14 @@ t.test('watchdog: a chat over its limit is killed once, warned while over, kille
   reg.bootstrapped = true
   const entry = entryOf(reg, 'chat-disk')
   entry.state = 'running'
-  entry.containerId = 'cid-1'
+  entry.sandboxId = 'cid-1'
   const outputs = chatPaths(dataDir, 'chat-disk').outputs
   await mkdir(outputs, { recursive: true })
   await writeFile(join(outputs, 'report.bin'), Buffer.alloc(5 * MiB, 1))
   const labels = volumeLabels('cu', 'chat-disk')
   const measure = (home: number, rw: number): void => {
     fake.df.volumes = [{ name: entry.names.volume, labels, size: home }, { name: 'cu-home-other', labels: { 'managed-by': 'someone-else' }, size: 999 * GiB }]
-    fake.df.containers = [{ id: 'cid-1', name: entry.names.container, labels, sizeRw: rw }]
+    fake.df.sandboxes = [{ id: 'cid-1', name: entry.names.container, labels, writable: rw }]
   }
 
   measure(30 * MiB, MiB)
@@ -196,10 +197,10 @@ t.test('watchdog: what the writer adds until it is killed is measured after the 
   reg.bootstrapped = true
   const entry = entryOf(reg, 'chat-dd')
   entry.state = 'running'
-  entry.containerId = 'cid-dd'
+  entry.sandboxId = 'cid-dd'
   const measure = (home: number): void => { fake.df.volumes = [{ name: entry.names.volume, labels, size: home }] }
-  const kill = fake.client.killContainer.bind(fake.client)
-  fake.client.killContainer = async (id: string) => { measure(80 * MiB); await kill(id) } // dd went on from 52 to 80 MiB before it died
+  const kill = fake.client.kill.bind(fake.client)
+  fake.client.kill = async (id: string) => { measure(80 * MiB); await kill(id) } // dd went on from 52 to 80 MiB before it died
 
   measure(52 * MiB)
   await diskPass(reg)
@@ -218,13 +219,13 @@ t.test('watchdog: an engine that does not report disk usage skips the pass', asy
   let killed = 0
   const client = {
     diskUsage: async () => { throw new DockerError('disk usage: a disk usage operation is already running', 409, false) },
-    killContainer: async () => { killed++ }
-  } as unknown as DockerClient
+    kill: async () => { killed++ }
+  } as unknown as SandboxEngine
   const reg = createRegistry({ ...opts, dataDirHost: dataDir, now: Date.now }, client, pino({ level: 'silent' }))
   reg.bootstrapped = true
   const entry = entryOf(reg, 'chat-x')
   entry.state = 'running'
-  entry.containerId = 'cid'
+  entry.sandboxId = 'cid'
   await diskPass(reg)
   t.equal(killed, 0)
   t.equal(entry.disk.over, null)

@@ -8,8 +8,9 @@ import t from 'tap'
 import { PassThrough, type Duplex } from 'node:stream'
 import pino from 'pino'
 import { parseOptions } from '../../../core/config.js'
-import type { ContainerDetails, DockerClient, ExecSpec } from '../../../plugins/sandbox-docker/docker-client.js'
+import type { ExecSpec, SandboxDetails, SandboxEngine } from '../../../plugins/sandbox-docker/engine-types.js'
 import { DockerError } from '../../../plugins/sandbox-docker/docker-error.js'
+import { dockerDecoder } from '../../../plugins/sandbox-docker/docker-stream.js'
 import { adoptable, waitReady } from '../../../plugins/sandbox-docker/lifecycle.js'
 import { createRegistry, entryOf, mapError } from '../../../plugins/sandbox-docker/registry.js'
 import { SandboxDockerOptions } from '../../../plugins/sandbox-docker/schemas.js'
@@ -23,31 +24,31 @@ const frame = (text: string): Buffer => {
   return Buffer.concat([head, body])
 }
 
-const details = (name: string): ContainerDetails => ({
-  ...{ id: 'cid-1', name, running: true, labels: {}, imageId: 'sha256:x', env: [], mounts: [], networkMode: 'none' },
-  ...{ addresses: {}, memory: 0, nanoCpus: 0, pidsLimit: 0, tmpfs: {}, storageSize: '', oomKilled: false }
+const details = (name: string): SandboxDetails => ({
+  ...{ id: 'cid-1', name, running: true, labels: {}, imageId: 'sha256:x', env: [], mounts: [], network: 'none' },
+  ...{ addresses: {}, memory: 0, cpus: 0, pids: 0, tmpfs: {}, diskQuota: 0, oomKilled: false }
 })
 
-function registry (client: Partial<DockerClient>, extra: Record<string, unknown> = {}): ReturnType<typeof createRegistry> {
+function registry (client: Partial<SandboxEngine>, extra: Record<string, unknown> = {}): ReturnType<typeof createRegistry> {
   const opts = parseOptions(SandboxDockerOptions, { prefix: 'cu', dataDir: '/nonexistent', ...extra }, 'sandbox-docker')
-  return createRegistry({ ...opts, dataDirHost: '/nonexistent', now: Date.now }, client as DockerClient, pino({ level: 'silent' }))
+  return createRegistry({ ...opts, dataDirHost: '/nonexistent', now: Date.now }, client as SandboxEngine, pino({ level: 'silent' }))
 }
 
 t.test('a ready probe that times out on a loaded engine is slow, not failed', async t => { // issue #11
   let probes = 0
-  const client: Partial<DockerClient> = {
+  const client: Partial<SandboxEngine> = {
     async exec (_id: string, _spec: ExecSpec) {
       const socket = new PassThrough() as unknown as Duplex
       // The first probe hangs past its 5 s bound (a loaded engine); the second answers.
       if (++probes > 1) setImmediate(() => { socket.write(frame('1000\n1000\n')); socket.end() })
-      return { id: `exec-${probes}`, socket }
+      return { id: `exec-${probes}`, socket, decoder: dockerDecoder(false) }
     },
     async execInspect () { return { running: false, exitCode: probes > 1 ? 0 : null, pid: 1 } }
   }
   // readyTimeoutMs 1 s: before, the probe's 5 s time-out ended the wait with "did not become ready" (internal error).
   const reg = registry(client, { readyTimeoutMs: 1000, createTimeoutS: 30 })
   const entry = entryOf(reg, 'chat-ready')
-  entry.containerId = 'cid-1'
+  entry.sandboxId = 'cid-1'
   const ids = await waitReady(reg, entry)
   t.same(ids, { uid: 1000, gid: 1000 }, 'ready after the slow probe')
   t.equal(probes, 2)
@@ -55,12 +56,12 @@ t.test('a ready probe that times out on a loaded engine is slow, not failed', as
 
 t.test('a ready probe on a busy engine waits; the extension is capped by the create timeout', async t => { // issue #11
   let probes = 0
-  const client: Partial<DockerClient> = {
+  const client: Partial<SandboxEngine> = {
     async exec () { probes++; throw new DockerError('engine exec queue: waited 0.2 s behind 9 engine requests', undefined, false, undefined, true) }
   }
   const reg = registry(client, { readyTimeoutMs: 100, createTimeoutS: 1 })
   const entry = entryOf(reg, 'chat-busy')
-  entry.containerId = 'cid-1'
+  entry.sandboxId = 'cid-1'
   const t0 = Date.now()
   const err = await waitReady(reg, entry).then(() => null, (e: unknown) => e)
   t.ok(err instanceof DockerError && err.busy, 'a busy engine stays busy: never "did not become ready"')
@@ -72,8 +73,8 @@ t.test('a ready probe on a busy engine waits; the extension is capped by the cre
 
 t.test('a create conflict whose container is not visible yet is waited for and adopted', async t => { // issue #11
   let inspects = 0
-  const client: Partial<DockerClient> = {
-    async inspectContainer (name: string) { return ++inspects < 4 ? null : details(name) }
+  const client: Partial<SandboxEngine> = {
+    async inspect (name: string) { return ++inspects < 4 ? null : details(name) }
   }
   const reg = registry(client)
   const entry = entryOf(reg, 'chat-conflict')

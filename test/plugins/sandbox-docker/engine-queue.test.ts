@@ -50,17 +50,18 @@ t.test('classification: gone, cut off, answered (issue #11)', async t => {
 })
 
 t.test('mapError: busy is a clear retriable error, never internal or "not reachable" (issue #11)', async t => {
-  const reg = { dockerUp: true, log: { error () {}, warn () {} } } as never
+  const reg = { engineUp: true, engine: { label: { engine: 'the Docker engine', host: 'Docker' } }, log: { error () {}, warn () {} } } as never
   const busy = mapError(reg, toDockerError(timeout(), 'exec create', true)) as Error & { code: string, statusCode: number }
   t.equal(busy.code, 'SANDBOX_ENGINE_BUSY')
   t.equal(busy.statusCode, 503)
   t.match(busy.message, /busy/)
   t.match(busy.message, /again in a moment/)
   t.notMatch(busy.message, /Docker|reachable|internal/i, 'engine-neutral')
-  t.equal((reg as { dockerUp: boolean }).dockerUp, true, 'a busy engine is still up')
+  t.equal((reg as { engineUp: boolean }).engineUp, true, 'a busy engine is still up')
   const gone = mapError(reg, toDockerError(coded('ECONNREFUSED'), 'ping')) as Error & { code: string }
-  t.equal(gone.code, 'SANDBOX_DOCKER_UNAVAILABLE')
-  t.equal((reg as { dockerUp: boolean }).dockerUp, false)
+  t.equal(gone.code, 'SANDBOX_ENGINE_UNAVAILABLE')
+  t.equal(gone.message, 'the Docker engine is not reachable; try again shortly', 'the words users saw before the neutral code (issue #11)')
+  t.equal((reg as { engineUp: boolean }).engineUp, false)
 })
 
 t.test('a lane admits N at once, in order of arrival', async t => {

@@ -1,5 +1,6 @@
 import t from 'tap'
-import { commandArgv, Demuxer, EOF_MARKER, EofFilter, killArgv, SentinelParser } from '../../../plugins/sandbox-docker/exec-stream.js'
+import { commandArgv, EOF_MARKER, EofFilter, killArgv, SentinelParser } from '../../../plugins/sandbox-docker/exec-stream.js'
+import { Demuxer } from '../../../plugins/sandbox-docker/docker-stream.js'
 
 function frame (stream: number, payload: string | Buffer): Buffer {
   const body = Buffer.isBuffer(payload) ? payload : Buffer.from(payload)

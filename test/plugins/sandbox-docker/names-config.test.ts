@@ -1,12 +1,13 @@
 import t from 'tap'
 import { chatKey } from '../../../core/chat-id.js'
-import { buildContainerConfig, configDrift, type ContainerSettings } from '../../../plugins/sandbox-docker/container-config.js'
+import { buildSandboxSpec, configDrift, type SandboxSettings } from '../../../plugins/sandbox-docker/sandbox-spec.js'
+import { dockerCreateBody } from '../../../plugins/sandbox-docker/docker-create-body.js'
 import { containerLabels, ownerFilter, readLabels, rfc3339, sandboxNames, volumeLabels } from '../../../plugins/sandbox-docker/names.js'
 import { parseDockerHost } from '../../../plugins/sandbox-docker/docker-endpoint.js'
 import { parseOptions } from '../../../core/config.js'
 import { SandboxDockerOptions } from '../../../plugins/sandbox-docker/schemas.js'
 
-const settings: ContainerSettings = {
+const settings: SandboxSettings = {
   image: 'computer-use-sandbox:latest',
   prefix: 'cu',
   networkMode: 'cu-sandboxes',
@@ -63,7 +64,8 @@ t.test('re-adoption accepts consistent labels only', async t => {
 t.test('container config follows §5.2', async t => {
   const now = new Date('2026-03-04T05:06:07Z')
   const user = { email: 'ann@example.com', emailRejected: false, name: 'Ann Example', mcpServers: [], credentials: { gitlabToken: 'glpat', gitlabHost: 'git.example' } }
-  const c = buildContainerConfig(settings, 'chat-1', user, now)
+  // The Docker engine's create body of the neutral spec: every field as before the split (issue #11).
+  const c = dockerCreateBody(buildSandboxSpec(settings, 'chat-1', user, now))
   const key = chatKey('chat-1')
   t.equal(c.name, `cu-sbx-${key}`)
   t.equal(c.Image, 'computer-use-sandbox:latest')
@@ -103,31 +105,33 @@ t.test('container config follows §5.2', async t => {
 })
 
 t.test('container config: skills mount, network none, no user', async t => {
-  const c = buildContainerConfig({ ...settings, skillsDirHost: '/opt/skills', networkMode: 'none', sandboxEnv: {} }, 'x', undefined, new Date())
+  const c = dockerCreateBody(buildSandboxSpec({ ...settings, skillsDirHost: '/opt/skills', networkMode: 'none', sandboxEnv: {} }, 'x', undefined, new Date()))
+  t.equal(c.HostConfig.Sysctls, undefined, 'no network: no IPv6 sysctl')
   t.same(c.HostConfig.Mounts.at(-1), { Type: 'bind', Source: '/opt/skills', Target: '/mnt/skills', ReadOnly: true })
   t.equal(c.HostConfig.NetworkMode, 'none')
   t.same(c.Env.sort(), ['CHAT_ID=x', 'SUBAGENT_CLI=claude'])
 })
 
 t.test('config drift: settings fixed at creation are compared, user-derived env is not', async t => {
-  const desired = buildContainerConfig(settings, 'chat-1', undefined, new Date())
+  const desired = buildSandboxSpec(settings, 'chat-1', undefined, new Date())
   const existing = {
     imageId: 'sha256:a',
-    env: [...desired.Env, 'PATH=/usr/bin', 'GIT_AUTHOR_NAME=Someone'],
-    mounts: desired.HostConfig.Mounts.map(m => ({ type: m.Type, source: m.Source, target: m.Target, readOnly: m.ReadOnly })),
-    networkMode: 'cu-sandboxes',
+    env: [...desired.env, 'PATH=/usr/bin', 'GIT_AUTHOR_NAME=Someone'],
+    mounts: desired.mounts.map(m => ({ type: m.type, source: m.source, target: m.target, readOnly: m.readOnly })),
+    network: 'cu-sandboxes',
     memory: 2147483648,
-    nanoCpus: 1_500_000_000,
-    pidsLimit: 512,
+    cpus: 1.5,
+    pids: 512,
     tmpfs: {},
-    storageSize: ''
+    diskQuota: 0
   }
   t.equal(configDrift(existing, desired, 'sha256:a'), null)
   t.equal(configDrift(existing, desired, null), null, 'unknown current image is not a drift')
   t.equal(configDrift(existing, desired, 'sha256:b'), 'image changed')
-  t.equal(configDrift({ ...existing, pidsLimit: 100 }, desired, null), 'pids limit changed')
+  t.equal(configDrift({ ...existing, pids: 100 }, desired, null), 'pids limit changed')
   t.equal(configDrift({ ...existing, memory: 1 }, desired, null), 'memory limit changed')
-  t.equal(configDrift({ ...existing, networkMode: 'bridge' }, desired, null), 'network changed')
+  t.equal(configDrift({ ...existing, cpus: 1 }, desired, null), 'cpu limit changed')
+  t.equal(configDrift({ ...existing, network: 'bridge' }, desired, null), 'network changed')
   t.equal(configDrift({ ...existing, mounts: existing.mounts.slice(1) }, desired, null), 'mounts changed')
   t.equal(configDrift({ ...existing, env: existing.env.filter(e => !e.startsWith('ANTHROPIC_AUTH_TOKEN=')) }, desired, null), 'environment changed (ANTHROPIC_AUTH_TOKEN)')
   t.equal(configDrift({ ...existing, env: [...existing.env, 'OPENAI_API_KEY=x'] }, desired, null), 'environment changed (OPENAI_API_KEY)')

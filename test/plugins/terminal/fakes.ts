@@ -108,11 +108,11 @@ export function fakeSandbox (answer: ProbeAnswer = () => '') {
     async ensure (chatId) {
       calls.push(`ensure ${chatId}`)
       states.set(chatId, 'running')
-      return { chatId, chatKey: 'k', containerId: 'c', containerName: 'n', createdAt: '' }
+      return { chatId, chatKey: 'k', sandboxId: 'c', name: 'n', createdAt: '' }
     },
     async status (chatId) {
       const state = stateOf(chatId)
-      return { state, metaExists: metas.has(chatId), ...(state === 'absent' ? {} : { containerId: 'c' }) }
+      return { state, metaExists: metas.has(chatId), ...(state === 'absent' ? {} : { sandboxId: 'c' }) }
     },
     async exec () { throw new Error('the terminal must not use exec(): it counts as activity') },
     async runCommand () { throw new Error('not used') },

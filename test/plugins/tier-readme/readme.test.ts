@@ -31,7 +31,7 @@ function fakeSandbox (): { sandbox: SandboxService, writes: Array<{ chatId: stri
   return { sandbox, writes, fail: on => { failing = on } }
 }
 
-const box = (chatId: string): SandboxInfo => ({ chatId, chatKey: chatKey(chatId), containerId: 'x', containerName: 'x', createdAt: '' })
+const box = (chatId: string): SandboxInfo => ({ chatId, chatKey: chatKey(chatId), sandboxId: 'x', name: 'x', createdAt: '' })
 const user = (email?: string) => ({ ...(email !== undefined && { email }), emailRejected: false, mcpServers: [], credentials: {} })
 
 function setup (checkIntervalMs = 60000) {

@@ -20,7 +20,7 @@ export function fakeSandbox (answer: {
     async ensure (chatId, opts) {
       log.push(`ensure ${chatId} ${opts?.timeoutMs ?? '-'}`)
       await answer.ensure?.()
-      return { chatId, chatKey: 'k', containerId: 'c', containerName: 'n', createdAt: '' }
+      return { chatId, chatKey: 'k', sandboxId: 'c', name: 'n', createdAt: '' }
     },
     async status () { return { state: 'running', metaExists: true } },
     async exec (chatId, argv, opts) {

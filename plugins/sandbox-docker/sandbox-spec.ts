@@ -1,17 +1,23 @@
 import { join } from 'node:path'
 import { SANDBOX_HOME, SANDBOX_OUTPUTS, SANDBOX_SKILLS, SANDBOX_UPLOADS } from '../../core/chat-paths.js'
 import type { RequestUser } from '../../core/identity.js'
-import type { ContainerDetails, ContainerSummary } from './docker-client.js'
+import type { SandboxDetails, SandboxSpec, SandboxSummary, SpecMount } from './engine-types.js'
 import { chatEnv, CLI_ALLOWLIST, toEnvList } from './env.js'
 import { containerLabels, sandboxNames, volumeLabels } from './names.js'
 
-/** What a container's creation depends on (the plugin options, resolved). */
-export interface ContainerSettings {
+/*
+ * The engine-neutral spec of a chat's sandbox (surface.md §5.2) and drift detection: a stopped sandbox
+ * whose image, mounts, limits, network or config-derived env changed is recreated at its next start
+ * (volume and data kept). Each engine maps the spec to its own create call (Docker: docker-create-body.ts).
+ */
+
+/** What a sandbox's creation depends on (the plugin options, resolved). */
+export interface SandboxSettings {
   image: string
   prefix: string
   /** network name, or 'none' */
   networkMode: string
-  /** DATA_DIR as the Docker daemon sees it */
+  /** DATA_DIR as the engine sees it */
   dataDirHost: string
   memLimit: number
   cpuLimit: number
@@ -23,7 +29,7 @@ export interface ContainerSettings {
   egressProxy?: string | null
   /** SANDBOX_DISK_LIMIT in bytes; 0 = no disk bounds (no /tmp tmpfs, no quota) */
   diskLimit: number
-  /** the storage driver takes `StorageOpt.size` (decided at boot, disk-quota.ts) */
+  /** the engine takes a writable-layer quota (decided at boot, disk-quota.ts) */
   storageQuota?: boolean
 }
 
@@ -37,81 +43,50 @@ export const TMPFS_MAX = 1024 * 1024 * 1024
  * /tmp as a sized tmpfs when a disk limit is set: writes there can never reach the host disk. Its
  * pages count against the memory limit, hence min(limit, 1 GiB, memory / 2). Executables are allowed.
  */
-export function tmpfsFor (s: Pick<ContainerSettings, 'diskLimit' | 'memLimit'>): Record<string, string> {
+export function tmpfsFor (s: Pick<SandboxSettings, 'diskLimit' | 'memLimit'>): Record<string, string> {
   if (s.diskLimit <= 0) return {}
   const size = Math.max(1024 * 1024, Math.min(s.diskLimit, TMPFS_MAX, Math.floor(s.memLimit / 2)))
   return { '/tmp': `rw,nosuid,nodev,size=${size},mode=1777` }
 }
 
-export interface MountSpec { Type: 'bind' | 'volume', Source: string, Target: string, ReadOnly: boolean, VolumeOptions?: { Labels: Record<string, string> } }
-
 /**
- * The create body of a chat's container (surface.md §5.2). Pure: same inputs, same config. `extra`: read-only
+ * The spec of a chat's sandbox (surface.md §5.2). Pure: same inputs, same spec. `extra`: read-only
  * mounts of extra-mounts.ts. `home`: the chat's home volume when it is not `{prefix}-home-{K}` (a volume
  * claimed from the warm pool, pool.ts), recorded in the `cu.home-volume` label.
  */
-export function buildContainerConfig (s: ContainerSettings, chatId: string, user: RequestUser | undefined, now: Date, extra: MountSpec[] = [], home?: string): {
-  name: string
-  Image: string
-  Cmd: string[]
-  Hostname: string
-  User: string
-  WorkingDir: string
-  Env: string[]
-  Labels: Record<string, string>
-  AttachStdin: false
-  AttachStdout: false
-  AttachStderr: false
-  Tty: false
-  OpenStdin: false
-  HostConfig: Record<string, unknown> & { Mounts: MountSpec[], Tmpfs: Record<string, string>, StorageOpt?: { size: string } }
-} {
+export function buildSandboxSpec (s: SandboxSettings, chatId: string, user: RequestUser | undefined, now: Date, extra: SpecMount[] = [], home?: string): SandboxSpec {
   const names = sandboxNames(s.prefix, chatId)
   const chatDir = join(s.dataDirHost, 'chats', names.key)
   const volume = home ?? names.volume
-  const mounts: MountSpec[] = [
-    { Type: 'volume', Source: volume, Target: SANDBOX_HOME, ReadOnly: false, VolumeOptions: { Labels: volumeLabels(s.prefix, chatId) } },
-    { Type: 'bind', Source: join(chatDir, 'uploads'), Target: SANDBOX_UPLOADS, ReadOnly: true },
-    { Type: 'bind', Source: join(chatDir, 'outputs'), Target: SANDBOX_OUTPUTS, ReadOnly: false }
+  const mounts: SpecMount[] = [
+    { type: 'volume', source: volume, target: SANDBOX_HOME, readOnly: false, volumeLabels: volumeLabels(s.prefix, chatId) },
+    { type: 'bind', source: join(chatDir, 'uploads'), target: SANDBOX_UPLOADS, readOnly: true },
+    { type: 'bind', source: join(chatDir, 'outputs'), target: SANDBOX_OUTPUTS, readOnly: false }
   ]
-  if (s.skillsDirHost.trim() !== '') mounts.push({ Type: 'bind', Source: s.skillsDirHost.trim(), Target: SANDBOX_SKILLS, ReadOnly: true })
+  if (s.skillsDirHost.trim() !== '') mounts.push({ type: 'bind', source: s.skillsDirHost.trim(), target: SANDBOX_SKILLS, readOnly: true })
   mounts.push(...extra)
   return {
     name: names.container,
-    Image: s.image,
-    // The image's own ENTRYPOINT runs once, with the keep-alive command.
-    Cmd: KEEP_ALIVE_CMD,
-    Hostname: names.hostname,
-    User: SANDBOX_USER,
-    WorkingDir: SANDBOX_HOME,
-    Env: toEnvList(s.sandboxEnv, chatEnv(chatId, s.subagentCli, user), proxyEnv(s.egressProxy)),
-    Labels: { ...containerLabels(s.prefix, chatId, s.image, now), ...(volume !== names.volume && { 'cu.home-volume': volume }) },
-    AttachStdin: false,
-    AttachStdout: false,
-    AttachStderr: false,
-    Tty: false,
-    OpenStdin: false,
-    HostConfig: {
-      Memory: s.memLimit,
-      MemorySwap: s.memLimit,
-      NanoCpus: Math.round(s.cpuLimit * 1e9),
-      PidsLimit: s.pidsLimit,
-      SecurityOpt: ['no-new-privileges:true'],
-      CapDrop: ['ALL'],
-      Privileged: false,
-      Init: true,
-      ShmSize: SHM_SIZE,
-      LogConfig: { Type: 'json-file', Config: { 'max-size': '10m', 'max-file': '3' } },
-      RestartPolicy: { Name: 'no' },
-      NetworkMode: s.networkMode,
-      // No IPv6 link-local path to the host beside the IPv4 one the firewall covers.
-      ...(s.networkMode === 'none' ? {} : { Sysctls: { 'net.ipv6.conf.all.disable_ipv6': '1' } }),
-      PublishAllPorts: false,
-      Mounts: mounts,
-      Tmpfs: tmpfsFor(s),
-      // Writable-layer quota where the storage driver enforces one (overlay2 on xfs with pquota, btrfs, zfs, …).
-      ...(s.storageQuota === true && s.diskLimit > 0 ? { StorageOpt: { size: String(s.diskLimit) } } : {})
-    }
+    image: s.image,
+    // The image's own entrypoint runs once, with the keep-alive command.
+    command: KEEP_ALIVE_CMD,
+    hostname: names.hostname,
+    user: SANDBOX_USER,
+    workdir: SANDBOX_HOME,
+    env: toEnvList(s.sandboxEnv, chatEnv(chatId, s.subagentCli, user), proxyEnv(s.egressProxy)),
+    labels: { ...containerLabels(s.prefix, chatId, s.image, now), ...(volume !== names.volume && { 'cu.home-volume': volume }) },
+    mounts,
+    tmpfs: tmpfsFor(s),
+    limits: {
+      memory: s.memLimit,
+      cpus: s.cpuLimit,
+      pids: s.pidsLimit,
+      // Writable-layer quota where the engine enforces one (Docker: overlay2 on xfs with pquota, btrfs, zfs, …).
+      disk: s.storageQuota === true && s.diskLimit > 0 ? s.diskLimit : 0,
+      shm: SHM_SIZE
+    },
+    network: s.networkMode,
+    security: { dropCapabilities: true, noNewPrivileges: true, init: true, disableIpv6: s.networkMode !== 'none' }
   }
 }
 
@@ -146,30 +121,30 @@ function envMap (list: string[]): Map<string, string> {
   return m
 }
 
-/** What an existing container looks like, for drift detection: the adapter's details minus identity. */
-export type ExistingContainer = Omit<ContainerDetails, keyof ContainerSummary | 'addresses' | 'oomKilled'>
+/** What an existing sandbox looks like, for drift detection: the engine's details minus identity. */
+export type ExistingSandbox = Omit<SandboxDetails, keyof SandboxSummary | 'addresses' | 'oomKilled'>
 
 /**
  * Why an existing (stopped) container no longer matches the settings, or null. Settings fixed at
  * creation (mounts, env, limits, network, image) take effect by recreating it at its next start
  * (§5.5 item 6); the volume and data survive. `currentImageId` null = image unknown, not compared.
  */
-export function configDrift (existing: ExistingContainer, desired: ReturnType<typeof buildContainerConfig>, currentImageId: string | null): string | null {
+export function configDrift (existing: ExistingSandbox, desired: SandboxSpec, currentImageId: string | null): string | null {
   if (currentImageId !== null && existing.imageId !== currentImageId) return 'image changed'
-  const hc = desired.HostConfig
-  if (existing.networkMode !== hc.NetworkMode) return 'network changed'
-  if (existing.memory !== hc.Memory) return 'memory limit changed'
-  if (existing.nanoCpus !== hc.NanoCpus) return 'cpu limit changed'
-  if (existing.pidsLimit !== hc.PidsLimit) return 'pids limit changed'
+  if (existing.network !== desired.network) return 'network changed'
+  if (existing.memory !== desired.limits.memory) return 'memory limit changed'
+  // Compared at the engines' granularity (nano-CPUs).
+  if (Math.round(existing.cpus * 1e9) !== Math.round(desired.limits.cpus * 1e9)) return 'cpu limit changed'
+  if (existing.pids !== desired.limits.pids) return 'pids limit changed'
   const key = (m: { type: string, source: string, target: string, readOnly: boolean }): string => `${m.type}|${m.source}|${m.target}|${String(m.readOnly)}`
   const have = existing.mounts.map(key).sort().join('\n')
-  const want = hc.Mounts.map(m => key({ type: m.Type, source: m.Source, target: m.Target, readOnly: m.ReadOnly })).sort().join('\n')
+  const want = desired.mounts.map(key).sort().join('\n')
   if (have !== want) return 'mounts changed'
   const tmpfs = (m: Record<string, string>): string => Object.entries(m).sort(([a], [b]) => a < b ? -1 : 1).map(([k, v]) => `${k}=${v}`).join('\n')
-  if (tmpfs(existing.tmpfs) !== tmpfs(hc.Tmpfs)) return 'tmpfs changed'
-  if (existing.storageSize !== (hc.StorageOpt?.size ?? '')) return 'disk quota changed'
+  if (tmpfs(existing.tmpfs) !== tmpfs(desired.tmpfs)) return 'tmpfs changed'
+  if (existing.diskQuota !== desired.limits.disk) return 'disk quota changed'
   const a = envMap(existing.env)
-  const b = envMap(desired.Env)
+  const b = envMap(desired.env)
   for (const name of MANAGED_ENV) {
     if (a.get(name) !== b.get(name)) return `environment changed (${name})`
   }
