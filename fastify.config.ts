@@ -10,7 +10,8 @@ import { entry, type Entry } from './core/app.js'
 import metrics from './plugins/metrics/index.js'
 import mcpTransport from './plugins/mcp-transport/index.js'
 import capabilities from './plugins/capabilities/index.js'
-import sandboxDocker, { sandboxEnvFromConfig } from './plugins/sandbox-docker/index.js'
+import sandboxDocker from './plugins/sandbox-docker/index.js'
+import sandbox, { sandboxEnvFromConfig } from './plugins/sandbox/index.js'
 import workspaceTools from './plugins/workspace-tools/index.js'
 import userSkills from './plugins/user-skills/index.js'
 import promptRender from './plugins/prompt-render/index.js'
@@ -52,8 +53,9 @@ const plugins = {
     tokenTtlSeconds: config.LINK_TOKEN_TTL,
     publicBaseUrl: config.publicBaseUrl
   }),
-  'sandbox-docker': config => entry(sandboxDocker, {
-    dockerHost: config.DOCKER_HOST || config.DOCKER_SOCKET,
+  // The sandbox engine first (it decorates fastify.sandboxEngine), then the engine-neutral core.
+  'sandbox-docker': config => entry(sandboxDocker, { dockerHost: config.DOCKER_HOST || config.DOCKER_SOCKET }),
+  sandbox: config => entry(sandbox, {
     image: config.DOCKER_IMAGE,
     prefix: config.SANDBOX_PREFIX,
     network: config.sandboxNetwork,

@@ -9,7 +9,7 @@ import { Duplex } from 'node:stream'
 import { request } from 'node:http'
 import type { Socket } from 'node:net'
 import WebSocket from 'ws'
-import type { SandboxStream } from '../sandbox-docker/types.js'
+import type { SandboxStream } from '../sandbox/types.js'
 
 /** argv of the relay process inside the sandbox. */
 export const relayArgv = (port: number): string[] => ['socat', '-', `TCP:127.0.0.1:${port},nodelay`]

@@ -26,6 +26,6 @@ const cdpBridge: FastifyPluginAsync<CdpBridgeOptions> = async (fastify, raw) => 
 export default fp(cdpBridge, {
   name: 'cdp-bridge',
   fastify: '5.x',
-  dependencies: ['sandbox-docker', 'capabilities'],
+  dependencies: ['sandbox', 'capabilities'],
   decorators: { fastify: ['sandbox', 'auth', 'websocketServer'] }
 })

@@ -1,5 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify'
-import type { SandboxService } from '../sandbox-docker/types.js'
+import type { SandboxService } from '../sandbox/types.js'
 import { getJson, relayArgv, relayPipe } from './cdp-client.js'
 import { browserUnavailable, CDP_SANDBOX_NOT_RUNNING, CDP_TOO_MANY_VIEWERS } from './errors.js'
 import { startRelay, type SocketRelay } from './socket-relay.js'

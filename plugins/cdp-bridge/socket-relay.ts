@@ -8,7 +8,7 @@
 import type { Duplex } from 'node:stream'
 import type { FastifyBaseLogger } from 'fastify'
 import { connectBackend, relayArgv, relayPipe, WebSocket } from './cdp-client.js'
-import type { SandboxService } from '../sandbox-docker/types.js'
+import type { SandboxService } from '../sandbox/types.js'
 
 export interface RelayOptions {
   port: number

@@ -1,7 +1,7 @@
 import { execFile } from 'node:child_process'
 import { createHash } from 'node:crypto'
 import type { FastifyBaseLogger } from 'fastify'
-import type { SandboxNetwork } from '../sandbox-docker/types.js'
+import type { SandboxNetwork } from '../sandbox/types.js'
 
 /*
  * The host side of "no route out": an internal Docker network has no route to the outside, but its

@@ -47,6 +47,6 @@ const egress: FastifyPluginAsync<EgressOptions & { lookup?: Lookup }> = async (f
 export default fp(egress, {
   name: 'egress',
   fastify: '5.x',
-  dependencies: ['sandbox-docker'],
+  dependencies: ['sandbox'],
   decorators: { fastify: ['sandbox', 'auth'] }
 })

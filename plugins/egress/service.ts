@@ -1,7 +1,7 @@
 import { lookup as dnsLookup } from 'node:dns/promises'
 import { networkInterfaces } from 'node:os'
 import type { FastifyBaseLogger } from 'fastify'
-import type { SandboxService } from '../sandbox-docker/types.js'
+import type { SandboxService } from '../sandbox/types.js'
 import { addressSet } from './addresses.js'
 import { createConnectionLog } from './connection-log.js'
 import { createChatLayers } from './chat-layers.js'

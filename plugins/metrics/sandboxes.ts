@@ -1,5 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify'
-import type { SandboxService, StopReason } from '../sandbox-docker/types.js'
+import type { SandboxService, StopReason } from '../sandbox/types.js'
 import type { Collectors } from './collectors.js'
 
 type TrackedState = 'running' | 'stopped' | 'removed'

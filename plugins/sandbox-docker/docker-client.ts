@@ -6,7 +6,7 @@ import type { DockerError } from './docker-error.js'
 import { execCalls } from './docker-exec-calls.js'
 import { createMonitorClient } from './docker-monitor.js'
 import { objectCalls } from './docker-objects.js'
-import type { SandboxEngine } from './engine-types.js'
+import type { SandboxEngine } from '../sandbox/types.js'
 
 /*
  * The Docker engine (engine-types.ts SandboxEngine): the only file that builds the dockerode client.

@@ -1,4 +1,4 @@
-import type { SandboxSpec } from './engine-types.js'
+import type { SandboxSpec } from '../sandbox/types.js'
 
 /*
  * The Docker engine's reading of the neutral sandbox spec (engine-types.ts): the body of

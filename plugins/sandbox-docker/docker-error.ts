@@ -1,4 +1,4 @@
-import type { EngineErrorReason, EngineFailure } from './engine-types.js'
+import type { EngineErrorReason, EngineFailure } from '../sandbox/types.js'
 
 /*
  * The adapter's one error type: what Docker answered (status) and whether the engine was reachable

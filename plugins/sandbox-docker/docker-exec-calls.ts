@@ -3,7 +3,7 @@ import tar from 'tar-stream'
 import type { AdapterContext } from './docker-context.js'
 import { DockerError } from './docker-error.js'
 import { dockerDecoder } from './docker-stream.js'
-import type { SandboxEngine } from './engine-types.js'
+import type { SandboxEngine } from '../sandbox/types.js'
 
 /*
  * The adapter's exec and file calls: start an exec on a hijacked connection, read its state, resize

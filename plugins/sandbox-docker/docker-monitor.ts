@@ -1,6 +1,6 @@
 import type Docker from 'dockerode'
 import { toDockerError } from './docker-error.js'
-import type { ResourceStats, SandboxEngine } from './engine-types.js'
+import type { ResourceStats, SandboxEngine } from '../sandbox/types.js'
 
 /*
  * The monitoring half of the Docker adapter: what the daemon itself reports about a container's

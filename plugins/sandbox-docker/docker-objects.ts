@@ -1,7 +1,7 @@
 import type Docker from 'dockerode'
 import { DockerError } from './docker-error.js'
 import type { AdapterContext } from './docker-context.js'
-import type { EngineNetwork, SandboxEngine } from './engine-types.js'
+import type { EngineNetwork, SandboxEngine } from '../sandbox/types.js'
 
 /*
  * The adapter's calls on images, networks and volumes (docker-client.ts assembles the client).

@@ -1,4 +1,4 @@
-import type { ExecHandle } from './engine-types.js'
+import type { ExecHandle } from '../sandbox/types.js'
 
 /*
  * Docker's attach framing of a non-TTY exec (stdout and stderr multiplexed on one connection), and

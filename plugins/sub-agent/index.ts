@@ -40,6 +40,6 @@ const subAgent: FastifyPluginAsync<SubAgentOptions> = async (fastify, raw) => {
 export default fp(subAgent, {
   name: 'sub-agent',
   fastify: '5.x',
-  dependencies: ['mcp-transport', 'sandbox-docker', 'capabilities', 'runtime-cli'],
+  dependencies: ['mcp-transport', 'sandbox', 'capabilities', 'runtime-cli'],
   decorators: { fastify: ['mcp', 'sandbox', 'links', 'runtimeCli'] }
 })

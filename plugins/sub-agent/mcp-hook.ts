@@ -1,5 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify'
-import type { EnsureHook, SandboxService } from '../sandbox-docker/types.js'
+import type { EnsureHook, SandboxService } from '../sandbox/types.js'
 import { anthropicBaseUrl, MCP_CONFIG_PATH, mcpConfig, mcpServerNames, SANDBOX_HOME } from './credentials.js'
 import { parseSetup, setupArgv, tarOf } from './setup.js'
 

@@ -3,7 +3,7 @@ import type { SubagentCli } from '../../core/config.js'
 import type { RequestUser } from '../../core/identity.js'
 import type { LinkService } from '../capabilities/types.js'
 import type { RuntimeCliService } from '../runtime-cli/types.js'
-import type { SandboxService } from '../sandbox-docker/types.js'
+import type { SandboxService } from '../sandbox/types.js'
 import { buildInvocation, type RunSpec } from './argv.js'
 import { CLIS } from './cli.js'
 import {

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import type { FastifyBaseLogger } from 'fastify'
 import type { SubagentCli } from '../../core/config.js'
-import type { SandboxService } from '../sandbox-docker/types.js'
+import type { SandboxService } from '../sandbox/types.js'
 import type { ToolCallContext } from '../mcp-transport/types.js'
 import { EventStream, type RunOutcome } from './events.js'
 import { startRunProgress } from './progress.js'

@@ -1,7 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify'
 import QuickLRU from 'quick-lru'
 import type { SubagentCli } from '../../core/config.js'
-import type { SandboxService } from '../sandbox-docker/types.js'
+import type { SandboxService } from '../sandbox/types.js'
 import { isCliCommand } from './cli.js'
 import { SUB_AGENT_BAD_PID, SUB_AGENT_SANDBOX_NOT_RUNNING } from './errors.js'
 import type { Probe } from '../../core/sandbox-probe.js'

@@ -1,5 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify'
-import type { SandboxService } from '../sandbox-docker/types.js'
+import type { SandboxService } from '../sandbox/types.js'
 import type { CliProcess, CliSession, SubAgentService } from '../sub-agent/types.js'
 import { TERMINAL_BAD_PID, TERMINAL_NO_SUB_AGENT, TERMINAL_SANDBOX_NOT_RUNNING, TERMINAL_SANDBOX_TIMEOUT } from './errors.js'
 

@@ -1,7 +1,7 @@
 import fp from 'fastify-plugin'
 import type { FastifyPluginAsync } from 'fastify'
 import { parseOptions } from '../../core/config.js'
-import type {} from '../sandbox-docker/types.js'
+import type {} from '../sandbox/types.js'
 import type { SubAgentService } from '../sub-agent/types.js'
 import { createCliControl } from './cli.js'
 import { createOriginCheck } from './origin.js'
@@ -51,6 +51,6 @@ const terminal: FastifyPluginAsync<TerminalOptions> = async (fastify, raw) => {
 export default fp(terminal, {
   name: 'terminal',
   fastify: '5.x',
-  dependencies: ['sandbox-docker'],
+  dependencies: ['sandbox'],
   decorators: { fastify: ['auth', 'sandbox', 'websocketServer'] }
 })

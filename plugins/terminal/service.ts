@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import type { FastifyBaseLogger } from 'fastify'
 import type { SubagentCli } from '../../core/config.js'
-import type { SandboxService } from '../sandbox-docker/types.js'
+import type { SandboxService } from '../sandbox/types.js'
 import {
   TERMINAL_CONTAINER_EXISTS, TERMINAL_NO_META, TERMINAL_NO_STOPPED_CONTAINER,
   TERMINAL_SANDBOX_NOT_RUNNING, TERMINAL_SANDBOX_TIMEOUT, TERMINAL_START_FAILED

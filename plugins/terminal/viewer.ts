@@ -1,6 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify'
 import type { RawData, WebSocket } from 'ws'
-import type { SandboxStream } from '../sandbox-docker/types.js'
+import type { SandboxStream } from '../sandbox/types.js'
 import {
   DEFAULT_SIZE, OUTPUT, SET_PREFERENCES, SET_TITLE, JSON_DATA, frame, parseClientMessage, parseSize, type TermSize
 } from './protocol.js'

@@ -14,6 +14,6 @@ const tierReadme: FastifyPluginAsync<TierReadmeOptions> = async (fastify, raw) =
 export default fp(tierReadme, {
   name: 'tier-readme',
   fastify: '5.x',
-  dependencies: ['sandbox-docker', 'prompt-render'],
+  dependencies: ['sandbox', 'prompt-render'],
   decorators: { fastify: ['sandbox', 'prompts'] }
 })

@@ -3,7 +3,7 @@ import type { FastifyBaseLogger } from 'fastify'
 import QuickLRU from 'quick-lru'
 import type { RequestCredentials } from '../../core/identity.js'
 import type { PromptService } from '../prompt-render/types.js'
-import type { EnsureHook, SandboxService } from '../sandbox-docker/types.js'
+import type { EnsureHook, SandboxService } from '../sandbox/types.js'
 
 export interface ReadmeDeps {
   sandbox: SandboxService

@@ -27,6 +27,6 @@ const uploads: FastifyPluginAsync<UploadsOptions> = async (fastify, raw) => {
 export default fp(uploads, {
   name: 'uploads',
   fastify: '5.x',
-  dependencies: ['sandbox-docker', 'prompt-render'],
+  dependencies: ['sandbox', 'prompt-render'],
   decorators: { fastify: ['sandbox', 'prompts'] }
 })

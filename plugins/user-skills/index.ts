@@ -3,7 +3,7 @@ import type { FastifyPluginAsync } from 'fastify'
 import { parseOptions } from '../../core/config.js'
 import { UserSkillsOptions } from './schemas.js'
 import { createUserSkillsService } from './service.js'
-import type {} from '../sandbox-docker/types.js'
+import type {} from '../sandbox/types.js'
 
 /**
  * Per-user skills (surface.md §8.1 items 6–7): the settings service client, its caches and the user

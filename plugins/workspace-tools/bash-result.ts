@@ -1,5 +1,5 @@
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js'
-import type { SandboxNotice } from '../sandbox-docker/types.js'
+import type { SandboxNotice } from '../sandbox/types.js'
 import { cpLength, cutTo, firstCodePoints, isBlank, stripAnsi } from './text.js'
 
 /** Exit status 1 of these commands is information, not failure (§3.3). */

@@ -19,6 +19,6 @@ const workspaceTools: FastifyPluginAsync<WorkspaceToolsOptions> = async (fastify
 export default fp(workspaceTools, {
   name: 'workspace-tools',
   fastify: '5.x',
-  dependencies: ['mcp-transport', 'sandbox-docker', 'capabilities'],
+  dependencies: ['mcp-transport', 'sandbox', 'capabilities'],
   decorators: { fastify: ['mcp', 'sandbox', 'links'] }
 })

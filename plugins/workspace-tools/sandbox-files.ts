@@ -1,4 +1,4 @@
-import type { ExecOptions, ExecResult, SandboxFileOp, SandboxFileResult, SandboxService } from '../sandbox-docker/types.js'
+import type { ExecOptions, ExecResult, SandboxFileOp, SandboxFileResult, SandboxService } from '../sandbox/types.js'
 import { WORKSPACE_EXEC_TIMEOUT, WORKSPACE_FAILED, WORKSPACE_SANDBOX_STOPPED } from './errors.js'
 import { IMAGE_MAX_PIXELS, IMAGE_MAX_SIDE, IMAGE_SCRIPT } from './image-script.js'
 import { listingArgv } from './listing.js'

@@ -1,5 +1,5 @@
 import type { LinkService } from '../capabilities/types.js'
-import type { SandboxService } from '../sandbox-docker/types.js'
+import type { SandboxService } from '../sandbox/types.js'
 
 /** What the four workspace tools need from the rest of the server (decorated services, passed in). */
 export interface WorkspaceDeps {

@@ -4,7 +4,7 @@ import type { FastifyPluginAsync } from 'fastify'
 import capabilities from '../../plugins/capabilities/index.js'
 import mcpTransport from '../../plugins/mcp-transport/index.js'
 import oauth from '../../plugins/oauth/index.js'
-import sandboxDocker from '../../plugins/sandbox-docker/index.js'
+import sandbox from '../../plugins/sandbox/index.js'
 
 // issue #11: services a plugin takes from core (auth, readiness) are declared in its fastify-plugin
 // metadata, so a registration without them stops the boot with a clear error instead of a TypeError later.
@@ -12,7 +12,7 @@ const CASES: Array<[string, FastifyPluginAsync<any>, string]> = [
   ['capabilities', capabilities, 'auth'],
   ['mcp-transport', mcpTransport, 'auth'],
   ['oauth', oauth, 'auth'],
-  ['sandbox-docker', sandboxDocker, 'readiness']
+  ['sandbox', sandbox, 'readiness']
 ]
 
 for (const [name, plugin, decorator] of CASES) {

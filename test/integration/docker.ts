@@ -2,7 +2,7 @@
  * The Docker gate of the integration tests. `dockerOrSkip()` answers { skip: false } when an engine
  * answers, else { skip: '<reason>' } for tap's `t.test(name, { skip }, …)`; with REQUIRE_DOCKER=1 a
  * missing engine is an error instead (CI must not silently skip). Talks to Docker through the
- * plugin's adapter (docker-client.ts is the only dockerode importer).
+ * Docker engine (plugins/sandbox-docker/docker-client.ts is the only dockerode importer).
  */
 import { mkdtemp, readdir, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
@@ -12,10 +12,11 @@ import type { FastifyInstance } from 'fastify'
 import { buildApp, entry } from '../../core/app.js'
 import { loadConfig } from '../../core/config.js'
 import sandboxDocker from '../../plugins/sandbox-docker/index.js'
+import sandbox from '../../plugins/sandbox/index.js'
 import { createDockerEngine } from '../../plugins/sandbox-docker/docker-client.js'
-import type { SandboxEngine } from '../../plugins/sandbox-docker/engine-types.js'
-import type { SandboxDockerOptions } from '../../plugins/sandbox-docker/schemas.js'
-import type { CoreSandboxService } from '../../plugins/sandbox-docker/service.js'
+import type { SandboxEngine } from '../../plugins/sandbox/engine-types.js'
+import type { SandboxOptions } from '../../plugins/sandbox/schemas.js'
+import type { CoreSandboxService } from '../../plugins/sandbox/service.js'
 
 export const DOCKER_HOST = process.env.DOCKER_HOST ?? process.env.DOCKER_SOCKET ?? 'unix:///var/run/docker.sock'
 export const TEST_IMAGE = process.env.DOCKER_IMAGE ?? 'computer-use-sandbox:latest'
@@ -95,15 +96,19 @@ export interface SandboxApp {
 }
 
 /**
- * An app with only the sandbox-docker plugin, on its own prefix and temp DATA_DIR. Closing is the
- * caller's business when it wants to simulate a restart; otherwise teardown closes it. Call
- * `cleanupPrefix(t, prefix)` once per file to remove the Docker objects and data at the end.
+ * An app with only the sandbox plugins (the Docker engine and the core), on its own prefix and temp
+ * DATA_DIR. Closing is the caller's business when it wants to simulate a restart; otherwise teardown
+ * closes it. Call `cleanupPrefix(t, prefix)` once per file to remove the Docker objects and data at the end.
+ * `client` replaces the Docker engine (tests wrap it, see wrapClient); `dockerHost` points it elsewhere.
  */
-export async function buildSandboxApp (t: Test, prefix: string, options: Partial<SandboxDockerOptions> & { client?: SandboxEngine } = {}, dataDir?: string): Promise<SandboxApp> {
+export async function buildSandboxApp (t: Test, prefix: string, options: Partial<SandboxOptions> & { client?: SandboxEngine, dockerHost?: string } = {}, dataDir?: string): Promise<SandboxApp> {
   const dir = dataDir ?? await mkdtemp(join(tmpdir(), `${prefix}-data-`))
   const config = loadConfig({ DOCKER_IMAGE: TEST_IMAGE, LOG_LEVEL: 'silent', DATA_DIR: dir, SANDBOX_PREFIX: prefix })
+  const { client, dockerHost, ...core } = options
   const app = await buildApp(config, [entry(sandboxDocker, {
-    dockerHost: DOCKER_HOST,
+    dockerHost: dockerHost ?? DOCKER_HOST,
+    ...(client !== undefined && { client })
+  }), entry(sandbox, {
     image: TEST_IMAGE,
     prefix,
     dataDir: dir,
@@ -111,7 +116,7 @@ export async function buildSandboxApp (t: Test, prefix: string, options: Partial
     // No warm pool unless a test asks (sandbox-pool.test.ts): these files test the create path, whose
     // containers carry the chat labels of §5.2 (a claimed pool container keeps its pool labels).
     poolSize: 0,
-    ...options
+    ...core
   })], { logger: process.env.TEST_LOG === '1' ? { level: 'debug' } : false })
   t.teardown(async () => { await app.close() })
   await app.ready()

@@ -41,7 +41,7 @@ t.test('user defaults and overrides that survive a restart (real Docker)', { ski
   let app: FastifyInstance | null = null
   const start = async (): Promise<FastifyInstance> => {
     const next = await buildApp(config, [
-      ...entries(config, ['capabilities', 'sandbox-docker']),
+      ...entries(config, ['capabilities', 'sandbox-docker', 'sandbox']),
       entry(egress, {
         dataDir,
         users: usersFile,

@@ -12,6 +12,7 @@ import type { AddressInfo } from 'node:net'
 import { buildApp, entry } from '../../core/app.js'
 import { loadConfig } from '../../core/config.js'
 import sandboxDocker from '../../plugins/sandbox-docker/index.js'
+import sandbox from '../../plugins/sandbox/index.js'
 import egress from '../../plugins/egress/index.js'
 import { removeFirewall } from '../../plugins/egress/firewall.js'
 import { TEST_API_KEY } from '../helper.js'
@@ -44,7 +45,8 @@ t.test('sandbox egress through the policy proxy (real Docker)', { skip }, async 
   const config = loadConfig({ DOCKER_IMAGE: TEST_IMAGE, LOG_LEVEL: 'silent', DATA_DIR: dir, SANDBOX_PREFIX: PREFIX, MCP_API_KEY: TEST_API_KEY })
   const names: Record<string, string[]> = { 'canary-a.test': ['127.0.0.1'], 'canary-b.test': ['127.0.0.1'], 'private.test': ['10.255.255.1'] }
   const app = await buildApp(config, [
-    entry(sandboxDocker, { dockerHost: DOCKER_HOST, image: TEST_IMAGE, prefix: PREFIX, dataDir: dir, memLimit: 512 * 1024 * 1024, egressPort: 3128 }),
+    entry(sandboxDocker, { dockerHost: DOCKER_HOST }),
+    entry(sandbox, { image: TEST_IMAGE, prefix: PREFIX, dataDir: dir, memLimit: 512 * 1024 * 1024, egressPort: 3128 }),
     entry(egress, {
       allow: `127.0.0.1:${a.port}`,
       lookup: async (host: string) => {

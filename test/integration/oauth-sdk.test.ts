@@ -87,7 +87,7 @@ async function connectBridge (t: Test, server: OAuthServer, browser: Browser, em
 }
 
 t.test('OAuth with the MCP SDK client, Chromium and real Docker', gate, async t => {
-  const server = await startOAuthServer(t, { plugins: ['mcp-transport', 'capabilities', 'sandbox-docker', 'workspace-tools', 'files'] })
+  const server = await startOAuthServer(t, { plugins: ['mcp-transport', 'capabilities', 'sandbox-docker', 'sandbox', 'workspace-tools', 'files'] })
   const browser = await launchChromium()
   t.teardown(async () => { await browser.close() })
   const alice = await connectAs(t, server, browser, 'Alice@Example.com')

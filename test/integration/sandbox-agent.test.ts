@@ -7,9 +7,9 @@
  * computer-use-sandbox:agent); OLD_IMAGE (default computer-use-sandbox:latest) is checked to have none.
  */
 import t from 'tap'
-import type { CommandOptions } from '../../plugins/sandbox-docker/types.js'
-import type { ExecSpec } from '../../plugins/sandbox-docker/engine-types.js'
-import { AGENT_ARGV } from '../../plugins/sandbox-docker/agent-client.js'
+import type { CommandOptions } from '../../plugins/sandbox/types.js'
+import type { ExecSpec } from '../../plugins/sandbox/engine-types.js'
+import { AGENT_ARGV } from '../../plugins/sandbox/agent-client.js'
 import { buildSandboxApp, cleanupPrefix, dockerOrSkip, testDockerClient, wrapClient } from './docker.js'
 
 const PREFIX = 'tagent'

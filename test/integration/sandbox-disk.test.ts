@@ -13,6 +13,7 @@ import { chatKey } from '../../core/chat-id.js'
 import type { AppConfig } from '../../core/config.js'
 import { entries } from '../../fastify.config.js'
 import sandboxDocker from '../../plugins/sandbox-docker/index.js'
+import sandbox from '../../plugins/sandbox/index.js'
 import { listen } from '../helper.js'
 import { bash, client, textOf } from '../plugins/workspace-tools/integration-app.js'
 import { buildSandboxApp, cleanupPrefix, containersOfChat, DOCKER_HOST, dockerOrSkip, removeByPrefix, testDockerClient, TEST_IMAGE, wrapClient } from './docker.js'
@@ -21,7 +22,7 @@ const gate = await dockerOrSkip()
 const sleep = async (ms: number): Promise<void> => await new Promise(resolve => setTimeout(resolve, ms))
 const MiB = 1024 * 1024
 
-/** The tools app with a 50 MiB disk limit and a fast watchdog (the sandbox-docker entry written here for its test-only option). */
+/** The tools app with a 50 MiB disk limit and a fast watchdog (the sandbox entry written here for its test-only option). */
 async function diskApp (t: Test): Promise<{ url: string, prefix: string }> {
   const prefix = `td-${randomBytes(3).toString('hex')}`
   const dataDir = await mkdtemp(join(tmpdir(), 'disk-data-'))
@@ -31,8 +32,9 @@ async function diskApp (t: Test): Promise<{ url: string, prefix: string }> {
   })
   const manifest = (config: AppConfig): ReturnType<typeof entries> => [
     ...entries(config, ['mcp-transport', 'capabilities']),
-    entry(sandboxDocker, {
-      dockerHost: DOCKER_HOST, image: TEST_IMAGE, prefix, dataDir, memLimit: 512 * MiB, diskLimit: config.SANDBOX_DISK_LIMIT, diskCheckIntervalMs: 500
+    entry(sandboxDocker, { dockerHost: DOCKER_HOST }),
+    entry(sandbox, {
+      image: TEST_IMAGE, prefix, dataDir, memLimit: 512 * MiB, diskLimit: config.SANDBOX_DISK_LIMIT, diskCheckIntervalMs: 500
     }),
     ...entries(config, ['workspace-tools'])
   ]

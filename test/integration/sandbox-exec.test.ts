@@ -6,7 +6,7 @@
 import t from 'tap'
 import { PassThrough } from 'node:stream'
 import { Demuxer } from '../../plugins/sandbox-docker/docker-stream.js'
-import type { CommandOptions } from '../../plugins/sandbox-docker/types.js'
+import type { CommandOptions } from '../../plugins/sandbox/types.js'
 import { buildSandboxApp, cleanupPrefix, dockerOrSkip, wrapClient } from './docker.js'
 
 const PREFIX = 'texec'

@@ -5,7 +5,7 @@
  */
 import t from 'tap'
 import { loadConfig } from '../../core/config.js'
-import { sandboxEnvFromConfig } from '../../plugins/sandbox-docker/env.js'
+import { sandboxEnvFromConfig } from '../../plugins/sandbox/env.js'
 import { buildSandboxApp, cleanupPrefix, dockerOrSkip } from './docker.js'
 
 const PREFIX = 'tiso'

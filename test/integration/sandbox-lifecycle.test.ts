@@ -8,7 +8,7 @@ import { readFile, stat } from 'node:fs/promises'
 import { join } from 'node:path'
 import { chatKey } from '../../core/chat-id.js'
 import { DockerError } from '../../plugins/sandbox-docker/docker-client.js'
-import { buildSandboxSpec } from '../../plugins/sandbox-docker/sandbox-spec.js'
+import { buildSandboxSpec } from '../../plugins/sandbox/sandbox-spec.js'
 import {
   buildSandboxApp, cleanupPrefix, containersOfChat, dockerOrSkip, testDockerClient, TEST_IMAGE, volumesOfChat, wrapClient
 } from './docker.js'

@@ -9,7 +9,7 @@ import t from 'tap'
 import { mkdir, readFile, stat, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { chatKey } from '../../core/chat-id.js'
-import type { CoreSandboxService } from '../../plugins/sandbox-docker/service.js'
+import type { CoreSandboxService } from '../../plugins/sandbox/service.js'
 import { buildSandboxApp, cleanupPrefix, dockerOrSkip, testDockerClient } from './docker.js'
 
 const PREFIX = 'tpool'

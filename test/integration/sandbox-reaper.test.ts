@@ -7,7 +7,7 @@ import t from 'tap'
 import { readFile, stat } from 'node:fs/promises'
 import { join } from 'node:path'
 import { chatKey } from '../../core/chat-id.js'
-import type { StopReason } from '../../plugins/sandbox-docker/types.js'
+import type { StopReason } from '../../plugins/sandbox/types.js'
 import { buildSandboxApp, cleanupPrefix, containersOfChat, dockerOrSkip, volumesOfChat } from './docker.js'
 
 const PREFIX = 'treap'

@@ -5,7 +5,7 @@
  */
 import t from 'tap'
 import { chatKey } from '../../core/chat-id.js'
-import type { CoreSandboxService } from '../../plugins/sandbox-docker/service.js'
+import type { CoreSandboxService } from '../../plugins/sandbox/service.js'
 import { bash, client, textOf, toolsApp } from '../plugins/workspace-tools/integration-app.js'
 import { containersOfChat, dockerOrSkip, testDockerClient } from './docker.js'
 

@@ -1,7 +1,7 @@
 /*
  * Shared by the tiers-*.test.ts files: an app with the transport, the renderer, uploads and the six
  * tiers (any one left out), without Docker. Tier 2 writes into a fake of *our* SandboxService
- * (registered as sandbox-docker) that records putFile calls; tiers-readme.test.ts uses real Docker.
+ * (registered as sandbox) that records putFile calls; tiers-readme.test.ts uses real Docker.
  */
 import fp from 'fastify-plugin'
 import type { FastifyPluginAsync } from 'fastify'
@@ -18,7 +18,7 @@ import tierStaticInstructions from '../../plugins/tier-static-instructions/index
 import tierDynamicInstructions from '../../plugins/tier-dynamic-instructions/index.js'
 import tierResources from '../../plugins/tier-resources/index.js'
 import tierHttp from '../../plugins/tier-http/index.js'
-import type { EnsureHook, SandboxService } from '../../plugins/sandbox-docker/types.js'
+import type { EnsureHook, SandboxService } from '../../plugins/sandbox/types.js'
 import type {} from '../../plugins/mcp-transport/types.js'
 
 export const TIERS = ['tier-tool-descriptions', 'tier-readme', 'tier-static-instructions', 'tier-dynamic-instructions', 'tier-resources', 'tier-http'] as const
@@ -59,7 +59,7 @@ export function fakeSandbox (log: FakeSandboxLog): FastifyPluginAsync {
       onEnsure: hook => { hooks.push(hook) }
     }
     fastify.decorate('sandbox', service)
-  }, { name: 'sandbox-docker' })
+  }, { name: 'sandbox' })
 }
 
 /** bash_tool and view stand-ins: they ensure the sandbox (as the real tools do) and echo the chat. */

@@ -15,6 +15,7 @@ import { loadConfig } from '../../core/config.js'
 import mcpTransport from '../../plugins/mcp-transport/index.js'
 import capabilities from '../../plugins/capabilities/index.js'
 import sandboxDocker from '../../plugins/sandbox-docker/index.js'
+import sandbox from '../../plugins/sandbox/index.js'
 import workspaceTools from '../../plugins/workspace-tools/index.js'
 import promptRender from '../../plugins/prompt-render/index.js'
 import uploads from '../../plugins/uploads/index.js'
@@ -32,7 +33,8 @@ async function dockerApp (t: Test): Promise<{ app: FastifyInstance, url: string 
   const app = await buildApp(config, [
     entry(mcpTransport, { apiKeyRequired: false, singleUserMode: 'lenient', publicBaseUrl: config.publicBaseUrl, allowedOrigins: [], maxBodyBytes: config.MCP_MAX_BODY_BYTES, keepAliveMs: 15000 }),
     entry(capabilities, { publicBaseUrl: config.publicBaseUrl }),
-    entry(sandboxDocker, { dockerHost: DOCKER_HOST, image: TEST_IMAGE, prefix, dataDir, memLimit: 512 * 1024 * 1024 }),
+    entry(sandboxDocker, { dockerHost: DOCKER_HOST }),
+    entry(sandbox, { image: TEST_IMAGE, prefix, dataDir, memLimit: 512 * 1024 * 1024 }),
     entry(workspaceTools, { commandTimeoutS: 60, createTimeoutS: 60, maxOutputChars: 30000, progressIntervalS: 15, dataDir }),
     entry(promptRender, {}),
     entry(uploads, { dataDir }),

@@ -6,7 +6,7 @@
 import { connect } from 'node:net'
 import fp from 'fastify-plugin'
 import type { FastifyPluginAsync } from 'fastify'
-import type { SandboxService, SandboxStream, StopHook } from '../../../plugins/sandbox-docker/types.js'
+import type { SandboxService, SandboxStream, StopHook } from '../../../plugins/sandbox/types.js'
 
 export interface FakeSandbox {
   sandbox: SandboxService
@@ -61,7 +61,7 @@ export function fakeSandbox (): FakeSandbox {
       }
     }
   }
-  const plugin = fp(async app => { app.decorate('sandbox', sandbox) }, { name: 'sandbox-docker', fastify: '5.x' })
+  const plugin = fp(async app => { app.decorate('sandbox', sandbox) }, { name: 'sandbox', fastify: '5.x' })
   return {
     sandbox,
     plugin,

@@ -8,7 +8,7 @@ import type Docker from 'dockerode'
 import { adapterContext, DEFAULT_ENGINE_LIMITS } from '../../../plugins/sandbox-docker/docker-context.js'
 import { DockerError, failureKind, toDockerError, transient } from '../../../plugins/sandbox-docker/docker-error.js'
 import { Dedup, Lane } from '../../../plugins/sandbox-docker/engine-queue.js'
-import { mapError } from '../../../plugins/sandbox-docker/registry.js'
+import { mapError } from '../../../plugins/sandbox/registry.js'
 
 // What node's http.request rejects with when its signal fires (docker-modem passes the signal on).
 const sleep = async (ms: number): Promise<void> => await new Promise(resolve => setTimeout(resolve, ms))

@@ -13,7 +13,7 @@ import { createProbe } from '../../../core/sandbox-probe.js'
 import { SUB_AGENT_SANDBOX_TIMEOUT } from '../../../plugins/sub-agent/errors.js'
 import { createRunRegistry, createSubAgentService } from '../../../plugins/sub-agent/service.js'
 import type { TerminalOptions } from '../../../plugins/terminal/schemas.js'
-import type { SandboxService, SandboxState, SandboxStream, StopHook, StreamOptions } from '../../../plugins/sandbox-docker/types.js'
+import type { SandboxService, SandboxState, SandboxStream, StopHook, StreamOptions } from '../../../plugins/sandbox/types.js'
 import { listen, TEST_API_KEY } from '../../helper.js'
 
 export const KEY = TEST_API_KEY
@@ -132,7 +132,7 @@ export function fakeSandbox (answer: ProbeAnswer = () => '') {
       return opts.tty === true ? ttyStream(argv, opts) : probeStream(argv, opts)
     }
   }
-  const plugin = fp(async (fastify: FastifyInstance) => { fastify.decorate('sandbox', sandbox) }, { name: 'sandbox-docker' })
+  const plugin = fp(async (fastify: FastifyInstance) => { fastify.decorate('sandbox', sandbox) }, { name: 'sandbox' })
   return {
     sandbox,
     plugin,

@@ -3,7 +3,7 @@ import Fastify from 'fastify'
 import { chatKey } from '../../../core/chat-id.js'
 import { createReadmeHook } from '../../../plugins/tier-readme/service.js'
 import type { PromptService, RenderRequest } from '../../../plugins/prompt-render/types.js'
-import type { SandboxInfo, SandboxService } from '../../../plugins/sandbox-docker/types.js'
+import type { SandboxInfo, SandboxService } from '../../../plugins/sandbox/types.js'
 
 const PATH = '/home/assistant/README.md'
 

@@ -5,7 +5,7 @@
 import t from 'tap'
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js'
 import { bashResult, formatBytes, noticeText, SANDBOX_STOPPED } from '../../../plugins/workspace-tools/bash-result.js'
-import type { SandboxNotice } from '../../../plugins/sandbox-docker/types.js'
+import type { SandboxNotice } from '../../../plugins/sandbox/types.js'
 
 const MiB = 1024 * 1024
 const textOf = (r: CallToolResult): string => { const b = r.content[0]; return b?.type === 'text' ? b.text : '' }

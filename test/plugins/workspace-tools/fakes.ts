@@ -1,6 +1,6 @@
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js'
 import type { TObject } from 'typebox'
-import type { CommandOptions, CommandResult, ExecOptions, ExecResult, SandboxService } from '../../../plugins/sandbox-docker/types.js'
+import type { CommandOptions, CommandResult, ExecOptions, ExecResult, SandboxService } from '../../../plugins/sandbox/types.js'
 import type { LinkService } from '../../../plugins/capabilities/types.js'
 import type { ToolCallContext, ToolDefinition } from '../../../plugins/mcp-transport/types.js'
 import { createWorkspaceTools } from '../../../plugins/workspace-tools/service.js'

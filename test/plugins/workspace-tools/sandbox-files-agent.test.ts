@@ -5,9 +5,9 @@
  * the command instead, so results and error texts are those of the exec path.
  */
 import t from 'tap'
-import type { SandboxFileOp, SandboxFileResult } from '../../../plugins/sandbox-docker/types.js'
+import type { SandboxFileOp, SandboxFileResult } from '../../../plugins/sandbox/types.js'
 import { createSandboxFiles } from '../../../plugins/workspace-tools/sandbox-files.js'
-import { parseFileResult } from '../../../plugins/sandbox-docker/agent-files.js'
+import { parseFileResult } from '../../../plugins/sandbox/agent-files.js'
 import { fakeSandbox } from './fakes.js'
 
 const MiB = 1024 * 1024

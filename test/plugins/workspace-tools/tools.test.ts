@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createError } from '@fastify/error'
 import { fakeContext, fakeSandbox, SETTINGS, textOf, tools } from './fakes.js'
-import type { ExecOptions } from '../../../plugins/sandbox-docker/types.js'
+import type { ExecOptions } from '../../../plugins/sandbox/types.js'
 
 const REG = (size: number): string => `81a4 ${size}\n`
 const DIR = '41ed 4096\n'

@@ -1,7 +1,9 @@
 import type { Duplex } from 'node:stream'
 import type { RequestUser } from '../../core/identity.js'
 
-/** The engine interface (issue #11 §1) is part of the contract: engines import it from here. */
+import type { SandboxEngine } from './engine-types.js'
+
+/** The engine interface (issue #11 §1) is part of the contract: engine plugins import it from here. */
 export type {
   DiskUsageReport, EngineErrorReason, EngineFailure, EngineNetwork, ExecHandle, ExecOutput, ExecSpec, ExecState, ResourceStats,
   SandboxDetails, SandboxEngine, SandboxSpec, SandboxSummary, SpecMount, StorageInfo, VolumeSummary
@@ -300,5 +302,9 @@ export interface SandboxNetwork {
 }
 
 declare module 'fastify' {
-  interface FastifyInstance { sandbox: SandboxService }
+  interface FastifyInstance {
+    sandbox: SandboxService
+    /** Decorated by an engine plugin (sandbox-docker); used by the sandbox core only. */
+    sandboxEngine: SandboxEngine
+  }
 }

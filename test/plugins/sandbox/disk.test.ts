@@ -9,18 +9,18 @@ import { join } from 'node:path'
 import pino from 'pino'
 import { parseOptions } from '../../../core/config.js'
 import { chatPaths } from '../../../core/chat-paths.js'
-import { buildSandboxSpec, configDrift, tmpfsFor, type SandboxSettings } from '../../../plugins/sandbox-docker/sandbox-spec.js'
+import { buildSandboxSpec, configDrift, tmpfsFor, type SandboxSettings } from '../../../plugins/sandbox/sandbox-spec.js'
 import { dockerCreateBody } from '../../../plugins/sandbox-docker/docker-create-body.js'
-import { isQuotaRefusal } from '../../../plugins/sandbox-docker/disk-quota.js'
+import { isQuotaRefusal } from '../../../plugins/sandbox/disk-quota.js'
 import { quotaFor } from '../../../plugins/sandbox-docker/docker-monitor.js'
-import { treeUsage } from '../../../plugins/sandbox-docker/disk-usage.js'
-import { diskPass } from '../../../plugins/sandbox-docker/disk-watchdog.js'
-import type { DiskUsageReport, SandboxEngine } from '../../../plugins/sandbox-docker/engine-types.js'
+import { treeUsage } from '../../../plugins/sandbox/disk-usage.js'
+import { diskPass } from '../../../plugins/sandbox/disk-watchdog.js'
+import type { DiskUsageReport, SandboxEngine } from '../../../plugins/sandbox/engine-types.js'
 import { DockerError } from '../../../plugins/sandbox-docker/docker-error.js'
-import { volumeLabels } from '../../../plugins/sandbox-docker/names.js'
-import { takeNotices } from '../../../plugins/sandbox-docker/notices.js'
-import { createRegistry, entryOf } from '../../../plugins/sandbox-docker/registry.js'
-import { SandboxDockerOptions } from '../../../plugins/sandbox-docker/schemas.js'
+import { volumeLabels } from '../../../plugins/sandbox/names.js'
+import { takeNotices } from '../../../plugins/sandbox/notices.js'
+import { createRegistry, entryOf } from '../../../plugins/sandbox/registry.js'
+import { SandboxOptions } from '../../../plugins/sandbox/schemas.js'
 
 const MiB = 1024 * 1024
 const GiB = 1024 * MiB
@@ -132,7 +132,7 @@ function fakeDocker (): FakeDocker {
 t.test('watchdog: a chat over its limit is killed once, warned while over, killed again only when it grows', async t => { // issue #8
   const dataDir = await mkdtemp(join(tmpdir(), 'disk-wd-'))
   t.teardown(async () => { await rm(dataDir, { recursive: true, force: true }) })
-  const opts = parseOptions(SandboxDockerOptions, { prefix: 'cu', dataDir, diskLimit: 50 * MiB }, 'sandbox-docker')
+  const opts = parseOptions(SandboxOptions, { prefix: 'cu', dataDir, diskLimit: 50 * MiB }, 'sandbox')
   const fake = fakeDocker()
   const reg = createRegistry({ ...opts, dataDirHost: dataDir, now: Date.now }, fake.client, pino({ level: 'silent' }))
   reg.bootstrapped = true
@@ -190,7 +190,7 @@ t.test('watchdog: a chat over its limit is killed once, warned while over, kille
 t.test('watchdog: what the writer adds until it is killed is measured after the kill, so its restart is not stopped again', async t => { // issue #8
   const dataDir = await mkdtemp(join(tmpdir(), 'disk-wd-'))
   t.teardown(async () => { await rm(dataDir, { recursive: true, force: true }) })
-  const opts = parseOptions(SandboxDockerOptions, { prefix: 'cu', dataDir, diskLimit: 50 * MiB }, 'sandbox-docker')
+  const opts = parseOptions(SandboxOptions, { prefix: 'cu', dataDir, diskLimit: 50 * MiB }, 'sandbox')
   const fake = fakeDocker()
   const labels = volumeLabels('cu', 'chat-dd')
   const reg = createRegistry({ ...opts, dataDirHost: dataDir, now: Date.now }, fake.client, pino({ level: 'silent' }))
@@ -215,7 +215,7 @@ t.test('watchdog: what the writer adds until it is killed is measured after the 
 t.test('watchdog: an engine that does not report disk usage skips the pass', async t => {
   const dataDir = await mkdtemp(join(tmpdir(), 'disk-wd-'))
   t.teardown(async () => { await rm(dataDir, { recursive: true, force: true }) })
-  const opts = parseOptions(SandboxDockerOptions, { prefix: 'cu', dataDir, diskLimit: MiB }, 'sandbox-docker')
+  const opts = parseOptions(SandboxOptions, { prefix: 'cu', dataDir, diskLimit: MiB }, 'sandbox')
   let killed = 0
   const client = {
     diskUsage: async () => { throw new DockerError('disk usage: a disk usage operation is already running', 409, false) },

@@ -7,7 +7,7 @@
 import t from 'tap'
 import { spawn, spawnSync } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
-import { encodeJson, FrameParser, parseExit, T_EXEC, T_EXIT, T_HELLO, T_OUT } from '../../../plugins/sandbox-docker/agent-protocol.js'
+import { encodeJson, FrameParser, parseExit, T_EXEC, T_EXIT, T_HELLO, T_OUT } from '../../../plugins/sandbox/agent-protocol.js'
 
 const SCRIPT = fileURLToPath(new URL('../../../sandbox-image/agent/cubicle-agent.py', import.meta.url))
 const python = spawnSync('python3', ['-c', 'import sys; sys.exit(0 if sys.version_info >= (3, 9) else 1)']).status === 0

@@ -1,6 +1,6 @@
 import t from 'tap'
 import { loadConfig } from '../../../core/config.js'
-import { chatEnv, sandboxEnvFromConfig, toEnvList } from '../../../plugins/sandbox-docker/env.js'
+import { chatEnv, sandboxEnvFromConfig, toEnvList } from '../../../plugins/sandbox/env.js'
 
 // Every variable of §8.7 set on the host, plus the server secrets.
 const ALL: Record<string, string> = {

@@ -1,11 +1,11 @@
 import t from 'tap'
 import { chatKey } from '../../../core/chat-id.js'
-import { buildSandboxSpec, configDrift, type SandboxSettings } from '../../../plugins/sandbox-docker/sandbox-spec.js'
+import { buildSandboxSpec, configDrift, type SandboxSettings } from '../../../plugins/sandbox/sandbox-spec.js'
 import { dockerCreateBody } from '../../../plugins/sandbox-docker/docker-create-body.js'
-import { containerLabels, ownerFilter, readLabels, rfc3339, sandboxNames, volumeLabels } from '../../../plugins/sandbox-docker/names.js'
+import { containerLabels, ownerFilter, readLabels, rfc3339, sandboxNames, volumeLabels } from '../../../plugins/sandbox/names.js'
 import { parseDockerHost } from '../../../plugins/sandbox-docker/docker-endpoint.js'
 import { parseOptions } from '../../../core/config.js'
-import { SandboxDockerOptions } from '../../../plugins/sandbox-docker/schemas.js'
+import { SandboxOptions } from '../../../plugins/sandbox/schemas.js'
 
 const settings: SandboxSettings = {
   image: 'computer-use-sandbox:latest',
@@ -147,7 +147,7 @@ t.test('DOCKER_HOST forms', async t => {
 })
 
 t.test('options schema: defaults and validation', async t => {
-  const o = parseOptions(SandboxDockerOptions, {}, 'sandbox-docker')
+  const o = parseOptions(SandboxOptions, {}, 'sandbox')
   t.equal(o.prefix, 'cu')
   t.equal(o.memLimit, 2147483648)
   t.equal(o.pidsLimit, 512)
@@ -155,6 +155,6 @@ t.test('options schema: defaults and validation', async t => {
   t.equal(o.reaperIntervalMs, 30000)
   t.equal(o.purgeIntervalMs, 3600000)
   t.same(o.sandboxEnv, {})
-  t.throws(() => parseOptions(SandboxDockerOptions, { prefix: 'Bad_Prefix' }, 'sandbox-docker'), { code: 'CORE_INVALID_PLUGIN_OPTIONS' })
-  t.throws(() => parseOptions(SandboxDockerOptions, { pidsLimit: 2 }, 'sandbox-docker'), { code: 'CORE_INVALID_PLUGIN_OPTIONS' })
+  t.throws(() => parseOptions(SandboxOptions, { prefix: 'Bad_Prefix' }, 'sandbox'), { code: 'CORE_INVALID_PLUGIN_OPTIONS' })
+  t.throws(() => parseOptions(SandboxOptions, { pidsLimit: 2 }, 'sandbox'), { code: 'CORE_INVALID_PLUGIN_OPTIONS' })
 })

@@ -8,12 +8,12 @@ import t from 'tap'
 import { PassThrough, type Duplex } from 'node:stream'
 import pino from 'pino'
 import { parseOptions } from '../../../core/config.js'
-import type { ExecSpec, SandboxDetails, SandboxEngine } from '../../../plugins/sandbox-docker/engine-types.js'
+import type { ExecSpec, SandboxDetails, SandboxEngine } from '../../../plugins/sandbox/engine-types.js'
 import { DockerError } from '../../../plugins/sandbox-docker/docker-error.js'
 import { dockerDecoder } from '../../../plugins/sandbox-docker/docker-stream.js'
-import { adoptable, waitReady } from '../../../plugins/sandbox-docker/lifecycle.js'
-import { createRegistry, entryOf, mapError } from '../../../plugins/sandbox-docker/registry.js'
-import { SandboxDockerOptions } from '../../../plugins/sandbox-docker/schemas.js'
+import { adoptable, waitReady } from '../../../plugins/sandbox/lifecycle.js'
+import { createRegistry, entryOf, mapError } from '../../../plugins/sandbox/registry.js'
+import { SandboxOptions } from '../../../plugins/sandbox/schemas.js'
 
 /** One Docker stdout frame (the multiplexed stream of a non-TTY exec). */
 const frame = (text: string): Buffer => {
@@ -30,7 +30,7 @@ const details = (name: string): SandboxDetails => ({
 })
 
 function registry (client: Partial<SandboxEngine>, extra: Record<string, unknown> = {}): ReturnType<typeof createRegistry> {
-  const opts = parseOptions(SandboxDockerOptions, { prefix: 'cu', dataDir: '/nonexistent', ...extra }, 'sandbox-docker')
+  const opts = parseOptions(SandboxOptions, { prefix: 'cu', dataDir: '/nonexistent', ...extra }, 'sandbox')
   return createRegistry({ ...opts, dataDirHost: '/nonexistent', now: Date.now }, client as SandboxEngine, pino({ level: 'silent' }))
 }
 

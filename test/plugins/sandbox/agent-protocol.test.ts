@@ -1,10 +1,10 @@
 import t from 'tap'
 import { PassThrough } from 'node:stream'
-import { AgentConnection } from '../../../plugins/sandbox-docker/agent-client.js'
+import { AgentConnection } from '../../../plugins/sandbox/agent-client.js'
 import {
   decodeJson, encodeFrame, encodeJson, FrameParser, MAX_FRAME, MAX_JSON, parseExit, parseFailure,
   T_EXEC, T_EXIT, T_HELLO, T_OUT
-} from '../../../plugins/sandbox-docker/agent-protocol.js'
+} from '../../../plugins/sandbox/agent-protocol.js'
 
 // issue #11 §2: the agent's frames are untrusted input; the parser is strict and bounded.
 

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { commandArgv, EOF_MARKER, EofFilter, killArgv, SentinelParser } from '../../../plugins/sandbox-docker/exec-stream.js'
+import { commandArgv, EOF_MARKER, EofFilter, killArgv, SentinelParser } from '../../../plugins/sandbox/exec-stream.js'
 import { Demuxer } from '../../../plugins/sandbox-docker/docker-stream.js'
 
 function frame (stream: number, payload: string | Buffer): Buffer {

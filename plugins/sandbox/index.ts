@@ -1,0 +1,33 @@
+import fp from 'fastify-plugin'
+import type { FastifyPluginAsync } from 'fastify'
+import { parseOptions } from '../../core/config.js'
+import { SandboxOptions } from './schemas.js'
+import { createSandboxService } from './service.js'
+
+export type { SandboxOptions } from './schemas.js'
+export { sandboxEnvFromConfig } from './env.js'
+
+/**
+ * The engine-neutral sandbox core (types.ts; surface.md §5; issue #11 §1). Decorates `fastify.sandbox`
+ * over the engine an engine plugin decorated as `fastify.sandboxEngine` (sandbox-docker today), adds
+ * the engine's readiness check (Docker: `docker`, fields docker, image, data_dir), connects at boot
+ * (ensures the isolated network, re-adopts labelled sandboxes, fills the warm pool) and runs the
+ * reaper. Boot never fails because the engine is down. On close, timers stop, exec streams end and the
+ * engine is closed; sandboxes keep running and are re-adopted.
+ */
+const sandbox: FastifyPluginAsync<SandboxOptions> = async (fastify, raw) => {
+  const { now, ...rest } = raw
+  const opts = parseOptions(SandboxOptions, rest, 'sandbox')
+  const engine = fastify.sandboxEngine
+  const service = createSandboxService({
+    ...opts,
+    dataDirHost: opts.dataDirHost.trim() || opts.dataDir,
+    now: now ?? Date.now
+  }, engine, fastify.log.child({ plugin: 'sandbox', engine: engine.name }))
+  fastify.decorate('sandbox', service)
+  fastify.readiness.addCheck(engine.name, async () => await service.readiness())
+  fastify.addHook('onClose', async () => { await service.close() })
+  await service.start()
+}
+
+export default fp(sandbox, { name: 'sandbox', fastify: '5.x', decorators: { fastify: ['readiness', 'sandboxEngine'] } })
