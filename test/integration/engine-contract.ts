@@ -1,0 +1,221 @@
+/*
+ * The engine contract (issue #11 §1): what the sandbox core relies on from a SandboxEngine
+ * (plugins/sandbox/types.ts), checked against a real engine. Every engine runs it: Docker today
+ * (engine-docker.test.ts), a Kubernetes engine tomorrow. Everything it creates carries
+ * `cu.prefix=<prefix>`, so the caller cleans up by label.
+ */
+import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import type { Test } from 'tap'
+import pino from 'pino'
+import type { ExecHandle, SandboxEngine, SandboxSpec } from '../../plugins/sandbox/types.js'
+import { createSandboxService } from '../../plugins/sandbox/service.js'
+import { parseOptions } from '../../core/config.js'
+import { SandboxOptions } from '../../plugins/sandbox/schemas.js'
+
+export interface ContractOptions {
+  /** a fresh engine (closed by the suite) */
+  engine: () => SandboxEngine
+  /** an engine pointed at nothing (its engine is unreachable) */
+  unreachable: () => SandboxEngine
+  image: string
+  /** unique per test file: names and the `cu.prefix` label */
+  prefix: string
+}
+
+const MiB = 1024 * 1024
+
+/** Collects an exec's output (decoded by the engine) until its stream ends. */
+/** `stdin` is written, then closed unless `keepOpen` (a TTY: closing it may end the session before its output). */
+export async function collect (h: ExecHandle, stdin?: string, keepOpen = false): Promise<{ stdout: string, stderr: string }> {
+  const out = { 1: [] as Buffer[], 2: [] as Buffer[] }
+  const d = h.decoder((stream, data) => { out[stream].push(Buffer.from(data)) })
+  await new Promise<void>(resolve => {
+    h.socket.on('data', (c: Buffer) => { d.push(c) })
+    h.socket.on('end', resolve)
+    h.socket.on('close', resolve)
+    h.socket.on('error', () => resolve())
+    if (stdin !== undefined) { h.socket.write(stdin); if (!keepOpen) h.socket.end() }
+  })
+  return { stdout: Buffer.concat(out[1]).toString('utf8'), stderr: Buffer.concat(out[2]).toString('utf8') }
+}
+
+/** Exit code once the engine reports the exec finished (it may lag the stream's end). */
+async function exitOf (engine: SandboxEngine, id: string): Promise<number | null> {
+  for (let i = 0; i < 50; i++) {
+    const s = await engine.execInspect(id)
+    if (!s.running) return s.exitCode
+    await new Promise(resolve => setTimeout(resolve, 100))
+  }
+  return null
+}
+
+function spec (o: ContractOptions, name: string, bindDir: string): SandboxSpec {
+  const labels = { 'managed-by': 'computer-use-server', 'cu.prefix': o.prefix, 'cu.contract': name }
+  return {
+    name: `${o.prefix}-${name}`,
+    image: o.image,
+    command: ['sleep', 'infinity'],
+    hostname: `sbx-${name}`,
+    user: 'assistant',
+    workdir: '/home/assistant',
+    env: ['CONTRACT_VAR=yes'],
+    labels,
+    mounts: [
+      { type: 'volume', source: `${o.prefix}-home-${name}`, target: '/home/assistant', readOnly: false, volumeLabels: labels },
+      { type: 'bind', source: bindDir, target: '/mnt/contract', readOnly: true }
+    ],
+    tmpfs: { '/tmp': 'rw,nosuid,nodev,size=16777216,mode=1777' },
+    limits: { memory: 256 * MiB, cpus: 0.5, pids: 128, disk: 0, shm: 64 * MiB },
+    network: 'none',
+    security: { dropCapabilities: true, noNewPrivileges: true, init: true, disableIpv6: false }
+  }
+}
+
+async function reasonOf (p: Promise<unknown>): Promise<string | undefined> {
+  try { await p } catch (err) { return (err as { reason?: string }).reason ?? `no reason: ${(err as Error).message}` }
+  return 'resolved'
+}
+
+export async function engineContract (t: Test, o: ContractOptions): Promise<void> {
+  const engine = o.engine()
+  t.teardown(() => { engine.close() })
+  const bindDir = await mkdtemp(join(tmpdir(), `${o.prefix}-bind-`))
+  t.teardown(async () => { await rm(bindDir, { recursive: true, force: true }) })
+  await chmod(bindDir, 0o755)
+  await writeFile(join(bindDir, 'seen.txt'), 'from the host\n', { mode: 0o644 })
+  const s1 = spec(o, 'one', bindDir)
+  let id = ''
+
+  t.test('ping and image presence', async t => {
+    await engine.ping(3000)
+    t.match(await engine.imageId(o.image), /\S/, 'the sandbox image is present')
+    t.equal(await engine.imageId(`${o.prefix}-no-such-image:none`), null, 'a missing image is null, never pulled')
+  })
+
+  t.test('create from the spec: inspect shows labels, limits, mounts, env, tmpfs, network', async t => {
+    const created = await engine.create(s1)
+    if (created === 'conflict') { t.fail('fresh name reported as a conflict'); return }
+    id = created.id
+    const d = await engine.inspect(s1.name)
+    t.equal(d?.id, id, 'found by name')
+    t.equal(d?.name, s1.name)
+    t.equal(d?.running, false, 'created, not started')
+    t.match(d?.labels, s1.labels)
+    t.equal(d?.memory, 256 * MiB)
+    t.equal(d?.cpus, 0.5)
+    t.equal(d?.pids, 128)
+    t.equal(d?.diskQuota, 0)
+    t.equal(d?.network, 'none')
+    t.same(d?.tmpfs, s1.tmpfs)
+    t.ok(d?.env.includes('CONTRACT_VAR=yes'), 'env as given')
+    const mounts = [...(d?.mounts ?? [])].sort((a, b) => a.target < b.target ? -1 : 1)
+    t.same(mounts, [
+      { type: 'volume', source: `${o.prefix}-home-one`, target: '/home/assistant', readOnly: false },
+      { type: 'bind', source: bindDir, target: '/mnt/contract', readOnly: true }
+    ])
+    t.equal(await engine.create(s1), 'conflict', 'a second create with the same name is a conflict')
+    t.ok((await engine.listVolumes([`cu.prefix=${o.prefix}`])).some(v => v.name === `${o.prefix}-home-one`), 'the volume was made with its labels')
+  })
+
+  t.test('start is idempotent; hostname, user, bind mount and limits hold inside', async t => {
+    await engine.start(id)
+    await engine.start(id)
+    t.equal((await engine.inspect(id))?.running, true)
+    const h = await engine.exec(id, { argv: ['sh', '-c', 'hostname; id -un; pwd; cat /mnt/contract/seen.txt; echo $CONTRACT_VAR'], user: 'assistant', cwd: '/home/assistant' })
+    t.same((await collect(h)).stdout.split('\n'), ['sbx-one', 'assistant', '/home/assistant', 'from the host', 'yes', ''])
+    const listed = await engine.list([`cu.prefix=${o.prefix}`, 'cu.contract=one'])
+    t.same(listed.map(c => [c.id, c.name, c.running]), [[id, s1.name, true]], 'listed by label')
+    const stats = await engine.stats(id)
+    t.equal(stats.pids.limit, 128, 'the engine reports the pids limit')
+    t.equal(stats.memory.limit, 256 * MiB, 'and the memory limit')
+  })
+
+  t.test('exec: separate stdout and stderr, exit codes, stdin, env and cwd', async t => {
+    const h = await engine.exec(id, { argv: ['sh', '-c', 'echo out; echo err >&2; exit 3'], user: 'assistant' })
+    t.same(await collect(h), { stdout: 'out\n', stderr: 'err\n' })
+    t.equal(await exitOf(engine, h.id), 3)
+    const cat = await engine.exec(id, { argv: ['sh', '-c', 'cat; echo " $X $(pwd)"'], user: 'assistant', cwd: '/tmp', env: ['X=42'], stdin: true })
+    t.same(await collect(cat, 'piped'), { stdout: 'piped 42 /tmp\n', stderr: '' })
+    t.equal(await exitOf(engine, cat.id), 0)
+  })
+
+  t.test('TTY exec: one stream, resize reaches the terminal', async t => {
+    const h = await engine.exec(id, { argv: ['sh', '-c', 'read go; stty size'], user: 'assistant', tty: true, stdin: true })
+    // The terminal exists once the process runs: resize until it has started, then let it print.
+    for (let i = 0; i < 20 && (await engine.execInspect(h.id)).pid === 0; i++) await new Promise(resolve => setTimeout(resolve, 50))
+    await engine.execResize(h.id, 100, 30)
+    const out = await collect(h, 'go\n', true)
+    t.match(out.stdout, /30 100/, 'rows and columns as resized')
+    t.equal(out.stderr, '', 'a TTY has no separate stderr')
+    t.equal(await exitOf(engine, h.id), 0)
+  })
+
+  t.test('putFile: mode and owner as given; a missing parent is no-such-path', async t => {
+    await engine.putFile(id, '/home/assistant/put.txt', Buffer.from('data'), 0o640, 1000, 1000)
+    const h = await engine.exec(id, { argv: ['sh', '-c', 'stat -c "%a %u %g %s" /home/assistant/put.txt; cat /home/assistant/put.txt'], user: 'assistant' })
+    t.equal((await collect(h)).stdout, '640 1000 1000 4\ndata')
+    t.equal(await reasonOf(engine.putFile(id, '/home/assistant/no/such/dir/x', Buffer.from('x'), 0o644, 0, 0)), 'no-such-path')
+  })
+
+  t.test('rename: found by the new name; a taken name is a conflict; a missing sandbox is false', async t => {
+    const s2 = spec(o, 'two', bindDir)
+    const other = await engine.create(s2)
+    t.not(other, 'conflict')
+    t.equal(await engine.rename(id, `${o.prefix}-renamed`), true)
+    t.equal((await engine.inspect(`${o.prefix}-renamed`))?.id, id)
+    t.equal(await engine.inspect(s1.name), null, 'the old name is free')
+    t.equal(await engine.rename(id, s2.name), 'conflict')
+    t.equal(await engine.rename(`${o.prefix}-no-such-sandbox`, `${o.prefix}-x`), false)
+    // A created but never started sandbox refuses an exec as not running (the core's recovery signal).
+    const r = await reasonOf(engine.exec((other as { id: string }).id, { argv: ['true'] }))
+    t.ok(r === 'not-running' || r === 'conflict', `exec into a stopped sandbox: ${String(r)}`)
+    await engine.remove((other as { id: string }).id)
+  })
+
+  t.test('stop, kill and remove are idempotent; a removed sandbox is no-such-sandbox', async t => {
+    t.equal(await engine.stop(id, 1), true)
+    t.equal(await engine.stop(id, 1), true, 'stopping a stopped sandbox succeeds')
+    t.equal((await engine.inspect(id))?.running, false)
+    await engine.kill(id)
+    t.equal(await engine.stop(`${o.prefix}-no-such-sandbox`, 1), false, 'stop of a missing sandbox says so')
+    await engine.kill(`${o.prefix}-no-such-sandbox`)
+    await engine.start(id)
+    await engine.kill(id)
+    t.equal((await engine.inspect(id))?.running, false, 'killed')
+    await engine.remove(id)
+    await engine.remove(id)
+    t.equal(await engine.inspect(id), null)
+    t.equal(await reasonOf(engine.exec(id, { argv: ['true'] })), 'no-such-sandbox')
+    t.ok((await engine.listVolumes([`cu.prefix=${o.prefix}`])).some(v => v.name === `${o.prefix}-home-one`), 'removing a sandbox keeps its volume')
+  })
+
+  t.test('volumes and the isolated network', async t => {
+    const name = `${o.prefix}-vol-extra`
+    await engine.createVolume(name, { 'cu.prefix': o.prefix, 'cu.contract': 'vol' })
+    t.same((await engine.listVolumes([`cu.prefix=${o.prefix}`, 'cu.contract=vol'])).map(v => v.name), [name])
+    await engine.removeVolume(name)
+    await engine.removeVolume(name)
+    t.same(await engine.listVolumes([`cu.prefix=${o.prefix}`, 'cu.contract=vol']), [])
+    const net = `${o.prefix}-net`
+    const first = await engine.ensureNetwork(net, { 'cu.prefix': o.prefix })
+    t.match(first, { result: 'created', internal: true })
+    t.match(await engine.ensureNetwork(net, { 'cu.prefix': o.prefix }), { result: 'exists', id: first.id })
+    t.ok((await engine.listNetworks([`cu.prefix=${o.prefix}`])).some(n => n.id === first.id))
+    await engine.removeNetwork(net)
+    await engine.removeNetwork(net)
+  })
+
+  t.test('an unreachable engine is an outage, and the core says so in neutral words', async t => {
+    const dead = o.unreachable()
+    t.teardown(() => { dead.close() })
+    const err = await dead.ping(2000).then(() => null, (e: unknown) => e as { unavailable?: boolean, busy?: boolean })
+    t.equal(err?.unavailable, true, 'unavailable, not busy')
+    t.equal(err?.busy, false)
+    const opts = parseOptions(SandboxOptions, { prefix: o.prefix, image: o.image, dataDir: bindDir }, 'sandbox')
+    const service = createSandboxService({ ...opts, dataDirHost: bindDir, now: Date.now }, dead, pino({ level: 'silent' }))
+    t.teardown(async () => { await service.close() })
+    await t.rejects(service.ensure('contract-down'), { code: 'SANDBOX_ENGINE_UNAVAILABLE', message: `${dead.label.engine} is not reachable; try again shortly` })
+  })
+}
