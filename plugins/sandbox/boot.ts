@@ -128,7 +128,8 @@ export async function startService (reg: Registry, reap: () => Promise<void>, pu
   try {
     await bootstrap(reg)
   } catch (err) {
-    reg.log.error({ err: describe(err) }, 'Docker is unavailable at boot; sandboxes will be created once it answers (/ready reports docker: unavailable)')
+    reg.log.error({ err: describe(err), engine: reg.engine.name },
+      `${reg.engine.label.engine} is unavailable at boot; sandboxes will be created once it answers (/ready reports ${reg.engine.name}: unavailable)`)
   }
   reg.reaperTimer = setInterval(() => { void reap().catch(err => reg.log.warn({ err: describe(err) }, 'reaper pass failed')) }, reg.opts.reaperIntervalMs)
   reg.reaperTimer.unref()

@@ -35,7 +35,7 @@ async function reapOnce (reg: Registry): Promise<void> {
     reg.engineUp = true
   } catch (err) {
     reg.engineUp = false
-    reg.log.debug({ err: describe(err) }, 'reaper: Docker unavailable')
+    reg.log.debug({ err: describe(err) }, 'reaper: the engine is unavailable')
     return
   }
   const { chats, unclaimed } = await sortListing(reg, list)
