@@ -10,6 +10,7 @@ import { entry, type Entry } from './core/app.js'
 import metrics from './plugins/metrics/index.js'
 import mcpTransport from './plugins/mcp-transport/index.js'
 import capabilities from './plugins/capabilities/index.js'
+import chatStorage from './plugins/chat-storage/index.js'
 import sandboxDocker from './plugins/sandbox-docker/index.js'
 import sandbox, { sandboxEnvFromConfig } from './plugins/sandbox/index.js'
 import workspaceTools from './plugins/workspace-tools/index.js'
@@ -53,6 +54,8 @@ const plugins = {
     tokenTtlSeconds: config.LINK_TOKEN_TTL,
     publicBaseUrl: config.publicBaseUrl
   }),
+  // Before every plugin that reads or writes chat data (uploads, outputs, state files).
+  'chat-storage': config => entry(chatStorage, { dataDir: config.DATA_DIR }),
   // The sandbox engine first (it decorates fastify.sandboxEngine), then the engine-neutral core.
   'sandbox-docker': config => entry(sandboxDocker, { dockerHost: config.DOCKER_HOST || config.DOCKER_SOCKET }),
   sandbox: config => entry(sandbox, {

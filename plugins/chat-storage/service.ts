@@ -1,0 +1,157 @@
+import { randomUUID } from 'node:crypto'
+import { constants } from 'node:fs'
+import { chmod, chown, lstat, mkdir, open, readdir, realpath, rename, rm, stat, unlink } from 'node:fs/promises'
+import { basename, dirname, join } from 'node:path'
+import { chatPaths } from '../../core/chat-paths.js'
+import { isInside, openVerified, resolveInside } from '../../core/safe-path.js'
+import { walkTree } from '../../core/tree-walk.js'
+import { CHAT_STORAGE_BAD_NAME, CHAT_STORAGE_IS_DIRECTORY, CHAT_STORAGE_NOT_DIRECTORY } from './errors.js'
+import { createStateFiles } from './state-files.js'
+import type { ChatArea, ChatStorageService, StateFiles } from './types.js'
+
+/*
+ * The local-filesystem storage engine: DATA_DIR laid out as surface.md §1.5 says. This file and
+ * state-files.ts are the only code (besides the sandbox driver's bind-mount sources) that knows the
+ * layout; the modes are those of §5.1: nothing world-writable, outputs 0750 for the sandbox user.
+ */
+
+export interface ChatStorageOptions { dataDir: string }
+
+const KEY = /^[0-9a-f]{32}$/
+const SCOPE = /^[a-z0-9][a-z0-9-]{0,63}(\/[a-z0-9][a-z0-9-]{0,63}){0,3}$/
+const DIR_MODE = 0o755
+const OUTPUTS_MODE = 0o750
+
+function errnoCode (err: unknown): string | undefined {
+  return typeof err === 'object' && err !== null && 'code' in err && typeof err.code === 'string' ? err.code : undefined
+}
+
+/** mkdir -p with `mode`, then the mode fixed on an existing directory; a symlink in its place is refused. */
+async function ensureDirMode (path: string, mode: number, label: string): Promise<void> {
+  await mkdir(path, { recursive: true, mode })
+  const info = await lstat(path)
+  if (!info.isDirectory()) throw new CHAT_STORAGE_NOT_DIRECTORY(label)
+  if ((info.mode & 0o7777) !== mode) await chmod(path, mode)
+}
+
+export function createChatStorage (opts: ChatStorageOptions): ChatStorageService {
+  const root = opts.dataDir
+  const paths = (chatId: string): ReturnType<typeof chatPaths> => chatPaths(root, chatId)
+  const areaDir = (chatId: string, area: ChatArea): string => paths(chatId)[area]
+
+  async function areaRoot (chatId: string, area: ChatArea): Promise<string | undefined> {
+    const dir = areaDir(chatId, area)
+    try {
+      // The area itself must be a directory, never a symlink to somewhere else.
+      const info = await lstat(dir)
+      if (!info.isDirectory()) return undefined
+      return await realpath(dir)
+    } catch (err) {
+      if (errnoCode(err) === 'ENOENT' || errnoCode(err) === 'ENOTDIR') return undefined
+      throw err
+    }
+  }
+
+  async function ensureArea (chatId: string, area: ChatArea): Promise<string> {
+    const dir = areaDir(chatId, area)
+    await mkdir(dir, { recursive: true, mode: DIR_MODE })
+    return dir
+  }
+
+  /** Creates the target's missing parents (0755), then proves the parent still resolves inside the area. */
+  async function prepareParent (base: string, target: string): Promise<string> {
+    const parent = dirname(target)
+    await mkdir(parent, { recursive: true, mode: DIR_MODE })
+    const realParent = await realpath(parent)
+    if (!isInside(await realpath(base), realParent)) throw new Error('the parent directory left the area')
+    return realParent
+  }
+
+  const writeAtomic: ChatStorageService['writeAtomic'] = async (chatId, area, segments, write, wopts = {}) => {
+    const base = await ensureArea(chatId, area)
+    const target = await resolveInside(base, segments)
+    const existing = await lstat(target).catch(() => undefined)
+    if (existing?.isDirectory() === true) throw new CHAT_STORAGE_IS_DIRECTORY()
+    const parent = await prepareParent(base, target)
+    const temp = join(parent, `.upload-${randomUUID()}.part`)
+    const mode = wopts.mode ?? 0o644
+    const handle = await open(temp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, mode)
+    try {
+      await handle.chmod(mode) // the umask must not hide the file from the sandbox user
+      // The write stream owns the handle from here and closes it when done (a FileHandle with a live
+      // stream cannot be closed separately: close() would wait for the stream forever).
+      await write(handle.createWriteStream())
+      const info = await lstat(temp)
+      await rename(temp, join(parent, basename(target)))
+      return { size: info.size, mtimeMs: info.mtimeMs, ino: info.ino }
+    } catch (err) {
+      await handle.close().catch(() => {})
+      await unlink(temp).catch(() => {})
+      throw err
+    }
+  }
+
+  function chatState (chatId: string): StateFiles {
+    const { key } = paths(chatId)
+    return createStateFiles({
+      root,
+      dirs: [{ rel: 'chats', mode: DIR_MODE }, { rel: join('chats', key), mode: DIR_MODE }],
+      label: `chats/${key}`
+    })
+  }
+
+  function serverState (scope: string, sopts: { dirMode?: number } = {}): StateFiles {
+    if (typeof scope !== 'string' || !SCOPE.test(scope) || scope.split('/')[0] === 'chats') throw new CHAT_STORAGE_BAD_NAME(JSON.stringify(String(scope)).slice(0, 80))
+    return createStateFiles({ root, dirs: [{ rel: scope, mode: sopts.dirMode ?? 0o700 }], label: scope })
+  }
+
+  async function purgeKey (key: string): Promise<void> {
+    if (typeof key !== 'string' || !KEY.test(key)) throw new CHAT_STORAGE_BAD_NAME('not a chat key')
+    await rm(join(root, 'chats', key), { recursive: true, force: true })
+  }
+
+  return {
+    key: chatId => paths(chatId).key,
+    async prepare (chatId, popts = {}) {
+      const p = paths(chatId)
+      await ensureDirMode(join(root, 'chats'), DIR_MODE, 'chats')
+      await ensureDirMode(p.dir, DIR_MODE, `chats/${p.key}`)
+      await ensureDirMode(p.uploads, DIR_MODE, `chats/${p.key}/uploads`)
+      await ensureDirMode(p.outputs, OUTPUTS_MODE, `chats/${p.key}/outputs`)
+      const owner = popts.outputsOwner
+      if (owner === undefined) return { outputsOwned: false }
+      const st = await stat(p.outputs)
+      if (st.uid === owner.uid && st.gid === owner.gid) return { outputsOwned: true }
+      try {
+        await chown(p.outputs, owner.uid, owner.gid)
+        return { outputsOwned: true }
+      } catch (err) {
+        if (errnoCode(err) === 'EPERM') return { outputsOwned: false }
+        throw err
+      }
+    },
+    async ensureArea (chatId, area) { await ensureArea(chatId, area) },
+    areaRoot,
+    walk: (chatId, area, wopts = {}) => walkTree(areaDir(chatId, area), wopts),
+    async open (chatId, area, segments) {
+      const base = areaDir(chatId, area)
+      return await openVerified(base, await resolveInside(base, segments))
+    },
+    async openWalked (chatId, area, entry) {
+      return await openVerified(areaDir(chatId, area), entry.absPath)
+    },
+    writeAtomic,
+    chatState,
+    serverState,
+    async chatKeys (limit = 100_000) {
+      let names: string[]
+      try { names = await readdir(join(root, 'chats')) } catch (err) {
+        if (errnoCode(err) === 'ENOENT') return []
+        throw err
+      }
+      return names.filter(k => KEY.test(k)).slice(0, limit)
+    },
+    async purge (chatId) { await purgeKey(paths(chatId).key) },
+    purgeKey
+  }
+}
