@@ -99,8 +99,7 @@ const plugins = {
     commandTimeoutS: config.COMMAND_TIMEOUT,
     createTimeoutS: config.CONTAINER_CREATE_TIMEOUT,
     maxOutputChars: config.MAX_OUTPUT_CHARS,
-    progressIntervalS: config.PROGRESS_INTERVAL_SECONDS,
-    dataDir: config.DATA_DIR
+    progressIntervalS: config.PROGRESS_INTERVAL_SECONDS
   }),
   'runtime-cli': config => entry(runtimeCli, {
     cli: config.subagentCli,

@@ -4,7 +4,8 @@ import type { WorkspaceDeps, WorkspaceSettings } from './types.js'
 import { inSandbox } from './prologue.js'
 import { createOutputCapper } from './output-capper.js'
 import { appendOutputLinks, bashResult, progressMessage } from './bash-result.js'
-import { changedOutputs, snapshotOutputs } from './outputs-snapshot.js'
+import { changedOutputs, snapshotOutputs, type OutputsWalker } from './outputs-snapshot.js'
+import type { WalkOptions } from '../chat-storage/types.js'
 
 /** §3.3: the whole result stays ≤ 32,000 chars; room is left for the transport's lenient note. */
 const RESULT_LIMIT = 32_000
@@ -59,8 +60,8 @@ export function createBashTool (deps: WorkspaceDeps, settings: WorkspaceSettings
     inputSchema: BashToolInput,
     annotations: { title: 'Run a command', readOnlyHint: false, destructiveHint: true, openWorldHint: true },
     handler: async (args, ctx) => await inSandbox(deps, settings, ctx, async () => {
-      const outputsDir = deps.outputsDir(ctx.chatId)
-      const before = await snapshotOutputs(outputsDir)
+      const outputs = (opts: WalkOptions): ReturnType<OutputsWalker> => deps.storage.walk(ctx.chatId, 'outputs', opts)
+      const before = await snapshotOutputs(outputs)
       let capper = createOutputCapper(settings.maxOutputChars)
       const stop = ctx.wantsProgress
         ? startProgress(ctx, settings.progressIntervalS, T, s => progressMessage(args.description, args.command, s, capper.recent(2000)))
@@ -83,7 +84,7 @@ export function createBashTool (deps: WorkspaceDeps, settings: WorkspaceSettings
         command: args.command, exitCode: outcome.exitCode, timedOut: outcome.timedOut, output: output.text, timeoutSeconds: T, notices: outcome.notices, limit
       })
       if (result.isError === true || before === undefined) return result
-      const after = await snapshotOutputs(outputsDir)
+      const after = await snapshotOutputs(outputs)
       if (after === undefined) return result
       const links = changedOutputs(before, after).map((rel): [string, string] => [rel, deps.links.fileUrl(ctx.chatId, rel)])
       const block = result.content[0]

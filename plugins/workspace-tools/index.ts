@@ -1,7 +1,6 @@
 import fp from 'fastify-plugin'
 import type { FastifyPluginAsync } from 'fastify'
 import { parseOptions } from '../../core/config.js'
-import { chatPaths } from '../../core/chat-paths.js'
 import { WorkspaceToolsOptions } from './schemas.js'
 import { createWorkspaceTools } from './service.js'
 
@@ -11,7 +10,7 @@ const workspaceTools: FastifyPluginAsync<WorkspaceToolsOptions> = async (fastify
   const deps = {
     sandbox: fastify.sandbox,
     links: fastify.links,
-    outputsDir: (chatId: string) => chatPaths(opts.dataDir, chatId).outputs
+    storage: fastify.chatStorage
   }
   for (const tool of createWorkspaceTools(deps, opts)) fastify.mcp.addTool(tool)
 }
@@ -19,6 +18,6 @@ const workspaceTools: FastifyPluginAsync<WorkspaceToolsOptions> = async (fastify
 export default fp(workspaceTools, {
   name: 'workspace-tools',
   fastify: '5.x',
-  dependencies: ['mcp-transport', 'sandbox', 'capabilities'],
-  decorators: { fastify: ['mcp', 'sandbox', 'links'] }
+  dependencies: ['mcp-transport', 'sandbox', 'capabilities', 'chat-storage'],
+  decorators: { fastify: ['mcp', 'sandbox', 'links', 'chatStorage'] }
 })

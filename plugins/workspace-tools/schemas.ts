@@ -5,8 +5,7 @@ export const WorkspaceToolsOptions = Type.Object({
   commandTimeoutS: Type.Integer({ minimum: 1, description: 'COMMAND_TIMEOUT: bash_tool timeout, also the exec bound of view, create_file, str_replace.' }),
   createTimeoutS: Type.Integer({ minimum: 1, description: 'CONTAINER_CREATE_TIMEOUT: how long a call waits for its sandbox.' }),
   maxOutputChars: Type.Integer({ minimum: 1000, description: 'MAX_OUTPUT_CHARS: output cap (half head, half tail).' }),
-  progressIntervalS: Type.Integer({ minimum: 1, description: 'PROGRESS_INTERVAL_SECONDS: interval of bash_tool progress notifications.' }),
-  dataDir: Type.String({ minLength: 1, description: 'DATA_DIR: server-side root of chat data (outputs snapshots for result links).' })
+  progressIntervalS: Type.Integer({ minimum: 1, description: 'PROGRESS_INTERVAL_SECONDS: interval of bash_tool progress notifications.' })
 })
 export type WorkspaceToolsOptions = Static<typeof WorkspaceToolsOptions>
 

@@ -45,7 +45,7 @@ export async function browserApp (t: Test, env: Record<string, string> = {}): Pr
   const url = `http://127.0.0.1:${port}`
   const app = await build(t, {
     SANDBOX_PREFIX: prefix, DATA_DIR: dataDir, DOCKER_IMAGE: TEST_IMAGE, MCP_API_KEY: KEY, PUBLIC_BASE_URL: url, COMMAND_TIMEOUT: '180', ...env
-  }, config => entries(config, ['mcp-transport', 'capabilities', 'sandbox-docker', 'sandbox', 'workspace-tools', 'files', 'cdp-bridge', 'preview']))
+  }, config => entries(config, ['chat-storage', 'mcp-transport', 'capabilities', 'sandbox-docker', 'sandbox', 'workspace-tools', 'files', 'cdp-bridge', 'preview']))
   await app.listen({ port, host: '127.0.0.1' })
   return { app, url, prefix, dataDir }
 }

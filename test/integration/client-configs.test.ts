@@ -63,7 +63,7 @@ t.test('LiteLLM: allowed_tools is exactly the server\'s tool list', async t => {
   const dataDir = await mkdtemp(join(tmpdir(), 'client-configs-'))
   t.teardown(async () => { await rm(dataDir, { recursive: true, force: true }) })
   const { url } = await listen(t, { MCP_API_KEY: KEY, DATA_DIR: dataDir, DOCKER_HOST: 'unix:///nonexistent/docker.sock' },
-    config => entries(config, ['mcp-transport', 'capabilities', 'sandbox-docker', 'sandbox', 'workspace-tools', 'runtime-cli', 'sub-agent']))
+    config => entries(config, ['chat-storage', 'mcp-transport', 'capabilities', 'sandbox-docker', 'sandbox', 'workspace-tools', 'runtime-cli', 'sub-agent']))
   const listed = (await rpc(url, { authorization: `Bearer ${KEY}` }, 'tools/list')).result.tools?.map(x => x.name)
   t.same(litellm.allowed_tools, listed, 'same names, same order')
 })

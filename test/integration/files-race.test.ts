@@ -54,7 +54,7 @@ t.test('a sandbox swapping directories for symlinks never leaks foreign names (i
   await writeFile(join(hostDir, 'x', `HOST-DIR-${mark}-deep.txt`), 'host')
 
   const { app, url } = await listen(t, { SANDBOX_PREFIX: prefix, DATA_DIR: dataDir, DOCKER_IMAGE: TEST_IMAGE },
-    config => entries(config, ['mcp-transport', 'capabilities', 'sandbox-docker', 'sandbox', 'workspace-tools', 'files']))
+    config => entries(config, ['chat-storage', 'mcp-transport', 'capabilities', 'sandbox-docker', 'sandbox', 'workspace-tools', 'files']))
   const sh = async (chat: string, script: string): Promise<string> => {
     const r = await app.sandbox.exec(chat, ['bash', '-c', script], { timeoutMs: 60_000 })
     t.equal(r.exitCode, 0, `sandbox script ran: ${r.stderr.toString()}`)

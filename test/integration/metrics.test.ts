@@ -107,7 +107,7 @@ t.test('bash_tool on real Docker: a tool call, a sandbox start, a running sandbo
   const dataDir = await mkdtemp(join(tmpdir(), 'metrics-data-'))
   t.teardown(async () => { await removeByPrefix(prefix); await rm(dataDir, { recursive: true, force: true }) })
   const { app, url } = await listen(t, { SANDBOX_PREFIX: prefix, DATA_DIR: dataDir, MAX_RUNNING_SANDBOXES: '7' },
-    config => entries(config, ['metrics', 'mcp-transport', 'capabilities', 'sandbox-docker', 'sandbox', 'workspace-tools']))
+    config => entries(config, ['chat-storage', 'metrics', 'mcp-transport', 'capabilities', 'sandbox-docker', 'sandbox', 'workspace-tools']))
   const client = await connect(t, url, { 'X-Chat-Id': 'metrics-chat' })
   t.equal(textOf(await bash(client, 'echo hi')), 'hi\n')
   t.equal(textOf(await bash(client, 'exit 3')), '[Exit code: 3]')

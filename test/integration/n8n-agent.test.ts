@@ -26,7 +26,7 @@ t.test('the n8n AI Agent calls bash_tool through the MCP Client Tool node and an
   t.teardown(async () => { await removeByPrefix(prefix); await rm(work, { recursive: true, force: true }) })
   const dataDir = join(work, 'data')
   const { url } = await listen(t, { MCP_API_KEY: TEST_API_KEY, SANDBOX_PREFIX: prefix, DATA_DIR: dataDir },
-    config => entries(config, ['mcp-transport', 'capabilities', 'sandbox-docker', 'sandbox', 'workspace-tools']))
+    config => entries(config, ['chat-storage', 'mcp-transport', 'capabilities', 'sandbox-docker', 'sandbox', 'workspace-tools']))
   const llm = await startOpenAiMock(t, {
     tool: 'bash_tool',
     args: { command: 'echo n8n-agent-$((6*7)) | tee /mnt/user-data/outputs/n8n-agent.txt', description: 'run the requested command' },

@@ -21,7 +21,7 @@ t.test('n8n imports the example credential and workflow and its MCP Client node 
   const work = await mkdtemp(join(tmpdir(), 'n8n-'))
   t.teardown(async () => { await removeByPrefix(prefix); await rm(work, { recursive: true, force: true }) })
   const { url } = await listen(t, { MCP_API_KEY: TEST_API_KEY, SANDBOX_PREFIX: prefix, DATA_DIR: join(work, 'data') },
-    config => entries(config, ['mcp-transport', 'capabilities', 'sandbox-docker', 'sandbox', 'workspace-tools']))
+    config => entries(config, ['chat-storage', 'mcp-transport', 'capabilities', 'sandbox-docker', 'sandbox', 'workspace-tools']))
 
   // The files as a user edits them: the key and the server address.
   const { n8n, importFiles } = n8nUser(t, home, work)

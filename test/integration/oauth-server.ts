@@ -63,7 +63,7 @@ export async function startOAuthServer (t: Test, opts: StartOptions = {}): Promi
     ...opts.env
   })
   const names = opts.plugins ?? ['mcp-transport', 'capabilities']
-  const list = [...entries(config, names), entry(oauth, {
+  const list = [...entries(config, ['chat-storage', ...names]), entry(oauth, {
     enabled: true,
     publicBaseUrl: config.publicBaseUrl,
     dataDir,

@@ -53,7 +53,7 @@ t.test('the sandbox image makes docx, xlsx, pdf, png with Python and pptx with N
   await cleanupPrefix(t, prefix)
   const dataDir = await mkdtemp(join(tmpdir(), `${prefix}-data-`))
   const { url } = await listen(t, { MCP_API_KEY: TEST_API_KEY, DATA_DIR: dataDir, SANDBOX_PREFIX: prefix, DOCKER_IMAGE: TEST_IMAGE, CONTAINER_MEM_LIMIT: '1g' },
-    config => entries(config, ['mcp-transport', 'capabilities', 'sandbox-docker', 'sandbox', 'workspace-tools']))
+    config => entries(config, ['chat-storage', 'mcp-transport', 'capabilities', 'sandbox-docker', 'sandbox', 'workspace-tools']))
   const chat = `office-${randomBytes(3).toString('hex')}`
   const c = await connect(t, url, { Authorization: `Bearer ${TEST_API_KEY}`, 'X-Chat-Id': chat })
 

@@ -74,7 +74,7 @@ t.test('Open WebUI tool and filter against a live server', { skip }, async t => 
   const port = await freePort()
   const PUBLIC = `http://127.0.0.1:${port}`
   const app = await build(t, { MCP_API_KEY: KEY, SANDBOX_PREFIX: prefix, DATA_DIR: dataDir, PUBLIC_BASE_URL: PUBLIC, PROGRESS_INTERVAL_SECONDS: '1' },
-    config => entries(config, ['mcp-transport', 'capabilities', 'sandbox-docker', 'sandbox', 'workspace-tools', 'prompt-render', 'uploads', 'tier-http', 'files', 'preview']))
+    config => entries(config, ['chat-storage', 'mcp-transport', 'capabilities', 'sandbox-docker', 'sandbox', 'workspace-tools', 'prompt-render', 'uploads', 'tier-http', 'files', 'preview']))
   await app.listen({ port, host: '127.0.0.1' })
   const valves = { CUBICLE_URL: PUBLIC, API_KEY: KEY }
 

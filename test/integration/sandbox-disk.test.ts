@@ -36,7 +36,7 @@ async function diskApp (t: Test): Promise<{ url: string, prefix: string }> {
     entry(sandbox, {
       image: TEST_IMAGE, prefix, dataDir, memLimit: 512 * MiB, diskLimit: config.SANDBOX_DISK_LIMIT, diskCheckIntervalMs: 500
     }),
-    ...entries(config, ['workspace-tools'])
+    ...entries(config, ['chat-storage', 'workspace-tools'])
   ]
   const { url } = await listen(t, { SANDBOX_PREFIX: prefix, DATA_DIR: dataDir, DOCKER_IMAGE: TEST_IMAGE, SANDBOX_DISK_LIMIT: '50m' }, manifest)
   return { url, prefix }

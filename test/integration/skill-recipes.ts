@@ -39,7 +39,7 @@ export async function skillChat (t: Test, label: string): Promise<SkillChat> {
     CONTAINER_MEM_LIMIT: '1g',
     COMMAND_TIMEOUT: '240',
     ENABLE_NETWORK: 'false'
-  }, config => entries(config, ['mcp-transport', 'capabilities', 'sandbox-docker', 'sandbox', 'workspace-tools']))
+  }, config => entries(config, ['chat-storage', 'mcp-transport', 'capabilities', 'sandbox-docker', 'sandbox', 'workspace-tools']))
   const chat = `${label}-${randomBytes(3).toString('hex')}`
   const client = await connect(t, url, { Authorization: `Bearer ${TEST_API_KEY}`, 'X-Chat-Id': chat })
   const tool = async (name: string, args: Record<string, unknown>): Promise<CallToolResult> =>

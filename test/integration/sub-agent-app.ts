@@ -73,7 +73,7 @@ export async function agentsImageOrSkip (): Promise<{ skip: string | false }> {
 }
 
 export function subAgentManifest (config: AppConfig): Entry[] {
-  return entries(config, ['mcp-transport', 'capabilities', 'sandbox-docker', 'sandbox', 'workspace-tools', 'runtime-cli', 'sub-agent', 'prompt-render'])
+  return entries(config, ['chat-storage', 'mcp-transport', 'capabilities', 'sandbox-docker', 'sandbox', 'workspace-tools', 'runtime-cli', 'sub-agent', 'prompt-render'])
 }
 
 export interface SubAgentApp { app: FastifyInstance, url: string, prefix: string, dataDir: string }

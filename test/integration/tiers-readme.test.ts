@@ -16,6 +16,7 @@ import mcpTransport from '../../plugins/mcp-transport/index.js'
 import capabilities from '../../plugins/capabilities/index.js'
 import sandboxDocker from '../../plugins/sandbox-docker/index.js'
 import sandbox from '../../plugins/sandbox/index.js'
+import chatStorage from '../../plugins/chat-storage/index.js'
 import workspaceTools from '../../plugins/workspace-tools/index.js'
 import promptRender from '../../plugins/prompt-render/index.js'
 import uploads from '../../plugins/uploads/index.js'
@@ -34,8 +35,9 @@ async function dockerApp (t: Test): Promise<{ app: FastifyInstance, url: string 
     entry(mcpTransport, { apiKeyRequired: false, singleUserMode: 'lenient', publicBaseUrl: config.publicBaseUrl, allowedOrigins: [], maxBodyBytes: config.MCP_MAX_BODY_BYTES, keepAliveMs: 15000 }),
     entry(capabilities, { publicBaseUrl: config.publicBaseUrl }),
     entry(sandboxDocker, { dockerHost: DOCKER_HOST }),
+    entry(chatStorage, { dataDir }),
     entry(sandbox, { image: TEST_IMAGE, prefix, dataDir, memLimit: 512 * 1024 * 1024 }),
-    entry(workspaceTools, { commandTimeoutS: 60, createTimeoutS: 60, maxOutputChars: 30000, progressIntervalS: 15, dataDir }),
+    entry(workspaceTools, { commandTimeoutS: 60, createTimeoutS: 60, maxOutputChars: 30000, progressIntervalS: 15 }),
     entry(promptRender, {}),
     entry(uploads, { dataDir }),
     entry(tierReadme, {})

@@ -43,7 +43,7 @@ t.test('per-user skills on real Docker', gate, async t => {
   fake.zips.set('second', secondZip)
   const dataDir = await mkdtemp(join(tmpdir(), `${prefix}-data-`))
   const { app, url } = await listen(t, { MCP_API_KEY: TEST_API_KEY, DATA_DIR: dataDir, SANDBOX_PREFIX: prefix, DOCKER_IMAGE: TEST_IMAGE, CONTAINER_MEM_LIMIT: '512m' }, config => [
-    ...entries(config, ['mcp-transport', 'capabilities', 'sandbox-docker', 'sandbox', 'workspace-tools']),
+    ...entries(config, ['chat-storage', 'mcp-transport', 'capabilities', 'sandbox-docker', 'sandbox', 'workspace-tools']),
     // A short memory TTL so the test sees a changed configuration without waiting 60 s.
     entry(userSkills, { tokensUrl: fake.url, tokensApiKey: fake.apiKey, cacheDir: config.skillsCacheDir, cacheHostDir: config.skillsCacheHostDir, memoryTtlMs: 300, waitMs: 1500 }),
     ...entries(config, ['prompt-render', 'uploads', 'tier-dynamic-instructions', 'tier-resources', 'tier-http'])

@@ -46,7 +46,7 @@ export async function terminalStack (t: Test, env: Record<string, string> = {}):
   const port = await freePort()
   const url = `http://127.0.0.1:${port}`
   const config = testConfig({ SANDBOX_PREFIX: prefix, DATA_DIR: dataDir, DOCKER_IMAGE: TEST_IMAGE, MCP_API_KEY: KEY, PUBLIC_BASE_URL: url, ...env })
-  const app = await buildApp(config, entries(config, ['mcp-transport', 'capabilities', 'sandbox-docker', 'sandbox', 'workspace-tools', 'runtime-cli', 'sub-agent', 'files', 'cdp-bridge', 'preview', 'terminal']),
+  const app = await buildApp(config, entries(config, ['chat-storage', 'mcp-transport', 'capabilities', 'sandbox-docker', 'sandbox', 'workspace-tools', 'runtime-cli', 'sub-agent', 'files', 'cdp-bridge', 'preview', 'terminal']),
     { logger: process.env.TEST_LOG === '1' ? { level: 'debug' } : false })
   t.teardown(async () => { await app.close() })
   await app.ready()

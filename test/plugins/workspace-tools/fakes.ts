@@ -4,6 +4,7 @@ import type { CommandOptions, CommandResult, ExecOptions, ExecResult, SandboxSer
 import type { LinkService } from '../../../plugins/capabilities/types.js'
 import type { ToolCallContext, ToolDefinition } from '../../../plugins/mcp-transport/types.js'
 import { createWorkspaceTools } from '../../../plugins/workspace-tools/service.js'
+import { walkTree, type WalkOptions } from '../../../core/tree-walk.js'
 
 export interface ExecCall { argv: string[], opts?: ExecOptions }
 
@@ -83,7 +84,8 @@ export const SETTINGS = { commandTimeoutS: 120, createTimeoutS: 60, maxOutputCha
 
 /** The four tools built on a fake sandbox; `call(name, args)` runs one through prepare + handler. */
 export function tools (sandbox: SandboxService, outputsDir = '/nonexistent-outputs', settings = SETTINGS) {
-  const defs = createWorkspaceTools({ sandbox, links: fakeLinks, outputsDir: () => outputsDir }, settings)
+  const storage = { walk: (_chatId: string, _area: string, opts: WalkOptions = {}) => walkTree(outputsDir, opts) }
+  const defs = createWorkspaceTools({ sandbox, links: fakeLinks, storage }, settings)
   const byName = new Map(defs.map(d => [d.name, d as ToolDefinition<TObject>]))
   return {
     defs,

@@ -19,7 +19,7 @@ import { removeByPrefix, TEST_IMAGE } from '../../integration/docker.js'
 
 /** The real transport, capabilities, Docker driver and tools, with the manifest's own options. */
 export function toolsManifest (config: AppConfig): Entry[] {
-  return entries(config, ['mcp-transport', 'capabilities', 'sandbox-docker', 'sandbox', 'workspace-tools'])
+  return entries(config, ['chat-storage', 'mcp-transport', 'capabilities', 'sandbox-docker', 'sandbox', 'workspace-tools'])
 }
 
 export interface ToolsApp { app: FastifyInstance, url: string, dataDir: string, prefix: string }

@@ -2,7 +2,11 @@ import t, { type Test } from 'tap'
 import { mkdtemp, mkdir, rm, symlink, utimes, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { changedOutputs, snapshotOutputs } from '../../../plugins/workspace-tools/outputs-snapshot.js'
+import { walkTree } from '../../../core/tree-walk.js'
+import { changedOutputs, snapshotOutputs as snapshotWith } from '../../../plugins/workspace-tools/outputs-snapshot.js'
+
+// The plugin walks through chatStorage.walk (descriptor-based core walk); here the same walk over a temp dir.
+const snapshotOutputs = async (dir: string, maxEntries?: number) => await snapshotWith(opts => walkTree(dir, opts), maxEntries)
 
 async function tempDir (t: Test): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), 'wt-snap-'))
