@@ -3,8 +3,8 @@ import { constants } from 'node:fs'
 import { chmod, chown, lstat, mkdir, open, readdir, realpath, rename, rm, stat, unlink } from 'node:fs/promises'
 import { basename, dirname, join } from 'node:path'
 import { chatPaths } from '../../core/chat-paths.js'
-import { isInside, openVerified, resolveInside } from '../../core/safe-path.js'
-import { walkTree } from '../../core/tree-walk.js'
+import { CORE_PATH_NOT_FOUND, isInside, openVerified, resolveInside } from '../../core/safe-path.js'
+import { walkTree, type WalkEntry, type WalkOptions, type WalkSummary } from '../../core/tree-walk.js'
 import { CHAT_STORAGE_BAD_NAME, CHAT_STORAGE_IS_DIRECTORY, CHAT_STORAGE_NOT_DIRECTORY } from './errors.js'
 import { createStateFiles } from './state-files.js'
 import type { ChatArea, ChatStorageService, StateFiles } from './types.js'
@@ -53,9 +53,23 @@ export function createChatStorage (opts: ChatStorageOptions): ChatStorageService
   }
 
   async function ensureArea (chatId: string, area: ChatArea): Promise<string> {
-    const dir = areaDir(chatId, area)
-    await mkdir(dir, { recursive: true, mode: DIR_MODE })
-    return dir
+    await mkdir(areaDir(chatId, area), { recursive: true, mode: DIR_MODE })
+    const real = await areaRoot(chatId, area)
+    if (real === undefined) throw new CHAT_STORAGE_NOT_DIRECTORY(`chats/${paths(chatId).key}/${area}`)
+    return real
+  }
+
+  /** The area's verified root, or CORE_PATH_NOT_FOUND: a symlink in its place is never followed. */
+  async function existingRoot (chatId: string, area: ChatArea): Promise<string> {
+    const real = await areaRoot(chatId, area)
+    if (real === undefined) throw new CORE_PATH_NOT_FOUND()
+    return real
+  }
+
+  async function * walk (chatId: string, area: ChatArea, wopts: WalkOptions = {}): AsyncGenerator<WalkEntry, WalkSummary, undefined> {
+    const real = await areaRoot(chatId, area)
+    if (real === undefined) return { found: false, entries: 0, exceeded: false, limited: false }
+    return yield * walkTree(real, wopts)
   }
 
   /** Creates the target's missing parents (0755), then proves the parent still resolves inside the area. */
@@ -132,13 +146,13 @@ export function createChatStorage (opts: ChatStorageOptions): ChatStorageService
     },
     async ensureArea (chatId, area) { await ensureArea(chatId, area) },
     areaRoot,
-    walk: (chatId, area, wopts = {}) => walkTree(areaDir(chatId, area), wopts),
+    walk,
     async open (chatId, area, segments) {
-      const base = areaDir(chatId, area)
+      const base = await existingRoot(chatId, area)
       return await openVerified(base, await resolveInside(base, segments))
     },
     async openWalked (chatId, area, entry) {
-      return await openVerified(areaDir(chatId, area), entry.absPath)
+      return await openVerified(await existingRoot(chatId, area), entry.absPath)
     },
     writeAtomic,
     chatState,

@@ -107,6 +107,12 @@ t.test('areaRoot and walk ignore an outputs directory swapped for a symlink; wal
   await rm(outputs, { recursive: true })
   await symlink(outside, outputs)
   t.equal(await storage.areaRoot('v', 'outputs'), undefined, 'a symlink in place of the area counts as missing')
+  const walked = storage.walk('v', 'outputs')
+  const first = await walked.next()
+  t.same(first, { done: true, value: { found: false, entries: 0, exceeded: false, limited: false } }, 'walk does not enter it')
+  await t.rejects(storage.open('v', 'outputs', ['foreign.txt']), { code: 'CORE_PATH_NOT_FOUND' }, 'open does not enter it')
+  await t.rejects(storage.writeAtomic('v', 'outputs', ['new.txt'], write('x')), { code: 'CHAT_STORAGE_NOT_DIRECTORY' }, 'nor does a write')
+  t.same((await readdir(outside)).sort(), ['foreign.txt'])
 })
 
 t.test('chatKeys lists only chat keys; purge removes everything a chat stored', async t => {
