@@ -145,7 +145,7 @@ const plugins = {
   'tier-dynamic-instructions': config => entry(tierDynamicInstructions, {}),
   'tier-resources': config => entry(tierResources, { maxReadBytes: config.RESOURCE_READ_MAX_BYTES }),
   'tier-http': config => entry(tierHttp, { singleUserMode: config.singleUserMode }),
-  files: config => entry(files, { dataDir: config.DATA_DIR, archiveMaxBytes: config.ARCHIVE_MAX_BYTES, frameAncestors: config.FRAME_ANCESTORS }),
+  files: config => entry(files, { archiveMaxBytes: config.ARCHIVE_MAX_BYTES, frameAncestors: config.FRAME_ANCESTORS }),
   'cdp-bridge': config => entry(cdpBridge, {
     cdpPort: config.CDP_PORT,
     publicBaseUrl: config.publicBaseUrl,

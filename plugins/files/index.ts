@@ -8,17 +8,17 @@ import routes from './routes.js'
 /**
  * Files out to the human (surface.md §6.3): downloads from the chat's outputs dir, the streamed zip archive
  * and the typed outputs listing. Every route takes the API key or a files token of that chat (§6.1) and
- * reads only through descriptors verified to lie inside the outputs dir (§6.4).
+ * reads only through descriptors verified to lie inside the outputs dir (§6.4), which chat storage locates.
  */
 const files: FastifyPluginAsync<FilesOptions> = async (fastify, raw) => {
   const opts = parseOptions(FilesOptions, raw, 'files')
-  const service = createFilesService({ links: fastify.links, log: fastify.log.child({ plugin: 'files' }) }, opts)
+  const service = createFilesService({ links: fastify.links, storage: fastify.chatStorage, log: fastify.log.child({ plugin: 'files' }) }, opts)
   await fastify.register(routes, { service, frameAncestors: opts.frameAncestors })
 }
 
 export default fp(files, {
   name: 'files',
   fastify: '5.x',
-  dependencies: ['capabilities'],
-  decorators: { fastify: ['auth', 'links'] }
+  dependencies: ['capabilities', 'chat-storage'],
+  decorators: { fastify: ['auth', 'links', 'chatStorage'] }
 })

@@ -2,7 +2,6 @@ import Type, { type Static } from 'typebox'
 import { TokenQuery } from '../../core/route-schema.js'
 
 export const FilesOptions = Type.Object({
-  dataDir: Type.String({ minLength: 1, description: 'DATA_DIR: server-side root of chat data' }),
   archiveMaxBytes: Type.Optional(Type.Integer({ default: 2147483648, minimum: 1, description: 'ARCHIVE_MAX_BYTES: uncompressed archive limit' })),
   archiveMaxFiles: Type.Optional(Type.Integer({ default: 10000, minimum: 1, description: 'files per archive' })),
   listingMaxEntries: Type.Optional(Type.Integer({ default: 5000, minimum: 1, description: 'entries in GET /api/outputs before truncated' })),

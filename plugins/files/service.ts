@@ -1,10 +1,10 @@
-import { lstat, realpath, type FileHandle } from 'node:fs/promises'
+import type { FileHandle } from 'node:fs/promises'
 import type { Readable } from 'node:stream'
 import { basename } from 'node:path'
 import type { FastifyBaseLogger } from 'fastify'
-import { chatPaths } from '../../core/chat-paths.js'
-import { CORE_PATH_NOT_FOUND, openVerified, resolveInside, type WalkEntry } from '../../core/safe-path.js'
+import type { WalkEntry } from '../../core/safe-path.js'
 import type { LinkService } from '../capabilities/types.js'
+import type { ChatStorageService } from '../chat-storage/types.js'
 import { archiveInProgress, FILES_ARCHIVE_TOO_LARGE, FILES_NOTHING_TO_ARCHIVE, serverBusy } from './errors.js'
 import { streamZip } from './archive.js'
 import { createListingCache, type Produced } from './listing-cache.js'
@@ -32,7 +32,7 @@ export interface FilesService {
   archive (chatId: string): Promise<Readable>
 }
 
-export interface FilesDeps { links: LinkService, log: FastifyBaseLogger, now?: () => number }
+export interface FilesDeps { links: LinkService, storage: ChatStorageService, log: FastifyBaseLogger, now?: () => number }
 
 // Parked requests are bounded too: beyond these queues a request is answered busy at once.
 const WALK_QUEUE = 128
@@ -42,12 +42,8 @@ const ARCHIVE_QUEUE_PER_CHAT = 2
 const LISTING_RETRY_S = 2
 const ARCHIVE_RETRY_S = 10
 
-function errnoCode (err: unknown): string | undefined {
-  return typeof err === 'object' && err !== null && 'code' in err && typeof err.code === 'string' ? err.code : undefined
-}
-
 export function createFilesService (deps: FilesDeps, opts: Required<FilesOptions>): FilesService {
-  const { links, log } = deps
+  const { links, storage, log } = deps
   const now = deps.now ?? Date.now
   const cache = createListingCache({ ttlMs: opts.listingCacheMs, maxBytes: opts.listingCacheMaxBytes, now })
   const walkSlots = createSlots(opts.listingMaxWalks, WALK_QUEUE)
@@ -55,18 +51,8 @@ export function createFilesService (deps: FilesDeps, opts: Required<FilesOptions
   const allArchives = createSlots(opts.archivesMax, ARCHIVE_QUEUE)
   const limits = { maxEntries: opts.listingMaxEntries, scanLimit: opts.listingScanLimit, budgetMs: opts.walkBudgetMs }
 
-  async function outputsRoot (chatId: string): Promise<string | undefined> {
-    const dir = chatPaths(opts.dataDir, chatId).outputs
-    try {
-      // The outputs dir itself must be a directory, never a symlink to somewhere else.
-      const info = await lstat(dir)
-      if (!info.isDirectory()) return undefined
-      return await realpath(dir)
-    } catch (err) {
-      if (errnoCode(err) === 'ENOENT' || errnoCode(err) === 'ENOTDIR') return undefined
-      throw err
-    }
-  }
+  // The outputs dir itself must be a directory, never a symlink to somewhere else (chat storage checks it).
+  const outputsRoot = async (chatId: string): Promise<string | undefined> => await storage.areaRoot(chatId, 'outputs')
 
   /** One walk under a global walk slot; the slot is kept until the walker has really stopped. */
   async function walkListing (chatId: string): Promise<Produced> {
@@ -133,10 +119,7 @@ export function createFilesService (deps: FilesDeps, opts: Required<FilesOptions
   return {
     outputsRoot,
     async open (chatId, segments) {
-      const root = await outputsRoot(chatId)
-      if (root === undefined) throw new CORE_PATH_NOT_FOUND()
-      const abs = await resolveInside(root, segments)
-      const handle = await openVerified(root, abs)
+      const handle = await storage.open(chatId, 'outputs', segments)
       return { handle, name: basename(segments[segments.length - 1] as string) }
     },
     async list (chatId) {

@@ -3,6 +3,7 @@ import { buildApp, entry } from '../../core/app.js'
 import { CAPABILITY_TOKEN, parseCapabilityToken, redactUrl, tokenOfPathSegment } from '../../core/tokens.js'
 import capabilities from '../../plugins/capabilities/index.js'
 import files from '../../plugins/files/index.js'
+import chatStorage from '../../plugins/chat-storage/index.js'
 import { TEST_API_KEY, testConfig } from '../helper.js'
 
 const TOKEN = 'v1.f.1780000000.AbCdEfGhIjKlMnOpQrStUv'
@@ -80,7 +81,8 @@ t.test('the request log line never carries a token or the key, however it is enc
   const config = testConfig({ MCP_API_KEY: TEST_API_KEY, LOG_LEVEL: 'info', DATA_DIR: '/nonexistent-cubicle-data' })
   const app = await buildApp(config, [
     entry(capabilities, { apiKey: config.MCP_API_KEY, signingKey: '', tokenTtlSeconds: config.LINK_TOKEN_TTL, publicBaseUrl: config.publicBaseUrl }),
-    entry(files, { dataDir: config.DATA_DIR })
+    entry(chatStorage, { dataDir: config.DATA_DIR }),
+    entry(files, {})
   ], { logStream: { write: line => { lines.push(line) } } })
   t.teardown(async () => { await app.close() })
   await app.ready()

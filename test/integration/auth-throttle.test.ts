@@ -22,7 +22,7 @@ async function server (t: Test, env: Record<string, string> = {}): Promise<{ app
   mkdirSync(outputs, { recursive: true })
   writeFileSync(join(outputs, 'a.txt'), 'content of chat-a')
   return await listen(t, { MCP_API_KEY: TEST_API_KEY, DATA_DIR: dataDir, ...env }, config => [
-    ...entries(config, ['mcp-transport', 'capabilities', 'files']),
+    ...entries(config, ['chat-storage', 'mcp-transport', 'capabilities', 'files']),
     entry(probePlugin({ calls: [], aborted: [] }), {})
   ])
 }

@@ -53,7 +53,7 @@ t.test('the preview page shows the chat\'s egress log (real sandbox, real Chromi
         return found
       }
     }),
-    ...entries(config, ['files', 'preview'])
+    ...entries(config, ['chat-storage', 'files', 'preview'])
   ], { logger: process.env.TEST_LOG === '1' ? { level: 'debug' } : false })
   t.teardown(async () => {
     const net = app.sandbox.network?.()

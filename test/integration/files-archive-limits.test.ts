@@ -15,6 +15,7 @@ import { entry } from '../../core/app.js'
 import { chatPaths } from '../../core/chat-paths.js'
 import capabilities from '../../plugins/capabilities/index.js'
 import files from '../../plugins/files/index.js'
+import chatStorage from '../../plugins/chat-storage/index.js'
 import type { FilesOptions } from '../../plugins/files/schemas.js'
 import { listen, TEST_API_KEY } from '../helper.js'
 import { readZip } from '../plugins/files/zip-reader.js'
@@ -35,7 +36,8 @@ async function server (t: Test, options: Partial<FilesOptions>): Promise<{ url: 
   }
   const { url } = await listen(t, { DATA_DIR: dataDir, MCP_API_KEY: KEY }, config => [
     entry(capabilities, { apiKey: config.MCP_API_KEY, signingKey: '', tokenTtlSeconds: 86400, publicBaseUrl: config.publicBaseUrl }),
-    entry(files, { dataDir: config.DATA_DIR, archiveWaitMs: 300, ...options })
+    entry(chatStorage, { dataDir: config.DATA_DIR }),
+    entry(files, { archiveWaitMs: 300, ...options })
   ])
   return { url, outputs: chat => realpathSync(chatPaths(dataDir, chat).outputs) }
 }

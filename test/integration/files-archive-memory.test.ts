@@ -12,6 +12,7 @@ import { entry } from '../../core/app.js'
 import { chatPaths } from '../../core/chat-paths.js'
 import capabilities from '../../plugins/capabilities/index.js'
 import files from '../../plugins/files/index.js'
+import chatStorage from '../../plugins/chat-storage/index.js'
 import { listen, TEST_API_KEY } from '../helper.js'
 
 const MIB = 1024 * 1024
@@ -32,7 +33,8 @@ t.test('zipping 512 MiB of outputs keeps memory flat', async t => {
   }
   const { url } = await listen(t, { DATA_DIR: dataDir, MCP_API_KEY: TEST_API_KEY, ARCHIVE_MAX_BYTES: '1g' }, config => [
     entry(capabilities, { apiKey: config.MCP_API_KEY, signingKey: '', tokenTtlSeconds: config.LINK_TOKEN_TTL, publicBaseUrl: config.publicBaseUrl }),
-    entry(files, { dataDir: config.DATA_DIR, archiveMaxBytes: config.ARCHIVE_MAX_BYTES })
+    entry(chatStorage, { dataDir: config.DATA_DIR }),
+    entry(files, { archiveMaxBytes: config.ARCHIVE_MAX_BYTES })
   ])
   global.gc?.()
   const baseline = process.memoryUsage().rss

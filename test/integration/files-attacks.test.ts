@@ -12,6 +12,7 @@ import { entry } from '../../core/app.js'
 import { chatPaths } from '../../core/chat-paths.js'
 import capabilities from '../../plugins/capabilities/index.js'
 import files from '../../plugins/files/index.js'
+import chatStorage from '../../plugins/chat-storage/index.js'
 import preview from '../../plugins/preview/index.js'
 import { listen, TEST_API_KEY } from '../helper.js'
 
@@ -70,7 +71,8 @@ t.test('hidden-path attack list: nothing outside the chat outputs dir is ever re
 
   const { app, url } = await listen(t, { DATA_DIR: dataDir, MCP_API_KEY: KEY }, config => [
     entry(capabilities, { apiKey: config.MCP_API_KEY, signingKey: '', tokenTtlSeconds: config.LINK_TOKEN_TTL, publicBaseUrl: config.publicBaseUrl }),
-    entry(files, { dataDir: config.DATA_DIR }),
+    entry(chatStorage, { dataDir: config.DATA_DIR }),
+    entry(files, {}),
     entry(preview, {})
   ])
   const port = Number(new URL(url).port)

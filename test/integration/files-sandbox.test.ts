@@ -9,6 +9,7 @@ import { entry } from '../../core/app.js'
 import { chatPaths } from '../../core/chat-paths.js'
 import capabilities from '../../plugins/capabilities/index.js'
 import files from '../../plugins/files/index.js'
+import chatStorage from '../../plugins/chat-storage/index.js'
 import { build, TEST_API_KEY } from '../helper.js'
 import { readZip } from '../plugins/files/zip-reader.js'
 import { buildSandboxApp, cleanupPrefix, dockerOrSkip } from './docker.js'
@@ -45,7 +46,8 @@ t.test('symlinks created inside the sandbox never lead out of its outputs (real 
 
   const server = await build(t, { DATA_DIR: dataDir, MCP_API_KEY: KEY }, config => [
     entry(capabilities, { apiKey: config.MCP_API_KEY, signingKey: '', tokenTtlSeconds: config.LINK_TOKEN_TTL, publicBaseUrl: config.publicBaseUrl }),
-    entry(files, { dataDir: config.DATA_DIR })
+    entry(chatStorage, { dataDir: config.DATA_DIR }),
+    entry(files, {})
   ])
   const token = server.links.token('fs-victim', 'f') as string
   const get = async (path: string) => await server.inject({ url: `/files/fs-victim/~${token}/${path}` })
@@ -82,7 +84,8 @@ t.test('odd names written inside the sandbox: the archive renames them, the list
   t.equal(r.exitCode, 0, `sandbox script ran: ${r.stderr.toString()}`)
   const server = await build(t, { DATA_DIR: dataDir, MCP_API_KEY: KEY }, config => [
     entry(capabilities, { apiKey: config.MCP_API_KEY, signingKey: '', tokenTtlSeconds: config.LINK_TOKEN_TTL, publicBaseUrl: config.publicBaseUrl }),
-    entry(files, { dataDir: config.DATA_DIR })
+    entry(chatStorage, { dataDir: config.DATA_DIR }),
+    entry(files, {})
   ])
   const token = server.links.token('fs-names', 'f') as string
   const zip = await server.inject({ url: `/files/fs-names/~${token}/archive` })

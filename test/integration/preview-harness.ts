@@ -12,6 +12,7 @@ import { entry } from '../../core/app.js'
 import { chatPaths } from '../../core/chat-paths.js'
 import capabilities from '../../plugins/capabilities/index.js'
 import files from '../../plugins/files/index.js'
+import chatStorage from '../../plugins/chat-storage/index.js'
 import preview from '../../plugins/preview/index.js'
 import { listen, TEST_API_KEY } from '../helper.js'
 import { launchChromium } from './chromium.js'
@@ -49,7 +50,8 @@ export async function setup (t: Test, fixtures: Record<string, string | Buffer>,
   t.teardown(() => rmSync(dataDir, { recursive: true, force: true }))
   const { app, url } = await listen(t, { DATA_DIR: dataDir, MCP_API_KEY: KEY }, config => [
     entry(capabilities, { apiKey: config.MCP_API_KEY, signingKey: '', tokenTtlSeconds: config.LINK_TOKEN_TTL, publicBaseUrl: config.publicBaseUrl }),
-    entry(files, { dataDir: config.DATA_DIR, archiveMaxBytes: config.ARCHIVE_MAX_BYTES, frameAncestors: config.FRAME_ANCESTORS }),
+    entry(chatStorage, { dataDir: config.DATA_DIR }),
+    entry(files, { archiveMaxBytes: config.ARCHIVE_MAX_BYTES, frameAncestors: config.FRAME_ANCESTORS }),
     entry(preview, { frameAncestors: config.FRAME_ANCESTORS, ...(parseTimeoutMs === undefined ? {} : { parseTimeoutMs }) })
   ])
   const outputs = chatPaths(dataDir, CHAT).outputs

@@ -6,6 +6,7 @@ import { join } from 'node:path'
 import { entry } from '../../../core/app.js'
 import capabilities from '../../../plugins/capabilities/index.js'
 import files from '../../../plugins/files/index.js'
+import chatStorage from '../../../plugins/chat-storage/index.js'
 import { build } from '../../helper.js'
 import { bearer, filesApp, KEY } from './setup.js'
 import { readZip } from './zip-reader.js'
@@ -69,7 +70,8 @@ t.test('413 before streaming when over the file count or byte limit', async t =>
   for (let i = 0; i < 4; i++) put('chat-a', `f${i}.txt`, '0123456789')
   const app = await build(t, { DATA_DIR: dataDir, MCP_API_KEY: KEY }, config => [
     entry(capabilities, { apiKey: config.MCP_API_KEY, signingKey: '', tokenTtlSeconds: 86400, publicBaseUrl: config.publicBaseUrl }),
-    entry(files, { dataDir: config.DATA_DIR, archiveMaxFiles: 3 })
+    entry(chatStorage, { dataDir: config.DATA_DIR }),
+    entry(files, { archiveMaxFiles: 3 })
   ])
   let res = await app.inject({ url: '/files/chat-a/archive', headers: bearer(KEY) })
   t.equal(res.statusCode, 413)

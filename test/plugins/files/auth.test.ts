@@ -8,6 +8,7 @@ import { entry } from '../../../core/app.js'
 import { createLinkService } from '../../../plugins/capabilities/service.js'
 import capabilities from '../../../plugins/capabilities/index.js'
 import files from '../../../plugins/files/index.js'
+import chatStorage from '../../../plugins/chat-storage/index.js'
 import preview from '../../../plugins/preview/index.js'
 import { build, OTHER_API_KEY } from '../../helper.js'
 import { KEY } from './setup.js'
@@ -18,7 +19,8 @@ import { CAPABILITY_TOKEN } from '../../../core/tokens.js'
 async function app (t: Test, dataDir: string, key = KEY): Promise<FastifyInstance> {
   return await build(t, { DATA_DIR: dataDir, MCP_API_KEY: key }, config => [
     entry(capabilities, { apiKey: config.MCP_API_KEY, signingKey: '', tokenTtlSeconds: config.LINK_TOKEN_TTL, publicBaseUrl: config.publicBaseUrl }),
-    entry(files, { dataDir: config.DATA_DIR }),
+    entry(chatStorage, { dataDir: config.DATA_DIR }),
+    entry(files, {}),
     entry(preview, {})
   ])
 }

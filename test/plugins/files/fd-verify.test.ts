@@ -15,6 +15,7 @@ import { openVerified, resolveInside } from '../../../core/safe-path.js'
 import { createLinkService } from '../../../plugins/capabilities/service.js'
 import { FilesOptions } from '../../../plugins/files/schemas.js'
 import { createFilesService } from '../../../plugins/files/service.js'
+import { createChatStorage } from '../../../plugins/chat-storage/service.js'
 import { TEST_API_KEY } from '../../helper.js'
 
 function tree (t: Test): { dataDir: string, outputs: string, outside: string } {
@@ -48,8 +49,8 @@ t.test('a parent dir swapped for a symlink after the path check is refused by th
 t.test('the archive re-verifies each file when it streams it: a swap after the walk aborts, never leaks', async t => {
   const { dataDir, outputs, outside } = tree(t)
   const links = createLinkService({ apiKey: TEST_API_KEY, signingKey: '', tokenTtlSeconds: 86400, publicBaseUrl: 'http://x' })
-  const service = createFilesService({ links, log: Fastify({ logger: false }).log }, parseOptions(FilesOptions, {
-    dataDir, archiveMaxBytes: 1e9, archiveMaxFiles: 100, listingMaxEntries: 100, listingScanLimit: 1000, frameAncestors: '*'
+  const service = createFilesService({ links, storage: createChatStorage({ dataDir }), log: Fastify({ logger: false }).log }, parseOptions(FilesOptions, {
+    archiveMaxBytes: 1e9, archiveMaxFiles: 100, listingMaxEntries: 100, listingScanLimit: 1000, frameAncestors: '*'
   }, 'files'))
   const stream = await service.archive('chat-a')
   // The walk saw a regular file; now the sandbox swaps the parent dir for a symlink to a foreign dir.
@@ -68,8 +69,8 @@ t.test('the archive re-verifies each file when it streams it: a swap after the w
 t.test('the download route opens by fd: an inner symlink to a file inside outputs is allowed, one outside is 403', async t => {
   const { dataDir, outputs, outside } = tree(t)
   const links = createLinkService({ apiKey: TEST_API_KEY, signingKey: '', tokenTtlSeconds: 86400, publicBaseUrl: 'http://x' })
-  const service = createFilesService({ links, log: Fastify({ logger: false }).log }, parseOptions(FilesOptions, {
-    dataDir, archiveMaxBytes: 1e9, archiveMaxFiles: 100, listingMaxEntries: 100, listingScanLimit: 1000, frameAncestors: '*'
+  const service = createFilesService({ links, storage: createChatStorage({ dataDir }), log: Fastify({ logger: false }).log }, parseOptions(FilesOptions, {
+    archiveMaxBytes: 1e9, archiveMaxFiles: 100, listingMaxEntries: 100, listingScanLimit: 1000, frameAncestors: '*'
   }, 'files'))
   symlinkSync('dir/f.txt', join(outputs, 'alias.txt'))
   symlinkSync(join(outside, 'f.txt'), join(outputs, 'escape.txt'))

@@ -10,6 +10,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { entry } from '../../../core/app.js'
 import capabilities from '../../../plugins/capabilities/index.js'
 import files from '../../../plugins/files/index.js'
+import chatStorage from '../../../plugins/chat-storage/index.js'
 import type { FilesOptions } from '../../../plugins/files/schemas.js'
 import { build } from '../../helper.js'
 import { bearer, filesApp, KEY, type FilesApp } from './setup.js'
@@ -20,7 +21,8 @@ async function appWith (t: Test, options: Partial<FilesOptions>): Promise<FilesA
   await first.app.close()
   const app = await build(t, { DATA_DIR: first.dataDir, MCP_API_KEY: KEY }, config => [
     entry(capabilities, { apiKey: config.MCP_API_KEY, signingKey: '', tokenTtlSeconds: 86400, publicBaseUrl: config.publicBaseUrl }),
-    entry(files, { dataDir: config.DATA_DIR, ...options })
+    entry(chatStorage, { dataDir: config.DATA_DIR }),
+    entry(files, { ...options })
   ])
   return { ...first, app }
 }

@@ -4,6 +4,7 @@ import { join } from 'node:path'
 import { entry } from '../../../core/app.js'
 import capabilities from '../../../plugins/capabilities/index.js'
 import files from '../../../plugins/files/index.js'
+import chatStorage from '../../../plugins/chat-storage/index.js'
 import { build } from '../../helper.js'
 import { bearer, filesApp, KEY } from './setup.js'
 
@@ -117,7 +118,8 @@ t.test('more entries than the cap: the newest are listed and truncated is true',
   await plain.close()
   const app = await build(t, { DATA_DIR: dataDir, MCP_API_KEY: KEY }, config => [
     entry(capabilities, { apiKey: config.MCP_API_KEY, signingKey: '', tokenTtlSeconds: 86400, publicBaseUrl: config.publicBaseUrl }),
-    entry(files, { dataDir: config.DATA_DIR, listingMaxEntries: 5 })
+    entry(chatStorage, { dataDir: config.DATA_DIR }),
+    entry(files, { listingMaxEntries: 5 })
   ])
   const body = (await app.inject({ url: '/api/outputs/chat-a', headers: bearer(KEY) })).json()
   t.equal(body.truncated, true)

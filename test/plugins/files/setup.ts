@@ -7,6 +7,7 @@ import { entry } from '../../../core/app.js'
 import { chatPaths } from '../../../core/chat-paths.js'
 import capabilities from '../../../plugins/capabilities/index.js'
 import files from '../../../plugins/files/index.js'
+import chatStorage from '../../../plugins/chat-storage/index.js'
 import { build, TEST_API_KEY } from '../../helper.js'
 
 export const KEY = TEST_API_KEY
@@ -25,7 +26,8 @@ export async function filesApp (t: Test, env: Record<string, string> = {}, open 
   t.teardown(() => rmSync(dataDir, { recursive: true, force: true }))
   const app = await build(t, { DATA_DIR: dataDir, MCP_API_KEY: open ? '' : KEY, ...env }, config => [
     entry(capabilities, { apiKey: config.MCP_API_KEY, signingKey: config.LINK_SIGNING_KEY, tokenTtlSeconds: config.LINK_TOKEN_TTL, publicBaseUrl: config.publicBaseUrl }),
-    entry(files, { dataDir: config.DATA_DIR, archiveMaxBytes: config.ARCHIVE_MAX_BYTES, frameAncestors: config.FRAME_ANCESTORS })
+    entry(chatStorage, { dataDir: config.DATA_DIR }),
+    entry(files, { archiveMaxBytes: config.ARCHIVE_MAX_BYTES, frameAncestors: config.FRAME_ANCESTORS })
   ])
   const outputs = (chatId: string): string => chatPaths(dataDir, chatId).outputs
   const put = (chatId: string, rel: string, content: string | Buffer, mtime?: number): string => {
