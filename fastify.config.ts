@@ -138,7 +138,7 @@ const plugins = {
     subagentCli: config.subagentCli,
     networkEnabled: config.ENABLE_NETWORK
   }),
-  uploads: config => entry(uploads, { dataDir: config.DATA_DIR, maxBytes: config.UPLOAD_MAX_BYTES }),
+  uploads: config => entry(uploads, { maxBytes: config.UPLOAD_MAX_BYTES }),
   'tier-tool-descriptions': config => entry(tierToolDescriptions, {}),
   'tier-readme': config => entry(tierReadme, {}),
   'tier-static-instructions': config => entry(tierStaticInstructions, {}),

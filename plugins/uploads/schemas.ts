@@ -1,7 +1,6 @@
 import Type, { type Static } from 'typebox'
 
 export const UploadsOptions = Type.Object({
-  dataDir: Type.String({ minLength: 1, description: 'DATA_DIR: chats/<K>/uploads lives below it' }),
   maxBytes: Type.Optional(Type.Integer({ default: 104857600, minimum: 1, description: 'UPLOAD_MAX_BYTES' })),
   maxFiles: Type.Optional(Type.Integer({ default: 10000, minimum: 1, description: 'Most files listed, hashed or offered as resources per chat' })),
   manifestCacheChats: Type.Optional(Type.Integer({ default: 1000, minimum: 1, description: 'Chats whose MD5s are kept in memory' }))

@@ -1,20 +1,20 @@
-import { createHash, randomUUID } from 'node:crypto'
-import { constants } from 'node:fs'
-import { lstat, mkdir, open, realpath, rename, unlink } from 'node:fs/promises'
-import { basename, dirname, join } from 'node:path'
+import { createHash } from 'node:crypto'
+import { basename } from 'node:path'
 import { Transform, type Readable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import type { FastifyBaseLogger } from 'fastify'
 import QuickLRU from 'quick-lru'
-import { chatPaths, SANDBOX_UPLOADS } from '../../core/chat-paths.js'
-import { isInside, openVerified, parseRelPath, resolveInside, walkRegularFiles } from '../../core/safe-path.js'
+import { SANDBOX_UPLOADS } from '../../core/chat-paths.js'
+import { parseRelPath } from '../../core/safe-path.js'
+import type { ChatStorageService, WrittenFile } from '../chat-storage/types.js'
 import { tooLarge, UPLOAD_NOT_FOUND, UPLOAD_READ_TOO_LARGE, UPLOAD_TARGET_IS_DIRECTORY, writeFailed } from './errors.js'
 import type { SavedUpload, UploadFile, UploadHook, UploadListEntry, UploadService } from './types.js'
 
-export interface UploadsDeps { log: FastifyBaseLogger }
-export interface UploadsServiceOptions { dataDir: string, maxBytes: number, maxFiles: number, manifestCacheChats: number }
+export interface UploadsDeps { log: FastifyBaseLogger, storage: ChatStorageService }
+export interface UploadsServiceOptions { maxBytes: number, maxFiles: number, manifestCacheChats: number }
 
 /** In-progress uploads: hidden, unique, and never reported as uploads themselves. */
+// The name chatStorage.writeAtomic gives its temporary files.
 const TEMP = /^\.upload-[0-9a-f-]{36}\.part$/
 const isTemp = (relPath: string): boolean => TEMP.test(basename(relPath))
 
@@ -35,18 +35,10 @@ function meter (limit: number, hash: ReturnType<typeof createHash>): Transform &
 }
 
 export function createUploadsService (deps: UploadsDeps, opts: UploadsServiceOptions): UploadService {
-  const { log } = deps
+  const { log, storage } = deps
   const hooks: UploadHook[] = []
   // Per chat: relPath → md5 of one file version (size, mtime, inode). Bounded by chats and, per chat, by maxFiles.
   const hashes = new QuickLRU<string, Map<string, HashEntry>>({ maxSize: opts.manifestCacheChats })
-
-  const dirOf = (chatId: string): string => chatPaths(opts.dataDir, chatId).uploads
-
-  async function ensureDir (chatId: string): Promise<string> {
-    const dir = dirOf(chatId)
-    await mkdir(dir, { recursive: true, mode: 0o755 })
-    return dir
-  }
 
   function remember (chatId: string, relPath: string, entry: HashEntry): void {
     let map = hashes.get(chatId)
@@ -54,49 +46,38 @@ export function createUploadsService (deps: UploadsDeps, opts: UploadsServiceOpt
     map.set(relPath, entry)
   }
 
-  /** Creates the missing parents of `target`, each 0755, then proves the parent still resolves inside. */
-  async function prepareParent (base: string, target: string): Promise<string> {
-    const parent = dirname(target)
-    await mkdir(parent, { recursive: true, mode: 0o755 })
-    const realParent = await realpath(parent)
-    if (!isInside(await realpath(base), realParent)) throw writeFailed(new Error('parent left the uploads dir'))
-    return realParent
+  /** The error save() answers: path errors as they are, everything else of the write as UPLOAD_*. */
+  function saveError (err: unknown, started: boolean, source: Readable): unknown {
+    const code = (err as { code?: string }).code
+    if (code === 'CHAT_STORAGE_IS_DIRECTORY') return new UPLOAD_TARGET_IS_DIRECTORY()
+    if (!started) {
+      if (typeof code === 'string' && code.startsWith('CORE_')) return err // bad or escaping path: 400/403/404
+      source.resume() // the temporary file could not be made: drain the body
+      return writeFailed(err)
+    }
+    if (code === 'UPLOAD_TOO_LARGE' || code === 'FST_REQ_FILE_TOO_LARGE') return tooLarge(opts.maxBytes)
+    if (typeof code === 'string' && code.startsWith('UPLOAD_')) return err
+    return writeFailed(err)
   }
 
   async function save (chatId: string, segments: string[], source: Readable): Promise<SavedUpload> {
-    const base = await ensureDir(chatId)
-    const target = await resolveInside(base, segments)
-    const existing = await lstat(target).catch(() => undefined)
-    if (existing?.isDirectory() === true) throw new UPLOAD_TARGET_IS_DIRECTORY()
-    const parent = await prepareParent(base, target)
-    const temp = join(parent, `.upload-${randomUUID()}.part`)
     const hash = createHash('md5')
     const counter = meter(opts.maxBytes, hash)
-    let handle
+    let started = false
+    let info: WrittenFile
     try {
-      handle = await open(temp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o644)
-    } catch (err) { source.resume(); throw writeFailed(err) }
-    try {
-      await handle.chmod(0o644) // the umask must not hide uploads from the sandbox user
-      // The write stream owns the handle from here and closes it when done (a FileHandle with a live
-      // stream cannot be closed separately: close() would wait for the stream forever).
-      await pipeline(source, counter, handle.createWriteStream())
-      // A truncating source (busboy at its fileSize limit) ends normally: treat it as too large too.
-      if ((source as { truncated?: boolean }).truncated === true) throw tooLarge(opts.maxBytes)
-      const info = await lstat(temp)
-      await rename(temp, join(parent, basename(target)))
-      const file = { filename: segments.join('/'), size: counter.bytes, md5: hash.digest('hex') }
-      remember(chatId, file.filename, { size: info.size, mtimeMs: info.mtimeMs, ino: info.ino, md5: file.md5 })
-      await runHooks(chatId, file)
-      return file
-    } catch (err) {
-      await handle.close().catch(() => {})
-      await unlink(temp).catch(() => {})
-      const code = (err as { code?: string }).code
-      if (code === 'UPLOAD_TOO_LARGE' || code === 'FST_REQ_FILE_TOO_LARGE') throw tooLarge(opts.maxBytes)
-      if (typeof code === 'string' && code.startsWith('UPLOAD_')) throw err
-      throw writeFailed(err)
-    }
+      // Streamed to a temporary file next to the target, renamed into place (chat storage).
+      info = await storage.writeAtomic(chatId, 'uploads', segments, async out => {
+        started = true
+        await pipeline(source, counter, out)
+        // A truncating source (busboy at its fileSize limit) ends normally: treat it as too large too.
+        if ((source as { truncated?: boolean }).truncated === true) throw tooLarge(opts.maxBytes)
+      }, { mode: 0o644 })
+    } catch (err) { throw saveError(err, started, source) }
+    const file = { filename: segments.join('/'), size: counter.bytes, md5: hash.digest('hex') }
+    remember(chatId, file.filename, { size: info.size, mtimeMs: info.mtimeMs, ino: info.ino, md5: file.md5 })
+    await runHooks(chatId, file)
+    return file
   }
 
   async function runHooks (chatId: string, file: SavedUpload): Promise<void> {
@@ -107,7 +88,7 @@ export function createUploadsService (deps: UploadsDeps, opts: UploadsServiceOpt
 
   async function walk (chatId: string): Promise<Array<UploadFile & { absPath: string, ino: number }>> {
     const out: Array<UploadFile & { absPath: string, ino: number }> = []
-    for await (const e of walkRegularFiles(dirOf(chatId), { limit: opts.maxFiles + 1 })) {
+    for await (const e of storage.walk(chatId, 'uploads', { limit: opts.maxFiles + 1 })) {
       if (isTemp(e.relPath)) continue
       if (out.length >= opts.maxFiles) { log.warn({ chatId, maxFiles: opts.maxFiles }, 'uploads listing cut at maxFiles'); break }
       out.push(e)
@@ -117,7 +98,7 @@ export function createUploadsService (deps: UploadsDeps, opts: UploadsServiceOpt
 
   async function md5Of (chatId: string, absPath: string): Promise<string | undefined> {
     let handle
-    try { handle = await openVerified(dirOf(chatId), absPath) } catch { return undefined }
+    try { handle = await storage.openWalked(chatId, 'uploads', { absPath }) } catch { return undefined }
     try {
       const hash = createHash('md5')
       for await (const chunk of handle.createReadStream()) hash.update(chunk as Buffer)
@@ -147,8 +128,7 @@ export function createUploadsService (deps: UploadsDeps, opts: UploadsServiceOpt
   async function read (chatId: string, relPath: string, maxBytes: number): Promise<Buffer> {
     let handle
     try {
-      const base = dirOf(chatId)
-      handle = await openVerified(base, await resolveInside(base, parseRelPath(relPath)))
+      handle = await storage.open(chatId, 'uploads', parseRelPath(relPath))
     } catch (err) {
       if (typeof (err as { statusCode?: number }).statusCode === 'number') throw new UPLOAD_NOT_FOUND()
       throw err

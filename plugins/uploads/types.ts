@@ -31,7 +31,7 @@ export interface SavedUpload {
 export type UploadHook = (event: { chatId: string, file: SavedUpload }) => Promise<void> | void
 
 /**
- * A chat's uploads directory: `chatPaths(DATA_DIR, chatId).uploads`, bind-mounted read-only at
+ * A chat's uploads area (chat storage's `uploads`), bind-mounted read-only at
  * /mnt/user-data/uploads in the sandbox, so a saved file is visible there at once. Errors are coded
  * (UPLOAD_*, CORE_INVALID_PATH, CORE_FORBIDDEN).
  */

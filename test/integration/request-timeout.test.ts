@@ -34,7 +34,7 @@ async function server (t: Test): Promise<{ url: string, port: number, dataDir: s
   const { url } = await listen(t, { REQUEST_TIMEOUT: '1', DATA_DIR: dataDir, PROGRESS_INTERVAL_SECONDS: '1' }, config => [
     ...entries(config, ['mcp-transport', 'capabilities', 'prompt-render']),
     entry(fakeSandbox(newSandboxLog()), {}),
-    ...entries(config, ['uploads']),
+    ...entries(config, ['chat-storage', 'uploads']),
     entry(probePlugin({ calls: [], aborted: [] }), {}),
     entry(lateWebSocket, {})
   ])

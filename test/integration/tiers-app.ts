@@ -12,6 +12,7 @@ import type { AppConfig } from '../../core/config.js'
 import { entries } from '../../fastify.config.js'
 import promptRender from '../../plugins/prompt-render/index.js'
 import uploads from '../../plugins/uploads/index.js'
+import chatStorage from '../../plugins/chat-storage/index.js'
 import tierToolDescriptions from '../../plugins/tier-tool-descriptions/index.js'
 import tierReadme from '../../plugins/tier-readme/index.js'
 import tierStaticInstructions from '../../plugins/tier-static-instructions/index.js'
@@ -104,7 +105,8 @@ export function tiersManifest (opts: TiersManifestOptions = {}): (config: AppCon
       entry(fakeSandbox(opts.sandboxLog ?? newSandboxLog()), {}),
       entry(fakeTools, {}),
       entry(promptRender, { singleUserMode: config.singleUserMode, commandTimeoutSeconds: config.COMMAND_TIMEOUT }),
-      entry(uploads, { dataDir: config.DATA_DIR, maxBytes: config.UPLOAD_MAX_BYTES }),
+      entry(chatStorage, { dataDir: config.DATA_DIR }),
+      entry(uploads, { maxBytes: config.UPLOAD_MAX_BYTES }),
       ...TIERS.filter(name => name !== opts.without).map(name => tiers[name])
     ]
   }

@@ -39,7 +39,7 @@ async function dockerApp (t: Test): Promise<{ app: FastifyInstance, url: string 
     entry(sandbox, { image: TEST_IMAGE, prefix, dataDir, memLimit: 512 * 1024 * 1024 }),
     entry(workspaceTools, { commandTimeoutS: 60, createTimeoutS: 60, maxOutputChars: 30000, progressIntervalS: 15 }),
     entry(promptRender, {}),
-    entry(uploads, { dataDir }),
+    entry(uploads, {}),
     entry(tierReadme, {})
   ], { logger: false })
   t.teardown(async () => { await app.close() })

@@ -11,6 +11,7 @@ import { loadConfig } from '../../core/config.js'
 import capabilities from '../../plugins/capabilities/index.js'
 import promptRender from '../../plugins/prompt-render/index.js'
 import uploads from '../../plugins/uploads/index.js'
+import chatStorage from '../../plugins/chat-storage/index.js'
 import { TEST_API_KEY } from '../helper.js'
 import { fakeSandbox, type FakeSandboxLog } from './tiers-app.js'
 
@@ -25,7 +26,8 @@ async function server (t: Test, env: Record<string, string> = {}): Promise<{ app
     entry(fakeSandbox(sandbox), {}),
     entry(capabilities, { apiKey: config.MCP_API_KEY, publicBaseUrl: config.publicBaseUrl }),
     entry(promptRender, {}),
-    entry(uploads, { dataDir: config.DATA_DIR, maxBytes: config.UPLOAD_MAX_BYTES })
+    entry(chatStorage, { dataDir: config.DATA_DIR }),
+    entry(uploads, { maxBytes: config.UPLOAD_MAX_BYTES })
   ], { logger: false })
   t.teardown(async () => { await app.close() })
   const url = await app.listen({ port: 0, host: '127.0.0.1' })

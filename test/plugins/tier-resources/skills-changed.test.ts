@@ -16,6 +16,7 @@ import promptRender from '../../../plugins/prompt-render/index.js'
 import tierResources from '../../../plugins/tier-resources/index.js'
 import { createSkillWatchers } from '../../../plugins/tier-resources/skill-watchers.js'
 import uploads from '../../../plugins/uploads/index.js'
+import chatStorage from '../../../plugins/chat-storage/index.js'
 import userSkills from '../../../plugins/user-skills/index.js'
 import { connect } from '../../fixtures/mcp-probe.js'
 import { rawZip, sha256, skillMd } from '../../fixtures/raw-zip.js'
@@ -62,7 +63,8 @@ t.test('a changed skill set reaches the user\'s chats as resources/list_changed,
     entry(fakeTools, {}),
     entry(userSkills, { tokensUrl: fake.url, tokensApiKey: fake.apiKey, cacheDir: join(dataDir, 'skills-cache'), memoryTtlMs: 300, waitMs: 1500 }),
     entry(promptRender, { commandTimeoutSeconds: config.COMMAND_TIMEOUT }),
-    entry(uploads, { dataDir: config.DATA_DIR, maxBytes: config.UPLOAD_MAX_BYTES }),
+    entry(chatStorage, { dataDir: config.DATA_DIR }),
+    entry(uploads, { maxBytes: config.UPLOAD_MAX_BYTES }),
     entry(tierResources, { maxReadBytes: config.RESOURCE_READ_MAX_BYTES })
   ])
   const ann = await listener(t, url, 'ann-chat', 'ann@example.com')
