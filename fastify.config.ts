@@ -154,7 +154,6 @@ const plugins = {
   preview: config => entry(preview, { frameAncestors: config.FRAME_ANCESTORS }),
   terminal: config => entry(terminal, {
     cli: config.subagentCli,
-    dataDir: config.DATA_DIR,
     publicBaseUrl: config.publicBaseUrl,
     publicBaseUrlSet: config.publicBaseUrlSet,
     allowedOrigins: config.allowedOrigins,

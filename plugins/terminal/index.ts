@@ -22,7 +22,7 @@ export type { TerminalOptions } from './schemas.js'
 const terminal: FastifyPluginAsync<TerminalOptions> = async (fastify, raw) => {
   const opts = parseOptions(TerminalOptions, raw, 'terminal')
   const log = fastify.log.child({ plugin: 'terminal' })
-  const service = createTerminalService(fastify.sandbox, log, opts)
+  const service = createTerminalService(fastify.sandbox, fastify.chatStorage, log, opts)
   fastify.decorate('terminal', service)
   // Looked up per request, so the manifest's order does not matter; missing, the routes say so (cli.ts).
   const subAgent = (): SubAgentService | undefined => fastify.hasDecorator('subAgent') ? fastify.subAgent : undefined
@@ -51,6 +51,6 @@ const terminal: FastifyPluginAsync<TerminalOptions> = async (fastify, raw) => {
 export default fp(terminal, {
   name: 'terminal',
   fastify: '5.x',
-  dependencies: ['sandbox'],
-  decorators: { fastify: ['auth', 'sandbox', 'websocketServer'] }
+  dependencies: ['sandbox', 'chat-storage'],
+  decorators: { fastify: ['auth', 'sandbox', 'websocketServer', 'chatStorage'] }
 })

@@ -1,32 +1,21 @@
-import { open } from 'node:fs/promises'
-import { constants } from 'node:fs'
-import { chatPaths } from '../../core/chat-paths.js'
+import type { ChatStorageService } from '../chat-storage/types.js'
 import { validEmail, type RequestUser } from '../../core/identity.js'
 import { clip } from './text.js'
 
 /*
  * The user recorded in a chat's meta.json (surface.md §5.5 item 5), for resurrect-container: the
- * sandbox is recreated for the same person (git author, README). The file lives in the server's
- * data dir, outside every sandbox mount, but is still read defensively: no symlinks, at most 64 KiB,
- * every field validated like the request header it came from.
+ * sandbox is recreated for the same person (git author, README). The file lives in the chat's
+ * storage, outside every sandbox mount, but is still read defensively (chat storage: by descriptor,
+ * no symlinks, at most 64 KiB) and every field validated like the request header it came from.
  */
 
 const MAX_META = 65536
 const MCP_SERVER = /^[a-z0-9][a-z0-9_-]{0,63}$/
 
-export async function readMetaUser (dataDir: string, chatId: string): Promise<RequestUser | null> {
-  let handle
-  try {
-    handle = await open(chatPaths(dataDir, chatId).meta, constants.O_RDONLY | constants.O_NOFOLLOW)
-  } catch { return null }
-  let text: string
-  try {
-    const buf = Buffer.alloc(MAX_META)
-    const { bytesRead } = await handle.read(buf, 0, MAX_META, 0)
-    text = buf.subarray(0, bytesRead).toString('utf8')
-  } finally { await handle.close() }
+export async function readMetaUser (storage: Pick<ChatStorageService, 'chatState'>, chatId: string): Promise<RequestUser | null> {
   let meta: unknown
-  try { meta = JSON.parse(text) } catch { return null }
+  // Missing, not a regular file, over 64 KiB or not JSON: no recorded user.
+  try { meta = await storage.chatState(chatId).readJson('meta.json', MAX_META) } catch { return null }
   if (typeof meta !== 'object' || meta === null) return null
   const m = meta as Record<string, unknown>
   const email = validEmail(typeof m.user_email === 'string' ? m.user_email : undefined)

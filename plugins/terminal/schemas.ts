@@ -6,7 +6,6 @@ import Type, { type Static } from 'typebox'
  */
 export const TerminalOptions = Type.Object({
   cli: Type.Optional(Type.Union([Type.Literal('claude'), Type.Literal('codex'), Type.Literal('opencode')], { default: 'claude', description: 'SUBAGENT_CLI (already validated): SUBAGENT_CLI in the session environment' })),
-  dataDir: Type.String({ minLength: 1, description: 'DATA_DIR: where meta.json of a chat lives (resurrect-container)' }),
   publicBaseUrl: Type.String({ description: 'its origin (and its loopback spellings) is an allowed WebSocket Origin' }),
   publicBaseUrlSet: Type.Optional(Type.Boolean({ default: true, description: 'false while PUBLIC_BASE_URL is unset: http loopback origins on the listening port are then allowed' })),
   allowedOrigins: Type.Optional(Type.Array(Type.String(), { default: [], description: 'ALLOWED_ORIGINS: further allowed WebSocket Origins' })),

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto'
 import type { FastifyBaseLogger } from 'fastify'
 import type { SubagentCli } from '../../core/config.js'
 import type { SandboxService } from '../sandbox/types.js'
+import type { ChatStorageService } from '../chat-storage/types.js'
 import {
   TERMINAL_CONTAINER_EXISTS, TERMINAL_NO_META, TERMINAL_NO_STOPPED_CONTAINER,
   TERMINAL_SANDBOX_NOT_RUNNING, TERMINAL_SANDBOX_TIMEOUT, TERMINAL_START_FAILED
@@ -14,7 +15,6 @@ import { openViewer, type EndReason, type Viewer } from './viewer.js'
 
 export interface TerminalServiceOptions {
   cli: SubagentCli
-  dataDir: string
   sessionEnv: Record<string, string>
   maxViewers: number
   highWaterBytes: number
@@ -44,7 +44,7 @@ const START_FAILURE: Record<string, string> = {
   SANDBOX_CREATE_TIMEOUT: 'create_timeout'
 }
 
-export function createTerminalService (sandbox: SandboxService, log: FastifyBaseLogger, opts: TerminalServiceOptions): TerminalServiceInternals {
+export function createTerminalService (sandbox: SandboxService, storage: Pick<ChatStorageService, 'chatState'>, log: FastifyBaseLogger, opts: TerminalServiceOptions): TerminalServiceInternals {
   const { openStream } = sandbox
   if (openStream === undefined) throw new TypeError('terminal: the sandbox driver has no openStream()')
   const probe: Probe = createProbe(openStream, opts.maxProbes, 'terminal', () => new TERMINAL_SANDBOX_TIMEOUT())
@@ -152,12 +152,12 @@ export function createTerminalService (sandbox: SandboxService, log: FastifyBase
     },
     async restart (chatId) {
       if ((await sandbox.status(chatId)).state !== 'stopped') throw new TERMINAL_NO_STOPPED_CONTAINER()
-      await startSandbox(chatId, await readMetaUser(opts.dataDir, chatId))
+      await startSandbox(chatId, await readMetaUser(storage, chatId))
     },
     async resurrect (chatId) {
       const s = await sandbox.status(chatId)
       if (s.state !== 'absent') throw new TERMINAL_CONTAINER_EXISTS()
-      const user = s.metaExists ? await readMetaUser(opts.dataDir, chatId) : null
+      const user = s.metaExists ? await readMetaUser(storage, chatId) : null
       if (user === null) throw new TERMINAL_NO_META()
       await startSandbox(chatId, user)
       return { userEmail: user.email ?? null }

@@ -9,6 +9,7 @@ import { entry } from '../../../core/app.js'
 import { chatPaths } from '../../../core/chat-paths.js'
 import capabilities from '../../../plugins/capabilities/index.js'
 import terminal from '../../../plugins/terminal/index.js'
+import chatStorage from '../../../plugins/chat-storage/index.js'
 import { createProbe } from '../../../core/sandbox-probe.js'
 import { SUB_AGENT_SANDBOX_TIMEOUT } from '../../../plugins/sub-agent/errors.js'
 import { createRunRegistry, createSubAgentService } from '../../../plugins/sub-agent/service.js'
@@ -172,7 +173,8 @@ export async function terminalApp (t: Test, fake: FakeSandbox, opts: Partial<Ter
     entry(capabilities, { apiKey: config.MCP_API_KEY, signingKey: '', tokenTtlSeconds: config.LINK_TOKEN_TTL, publicBaseUrl: config.publicBaseUrl }),
     { register: async a => await a.register(fake.plugin) },
     ...(subAgent ? [{ register: async (a: FastifyInstance) => await a.register(subAgentPlugin(fake, options.cli ?? 'claude')) }] : []),
-    entry(terminal, { dataDir, publicBaseUrl: config.publicBaseUrl, allowedOrigins: ['https://chat.example'], ...options })
+    entry(chatStorage, { dataDir }),
+    entry(terminal, { publicBaseUrl: config.publicBaseUrl, allowedOrigins: ['https://chat.example'], ...options })
   ])
   const writeMeta = (chatId: string, meta: Record<string, unknown>): void => {
     const path = chatPaths(dataDir, chatId).meta

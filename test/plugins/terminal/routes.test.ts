@@ -1,4 +1,6 @@
 import t from 'tap'
+import { rmSync, symlinkSync } from 'node:fs'
+import { chatPaths } from '../../../core/chat-paths.js'
 import { fakeSandbox, terminalApp, KEY, type ProbeAnswer } from './fakes.js'
 
 /** A sandbox whose tmux session exists when `session.on`, with ps showing two claude processes and noise. */
@@ -158,6 +160,19 @@ t.test('resurrect-container recreates from meta.json only when no container exis
   t.equal(exists.json().error, 'container_exists')
   writeMeta('r2', { chat_id: 'r2', user_email: 'not an email' })
   t.same((await app.inject({ method: 'POST', url: '/terminal/r2/resurrect-container', headers: auth })).json(), { resurrected: true, user_email: null })
+})
+
+t.test('resurrect-container never follows a meta.json replaced by a symlink to another chat\'s record', async t => { // issue #11
+  const fake = fakeSandbox(sandboxScript())
+  const { app, writeMeta, dataDir } = await terminalApp(t, fake)
+  writeMeta('victim', { chat_id: 'victim', user_email: 'victim@example.com' })
+  writeMeta('thief', { chat_id: 'thief', user_email: 'thief@example.com' })
+  const own = chatPaths(dataDir, 'thief').meta
+  rmSync(own)
+  symlinkSync(chatPaths(dataDir, 'victim').meta, own)
+  const res = await app.inject({ method: 'POST', url: '/terminal/thief/resurrect-container', headers: auth })
+  t.equal(res.statusCode, 404, 'read through chat storage: a symlink is no record')
+  t.equal(res.json().error, 'no_meta')
 })
 
 t.test('restart reports why the sandbox could not start', async t => {
