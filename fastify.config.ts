@@ -92,7 +92,6 @@ const plugins = {
     maxBytesPerSecond: config.EGRESS_MAX_BYTES_PER_SECOND,
     idleTimeoutS: config.EGRESS_IDLE_TIMEOUT,
     firewall: config.EGRESS_FIREWALL,
-    dataDir: config.DATA_DIR,
     users: config.EGRESS_USERS
   }),
   'workspace-tools': config => entry(workspaceTools, {

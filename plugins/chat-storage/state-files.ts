@@ -63,7 +63,8 @@ export function createStateFiles (spec: StateDirSpec): StateFiles {
     } catch (err) {
       const code = errnoCode(err)
       if (code === 'ENOENT' || code === 'ENOTDIR') return null
-      if (code === 'ELOOP' || code === 'ENXIO') throw new CHAT_STORAGE_NOT_REGULAR(shown(name))
+      if (code === 'ELOOP') throw new CHAT_STORAGE_NOT_REGULAR(shown(name), 'a symbolic link, not followed')
+      if (code === 'ENXIO') throw new CHAT_STORAGE_NOT_REGULAR(shown(name), 'a fifo or socket')
       throw err
     }
   }
@@ -73,9 +74,9 @@ export function createStateFiles (spec: StateDirSpec): StateFiles {
     if (handle === null) return null
     try {
       const info = await handle.stat()
-      if (!info.isFile()) throw new CHAT_STORAGE_NOT_REGULAR(shown(name))
+      if (!info.isFile()) throw new CHAT_STORAGE_NOT_REGULAR(shown(name), info.isDirectory() ? 'a directory' : 'a special file')
       const expected = join(await realpath(spec.root), rel, name)
-      if (!await atExpectedPlace(handle, expected)) throw new CHAT_STORAGE_NOT_REGULAR(shown(name))
+      if (!await atExpectedPlace(handle, expected)) throw new CHAT_STORAGE_NOT_REGULAR(shown(name), 'reached through a symbolic link')
       if (info.size > maxBytes) throw new CHAT_STORAGE_TOO_LARGE(shown(name), maxBytes)
       // One byte more than allowed tells a file that grew since fstat from one that fits.
       const buf = Buffer.alloc(Math.min(info.size, maxBytes) + 1)

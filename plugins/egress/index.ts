@@ -15,7 +15,7 @@ export type { EgressOptions } from './schemas.js'
  * Sandbox egress (issue #13): sandboxes sit on an internal Docker network with no route out; their
  * only way out is this plugin's HTTP proxy (CONNECT and plain HTTP) on the network's gateway, which
  * decides every connection by the chat's policy (chat override > user default > server setting) after
- * DNS, logs it per chat, and caps connections. Overrides persist under the chat's data directory.
+ * DNS, logs it per chat, and caps connections. Overrides persist in the chat's storage (chat-storage).
  * Decorates `egress`; routes under /api/egress/:chat.
  *
  * `lookup` (not an option of the manifest) lets tests resolve their canary names.
@@ -34,7 +34,7 @@ const egress: FastifyPluginAsync<EgressOptions & { lookup?: Lookup }> = async (f
     log,
     ...(lookup === undefined ? {} : { lookup }),
     firewall: opts.firewall,
-    ...(opts.dataDir === '' ? {} : { store: createOverrideStore(opts.dataDir, log) }),
+    store: createOverrideStore(fastify.chatStorage, log),
     ...(users === undefined ? {} : { users })
   }, opts)
   fastify.decorate('egress', service)
@@ -47,6 +47,6 @@ const egress: FastifyPluginAsync<EgressOptions & { lookup?: Lookup }> = async (f
 export default fp(egress, {
   name: 'egress',
   fastify: '5.x',
-  dependencies: ['sandbox'],
-  decorators: { fastify: ['sandbox', 'auth'] }
+  dependencies: ['sandbox', 'chat-storage'],
+  decorators: { fastify: ['sandbox', 'auth', 'chatStorage'] }
 })

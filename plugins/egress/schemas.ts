@@ -13,7 +13,6 @@ export const EgressOptions = Type.Object({
   logSize: Type.Optional(Type.Integer({ default: 200, minimum: 1, maximum: 10000, description: 'connections kept per chat' })),
   logChats: Type.Optional(Type.Integer({ default: 1000, minimum: 1, description: 'chats whose connection log is kept' })),
   firewall: Type.Optional(Type.Boolean({ default: true, description: 'EGRESS_FIREWALL: install the iptables rules' })),
-  dataDir: Type.Optional(Type.String({ default: '', description: 'DATA_DIR: per-chat overrides persist in chats/<K>/egress.json; empty = memory only' })),
   users: Type.Optional(Type.String({ default: '', description: 'EGRESS_USERS: path of the per-user defaults file (JSON); empty = none' }))
 })
 export type EgressOptions = Static<typeof EgressOptions>

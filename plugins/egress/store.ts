@@ -1,17 +1,17 @@
 import { constants } from 'node:fs'
-import { open, rename, unlink, mkdir } from 'node:fs/promises'
-import { join } from 'node:path'
+import { open } from 'node:fs/promises'
 import type { FastifyBaseLogger } from 'fastify'
-import { chatPaths } from '../../core/chat-paths.js'
 import { validEmail } from '../../core/identity.js'
+import type { ChatStorageService } from '../chat-storage/types.js'
 import { parseLayer, parseUserDefaults, type ParsedLayer, type UserDefaults } from './layers.js'
 
 /*
  * What egress keeps on disk:
- * - a chat's override in `{DATA_DIR}/chats/{K}/egress.json` ({ chatId, mode, allow }), beside
- *   meta.json and outside every sandbox mount, so the data purge of an inactive chat removes it too;
- *   written atomically (temporary file, fsync, rename), read by descriptor (no symlinks, regular
- *   file, at most MAX_OVERRIDE bytes) and validated; a bad file is logged and ignored;
+ * - a chat's override in the chat's state file `egress.json` ({ chatId, mode, allow }) of chat storage
+ *   (`chats/{K}/egress.json`, beside meta.json and outside every sandbox mount, so the data purge of an
+ *   inactive chat removes it too): written atomically, read by descriptor (no symlinks, regular file,
+ *   at most MAX_OVERRIDE bytes, a larger override is refused when written) and validated; a bad file
+ *   is logged and ignored;
  * - the user of a chat, read from meta.json (surface.md §5.5 item 5) the same way;
  * - EGRESS_USERS, the operator's per-user defaults, re-read when its size or mtime changes.
  */
@@ -49,49 +49,31 @@ export interface OverrideStore {
   email: (chatId: string) => Promise<string | undefined>
 }
 
-export function createOverrideStore (dataDir: string, log: FastifyBaseLogger): OverrideStore {
-  const fileOf = (chatId: string): string => join(chatPaths(dataDir, chatId).dir, 'egress.json')
+export function createOverrideStore (storage: Pick<ChatStorageService, 'chatState' | 'key'>, log: FastifyBaseLogger): OverrideStore {
   return {
     async read (chatId) {
-      const path = fileOf(chatId)
       try {
-        const found = await readSmall(path, MAX_OVERRIDE)
-        if (found === null) return null
-        const json = JSON.parse(found.text) as unknown
+        const text = await storage.chatState(chatId).read('egress.json', MAX_OVERRIDE)
+        if (text === null) return null
+        const json = JSON.parse(text) as unknown
         if (typeof json !== 'object' || json === null || (json as { chatId?: unknown }).chatId !== chatId) throw new Error('it belongs to another chat')
         const { chatId: _ignored, ...layer } = json as Record<string, unknown>
         return parseLayer(layer, 'egress.json')
       } catch (err) {
-        log.warn({ err, chat: chatPaths(dataDir, chatId).key }, 'egress override file ignored (unreadable or invalid)')
+        log.warn({ err, chat: storage.key(chatId) }, 'egress override file ignored (unreadable or invalid)')
         return null
       }
     },
     async write (chatId, layer) {
-      const path = fileOf(chatId)
-      if (layer === null) {
-        await unlink(path).catch((err: NodeJS.ErrnoException) => { if (err.code !== 'ENOENT') throw err })
-        return
-      }
-      await mkdir(join(dataDir, 'chats'), { recursive: true, mode: 0o755 })
-      await mkdir(chatPaths(dataDir, chatId).dir, { recursive: true, mode: 0o755 })
-      const tmp = `${path}.${process.pid}.${Math.random().toString(16).slice(2)}.tmp`
-      const handle = await open(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o644)
-      try {
-        await handle.writeFile(`${JSON.stringify({ chatId, mode: layer.layer.mode, allow: layer.layer.allow }, null, 2)}\n`)
-        await handle.sync()
-      } catch (err) {
-        await handle.close()
-        await unlink(tmp).catch(() => {})
-        throw err
-      }
-      await handle.close()
-      try { await rename(tmp, path) } catch (err) { await unlink(tmp).catch(() => {}); throw err }
+      const state = storage.chatState(chatId)
+      if (layer === null) { await state.remove('egress.json'); return }
+      // Refused (CHAT_STORAGE_TOO_LARGE, 413) rather than stored and then ignored when read back.
+      await state.writeJson('egress.json', { chatId, mode: layer.layer.mode, allow: layer.layer.allow }, { maxBytes: MAX_OVERRIDE, mode: 0o644 })
     },
     async email (chatId) {
       try {
-        const found = await readSmall(chatPaths(dataDir, chatId).meta, MAX_META)
-        if (found === null) return undefined
-        const meta = JSON.parse(found.text) as { chat_id?: unknown, user_email?: unknown }
+        const meta = await storage.chatState(chatId).readJson('meta.json', MAX_META) as { chat_id?: unknown, user_email?: unknown } | null
+        if (meta === null || typeof meta !== 'object') return undefined
         return meta.chat_id === chatId && typeof meta.user_email === 'string' ? validEmail(meta.user_email) : undefined
       } catch { return undefined }
     }

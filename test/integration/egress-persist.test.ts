@@ -41,9 +41,8 @@ t.test('user defaults and overrides that survive a restart (real Docker)', { ski
   let app: FastifyInstance | null = null
   const start = async (): Promise<FastifyInstance> => {
     const next = await buildApp(config, [
-      ...entries(config, ['capabilities', 'sandbox-docker', 'sandbox']),
+      ...entries(config, ['capabilities', 'chat-storage', 'sandbox']),
       entry(egress, {
-        dataDir,
         users: usersFile,
         lookup: async (host: string) => {
           if (host === 'canary.test') return ['127.0.0.1']

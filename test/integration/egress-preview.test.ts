@@ -43,17 +43,16 @@ t.test('the preview page shows the chat\'s egress log (real sandbox, real Chromi
   // Names the test's resolver knows; the hostile one shows that the page escapes what the sandbox asked for.
   const names: Record<string, string[]> = { 'canary-a.test': ['127.0.0.1'], 'canary-b.test': ['127.0.0.1'] }
   const app = await buildApp(config, [
-    ...entries(config, ['capabilities', 'sandbox-docker', 'sandbox']),
+    ...entries(config, ['capabilities', 'chat-storage', 'sandbox']),
     entry(egress, {
       allow: `127.0.0.1:${a.port}`,
-      dataDir,
       lookup: async (host: string) => {
         const found = names[host]
         if (found === undefined) throw Object.assign(new Error('not found'), { code: 'ENOTFOUND' })
         return found
       }
     }),
-    ...entries(config, ['chat-storage', 'files', 'preview'])
+    ...entries(config, ['files', 'preview'])
   ], { logger: process.env.TEST_LOG === '1' ? { level: 'debug' } : false })
   t.teardown(async () => {
     const net = app.sandbox.network?.()

@@ -14,6 +14,7 @@ import { loadConfig } from '../../core/config.js'
 import sandboxDocker from '../../plugins/sandbox-docker/index.js'
 import sandbox from '../../plugins/sandbox/index.js'
 import egress from '../../plugins/egress/index.js'
+import chatStorage from '../../plugins/chat-storage/index.js'
 import { removeFirewall } from '../../plugins/egress/firewall.js'
 import { TEST_API_KEY } from '../helper.js'
 import { cleanupPrefix, DOCKER_HOST, dockerOrSkip, TEST_IMAGE } from './docker.js'
@@ -45,8 +46,8 @@ t.test('sandbox egress through the policy proxy (real Docker)', { skip }, async 
   const config = loadConfig({ DOCKER_IMAGE: TEST_IMAGE, LOG_LEVEL: 'silent', DATA_DIR: dir, SANDBOX_PREFIX: PREFIX, MCP_API_KEY: TEST_API_KEY })
   const names: Record<string, string[]> = { 'canary-a.test': ['127.0.0.1'], 'canary-b.test': ['127.0.0.1'], 'private.test': ['10.255.255.1'] }
   const app = await buildApp(config, [
-    entry(sandboxDocker, { dockerHost: DOCKER_HOST }),
-    entry(sandbox, { image: TEST_IMAGE, prefix: PREFIX, dataDir: dir, memLimit: 512 * 1024 * 1024, egressPort: 3128 }),
+    entry(sandboxDocker, { dockerHost: DOCKER_HOST, image: TEST_IMAGE, prefix: PREFIX, dataDir: dir, memLimit: 512 * 1024 * 1024, egressPort: 3128 }),
+    entry(chatStorage, { dataDir: dir }),
     entry(egress, {
       allow: `127.0.0.1:${a.port}`,
       lookup: async (host: string) => {

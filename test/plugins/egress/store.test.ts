@@ -7,6 +7,7 @@ import Fastify from 'fastify'
 import { chatPaths } from '../../../core/chat-paths.js'
 import { createEgressService } from '../../../plugins/egress/service.js'
 import { createOverrideStore, loadUsersFile, MAX_OVERRIDE } from '../../../plugins/egress/store.js'
+import { createChatStorage } from '../../../plugins/chat-storage/service.js'
 import { Value } from 'typebox/value'
 import { EgressOptions } from '../../../plugins/egress/schemas.js'
 
@@ -30,7 +31,7 @@ async function dataDir (t: Test): Promise<string> {
 
 function service (dir: string, users?: Awaited<ReturnType<typeof loadUsersFile>>) {
   const { log, lines } = logger()
-  const built = createEgressService({ sandbox: { network: () => null }, log, store: createOverrideStore(dir, log), ...(users === undefined ? {} : { users }) }, { ...OPTS, allow: 'mirror.corp' })
+  const built = createEgressService({ sandbox: { network: () => null }, log, store: createOverrideStore(createChatStorage({ dataDir: dir }), log), ...(users === undefined ? {} : { users }) }, { ...OPTS, allow: 'mirror.corp' })
   return { ...built, lines }
 }
 
