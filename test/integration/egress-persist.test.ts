@@ -41,7 +41,7 @@ t.test('user defaults and overrides that survive a restart (real Docker)', { ski
   let app: FastifyInstance | null = null
   const start = async (): Promise<FastifyInstance> => {
     const next = await buildApp(config, [
-      ...entries(config, ['capabilities', 'chat-storage', 'sandbox']),
+      ...entries(config, ['capabilities', 'chat-storage', 'sandbox-docker', 'sandbox']),
       entry(egress, {
         users: usersFile,
         lookup: async (host: string) => {

@@ -43,7 +43,7 @@ t.test('the preview page shows the chat\'s egress log (real sandbox, real Chromi
   // Names the test's resolver knows; the hostile one shows that the page escapes what the sandbox asked for.
   const names: Record<string, string[]> = { 'canary-a.test': ['127.0.0.1'], 'canary-b.test': ['127.0.0.1'] }
   const app = await buildApp(config, [
-    ...entries(config, ['capabilities', 'chat-storage', 'sandbox']),
+    ...entries(config, ['capabilities', 'chat-storage', 'sandbox-docker', 'sandbox']),
     entry(egress, {
       allow: `127.0.0.1:${a.port}`,
       lookup: async (host: string) => {

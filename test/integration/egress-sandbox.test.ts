@@ -46,8 +46,9 @@ t.test('sandbox egress through the policy proxy (real Docker)', { skip }, async 
   const config = loadConfig({ DOCKER_IMAGE: TEST_IMAGE, LOG_LEVEL: 'silent', DATA_DIR: dir, SANDBOX_PREFIX: PREFIX, MCP_API_KEY: TEST_API_KEY })
   const names: Record<string, string[]> = { 'canary-a.test': ['127.0.0.1'], 'canary-b.test': ['127.0.0.1'], 'private.test': ['10.255.255.1'] }
   const app = await buildApp(config, [
-    entry(sandboxDocker, { dockerHost: DOCKER_HOST, image: TEST_IMAGE, prefix: PREFIX, dataDir: dir, memLimit: 512 * 1024 * 1024, egressPort: 3128 }),
+    entry(sandboxDocker, { dockerHost: DOCKER_HOST }),
     entry(chatStorage, { dataDir: dir }),
+    entry(sandbox, { image: TEST_IMAGE, prefix: PREFIX, dataDir: dir, memLimit: 512 * 1024 * 1024, egressPort: 3128 }),
     entry(egress, {
       allow: `127.0.0.1:${a.port}`,
       lookup: async (host: string) => {
