@@ -1,0 +1,125 @@
+/*
+ * (c)/(h): `chats` new chats at once, each making `calls` bash_tool calls in a row. Every failure is
+ * counted by message; latencies are split into first calls (the chat's sandbox is created) and the
+ * calls after it; the server's memory is split (heap, external, array buffers) before the load and
+ * at `chats` live chats; the machine's CPU over the load is split by process (bench/cpu.ts). With
+ * BENCH_PROFILE=1 also a V8 CPU profile of the server during the load and the steps of the first
+ * calls from the server's own Docker requests (bench/timeline.ts).
+ */
+import { cpus, tmpdir } from 'node:os'
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { bash, client, docker, ms, now, pct, PREFIX, rssMiB, serverLog, sleep, wall, type Server } from './common.js'
+import { cpuSample, cpuSplit, summarizeProfile } from './cpu.js'
+import { firstCallTimeline, type FirstCall } from './timeline.js'
+import type { TraceEvent } from './probe-types.js'
+import { sandboxNames } from '../plugins/sandbox-docker/names.js'
+
+export interface Memory { rss: number, heapUsed: number, heapTotal: number, external: number, arrayBuffers: number, spaces: Record<string, number>, handles: number }
+export interface LoadResult { lines: string[], errors: number, containers: number, p99: number, rssLive: number }
+
+const MiB = 1048576
+const mib = (n: number): string => (n / MiB).toFixed(0)
+
+export function memoryLine (m: Memory): string {
+  const spaces = Object.entries(m.spaces).sort((a, b) => b[1] - a[1]).slice(0, 3).map(([name, v]) => `${name} ${mib(v)}`).join(', ')
+  return `RSS ${mib(m.rss)}: JS heap used ${mib(m.heapUsed)} of ${mib(m.heapTotal)} MiB [${spaces}], external ${mib(m.external)} (array buffers ${mib(m.arrayBuffers)}), handles ${m.handles}`
+}
+
+/** Log lines (message and first stack frames) of the internal-error refs the load saw. */
+function internalErrorTrace (refs: string[]): string[] {
+  if (refs.length === 0) return []
+  const lines = readFileSync(serverLog, 'utf8').split('\n')
+  return refs.slice(0, 5).map(ref => {
+    const line = lines.find(l => l.includes(`"reqId":"${ref}"`) && l.includes('tool failed unexpectedly'))
+    if (line === undefined) return `    ref ${ref}: no log line in ${serverLog}`
+    const err = (JSON.parse(line) as { err?: { message?: string, stack?: string } }).err
+    return `    ref ${ref}: ${(err?.stack ?? err?.message ?? line).split('\n').slice(0, 6).join(' | ')}`
+  })
+}
+
+async function ours (label: string): Promise<Array<{ Id: string }>> {
+  return (await docker.listContainers({ all: true, filters: { label: [`cu.prefix=${PREFIX}`] } }))
+    .filter(c => c.Labels['cu.chat-id']?.startsWith(`bench-${label}-`) === true)
+}
+
+export async function benchLoad (server: Server, label: string, chats: number, calls: number): Promise<LoadResult> {
+  const profile = process.env.BENCH_PROFILE === '1'
+  const pid = server.child.pid ?? 0
+  const before = await server.ask<Memory>({ op: 'memory' })
+  const failures = new Map<string, number>()
+  const refs: string[] = []
+  const fail = (message: string): void => {
+    const ref = /internal error \(ref ([^)]+)\)/.exec(message)?.[1]
+    if (ref !== undefined) refs.push(ref)
+    const key = message.replace(/\(ref [^)]+\)/, '(ref …)').slice(0, 120)
+    failures.set(key, (failures.get(key) ?? 0) + 1)
+  }
+  const first: number[] = []
+  const later: number[] = []
+  const firstCalls: FirstCall[] = []
+  let lastFirst = 0
+  let peakRss = rssMiB(pid)
+  const sampler = setInterval(() => { peakRss = Math.max(peakRss, rssMiB(pid)) }, 200)
+  if (profile) { await server.ask({ op: 'cpu-start' }); await server.ask({ op: 'trace-start' }) }
+  const cpu0 = cpuSample(pid, [])
+  const t0 = now()
+  await Promise.all(Array.from({ length: chats }, async (_, chat) => {
+    const chatId = `bench-${label}-${chat}`
+    const c = await client(chatId)
+    for (let call = 0; call < calls; call++) {
+      const s = now()
+      const sent = wall()
+      try {
+        const out = await bash(c, `echo ${chat}-${call}`)
+        if (out !== `${chat}-${call}\n`) fail(`wrong output: ${out.slice(0, 60)}`)
+      } catch (err) { fail(err instanceof Error ? err.message : String(err)) }
+      const took = now() - s
+      if (call === 0) {
+        first.push(took)
+        lastFirst = Math.max(lastFirst, now() - t0)
+        firstCalls.push({ chatId, container: sandboxNames(PREFIX, chatId).container, sent, answered: wall() })
+      } else later.push(took)
+    }
+    await c.close()
+  }))
+  const wallMs = now() - t0
+  clearInterval(sampler)
+  const live = await ours(label)
+  const cpu1 = cpuSample(pid, live.map(c => c.Id))
+  const lines: string[] = []
+  if (profile) {
+    const file = join(tmpdir(), `cubicle-bench-${PREFIX}-${label}.cpuprofile`)
+    await server.ask({ op: 'cpu-stop', file })
+    const { events } = await server.ask<{ events: TraceEvent[] }>({ op: 'trace-stop' })
+    lines.push(...summarizeProfile(JSON.parse(readFileSync(file, 'utf8'))), `    (profile kept: ${file})`)
+    lines.push('    first calls under load, step by step (offset from the call, duration; engine requests of the chat\'s own container):',
+      ...await firstCallTimeline(firstCalls, events, false))
+  }
+  // Every chat's sandbox is still running here: the memory of `chats` live chats after the load settled.
+  await sleep(2000)
+  const rssLive = rssMiB(pid)
+  const after = await server.ask<Memory>({ op: 'memory' })
+  const created = live.length
+  // The next scenario starts without these sandboxes (the server finds them gone and does not mind).
+  await Promise.all(live.map(async c => await docker.getContainer(c.Id).remove({ force: true }).catch(() => {})))
+  const errors = [...failures.values()].reduce((a, b) => a + b, 0)
+  const all = [...first, ...later]
+  const per = (k: 'rss' | 'heapUsed' | 'external' | 'arrayBuffers'): string => `${((after[k] - before[k]) / chats / 1024).toFixed(0)} KiB`
+  return {
+    errors,
+    containers: created,
+    p99: pct(all, 0.99),
+    rssLive,
+    lines: [`(${label}) ${chats}×${calls} calls in ${(wallMs / 1000).toFixed(1)} s: errors ${errors} (goal 0), containers ${created} (goal ${chats}), ` +
+      `p50 ${ms(pct(all, 0.5))}, p99 ${ms(pct(all, 0.99))} (goal ≤ 2 s), server RSS peak ${peakRss.toFixed(0)} MiB, ${rssLive.toFixed(0)} MiB at ${chats} live chats (goal ≤ 150 MiB)`,
+    ...[...failures].sort((a, b) => b[1] - a[1]).map(([m, n]) => `    ${n} × ${m}`),
+    ...internalErrorTrace(refs),
+    `    first calls (sandbox created): p50 ${ms(pct(first, 0.5))}, p90 ${ms(pct(first, 0.9))}, max ${ms(Math.max(...first))}, the last answered at ${(lastFirst / 1000).toFixed(1)} s; ` +
+      `later calls (warm, through the agent): p50 ${ms(pct(later, 0.5))}, p99 ${ms(pct(later, 0.99))}, max ${ms(Math.max(...later))}`,
+    `    ${cpuSplit(cpu0, cpu1, cpus().length)}`,
+    `    server memory before: ${memoryLine(before)}`,
+    `    server memory at ${chats} live chats: ${memoryLine(after)}; per chat: RSS ${per('rss')}, heap ${per('heapUsed')}, external ${per('external')} (array buffers ${per('arrayBuffers')})`,
+    ...lines]
+  }
+}
