@@ -57,7 +57,9 @@ export async function startServer (dataDir: string, poolSize = 0, extraEnv: Reco
   buildServer()
   const log = openSync(serverLog, 'a')
   const entry = SERVER_MODE === 'tsx' ? ['--import=tsx', 'core/server.ts'] : ['dist/core/server.js']
-  const child = spawn(process.execPath, ['--import=./bench/server-probe.mjs', ...entry], {
+  // BENCH_NODE_ARGS: the server's own node flags (e.g. --max-semi-space-size=4), to measure a deployment setting.
+  const flags = (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean)
+  const child = spawn(process.execPath, [...flags, '--import=./bench/server-probe.mjs', ...entry], {
     cwd: root,
     stdio: ['ignore', log, log, 'ipc'],
     env: {
@@ -150,5 +152,5 @@ export async function machine (): Promise<string> {
   const os = /PRETTY_NAME="([^"]+)"/.exec(readFileSync('/etc/os-release', 'utf8'))?.[1] ?? 'Linux'
   return `${cpus().length} cores (${cpus()[0]?.model.trim() ?? '?'}), ${(totalmem() / 2 ** 30).toFixed(0)} GiB, ${os}, kernel ${release()}, ` +
     `Docker ${v.Version} (cgroup v${info.CgroupVersion ?? '?'}, ${info.Driver ?? '?'}), Node ${process.version}, load average ${loadavg().map(x => x.toFixed(1)).join(' ')}, ` +
-    `agent ${AGENT ? 'on' : 'off'}, server ${SERVER_MODE === 'dist' ? 'node dist/core/server.js (as deployed)' : 'tsx core/server.ts'}`
+    `agent ${AGENT ? 'on' : 'off'}, server${process.env.BENCH_NODE_ARGS !== undefined ? ` (node ${process.env.BENCH_NODE_ARGS})` : ''} ${SERVER_MODE === 'dist' ? 'node dist/core/server.js (as deployed)' : 'tsx core/server.ts'}`
 }

@@ -4,7 +4,8 @@
  * calls after it; the server's memory is split (heap, external, array buffers) before the load and
  * at `chats` live chats; the machine's CPU over the load is split by process (bench/cpu.ts). With
  * BENCH_PROFILE=1 also a V8 CPU profile of the server during the load and the steps of the first
- * calls from the server's own Docker requests (bench/timeline.ts).
+ * calls from the server's own Docker requests (bench/timeline.ts); with BENCH_HEAP_SNAPSHOT=1 heap
+ * snapshots before the load and at `chats` live chats, and what grew per chat (bench/heap-summary.ts).
  */
 import { cpus, tmpdir } from 'node:os'
 import { readFileSync } from 'node:fs'
@@ -12,6 +13,7 @@ import { join } from 'node:path'
 import { bash, client, docker, ms, now, pct, PREFIX, rssMiB, serverLog, sleep, wall, type Server } from './common.js'
 import { cpuSample, cpuSplit, summarizeProfile } from './cpu.js'
 import { firstCallTimeline, type FirstCall } from './timeline.js'
+import { growth, heapByClass, topClasses } from './heap-summary.js'
 import type { TraceEvent } from './probe-types.js'
 import { sandboxNames } from '../plugins/sandbox-docker/names.js'
 
@@ -47,6 +49,9 @@ export async function benchLoad (server: Server, label: string, chats: number, c
   const profile = process.env.BENCH_PROFILE === '1'
   const pid = server.child.pid ?? 0
   const before = await server.ask<Memory>({ op: 'memory' })
+  const snapshots = process.env.BENCH_HEAP_SNAPSHOT === '1'
+  const snapshotFile = (when: string): string => join(tmpdir(), `cubicle-bench-${PREFIX}-${label}-${when}.heapsnapshot`)
+  if (snapshots) await server.ask({ op: 'heap', file: snapshotFile('before') })
   const failures = new Map<string, number>()
   const refs: string[] = []
   const fail = (message: string): void => {
@@ -100,6 +105,13 @@ export async function benchLoad (server: Server, label: string, chats: number, c
   await sleep(2000)
   const rssLive = rssMiB(pid)
   const after = await server.ask<Memory>({ op: 'memory' })
+  if (snapshots) {
+    await server.ask({ op: 'heap', file: snapshotFile('live') })
+    const a = heapByClass(snapshotFile('before'))
+    const b = heapByClass(snapshotFile('live'))
+    lines.push(`    heap snapshot before: ${topClasses(a)}`, `    heap snapshot at ${chats} live chats: ${topClasses(b)}`,
+      `    heap growth: ${growth(a, b, chats)} (snapshots kept: ${snapshotFile('before')}, ${snapshotFile('live')})`)
+  }
   const created = live.length
   // The next scenario starts without these sandboxes (the server finds them gone and does not mind).
   await Promise.all(live.map(async c => await docker.getContainer(c.Id).remove({ force: true }).catch(() => {})))
