@@ -30,8 +30,11 @@ export const now = (): number => performance.now()
 export const wall = (): number => performance.timeOrigin + performance.now()
 export const sleep = async (n: number): Promise<void> => { await new Promise(resolve => setTimeout(resolve, n)) }
 
+/** 0 when the process is gone. */
 export function rssMiB (pid: number): number {
-  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))
+  let status = ''
+  try { status = readFileSync(`/proc/${pid}/status`, 'utf8') } catch {}
+  const m = /VmRSS:\s+(\d+) kB/.exec(status)
   return Number(m?.[1] ?? 0) / 1024
 }
 

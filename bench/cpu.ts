@@ -67,14 +67,18 @@ export function cpuSplit (a: CpuSample, b: CpuSample, cores: number): string {
     parts.map(([n, v]) => `${n} ${v.toFixed(1)} s (${(100 * v / Math.max(1e-9, d('total'))).toFixed(0)} %)`).join(', ')
 }
 
-interface ProfileNode { id: number, callFrame: { functionName: string, url: string, lineNumber: number }, hitCount?: number }
+interface ProfileNode { id: number, callFrame: { functionName: string, url: string, lineNumber: number }, hitCount?: number, children?: number[] }
 interface Profile { nodes: ProfileNode[], samples: number[], timeDeltas: number[], startTime: number, endTime: number }
 
 /** Where a V8 profile's samples went: top functions (self time) and packages/files, as shares. */
 export function summarizeProfile (profile: Profile, top = 12): string[] {
   const byId = new Map(profile.nodes.map(n => [n.id, n]))
+  // The probe's own work (starting the profiler) is not the server's.
+  const probe = new Set<number>()
+  const mark = (id: number): void => { probe.add(id); for (const c of byId.get(id)?.children ?? []) mark(c) }
+  for (const n of profile.nodes) if (n.callFrame.url.includes('server-probe')) mark(n.id)
   const self = new Map<number, number>()
-  profile.samples.forEach((id, i) => { self.set(id, (self.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0)) })
+  profile.samples.forEach((id, i) => { if (!probe.has(id)) self.set(id, (self.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0)) })
   const total = [...self.values()].reduce((a, b) => a + b, 0)
   const fn = new Map<string, number>()
   const area = new Map<string, number>()

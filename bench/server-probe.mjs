@@ -38,10 +38,13 @@ function traceClient (request) {
   const ev = { kind: 'client', method: request.method, path: request.path, start: at() }
   tracing.push(ev)
   if (request.method === 'POST' && /\/exec$/.test(request.path.split('?')[0] ?? '')) {
+    // Never throws into the server's own write (a Cmd may hold any text).
     const sniff = chunk => {
       if (ev.cmd !== undefined || (typeof chunk !== 'string' && !Buffer.isBuffer(chunk))) return
-      const argv = /"Cmd":(\[[^\]]*\])/.exec(chunk.toString())?.[1]
-      if (argv !== undefined) ev.cmd = JSON.parse(argv).slice(0, 3).join(' ')
+      try {
+        const cmd = JSON.parse(chunk.toString()).Cmd
+        if (Array.isArray(cmd)) ev.cmd = cmd.slice(0, 3).join(' ')
+      } catch {}
     }
     const write = request.write.bind(request)
     request.write = (chunk, ...rest) => { sniff(chunk); return write(chunk, ...rest) }

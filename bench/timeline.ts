@@ -66,7 +66,7 @@ function steps (call: FirstCall, id: string, events: TraceEvent[], owners: Map<s
         out.push({ name: 'agent open: exec create+start', from: e.start, to: s?.upgrade ?? s?.end ?? end })
         if (s?.firstData !== undefined) {
           out.push({ name: 'agent open: python start → hello', from: s.upgrade ?? s.start, to: s.firstData })
-          out.push({ name: 'hello → answer (command through the agent, MCP reply)', from: s.firstData, to: call.answered })
+          if (s.firstData < call.answered) out.push({ name: 'hello → answer (command through the agent, MCP reply)', from: s.firstData, to: call.answered })
         }
       } else {
         const what = e.cmd !== undefined && PROBE.test(e.cmd) ? 'ready probe' : `exec ${e.cmd ?? '?'}`
@@ -88,7 +88,8 @@ export async function firstCallTimeline (calls: FirstCall[], events: TraceEvent[
   }
   const byName = new Map<string, { offset: number[], dur: number[], order: number[] }>()
   const totals: number[] = []
-  const engine: number[] = []
+  const own: number[] = []
+  const each: Array<{ total: number, steps: Step[], sent: number }> = []
   for (const c of calls) {
     const id = ids.get(c.container)
     if (id === undefined) continue
@@ -98,7 +99,8 @@ export async function firstCallTimeline (calls: FirstCall[], events: TraceEvent[
     let busy = 0
     let reach = c.sent
     for (const x of s) { const from = Math.max(x.from, reach); if (x.to > from) { busy += x.to - from; reach = x.to } }
-    engine.push(busy)
+    own.push(c.answered - c.sent - busy)
+    each.push({ total: c.answered - c.sent, steps: s, sent: c.sent })
     s.forEach((x, i) => {
       const b = byName.get(x.name) ?? { offset: [], dur: [], order: [] }
       b.offset.push(x.from - c.sent); b.dur.push(x.to - x.from); b.order.push(i)
@@ -108,6 +110,11 @@ export async function firstCallTimeline (calls: FirstCall[], events: TraceEvent[
   const lines = [...byName].sort((a, b) => median(a[1].offset) - median(b[1].offset))
     .map(([name, b]) => `    +${median(b.offset).toFixed(0).padStart(5)} ms  ${name}: ${median(b.dur).toFixed(1)} ms${b.dur.length < totals.length ? ` (${b.dur.length} of ${totals.length} calls)` : ''}`)
   const total = median(totals)
-  const eng = median(engine)
-  return [...lines, `    total ${total.toFixed(1)} ms: waiting for engine/agent requests ${eng.toFixed(1)} ms, the server's own time between them ${(total - eng).toFixed(1)} ms (medians over ${totals.length} calls)`]
+  // The call of median length, as it happened (medians of steps of different calls need not add up).
+  const typical = [...each].sort((a, b) => a.total - b.total)[Math.floor(each.length / 2)]
+  const story = typical === undefined
+    ? []
+    : [`    the median call (${typical.total.toFixed(0)} ms) as it happened: ` +
+    typical.steps.map(x => `+${(x.from - typical.sent).toFixed(0)} ${x.name} ${(x.to - x.from).toFixed(0)}`).join(' → ')]
+  return [...lines, ...story, `    total ${total.toFixed(1)} ms, of which the server's own time outside engine/agent requests ${median(own).toFixed(1)} ms (medians over ${totals.length} calls)`]
 }
