@@ -15,7 +15,7 @@ import { cpuSample, cpuSplit, summarizeProfile } from './cpu.js'
 import { firstCallTimeline, type FirstCall } from './timeline.js'
 import { growth, heapByClass, topClasses } from './heap-summary.js'
 import type { TraceEvent } from './probe-types.js'
-import { sandboxNames } from '../plugins/sandbox-docker/names.js'
+import { sandboxNames } from '../plugins/sandbox/names.js'
 
 export interface Memory { rss: number, heapUsed: number, heapTotal: number, external: number, arrayBuffers: number, spaces: Record<string, number>, handles: number }
 export interface LoadResult { lines: string[], errors: number, containers: number, p99: number, rssLive: number }

@@ -16,7 +16,7 @@ import { BASE, bash, cleanup, client, docker, machine, median, ms, now, PREFIX, 
 import { firstCallTimeline, type FirstCall } from './timeline.js'
 import { ablateStart, cloneOf } from './ablate.js'
 import type { TraceEvent } from './probe-types.js'
-import { sandboxNames } from '../plugins/sandbox-docker/names.js'
+import { sandboxNames } from '../plugins/sandbox/names.js'
 
 const POOL = Number(process.env.BENCH_POOL ?? 0)
 const CALLS = Number(process.env.BENCH_CALLS ?? 6)
