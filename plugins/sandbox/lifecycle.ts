@@ -1,6 +1,7 @@
 import { chatPaths, type ChatPaths } from '../../core/chat-paths.js'
 import type { RequestUser } from '../../core/identity.js'
 import { activity, metaUserChanged, saveMeta } from './activity.js'
+import { agentFor } from './agent-client.js'
 import { bootstrap, prepareNetwork } from './boot.js'
 import { buildSandboxSpec, configDrift, SANDBOX_USER } from './sandbox-spec.js'
 import { chownOutputs, exists, prepareChatDirs, removeChatDir } from './data-dirs.js'
@@ -97,6 +98,9 @@ async function doEnsure (reg: Registry, entry: Entry, user: RequestUser | undefi
     entry.recoverable = false
     entry.startedAt = Date.now()
     changed(reg, entry)
+    // The in-sandbox agent's python start (~0.6 s) overlaps ownership, meta.json and the onEnsure hooks
+    // instead of delaying the first call (bench/profile-first-call.ts); failures are its own backoff's.
+    if (started) void agentFor(reg, entry).catch(() => {})
     await fixOwnership(reg, paths, ids)
     await saveMeta(reg, entry, user, true)
     const info = infoOf(entry)
