@@ -98,8 +98,7 @@ async function doEnsure (reg: Registry, entry: Entry, user: RequestUser | undefi
     entry.recoverable = false
     entry.startedAt = Date.now()
     changed(reg, entry)
-    // The in-sandbox agent's python start (~0.6 s) overlaps ownership, meta.json and the onEnsure hooks
-    // instead of delaying the first call (bench/profile-first-call.ts); failures are its own backoff's.
+    // The agent's python start (~0.6 s) overlaps ownership, meta.json and hooks (bench/profile-first-call.ts).
     if (started) void agentFor(reg, entry).catch(() => {})
     await fixOwnership(reg, paths, ids)
     await saveMeta(reg, entry, user, true)

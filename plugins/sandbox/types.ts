@@ -9,6 +9,9 @@ export type {
   SandboxDetails, SandboxEngine, SandboxSpec, SandboxSummary, SpecMount, StorageInfo, VolumeSummary
 } from './engine-types.js'
 
+import type { SandboxFileOp, SandboxFileResult } from './file-op-types.js'
+export type { SandboxFileKind, SandboxFileOp, SandboxFileResult } from './file-op-types.js'
+
 /** A running sandbox of one chat. */
 export interface SandboxInfo {
   chatId: string
@@ -258,37 +261,6 @@ export interface SandboxService {
   fileOp? (chatId: string, op: SandboxFileOp, opts: { timeoutMs: number, signal?: AbortSignal }): Promise<SandboxFileResult | undefined>
   /** Extension (issue #11 §3): started, ready sandboxes waiting in the warm pool (no chat yet). */
   pooled? (): number
-}
-
-/** Extension (issue #11 §2): a file operation the in-sandbox agent serves as `assistant` (fileOp()). */
-export type SandboxFileOp =
-  /** stat, following symlinks (`link` says whether the path itself is one) */
-  | { op: 'stat', path: string }
-  /** at most `max` bytes (≤ 8 MiB) of a regular file from `offset` (negative: from the end) */
-  | { op: 'read', path: string, max: number, offset?: number }
-  /** atomic replace (temp file + rename, the old file's mode kept, 0644 for a new one); parents created */
-  | { op: 'write', path: string, data: Buffer }
-
-export type SandboxFileKind = 'file' | 'dir' | 'fifo' | 'socket' | 'char' | 'block' | 'other'
-
-/** The agent's answer, checked by the driver (the sandbox may lie: kinds, sizes and lengths are validated). */
-export interface SandboxFileResult {
-  ok: boolean
-  /** on failure: the errno (0 when none applies, e.g. `not a regular file`) and the message, ≤ 300 chars */
-  errno: number
-  error: string
-  kind?: SandboxFileKind
-  size?: number
-  /** permission bits */
-  mode?: number
-  /** stat: the path itself is a symlink */
-  link?: boolean
-  /** write: an existing file was replaced */
-  existed?: boolean
-  /** read: the bytes (never more than asked) */
-  data: Buffer
-  timedOut: boolean
-  cancelled: boolean
 }
 
 /** Extension: the sandbox network as the host sees it (internal: no route out). */

@@ -1,0 +1,32 @@
+/* The in-sandbox agent's file operations (SandboxService.fileOp, agent-files.ts); re-exported by types.ts. */
+
+/** Extension (issue #11 §2): a file operation the in-sandbox agent serves as `assistant` (fileOp()). */
+export type SandboxFileOp =
+  /** stat, following symlinks (`link` says whether the path itself is one) */
+  | { op: 'stat', path: string }
+  /** at most `max` bytes (≤ 8 MiB) of a regular file from `offset` (negative: from the end) */
+  | { op: 'read', path: string, max: number, offset?: number }
+  /** atomic replace (temp file + rename, the old file's mode kept, 0644 for a new one); parents created */
+  | { op: 'write', path: string, data: Buffer }
+
+export type SandboxFileKind = 'file' | 'dir' | 'fifo' | 'socket' | 'char' | 'block' | 'other'
+
+/** The agent's answer, checked by the driver (the sandbox may lie: kinds, sizes and lengths are validated). */
+export interface SandboxFileResult {
+  ok: boolean
+  /** on failure: the errno (0 when none applies, e.g. `not a regular file`) and the message, ≤ 300 chars */
+  errno: number
+  error: string
+  kind?: SandboxFileKind
+  size?: number
+  /** permission bits */
+  mode?: number
+  /** stat: the path itself is a symlink */
+  link?: boolean
+  /** write: an existing file was replaced */
+  existed?: boolean
+  /** read: the bytes (never more than asked) */
+  data: Buffer
+  timedOut: boolean
+  cancelled: boolean
+}
