@@ -12,6 +12,7 @@ import { constants, type Stats } from 'node:fs'
 import { lstat, open, readlink, realpath, stat, type FileHandle } from 'node:fs/promises'
 import { join, sep } from 'node:path'
 import { createError } from '@fastify/error'
+import { errnoCode } from './errno.js'
 import { CORE_FORBIDDEN } from './errors.js'
 
 /** 400 `invalid_path`: the path breaks a syntax rule of §6.4 item 1. */
@@ -45,10 +46,6 @@ export function parseRelPath (raw: string): string[] {
     if (Buffer.byteLength(segment, 'utf8') > MAX_SEGMENT_BYTES) throw new CORE_INVALID_PATH(`segment longer than ${MAX_SEGMENT_BYTES} bytes`)
   }
   return segments
-}
-
-function errnoCode (err: unknown): string | undefined {
-  return typeof err === 'object' && err !== null && 'code' in err && typeof err.code === 'string' ? err.code : undefined
 }
 
 /** True when `candidate` is `realBase` itself or lies below it (compared with a trailing separator). */

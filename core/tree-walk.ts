@@ -21,6 +21,7 @@
 import { constants, type Dirent } from 'node:fs'
 import { lstat, open, opendir, readlink, realpath, type FileHandle } from 'node:fs/promises'
 import { join } from 'node:path'
+import { errnoCode } from './errno.js'
 
 /** One regular file found by walkRegularFiles. */
 export interface WalkEntry {
@@ -66,10 +67,6 @@ export interface WalkSummary {
 const DIR_FLAGS = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW
 /** Open errors that mean "not (or no longer) a directory we may enter": skip it. */
 const SKIP = new Set(['ENOENT', 'ENOTDIR', 'ELOOP', 'EACCES', 'EPERM'])
-
-function errnoCode (err: unknown): string | undefined {
-  return typeof err === 'object' && err !== null && 'code' in err && typeof err.code === 'string' ? err.code : undefined
-}
 
 /** An open, verified directory: `ref` reaches it (its /proc/self/fd link, or its checked path). */
 interface Opened { handle: FileHandle, ref: string }

@@ -3,6 +3,7 @@ import { constants } from 'node:fs'
 import { chmod, chown, lstat, mkdir, open, readdir, realpath, rename, rm, stat, unlink } from 'node:fs/promises'
 import { basename, dirname, join } from 'node:path'
 import { chatPaths } from '../../core/chat-paths.js'
+import { errnoCode } from '../../core/errno.js'
 import { CORE_PATH_NOT_FOUND, isInside, openVerified, resolveInside } from '../../core/safe-path.js'
 import { walkTree, type WalkEntry, type WalkOptions, type WalkSummary } from '../../core/tree-walk.js'
 import { CHAT_STORAGE_BAD_NAME, CHAT_STORAGE_IS_DIRECTORY, CHAT_STORAGE_NOT_DIRECTORY } from './errors.js'
@@ -21,10 +22,6 @@ const KEY = /^[0-9a-f]{32}$/
 const SCOPE = /^[a-z0-9][a-z0-9-]{0,63}(\/[a-z0-9][a-z0-9-]{0,63}){0,3}$/
 const DIR_MODE = 0o755
 const OUTPUTS_MODE = 0o750
-
-function errnoCode (err: unknown): string | undefined {
-  return typeof err === 'object' && err !== null && 'code' in err && typeof err.code === 'string' ? err.code : undefined
-}
 
 /** mkdir -p with `mode`, then the mode fixed on an existing directory; a symlink in its place is refused. */
 async function ensureDirMode (path: string, mode: number, label: string): Promise<void> {

@@ -4,6 +4,7 @@ import { lstat, mkdir, open, readlink, realpath, rename, unlink, type FileHandle
 import { join } from 'node:path'
 import { CHAT_STORAGE_BAD_NAME, CHAT_STORAGE_NOT_DIRECTORY, CHAT_STORAGE_NOT_REGULAR, CHAT_STORAGE_TOO_LARGE } from './errors.js'
 import type { StateFiles, StateWriteOptions } from './types.js'
+import { errnoCode } from '../../core/errno.js'
 
 /*
  * Small state files the server alone writes (a chat's meta.json and egress.json, the OAuth keys and
@@ -19,10 +20,6 @@ const SUFFIX = /^[A-Za-z0-9-]{1,64}$/
 export function checkName (name: string): string {
   if (typeof name !== 'string' || !NAME.test(name) || name.includes('..')) throw new CHAT_STORAGE_BAD_NAME(JSON.stringify(String(name)).slice(0, 80))
   return name
-}
-
-function errnoCode (err: unknown): string | undefined {
-  return typeof err === 'object' && err !== null && 'code' in err && typeof err.code === 'string' ? err.code : undefined
 }
 
 /** Where a state directory lives and how it is created: `dirs` from the outermost, each made with its mode. */
