@@ -46,8 +46,8 @@ function wire (op: SandboxFileOp): { json: Record<string, unknown>, data?: Buffe
   return { json: { op: 'stat', path: op.path }, cap: 0 }
 }
 
-/** One FILE request until its RESULT, a loss (undefined), or the caller's timeout/abort. */
-async function request (conn: AgentConnection, op: SandboxFileOp, opts: { timeoutMs: number, signal?: AbortSignal }): Promise<SandboxFileResult | undefined> {
+/** One FILE request (exported for tests) until its RESULT, a loss (undefined), or the caller's timeout/abort. */
+export async function fileRequest (conn: AgentConnection, op: SandboxFileOp, opts: { timeoutMs: number, signal?: AbortSignal }): Promise<SandboxFileResult | undefined> {
   const { json, data, cap } = wire(op)
   return await new Promise<SandboxFileResult | undefined>(resolve => {
     const parts: Buffer[] = []
@@ -90,6 +90,6 @@ export async function fileOp (reg: Registry, chatId: string, op: SandboxFileOp, 
   try {
     const conn = await agentFor(reg, entry)
     if (conn === null) return undefined
-    return await request(conn, op, opts)
+    return await fileRequest(conn, op, opts)
   } finally { release() }
 }

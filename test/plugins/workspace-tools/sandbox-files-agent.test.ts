@@ -7,7 +7,7 @@
 import t from 'tap'
 import type { SandboxFileOp, SandboxFileResult } from '../../../plugins/sandbox/types.js'
 import { createSandboxFiles } from '../../../plugins/workspace-tools/sandbox-files.js'
-import { parseFileResult } from '../../../plugins/sandbox/agent-files.js'
+import { fileRequest, parseFileResult } from '../../../plugins/sandbox/agent-files.js'
 import { fakeSandbox } from './fakes.js'
 
 const MiB = 1024 * 1024
@@ -91,4 +91,33 @@ t.test('the agent\'s RESULT is checked: unknown kinds, bad numbers and messages 
   t.same([f.ok, f.errno, f.error.length], [false, 0, 300])
   t.equal(parseFileResult({ ok: 1 }, Buffer.alloc(0)).ok, false, 'only true is success')
   t.equal(parseFileResult({ ok: true, size: 2 ** 60 }, Buffer.alloc(0)).size, undefined, 'unsafe integers dropped')
+})
+
+t.test('a hostile agent: DATA beyond what was asked, or a frame of another kind, ends the stream; the call falls back', async t => { // issue #11 §2
+  const { PassThrough } = await import('node:stream')
+  const { AgentConnection } = await import('../../../plugins/sandbox/agent-client.js')
+  const { encodeJson, T_DATA, T_EXIT, T_RESULT } = await import('../../../plugins/sandbox/agent-protocol.js')
+  const sent: Buffer[] = []
+  const socket = new PassThrough()
+  socket.on('data', (b: Buffer) => sent.push(b))
+  const conn = new AgentConnection(socket, () => {})
+  const reading = fileRequest(conn, { op: 'read', path: '/x', max: 4 }, { timeoutMs: 5000 })
+  t.equal(sent.length, 1, 'one FILE frame sent')
+  const id = Buffer.concat(sent).readUInt32BE(4)
+  t.throws(() => { conn.dispatch(id, T_DATA, Buffer.alloc(5)) }, { name: 'ProtocolError' }, 'five bytes for a read of four')
+  conn.close('protocol: file data beyond what was asked') // what agent-client does with that throw
+  t.equal(await reading, undefined, 'the call is lost, so the caller runs the command instead')
+
+  const conn2 = new AgentConnection(new PassThrough(), () => {})
+  const stat = fileRequest(conn2, { op: 'stat', path: '/x' }, { timeoutMs: 5000 })
+  t.throws(() => { conn2.dispatch(1, T_EXIT, encodeJson(0, T_EXIT, { code: 0 }).subarray(9)) }, { name: 'ProtocolError' }, 'an EXIT in a file operation')
+  conn2.close()
+  t.equal(await stat, undefined)
+
+  const conn3 = new AgentConnection(new PassThrough(), () => {})
+  const ok = fileRequest(conn3, { op: 'read', path: '/x', max: 4 }, { timeoutMs: 5000 })
+  conn3.dispatch(1, T_DATA, Buffer.from('abcd'))
+  conn3.dispatch(1, T_RESULT, encodeJson(0, T_RESULT, { ok: true, kind: 'file', size: 4 }).subarray(9))
+  t.same([(await ok)?.data.toString(), (await ok)?.size], ['abcd', 4], 'exactly what was asked is accepted')
+  conn3.close()
 })
