@@ -16,7 +16,7 @@ t.test('sub_agent runs claude in the chat sandbox (issue #12)', gate, async t =>
 
   let session: string | undefined
   t.test('a new run writes the scripted file and reports §8.5 fields, with progress', async t => {
-    const call = await subAgent(c, { task: scripted('out/hello.txt', 'Hello from claude', 'All done: wrote out/hello.txt') })
+    const call = await subAgent(c, { task: scripted('out/hello.txt', 'Hello from claude', 'All done: wrote out/hello.txt', 'MOCK_PAUSE 2') })
     t.comment(`claude run: ${call.ms} ms`)
     t.notOk(call.result.isError, call.text)
     const lines = call.text.split('\n')

@@ -15,7 +15,7 @@ t.test('sub_agent runs opencode in the chat sandbox (issue #12)', gate, async t 
 
   let session: string | undefined
   t.test('a new run writes the scripted file; cost is the sum of step costs, turns the steps', async t => {
-    const call = await subAgent(c, { task: scripted('out/hello.txt', 'Hello from opencode', 'Opencode wrote out/hello.txt') })
+    const call = await subAgent(c, { task: scripted('out/hello.txt', 'Hello from opencode', 'Opencode wrote out/hello.txt', 'MOCK_PAUSE 2') })
     t.comment(`opencode run: ${call.ms} ms`)
     t.notOk(call.result.isError, call.text)
     const lines = call.text.split('\n')
