@@ -30,9 +30,16 @@ export interface AgentHandler {
   lost: () => void
 }
 
-/** Per chat, on Entry.agent: the open connection and the backoff after failures. */
+/**
+ * Per sandbox: on Entry.agent for a chat's, on PoolSlot.agent for a warm pool sandbox (opened when it
+ * became ready, handed to the chat that claims it): the open connection and the backoff after failures.
+ */
 export interface AgentState {
   sandboxId: string
+  /** who it serves, for the log: the chat key, or `pool-{slot}` until claimed */
+  owner: string
+  /** the sandbox went away or got another agent state: never opened again, its end not a failure */
+  dropped: boolean
   conn: AgentConnection | null
   opening: Promise<AgentConnection | null> | null
   /** consecutive failures (no hello, protocol errors, short-lived connections) */
@@ -91,44 +98,60 @@ export class AgentConnection {
   }
 }
 
+export function newAgentState (sandboxId: string, owner: string): AgentState {
+  return { sandboxId, owner, dropped: false, conn: null, opening: null, failures: 0, retryAt: 0, missing: false }
+}
+
+/** The sandbox is gone or is served by another state: close the connection, open no other. */
+export function dropAgent (st: AgentState | undefined): void {
+  if (st === undefined) return
+  st.dropped = true
+  st.conn?.close()
+}
+
 /**
  * The chat's agent connection, opened when needed; null when the agent cannot be used now (old
  * image, backoff after a failure, sandbox not running): the caller then uses docker exec.
  */
 export async function agentFor (reg: Registry, entry: Entry): Promise<AgentConnection | null> {
   const sandboxId = entry.sandboxId
-  if (reg.closed || !reg.opts.agent || entry.state !== 'running' || sandboxId === undefined) return null
+  if (entry.state !== 'running' || sandboxId === undefined) return null
   let st = entry.agent
   if (st === undefined || st.sandboxId !== sandboxId) {
-    st?.conn?.close()
-    st = { sandboxId, conn: null, opening: null, failures: 0, retryAt: 0, missing: false }
+    dropAgent(st)
+    st = newAgentState(sandboxId, entry.names.key)
     entry.agent = st
   }
-  if (st.conn !== null && !st.conn.closed) return st.conn
-  if (st.missing || Date.now() < st.retryAt) return null
-  const state = st
-  state.opening ??= open(reg, entry, state).finally(() => { state.opening = null })
-  return await state.opening
+  return await openAgent(reg, st)
 }
 
-function failure (reg: Registry, entry: Entry, st: AgentState, why: string, err?: unknown): void {
+/** The state's open connection, or the one being opened, or a new one (single flight, after the backoff). */
+export async function openAgent (reg: Registry, st: AgentState): Promise<AgentConnection | null> {
+  if (reg.closed || !reg.opts.agent || st.dropped) return null
+  if (st.conn !== null && !st.conn.closed) return st.conn
+  if (st.missing || Date.now() < st.retryAt) return null
+  st.opening ??= open(reg, st).finally(() => { st.opening = null })
+  return await st.opening
+}
+
+function failure (reg: Registry, st: AgentState, why: string, err?: unknown): void {
   st.failures++
   const wait = Math.min(BACKOFF_MAX_MS, 1000 * 2 ** Math.min(st.failures - 1, 16))
   st.retryAt = Date.now() + wait
-  reg.log.warn({ chat: entry.names.key, why, err: err === undefined ? undefined : describe(err), retryInMs: wait },
+  reg.log.warn({ chat: st.owner, why, err: err === undefined ? undefined : describe(err), retryInMs: wait },
     'sandbox agent unavailable; using docker exec')
 }
 
-async function open (reg: Registry, entry: Entry, st: AgentState): Promise<AgentConnection | null> {
+async function open (reg: Registry, st: AgentState): Promise<AgentConnection | null> {
   let handle: ExecHandle
   try {
     handle = await reg.engine.exec(st.sandboxId, { argv: AGENT_ARGV, user: SANDBOX_USER, cwd: '/', env: [], stdin: true })
   } catch (err) {
-    failure(reg, entry, st, 'start', err)
+    if (!st.dropped) failure(reg, st, 'start', err)
     return null
   }
   const { socket } = handle
-  if (reg.closed || entry.agent !== st) { socket.destroy(); return null }
+  if (reg.closed || st.dropped) { socket.destroy(); return null }
   reg.streams.add(socket)
   return await new Promise<AgentConnection | null>(resolve => {
     let hello = false
@@ -137,16 +160,17 @@ async function open (reg: Registry, entry: Entry, st: AgentState): Promise<Agent
       reg.streams.delete(socket)
       clearTimeout(timer)
       if (st.conn === c) st.conn = null
+      if (st.dropped) { resolve(null); return }
       if (!hello) {
         // Nothing answered: an image without the agent (python cannot open the file) or a start that failed.
         if (/can't open file|No such file/i.test(stderr)) {
           st.missing = true
-          reg.log.info({ chat: entry.names.key }, 'the sandbox image has no cubicle-agent; using docker exec')
-        } else failure(reg, entry, st, c.failed ?? 'no hello', stderr === '' ? undefined : stderr.slice(0, 200))
+          reg.log.info({ chat: st.owner }, 'the sandbox image has no cubicle-agent; using docker exec')
+        } else failure(reg, st, c.failed ?? 'no hello', stderr === '' ? undefined : stderr.slice(0, 200))
         resolve(null)
         return
       }
-      if (c.failed !== undefined || Date.now() - c.openedAt < STABLE_MS) failure(reg, entry, st, c.failed ?? 'ended')
+      if (c.failed !== undefined || Date.now() - c.openedAt < STABLE_MS) failure(reg, st, c.failed ?? 'ended')
       else st.failures = 0
     })
     const timer = setTimeout(() => { conn.close('no hello in time') }, HELLO_TIMEOUT_MS)
@@ -155,6 +179,7 @@ async function open (reg: Registry, entry: Entry, st: AgentState): Promise<Agent
         if (id !== 0 || type !== T_HELLO || decodeJson(payload).v !== PROTOCOL_VERSION) throw new ProtocolError('bad hello')
         hello = true
         clearTimeout(timer)
+        if (st.dropped) { conn.close(); return }
         st.conn = conn
         resolve(conn)
         return

@@ -7,9 +7,10 @@ import type { SpecMount } from './engine-types.js'
 import type { ExecSpec, SandboxEngine, SandboxSummary } from './engine-types.js'
 import { chatEnv, toEnvList } from './env.js'
 import { ownerFilter, rfc3339, sandboxNames } from './names.js'
-import { claimable, discard, HOME_LABEL, poolNames, poolOf, refill, slotDirs, slotOf, takeSlot, type PoolSlot } from './pool.js'
+import { claimable, discardSlot, HOME_LABEL, poolNames, poolOf, refill, slotDirs, slotOf, takeSlot, type PoolSlot } from './pool.js'
 import { readRecord, RECORD, type BindingRecord } from './pool-record.js'
 import { describe, sleep, type Entry, type Registry } from './registry.js'
+import { dropAgent } from './agent-client.js'
 
 /*
  * Claiming a warm sandbox for a new chat (issue #11 §3; design in the README, "Warm pool"). Under the
@@ -103,7 +104,7 @@ export async function claim (reg: Registry, entry: Entry, user: RequestUser | un
     const why = claimable(reg, slot, imageId)
     if (why === null) break
     reg.log.info({ slot: slot.slot, reason: why }, 'warm pool: replacing a sandbox that no longer matches')
-    void discard(reg, slot.slot, slot.id)
+    void discardSlot(reg, slot)
   }
   if (slot === undefined) { refill(reg); return null }
   const pool = poolOf(reg)
@@ -137,12 +138,18 @@ async function bind (reg: Registry, entry: Entry, slot: PoolSlot, user: RequestU
     await unlink(recordPath(reg, entry.names.chatId)).catch(() => {})
     await unlink(dirs.journal).catch(() => {})
     if (renamed === 'conflict') poolOf(reg).ready.unshift(slot)
-    else void discard(reg, slot.slot, slot.id)
+    else void discardSlot(reg, slot)
     reg.log.info({ chat: entry.names.key, slot: slot.slot, result: renamed instanceof Error ? describe(renamed) : String(renamed) }, 'warm pool: claim not possible; creating instead')
     if (renamed instanceof Error) throw renamed
     return null
   }
   bindEntry(entry, { slot: slot.slot, volume: record.home_volume, record, ...(user !== undefined && { user }) })
+  if (slot.agent !== undefined) {
+    // Its agent, opened while it waited, now serves the chat (requests carry the chat's env: agent-exec.ts).
+    if (entry.agent !== slot.agent) dropAgent(entry.agent)
+    slot.agent.owner = entry.names.key
+    entry.agent = slot.agent
+  }
   poolOf(reg).bound.set(slot.id, entry)
   await finishClaim(reg, entry.names.chatId, slot.slot)
   reg.log.info({ chat: entry.names.key, slot: slot.slot, container: entry.names.container }, 'warm pool: sandbox claimed')

@@ -8,6 +8,7 @@ import { settingsWithQuota } from './disk-quota.js'
 import type { SandboxDetails, SandboxSpec, SandboxSummary } from './engine-types.js'
 import { toEnvList } from './env.js'
 import { rawExec } from './exec.js'
+import { dropAgent, newAgentState, openAgent, type AgentState } from './agent-client.js'
 import { MANAGED_BY, rfc3339, TOOL_LABEL } from './names.js'
 import { readRecord, RECORD, SLOT, type BindingRecord } from './pool-record.js'
 import { describe, sleep, tooOld, type Entry, type Registry } from './registry.js'
@@ -32,6 +33,8 @@ export interface PoolSlot {
   details: SandboxDetails
   uid: number
   gid: number
+  /** its agent connection, opened as soon as it is ready so that a claim finds it open (handed to the chat) */
+  agent?: AgentState
 }
 
 export interface PoolState {
@@ -170,12 +173,19 @@ async function createSlot (reg: Registry, p: PoolState): Promise<void> {
     const details = await reg.engine.inspect(id)
     if (details?.running !== true) throw new Error('pool sandbox stopped while starting')
     if (reg.closed) return
-    p.ready.push({ slot, id, details, uid, gid })
+    p.ready.push(warm(reg, { slot, id, details, uid, gid }))
     reg.log.info({ slot, pool: p.ready.length }, 'warm pool: sandbox ready')
   } catch (err) {
     await discard(reg, slot, id ?? config.name)
     throw err
   } finally { p.creating = false }
+}
+
+/** Opens the ready slot's agent in the background (python's start is most of a claim's wait otherwise: README Performance). */
+function warm (reg: Registry, s: PoolSlot): PoolSlot {
+  s.agent = newAgentState(s.id, `pool-${s.slot}`)
+  void openAgent(reg, s.agent).catch(() => {})
+  return s
 }
 
 /** The ready probe of lifecycle.ts (rm a stale opencode auth.json, report uid/gid), retried for readyTimeoutMs. */
@@ -192,6 +202,12 @@ async function probe (reg: Registry, id: string): Promise<{ uid: number, gid: nu
     if (Date.now() >= deadline) throw new Error('pool sandbox did not become ready')
     await sleep(100)
   }
+}
+
+/** Removes a ready slot that no chat claimed, with its agent connection. */
+export async function discardSlot (reg: Registry, s: PoolSlot): Promise<void> {
+  dropAgent(s.agent)
+  await discard(reg, s.slot, s.id)
 }
 
 /** Removes a pool sandbox that no chat claimed: container, home volume and data dirs. */
@@ -224,7 +240,7 @@ export async function yieldSlot (reg: Registry): Promise<boolean> {
   const p = takeSlot(reg)
   if (p === undefined) return false
   reg.log.info({ slot: p.slot }, 'warm pool: sandbox capacity reached; an unclaimed sandbox gives way')
-  await discard(reg, p.slot, p.id)
+  await discardSlot(reg, p)
   return true
 }
 
@@ -242,7 +258,7 @@ export async function maintain (reg: Registry, unclaimed: SandboxSummary[]): Pro
     if (why === null) continue
     p.ready.splice(p.ready.indexOf(slot), 1)
     reg.log.info({ slot: slot.slot, reason: why }, 'warm pool: replacing a sandbox')
-    await discard(reg, slot.slot, slot.id)
+    await discardSlot(reg, slot)
   }
   const known = new Set(p.ready.map(s => s.id))
   for (const c of unclaimed) {
@@ -280,6 +296,6 @@ async function adoptSlot (reg: Registry, p: PoolState, slot: string, c: SandboxS
     await discard(reg, slot, c.id)
     return
   }
-  p.ready.push(candidate)
+  p.ready.push(warm(reg, candidate))
   reg.log.info({ slot }, 'warm pool: re-adopted an unclaimed sandbox')
 }

@@ -10,7 +10,8 @@ import { mkdir, readFile, stat, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { chatKey } from '../../core/chat-id.js'
 import type { CoreSandboxService } from '../../plugins/sandbox/service.js'
-import { buildSandboxApp, cleanupPrefix, dockerOrSkip, testDockerClient } from './docker.js'
+import type { ExecSpec } from '../../plugins/sandbox/engine-types.js'
+import { buildSandboxApp, cleanupPrefix, dockerOrSkip, testDockerClient, wrapClient } from './docker.js'
 
 const PREFIX = 'tpool'
 const { skip } = await dockerOrSkip()
@@ -53,7 +54,12 @@ t.test('warm pool (real Docker)', { skip }, async t => {
   await fresh.app.close()
 
   const dataDir = fresh.dataDir
-  let { app, service } = await buildSandboxApp(t, PREFIX, { poolSize: 2 }, dataDir)
+  // Docker execs per container: a claimed sandbox's agent was opened while it waited in the pool.
+  const execs: Array<{ id: string, argv: string }> = []
+  const counting = wrapClient(real => ({
+    exec: async (id: string, spec: ExecSpec) => { execs.push({ id, argv: spec.argv.join(' ') }); return await real.exec(id, spec) }
+  }))
+  let { app, service } = await buildSandboxApp(t, PREFIX, { poolSize: 2, client: counting }, dataDir)
   await until('a full pool', () => service.pooled() === 2)
   const pooledIds = await poolContainers()
   t.equal(pooledIds.length, 2, 'two pool sandboxes')
@@ -64,12 +70,18 @@ t.test('warm pool (real Docker)', { skip }, async t => {
     // An upload made before the chat's first tool call.
     await mkdir(join(dataDir, 'chats', key, 'uploads', 'sub'), { recursive: true })
     await writeFile(join(dataDir, 'chats', key, 'uploads', 'sub', 'early.txt'), 'early')
+    const agentExecs = (id: string): number => execs.filter(e => e.id === id && e.argv.includes('cubicle-agent')).length
+    await until('the pool sandboxes\' agents', () => pooledIds.every(id => agentExecs(id) === 1), 10_000)
     const t0 = performance.now()
     const info = await service.ensure(chat, { user })
     t.comment(`claim: ensure ${(performance.now() - t0).toFixed(0)} ms`)
     t.ok(pooledIds.includes(info.sandboxId), 'the container came from the pool')
     t.equal(info.name, `${PREFIX}-sbx-${key}`)
+    const mine = (): string[] => execs.filter(e => e.id === info.sandboxId).map(e => e.argv)
+    const before = mine().length
     const layout = await sh(service, chat, LAYOUT)
+    t.same(mine().slice(before), [], 'the first command is served by the agent: no docker exec')
+    t.equal(agentExecs(info.sandboxId), 1, 'the agent opened while the sandbox waited in the pool serves the chat: not opened again')
     t.equal(layout, freshLayout, 'mount table, owners and modes, user and env names equal a fresh sandbox\'s')
     const env = await sh(service, chat, 'env')
     t.match(env, /^CHAT_ID=pool-a$/m)
