@@ -56,12 +56,25 @@ function buildServer (): void {
   built = true
 }
 
+/** The node flags of `npm start` (package.json; the Dockerfile's CMD has the same, test/core/selfhost-files.test.ts). */
+export function deployedNodeArgs (): string[] {
+  const start = (JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { scripts: { start: string } }).scripts.start
+  const m = /^node ((?:--[a-z-]+(?:=\S+)? )*)dist\/core\/server\.js$/.exec(start)
+  if (m === null) throw new Error(`unexpected start script: ${start}`)
+  return (m[1] ?? '').split(' ').filter(Boolean)
+}
+
+/** The server's node flags: as deployed, or BENCH_NODE_ARGS (e.g. "" or --max-semi-space-size=4) to measure another setting. */
+function serverNodeArgs (): string[] {
+  const own = process.env.BENCH_NODE_ARGS
+  return own === undefined ? deployedNodeArgs() : own.split(' ').filter(Boolean)
+}
+
 export async function startServer (dataDir: string, poolSize = 0, extraEnv: Record<string, string> = {}): Promise<Server> {
   buildServer()
   const log = openSync(serverLog, 'a')
   const entry = SERVER_MODE === 'tsx' ? ['--import=tsx', 'core/server.ts'] : ['dist/core/server.js']
-  // BENCH_NODE_ARGS: the server's own node flags (e.g. --max-semi-space-size=4), to measure a deployment setting.
-  const flags = (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean)
+  const flags = serverNodeArgs()
   const child = spawn(process.execPath, [...flags, '--import=./bench/server-probe.mjs', ...entry], {
     cwd: root,
     stdio: ['ignore', log, log, 'ipc'],
@@ -155,5 +168,6 @@ export async function machine (): Promise<string> {
   const os = /PRETTY_NAME="([^"]+)"/.exec(readFileSync('/etc/os-release', 'utf8'))?.[1] ?? 'Linux'
   return `${cpus().length} cores (${cpus()[0]?.model.trim() ?? '?'}), ${(totalmem() / 2 ** 30).toFixed(0)} GiB, ${os}, kernel ${release()}, ` +
     `Docker ${v.Version} (cgroup v${info.CgroupVersion ?? '?'}, ${info.Driver ?? '?'}), Node ${process.version}, load average ${loadavg().map(x => x.toFixed(1)).join(' ')}, ` +
-    `agent ${AGENT ? 'on' : 'off'}, server${process.env.BENCH_NODE_ARGS !== undefined ? ` (node ${process.env.BENCH_NODE_ARGS})` : ''} ${SERVER_MODE === 'dist' ? 'node dist/core/server.js (as deployed)' : 'tsx core/server.ts'}`
+    `agent ${AGENT ? 'on' : 'off'}, server ${['node', ...serverNodeArgs(), SERVER_MODE === 'dist' ? 'dist/core/server.js' : '--import=tsx core/server.ts'].join(' ')}` +
+    (process.env.BENCH_NODE_ARGS === undefined && SERVER_MODE === 'dist' ? ' (as deployed)' : ` (npm start: node ${[...deployedNodeArgs(), 'dist/core/server.js'].join(' ')})`)
 }

@@ -24,7 +24,8 @@
  *
  * BENCH_ONLY=a,h,i runs those sections alone (any of a–i and h50; empty runs a–i). BENCH_H=20x5
  * changes (h)'s chats × calls. The server is built first (tsc; BENCH_NO_BUILD=1 reuses dist/,
- * BENCH_SERVER=tsx runs the sources); BENCH_NODE_ARGS passes node flags to the server. The goals of issue #11 are printed together at the end, met or not.
+ * BENCH_SERVER=tsx runs the sources); BENCH_NODE_ARGS replaces the server's node flags (default: those of `npm start`,
+ * --optimize-for-size; `BENCH_NODE_ARGS=` runs it without any). The goals of issue #11 are printed together at the end, met or not.
  * Where the time of (b)/(i) goes: bench/profile-first-call.ts.
  */
 import { mkdtempSync, rmSync } from 'node:fs'

@@ -59,3 +59,17 @@ t.test('compose.yaml: socket, its group, the data dir at the same path inside an
   const grace = Number(/^(\d+)s$/.exec(svc.stop_grace_period)?.[1]) * 1000
   t.ok(grace > loadConfig({}).CLOSE_GRACE_MS, 'docker waits longer than the server\'s own shutdown bound')
 })
+
+// issue #11 (server RSS at 100 live chats): npm start, the image's CMD and the bench run the server alike.
+t.test('npm start and the Dockerfile\'s CMD give the server the same node flags (--optimize-for-size)', async t => {
+  const start = (JSON.parse(read('package.json')) as { scripts: Record<string, string> }).scripts.start ?? ''
+  const m = /^node ((?:--[a-z-]+(?:=\S+)? )*)dist\/core\/server\.js$/.exec(start)
+  t.ok(m !== null, `npm start runs the built server: ${start}`)
+  const flags = (m?.[1] ?? '').split(' ').filter(Boolean)
+  t.ok(flags.includes('--optimize-for-size'), 'memory over speed (README Performance)')
+  const cmd = /^CMD (\[.*\])$/m.exec(read('Dockerfile'))?.[1]
+  t.same(JSON.parse(cmd ?? '[]'), ['node', ...flags, 'dist/core/server.js'], 'the image runs it the same way')
+  t.notMatch(read('compose.yaml'), /^\s*(command|entrypoint):/m, 'compose.yaml keeps the image\'s CMD')
+  const { deployedNodeArgs } = await import('../../bench/common.js')
+  t.same(deployedNodeArgs(), flags, 'the bench measures the server as npm start runs it')
+})
