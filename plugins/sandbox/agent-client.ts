@@ -116,13 +116,18 @@ export function dropAgent (st: AgentState | undefined): void {
 export async function agentFor (reg: Registry, entry: Entry): Promise<AgentConnection | null> {
   const sandboxId = entry.sandboxId
   if (entry.state !== 'running' || sandboxId === undefined) return null
+  return await openAgent(reg, agentOf(entry, sandboxId))
+}
+
+/** The chat's agent state for this sandbox (a new one, the old dropped, when the sandbox changed). */
+export function agentOf (entry: Entry, sandboxId: string): AgentState {
   let st = entry.agent
   if (st === undefined || st.sandboxId !== sandboxId) {
     dropAgent(st)
     st = newAgentState(sandboxId, entry.names.key)
     entry.agent = st
   }
-  return await openAgent(reg, st)
+  return st
 }
 
 /** The state's open connection, or the one being opened, or a new one (single flight, after the backoff). */

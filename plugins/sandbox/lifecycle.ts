@@ -1,7 +1,7 @@
 import { chatPaths, type ChatPaths } from '../../core/chat-paths.js'
 import type { RequestUser } from '../../core/identity.js'
 import { activity, metaUserChanged, saveMeta } from './activity.js'
-import { agentFor } from './agent-client.js'
+import { agentOf, openAgent } from './agent-client.js'
 import { bootstrap, prepareNetwork } from './boot.js'
 import { buildSandboxSpec, configDrift, SANDBOX_USER } from './sandbox-spec.js'
 import { chownOutputs, exists, prepareChatDirs, removeChatDir } from './data-dirs.js'
@@ -93,13 +93,15 @@ async function doEnsure (reg: Registry, entry: Entry, user: RequestUser | undefi
     }
     entry.sandboxId = container.id
     entry.createdAt = container.labels['cu.created-at']
+    // A started sandbox's agent opens now: its exec and python's start (~0.1 s idle, seconds under load)
+    // overlap the ready probe, ownership, meta.json and the hooks (bench/profile-first-call.ts). A claimed
+    // pool sandbox brings its open one (pool-claim.ts).
+    if (started) void openAgent(reg, agentOf(entry, container.id)).catch(() => {})
     const ids = claimed !== null ? claimed.ids : await waitReady(reg, entry)
     entry.state = 'running'
     entry.recoverable = false
     entry.startedAt = Date.now()
     changed(reg, entry)
-    // The agent's python start (~0.6 s) overlaps ownership, meta.json and hooks (bench/profile-first-call.ts).
-    if (started) void agentFor(reg, entry).catch(() => {})
     await fixOwnership(reg, paths, ids)
     await saveMeta(reg, entry, user, true)
     const info = infoOf(entry)
