@@ -121,12 +121,15 @@ export async function agentFor (reg: Registry, entry: Entry): Promise<AgentConne
 
 /** The chat's agent state for this sandbox (a new one, the old dropped, when the sandbox changed). */
 export function agentOf (entry: Entry, sandboxId: string): AgentState {
-  let st = entry.agent
-  if (st === undefined || st.sandboxId !== sandboxId) {
-    dropAgent(st)
-    st = newAgentState(sandboxId, entry.names.key)
-    entry.agent = st
-  }
+  const st = entry.agent
+  return st !== undefined && st.sandboxId === sandboxId ? st : giveAgent(entry, newAgentState(sandboxId, entry.names.key))
+}
+
+/** `st` now serves the chat (a claimed pool sandbox's, opened while it waited); the chat's former one is dropped. */
+export function giveAgent (entry: Entry, st: AgentState): AgentState {
+  if (entry.agent !== st) dropAgent(entry.agent)
+  st.owner = entry.names.key
+  entry.agent = st
   return st
 }
 

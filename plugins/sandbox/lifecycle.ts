@@ -1,16 +1,16 @@
-import { chatPaths, type ChatPaths } from '../../core/chat-paths.js'
+import { chatPaths } from '../../core/chat-paths.js'
 import type { RequestUser } from '../../core/identity.js'
 import { activity, metaUserChanged, saveMeta } from './activity.js'
 import { agentOf, openAgent } from './agent-client.js'
 import { bootstrap, prepareNetwork } from './boot.js'
-import { buildSandboxSpec, configDrift, SANDBOX_USER } from './sandbox-spec.js'
-import { chownOutputs, exists, prepareChatDirs, removeChatDir } from './data-dirs.js'
+import { buildSandboxSpec, configDrift } from './sandbox-spec.js'
+import { exists, prepareChatDirs, removeChatDir } from './data-dirs.js'
 import { extraMounts } from './extra-mounts.js'
 import { isQuotaRefusal, quotaOutcome, settingsWithQuota } from './disk-quota.js'
 import { EngineError, transient } from './engine-error.js'
 import type { EngineFailure, SandboxDetails, SandboxSpec, SpecMount } from './engine-types.js'
 import { SANDBOX_CREATE_TIMEOUT, SANDBOX_FAILED } from './errors.js'
-import { rawExec } from './exec.js'
+import { fixOwnership, waitReady } from './readiness.js'
 import { claim, loadBinding } from './pool-claim.js'
 import { reserveSlot } from './reaper.js'
 import { changed, describe, engineUnavailable, entryOf, imageMissing, infoOf, mapError, notifyStop, sleep, tooOld, withLock, type Entry, type Registry } from './registry.js'
@@ -25,8 +25,6 @@ import type { EnsureOptions, SandboxInfo, SandboxStatus } from './types.js'
 
 /** How long a name taken by a create still in flight in the engine may stay invisible. */
 const ADOPT_WAIT_MS = 15_000
-const AUTH_JSON = '/home/assistant/.local/share/opencode/auth.json'
-const READY_PROBE = ['/bin/sh', '-c', `rm -f ${AUTH_JSON} 2>/dev/null; id -u; id -g`]
 
 type Ensured = { info: SandboxInfo, started: boolean }
 type Container = { id: string, labels: Record<string, string>, running: boolean }
@@ -203,52 +201,6 @@ async function createOnce (reg: Registry, config: SandboxSpec): Promise<{ id: st
       return await reg.engine.create(config)
     }
     throw err
-  }
-}
-
-/**
- * Ready when an exec succeeds (≤ readyTimeoutMs of the engine's answers: time an attempt spent on a
- * busy engine is added back, up to the create timeout; issue #11); the probe also removes a stale
- * opencode auth.json and reports the uid/gid.
- */
-export async function waitReady (reg: Registry, entry: Entry): Promise<{ uid: number, gid: number } | null> {
-  let deadline = Date.now() + reg.opts.readyTimeoutMs
-  const cap = Date.now() + Math.max(reg.opts.readyTimeoutMs, reg.opts.createTimeoutS * 1000)
-  let lastError: unknown
-  while (true) {
-    const at = Date.now()
-    try {
-      const r = await rawExec(reg, entry.sandboxId ?? '', READY_PROBE, { user: SANDBOX_USER, timeoutMs: 5000 }, undefined, false)
-      const [uid, gid] = r.stdout.toString('utf8').trim().split('\n').map(Number)
-      if (uid !== undefined && gid !== undefined && Number.isInteger(uid) && Number.isInteger(gid)) return { uid, gid }
-      if (r.exitCode === 0) return null
-      lastError = new Error(`ready probe exited with ${String(r.exitCode)}${r.timedOut ? ' (timed out)' : ''}`)
-      // A probe that ran out of time on a loaded engine is slow, not failed (issue #11).
-      if (r.timedOut) deadline = Math.min(cap, deadline + (Date.now() - at))
-    } catch (err) {
-      const e = err as EngineFailure
-      if (e.unavailable) throw err
-      // A busy engine says nothing about the sandbox: keep trying up to the cap, then report busy.
-      if (e.busy) deadline = Math.min(cap, Math.max(deadline + (Date.now() - at), Date.now() + 200))
-      lastError = err
-    }
-    if (Date.now() >= deadline) {
-      if ((lastError as EngineFailure | undefined)?.busy === true) throw lastError
-      reg.log.error({ chat: entry.names.key, err: describe(lastError) }, 'sandbox did not become ready')
-      throw new SANDBOX_FAILED('it did not become ready')
-    }
-    await sleep(100)
-  }
-}
-
-async function fixOwnership (reg: Registry, paths: ChatPaths, ids: { uid: number, gid: number } | null): Promise<void> {
-  const uid = reg.opts.uid > 0 ? reg.opts.uid : ids?.uid
-  const gid = reg.opts.gid > 0 ? reg.opts.gid : ids?.gid
-  if (uid === undefined || gid === undefined) return
-  const ok = await chownOutputs(paths, uid, gid)
-  if (!ok && !reg.ownerWarned) {
-    reg.ownerWarned = true
-    reg.log.warn({ uid, gid }, 'cannot give outputs directories to the sandbox user (the server is not root): set SANDBOX_UID/SANDBOX_GID to the server user or run the server as root')
   }
 }
 

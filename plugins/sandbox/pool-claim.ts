@@ -10,7 +10,7 @@ import { ownerFilter, rfc3339, sandboxNames } from './names.js'
 import { claimable, discardSlot, HOME_LABEL, poolNames, poolOf, refill, slotDirs, slotOf, takeSlot, type PoolSlot } from './pool.js'
 import { readRecord, RECORD, type BindingRecord } from './pool-record.js'
 import { describe, sleep, type Entry, type Registry } from './registry.js'
-import { dropAgent } from './agent-client.js'
+import { giveAgent } from './agent-client.js'
 
 /*
  * Claiming a warm sandbox for a new chat (issue #11 §3; design in the README, "Warm pool"). Under the
@@ -144,12 +144,8 @@ async function bind (reg: Registry, entry: Entry, slot: PoolSlot, user: RequestU
     return null
   }
   bindEntry(entry, { slot: slot.slot, volume: record.home_volume, record, ...(user !== undefined && { user }) })
-  if (slot.agent !== undefined) {
-    // Its agent, opened while it waited, now serves the chat (requests carry the chat's env: agent-exec.ts).
-    if (entry.agent !== slot.agent) dropAgent(entry.agent)
-    slot.agent.owner = entry.names.key
-    entry.agent = slot.agent
-  }
+  // Its agent, opened while it waited, now serves the chat (requests carry the chat's env: agent-exec.ts).
+  if (slot.agent !== undefined) giveAgent(entry, slot.agent)
   poolOf(reg).bound.set(slot.id, entry)
   await finishClaim(reg, entry.names.chatId, slot.slot)
   reg.log.info({ chat: entry.names.key, slot: slot.slot, container: entry.names.container }, 'warm pool: sandbox claimed')

@@ -3,11 +3,11 @@ import { chmod, chown, mkdir, readFile, rm } from 'node:fs/promises'
 import { normalizeChatId } from '../../core/chat-id.js'
 import { chatPaths } from '../../core/chat-paths.js'
 import { join } from 'node:path'
-import { buildSandboxSpec, configDrift, proxyEnv, SANDBOX_USER } from './sandbox-spec.js'
+import { buildSandboxSpec, configDrift, proxyEnv } from './sandbox-spec.js'
 import { settingsWithQuota } from './disk-quota.js'
 import type { SandboxDetails, SandboxSpec, SandboxSummary } from './engine-types.js'
 import { toEnvList } from './env.js'
-import { rawExec } from './exec.js'
+import { probePoolSandbox } from './readiness.js'
 import { dropAgent, newAgentState, openAgent, type AgentState } from './agent-client.js'
 import { MANAGED_BY, rfc3339, TOOL_LABEL } from './names.js'
 import { readRecord, RECORD, SLOT, type BindingRecord } from './pool-record.js'
@@ -166,7 +166,7 @@ async function createSlot (reg: Registry, p: PoolState): Promise<void> {
     if (created === 'conflict') throw new Error('pool sandbox name taken')
     id = created.id
     await reg.engine.start(id)
-    const ids = await probe(reg, id)
+    const ids = await probePoolSandbox(reg, id)
     const uid = reg.opts.uid > 0 ? reg.opts.uid : ids.uid
     const gid = reg.opts.gid > 0 ? reg.opts.gid : ids.gid
     await chown(dirs.outputs, uid, gid).catch(() => {})
@@ -186,22 +186,6 @@ function warm (reg: Registry, s: PoolSlot): PoolSlot {
   s.agent = newAgentState(s.id, `pool-${s.slot}`)
   void openAgent(reg, s.agent).catch(() => {})
   return s
-}
-
-/** The ready probe of lifecycle.ts (rm a stale opencode auth.json, report uid/gid), retried for readyTimeoutMs. */
-async function probe (reg: Registry, id: string): Promise<{ uid: number, gid: number }> {
-  const deadline = Date.now() + reg.opts.readyTimeoutMs
-  while (true) {
-    try {
-      const r = await rawExec(reg, id, ['/bin/sh', '-c', 'rm -f /home/assistant/.local/share/opencode/auth.json 2>/dev/null; id -u; id -g'], { user: SANDBOX_USER, timeoutMs: 5000 }, undefined, false)
-      const [uid, gid] = r.stdout.toString('utf8').trim().split('\n').map(Number)
-      if (uid !== undefined && gid !== undefined && Number.isInteger(uid) && Number.isInteger(gid)) return { uid, gid }
-    } catch (err) {
-      if ((err as { unavailable?: boolean }).unavailable === true || Date.now() >= deadline) throw err
-    }
-    if (Date.now() >= deadline) throw new Error('pool sandbox did not become ready')
-    await sleep(100)
-  }
 }
 
 /** Removes a ready slot that no chat claimed, with its agent connection. */
