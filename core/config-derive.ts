@@ -54,6 +54,9 @@ export function deriveOAuth (raw: RawConfig, publicBaseUrl: string): string[] {
     .map(s => s === '*' || s.startsWith('@') || s.includes('@') ? s : `@${s}`)
   if (!raw.OAUTH_ENABLED) return allowed
   if (raw.MCP_API_KEY === '') throw new CORE_INVALID_CONFIG('OAUTH_ENABLED', 'needs MCP_API_KEY: without it /mcp is open and tokens would protect nothing')
+  if (raw.SINGLE_USER_MODE.trim().toLowerCase() === 'true') {
+    throw new CORE_INVALID_CONFIG('SINGLE_USER_MODE', 'true puts every caller in the one shared chat `default`, so with OAUTH_ENABLED=true every person who signs in would share one computer and its files; set SINGLE_USER_MODE to false or leave it empty (each OAuth user then gets a computer of their own), or turn OAUTH_ENABLED off')
+  }
   const url = new URL(publicBaseUrl)
   if (url.protocol !== 'https:' && !LOOPBACK_HOSTS.has(url.hostname)) {
     throw new CORE_INVALID_CONFIG('PUBLIC_BASE_URL', `OAuth needs an https URL (${publicBaseUrl}): sign-in pages and tokens must not travel in clear text; http is accepted only for 127.0.0.1, localhost and [::1]`)

@@ -27,6 +27,17 @@ t.test('OAuth settings: defaults, and what the boot refuses', async t => {
   t.throws(() => loadConfig({ ...base, OAUTH_ACCESS_TOKEN_TTL: '10' }), /OAUTH_ACCESS_TOKEN_TTL/)
 })
 
+// SINGLE_USER_MODE=true runs every caller in `default`: with OAuth, every person who signs in would share
+// one computer, so the boot refuses the pair and names both settings.
+t.test('OAUTH_ENABLED=true with SINGLE_USER_MODE=true is refused, naming both settings', async t => {
+  for (const value of ['true', ' TRUE ']) {
+    t.throws(() => loadConfig({ ...base, SINGLE_USER_MODE: value }), { code: 'CORE_INVALID_CONFIG', message: /SINGLE_USER_MODE.*OAUTH_ENABLED=true/ }, JSON.stringify(value))
+  }
+  t.equal(loadConfig({ ...base, SINGLE_USER_MODE: 'false' }).singleUserMode, 'false')
+  t.equal(loadConfig({ ...base, SINGLE_USER_MODE: '' }).singleUserMode, 'lenient')
+  t.equal(loadConfig({ SINGLE_USER_MODE: 'true' }).singleUserMode, 'true', 'without OAuth it stays allowed')
+})
+
 t.test('OIDC_ALLOWED_EMAILS: emails, @domains, bare domains and * in lowercase', async t => {
   const c = loadConfig({ ...base, ...oidc, OIDC_ALLOWED_EMAILS: ' Ann@Example.com, @Team.example ,partner.example,* ' })
   t.same(c.oidcAllowedEmails, ['ann@example.com', '@team.example', '@partner.example', '*'])

@@ -70,3 +70,10 @@ t.test('an explicit HOST in open mode is honoured without the loopback note', as
   const { stdout } = await boot({ HOST: '127.0.0.1' }, /Server listening/)
   t.notMatch(stdout, /open mode: listening on 127\.0\.0\.1 only/)
 })
+
+// OAuth gives each person their own computer; SINGLE_USER_MODE=true would put them all in `default`.
+t.test('OAUTH_ENABLED=true with SINGLE_USER_MODE=true stops the boot, naming both settings', async t => {
+  const { code, stderr } = await boot({ OAUTH_ENABLED: 'true', SINGLE_USER_MODE: 'true', MCP_API_KEY: 'boot-test-key-0123456789abcdef-0123456789', PUBLIC_BASE_URL: 'http://127.0.0.1:8081' })
+  t.equal(code, 1)
+  t.match(stderr, /FATAL.*SINGLE_USER_MODE.*OAUTH_ENABLED=true/)
+})
