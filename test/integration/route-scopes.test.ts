@@ -1,0 +1,81 @@
+/*
+ * Token scopes over every route of the default manifest (SECURITY.md "Identity and credentials"):
+ * each route the OpenAPI description lists is in exactly one class below, and answers as its class
+ * says to no credential, a files token, a control token of this chat or another, and the API key.
+ * A new route must be placed in a class here, so none is added without a decision about its scope.
+ * Inject only: the engine is unreachable on purpose, a route's own answer (503, 404) counts as "let in".
+ */
+import t from 'tap'
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { build, TEST_API_KEY } from '../helper.js'
+
+/** Routes anyone may call (no chat, nothing a capability grants). */
+const PUBLIC = ['GET /health', 'GET /ready', 'GET /api/runtime/cli', 'GET /system-prompt', 'GET /']
+/** Routes that take the API key only: no capability token of any scope opens them. */
+const KEY_ONLY = ['GET /metrics', 'POST /mcp', 'GET /mcp', 'DELETE /mcp', 'POST /mcp/', 'GET /mcp/', 'DELETE /mcp/', 'GET /mcp-info',
+  'PUT /api/egress/{chat}', 'DELETE /api/egress/{chat}', 'GET /skill-list', 'GET /skill-mounts']
+/** Chat routes a files token (read-only) opens. */
+const FILES = ['GET /api/egress/{chat}', 'GET /api/egress/{chat}/log', 'GET /files/{chat}/{*}', 'GET /api/outputs/{chat}', 'GET /preview/{chat}']
+/** Chat routes that need a control token of the chat (or the key): uploads, the browser, the terminal. */
+const CONTROL = ['POST /api/uploads/{chat}/{*}', 'GET /api/uploads/{chat}/manifest', 'GET /api/uploads/{chat}/list',
+  'GET /browser/{chat}/status', 'GET /browser/{chat}/json', 'GET /browser/{chat}/json/list', 'GET /browser/{chat}/json/version',
+  'GET /terminal/{chat}', 'GET /terminal/{chat}/status', 'POST /terminal/{chat}/start-ttyd', 'POST /terminal/{chat}/stop-ttyd',
+  'POST /terminal/{chat}/restart-container', 'POST /terminal/{chat}/resurrect-container', 'GET /terminal/{chat}/sessions',
+  'GET /terminal/{chat}/processes', 'POST /terminal/{chat}/processes/{pid}/kill', 'GET /terminal/{chat}/heartbeat',
+  'GET /terminal/{chat}/ws']
+
+const refused = (status: number): boolean => status === 401 || status === 403
+
+t.test('every route answers no credential, files and control tokens and the key as its scope says', async t => {
+  const dataDir = await mkdtemp(join(tmpdir(), 'tscope-data-'))
+  t.teardown(async () => { await rm(dataDir, { recursive: true, force: true }) })
+  const app = await build(t, { MCP_API_KEY: TEST_API_KEY, DOCKER_HOST: 'unix:///nonexistent-cubicle.sock', DATA_DIR: dataDir, SANDBOX_PREFIX: 'tscope' })
+  const spec = (await app.inject({ url: '/openapi.json', headers: { authorization: `Bearer ${TEST_API_KEY}` } })).json() as { paths: Record<string, Record<string, unknown>> }
+  const routes = Object.entries(spec.paths).flatMap(([path, ops]) => Object.keys(ops).map(method => `${method.toUpperCase()} ${path}`))
+  t.same(routes.filter(r => ![...PUBLIC, ...KEY_ONLY, ...FILES, ...CONTROL].includes(r)), [], 'every route is in a class')
+  t.same([...PUBLIC, ...KEY_ONLY, ...FILES, ...CONTROL].filter(r => !routes.includes(r)), [], 'every class lists only routes that exist')
+
+  const credentials: Record<string, string | undefined> = {
+    none: undefined,
+    files: app.links.token('chat-a', 'f'),
+    control: app.links.token('chat-a', 'c'),
+    otherChat: app.links.token('chat-b', 'c'),
+    key: TEST_API_KEY
+  }
+  let n = 0
+  const status = async (route: string, credential: string | undefined): Promise<number> => {
+    const [method = 'GET', path = '/'] = route.split(' ')
+    const url = path.replace('{chat}', 'chat-a').replace('{*}', 'a.txt').replace('{pid}', '42')
+    const res = await app.inject({
+      method: method as 'GET',
+      url,
+      headers: credential === undefined ? {} : { authorization: `Bearer ${credential}` },
+      ...(method === 'PUT' && { payload: {} }),
+      // A fresh client address per request: this many failures from one would be throttled (429).
+      remoteAddress: `10.77.${Math.floor(n / 250)}.${(n++ % 250) + 1}`
+    })
+    return res.statusCode
+  }
+  for (const route of routes) {
+    const got: Record<string, number> = {}
+    for (const [name, credential] of Object.entries(credentials)) got[name] = await status(route, credential)
+    const seen = JSON.stringify(got)
+    if (PUBLIC.includes(route)) {
+      t.notOk(refused(got.none ?? 0), `${route} answers without a credential ${seen}`)
+      continue
+    }
+    t.equal(got.none, 401, `${route}: no credential is 401 ${seen}`)
+    t.ok(refused(got.otherChat ?? 0), `${route}: another chat's control token is refused ${seen}`)
+    t.notOk(refused(got.key ?? 0), `${route}: the API key is let in ${seen}`)
+    if (KEY_ONLY.includes(route)) {
+      t.ok(refused(got.files ?? 0) && refused(got.control ?? 0), `${route}: no capability token opens it ${seen}`)
+    } else if (FILES.includes(route)) {
+      t.ok(!refused(got.files ?? 0) && !refused(got.control ?? 0), `${route}: files and control tokens of the chat open it ${seen}`)
+    } else {
+      t.equal(got.files, 403, `${route}: a files token is 403 ${seen}`)
+      t.notOk(refused(got.control ?? 0), `${route}: the chat's control token opens it ${seen}`)
+    }
+  }
+})
