@@ -6,6 +6,8 @@
  * Inject only: the engine is unreachable on purpose, a route's own answer (503, 404) counts as "let in".
  */
 import t from 'tap'
+import type { Test } from 'tap'
+import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -28,15 +30,34 @@ const CONTROL = ['POST /api/uploads/{chat}/{*}', 'GET /api/uploads/{chat}/manife
 
 const refused = (status: number): boolean => status === 401 || status === 403
 
-t.test('every route answers no credential, files and control tokens and the key as its scope says', async t => {
+interface Server { app: FastifyInstance, routes: string[], call: (route: string, headers: Record<string, string>) => Promise<LightMyRequestResponse> }
+
+/** The default manifest in protected mode, the routes of its OpenAPI description, and a way to call one for chat-a. */
+async function server (t: Test): Promise<Server> {
   const dataDir = await mkdtemp(join(tmpdir(), 'tscope-data-'))
   t.teardown(async () => { await rm(dataDir, { recursive: true, force: true }) })
   const app = await build(t, { MCP_API_KEY: TEST_API_KEY, DOCKER_HOST: 'unix:///nonexistent-cubicle.sock', DATA_DIR: dataDir, SANDBOX_PREFIX: 'tscope' })
   const spec = (await app.inject({ url: '/openapi.json', headers: { authorization: `Bearer ${TEST_API_KEY}` } })).json() as { paths: Record<string, Record<string, unknown>> }
   const routes = Object.entries(spec.paths).flatMap(([path, ops]) => Object.keys(ops).map(method => `${method.toUpperCase()} ${path}`))
+  let n = 0
+  const call = async (route: string, headers: Record<string, string>): Promise<LightMyRequestResponse> => {
+    const [method = 'GET', path = '/'] = route.split(' ')
+    return await app.inject({
+      method: method as 'GET',
+      url: path.replace('{chat}', 'chat-a').replace('{*}', 'a.txt').replace('{pid}', '42'),
+      headers,
+      ...(method === 'PUT' && { payload: {} }),
+      // A fresh client address per request: this many failures from one would be throttled (429).
+      remoteAddress: `10.77.${Math.floor(n / 250)}.${(n++ % 250) + 1}`
+    })
+  }
+  return { app, routes, call }
+}
+
+t.test('every route answers no credential, files and control tokens and the key as its scope says', async t => {
+  const { app, routes, call } = await server(t)
   t.same(routes.filter(r => ![...PUBLIC, ...KEY_ONLY, ...FILES, ...CONTROL].includes(r)), [], 'every route is in a class')
   t.same([...PUBLIC, ...KEY_ONLY, ...FILES, ...CONTROL].filter(r => !routes.includes(r)), [], 'every class lists only routes that exist')
-
   const credentials: Record<string, string | undefined> = {
     none: undefined,
     files: app.links.token('chat-a', 'f'),
@@ -44,20 +65,8 @@ t.test('every route answers no credential, files and control tokens and the key 
     otherChat: app.links.token('chat-b', 'c'),
     key: TEST_API_KEY
   }
-  let n = 0
-  const status = async (route: string, credential: string | undefined): Promise<number> => {
-    const [method = 'GET', path = '/'] = route.split(' ')
-    const url = path.replace('{chat}', 'chat-a').replace('{*}', 'a.txt').replace('{pid}', '42')
-    const res = await app.inject({
-      method: method as 'GET',
-      url,
-      headers: credential === undefined ? {} : { authorization: `Bearer ${credential}` },
-      ...(method === 'PUT' && { payload: {} }),
-      // A fresh client address per request: this many failures from one would be throttled (429).
-      remoteAddress: `10.77.${Math.floor(n / 250)}.${(n++ % 250) + 1}`
-    })
-    return res.statusCode
-  }
+  const status = async (route: string, credential: string | undefined): Promise<number> =>
+    (await call(route, credential === undefined ? {} : { authorization: `Bearer ${credential}` })).statusCode
   for (const route of routes) {
     const got: Record<string, number> = {}
     for (const [name, credential] of Object.entries(credentials)) got[name] = await status(route, credential)
@@ -77,5 +86,20 @@ t.test('every route answers no credential, files and control tokens and the key 
       t.equal(got.files, 403, `${route}: a files token is 403 ${seen}`)
       t.notOk(refused(got.control ?? 0), `${route}: the chat's control token opens it ${seen}`)
     }
+  }
+})
+
+t.test('a cookie is no credential: every protected route refuses it, and no route sets one', async t => {
+  const { app, routes, call } = await server(t)
+  const control = app.links.token('chat-a', 'c') as string
+  // What a browser would attach on its own if the server ever looked at cookies: the key and a token under likely names.
+  const cookie = [`session=${TEST_API_KEY}`, `token=${control}`, `t=${control}`, `authorization=Bearer%20${TEST_API_KEY}`, `_session=${control}`].join('; ')
+  for (const route of routes.filter(r => !PUBLIC.includes(r))) {
+    const res = await call(route, { cookie, origin: 'http://cubicle.test', 'sec-fetch-site': 'same-origin' })
+    t.equal(res.statusCode, 401, `${route}: cookies alone are 401`)
+  }
+  for (const route of routes) {
+    const res = await call(route, { authorization: `Bearer ${TEST_API_KEY}` })
+    t.equal(res.headers['set-cookie'], undefined, `${route} sets no cookie`)
   }
 })
