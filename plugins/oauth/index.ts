@@ -45,7 +45,8 @@ const oauth: FastifyPluginAsync<OAuthOptions> = async (fastify, raw) => {
     prefix: opts.prefix,
     accessTokenTtlS: opts.accessTokenTtlS,
     refreshTokenTtlS: opts.refreshTokenTtlS,
-    account: internals.principal
+    account: internals.principal,
+    maxClientMetadataBytes: opts.maxClientMetadataBytes
   })
   const upstream = opts.oidcIssuer === ''
     ? undefined

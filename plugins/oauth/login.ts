@@ -7,6 +7,7 @@ import { PAGE_CSP, renderConsent, renderErrorPage, renderLogin, type ClientView 
 import type { AuthorizationServer } from './provider.js'
 import type { OAuthInternals } from './service.js'
 import type { Upstream } from './upstream.js'
+import { destinationOf } from './destination.js'
 import { HAND_CHECKED } from '../../core/route-schema.js'
 import { CallbackQuery, ConsentForm, LoginForm, TicketQuery, UidParams } from './schemas.js'
 
@@ -86,12 +87,16 @@ export default async function loginRoutes (fastify: FastifyInstance, { deps }: {
     return false
   }
 
-  async function clientView (clientId: unknown): Promise<ClientView> {
-    const client = typeof clientId === 'string' ? await provider.Client.find(clientId) : undefined
-    const redirect = client?.redirectUris?.[0]
-    let redirectHost = 'unknown'
-    try { if (redirect !== undefined) redirectHost = new URL(redirect).host || redirect } catch {}
-    return { name: (client?.clientName ?? 'An unnamed app').slice(0, 100), redirectHost }
+  /** The client of an interaction and where this request's code goes: its own redirect_uri, checked against the client's. */
+  async function clientView (params: Record<string, unknown>): Promise<ClientView> {
+    const client = typeof params.client_id === 'string' ? await provider.Client.find(params.client_id) : undefined
+    const requested = typeof params.redirect_uri === 'string' ? params.redirect_uri : undefined
+    const redirect = client === undefined
+      ? undefined
+      : requested === undefined
+        ? (client.redirectUris?.length === 1 ? client.redirectUris[0] : undefined)
+        : (client.redirectUriAllowed(requested) ? requested : undefined)
+    return { name: (client?.clientName ?? 'an unnamed app').slice(0, 100), destination: destinationOf(redirect) }
   }
 
   async function finish (request: FastifyRequest, reply: FastifyReply, result: InteractionResults): Promise<FastifyReply> {
@@ -105,7 +110,7 @@ export default async function loginRoutes (fastify: FastifyInstance, { deps }: {
     return page(reply, status, renderLogin({
       action: `${base}/${details.uid}/login`,
       csrf: csrfFor(details.uid),
-      client: await clientView(details.params.client_id),
+      client: await clientView(details.params),
       keyLogin: deps.keyLogin,
       ...(upstream === undefined ? {} : { oidcUrl: `${base}/${details.uid}/oidc` }),
       ...(error === undefined ? {} : { error }),
@@ -118,7 +123,7 @@ export default async function loginRoutes (fastify: FastifyInstance, { deps }: {
     if (details === undefined) return reply
     if (details.prompt.name === 'login') return await loginPage(request, reply, 200)
     const subject = details.session?.accountId ?? ''
-    return page(reply, 200, renderConsent({ action: `${base}/${details.uid}/consent`, csrf: csrfFor(details.uid), client: await clientView(details.params.client_id), subject }))
+    return page(reply, 200, renderConsent({ action: `${base}/${details.uid}/consent`, csrf: csrfFor(details.uid), client: await clientView(details.params), subject }))
   })
 
   fastify.post<Uid & { Body: Form }>('/interaction/:uid/login', { ...HAND_CHECKED, schema: { params: UidParams, consumes: ['application/x-www-form-urlencoded'], body: LoginForm } }, async (request, reply) => {
@@ -152,6 +157,8 @@ export default async function loginRoutes (fastify: FastifyInstance, { deps }: {
     if (details === undefined) return reply
     if (details.prompt.name !== 'consent' || details.session === undefined) return problem(reply, 400, 'Nothing to allow', 'Sign in first.')
     if (form.decision !== 'allow') return await finish(request, reply, { error: 'access_denied', error_description: 'the user denied access' })
+    // The page offered no Allow for a destination it could not name; neither does the server.
+    if ((await clientView(details.params)).destination.kind === 'unknown') return problem(reply, 400, 'Nothing to allow', 'Where this sign-in would go is unknown.')
     const grant = (details.grantId === undefined ? undefined : await provider.Grant.find(details.grantId)) ??
       new provider.Grant({ accountId: details.session.accountId, clientId: String(details.params.client_id) })
     const missing = details.prompt.details as { missingOIDCScope?: string[], missingOIDCClaims?: string[], missingResourceScopes?: Record<string, string[]> }

@@ -4,6 +4,7 @@
  * framing: a consent button in someone else's frame would be clickjacking).
  */
 import { escapeHtml as esc } from '../../core/html.js'
+import type { Destination } from './destination.js'
 
 export const PAGE_CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; frame-ancestors 'none'; base-uri 'none'"
 
@@ -17,7 +18,8 @@ label{display:block;font-weight:550;margin:14px 0 4px}input{width:100%;padding:8
 .hint{font-size:12px;margin:4px 0 0}.row{display:flex;gap:8px;margin-top:20px}
 button,.button{flex:1;display:inline-flex;justify-content:center;padding:8px 12px;border-radius:8px;border:1px solid var(--line);background:var(--panel);color:var(--text);font:inherit;font-weight:550;cursor:pointer;text-decoration:none}
 .primary{background:var(--accent);border-color:var(--accent);color:var(--accent-text)}.error{background:var(--bad-soft);color:var(--bad);border-radius:8px;padding:8px 10px;margin:12px 0}
-.or{text-align:center;font-size:12px;margin:18px 0 0}`
+.or{text-align:center;font-size:12px;margin:18px 0 0}
+.dest-label{margin:14px 0 2px}.dest{margin:0 0 8px;font-size:20px;font-weight:650;overflow-wrap:anywhere}.dest code{font:inherit;font-family:ui-monospace,Menlo,Consolas,monospace}`
 
 function layout (title: string, body: string): string {
   return `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
@@ -26,10 +28,28 @@ function layout (title: string, body: string): string {
 }
 
 export interface ClientView {
-  /** The client's own name (DCR `client_name`), untrusted. */
+  /** The client's own name (DCR `client_name`), untrusted: shown only as what the app calls itself. */
   name: string
-  /** Where the code goes: the host of its redirect URI, so a look-alike name cannot hide it. */
-  redirectHost: string
+  /** Where this request's code goes: the host of its redirect_uri (ASCII), so a look-alike name cannot hide it. */
+  destination: Destination
+}
+
+const KIND: Record<Destination['kind'], string> = {
+  web: 'the website',
+  loopback: 'a program on your own device at',
+  app: 'an app on your device with the address',
+  unknown: ''
+}
+
+/**
+ * `lead` (HTML) ending in "to", then the host this request hands its code to, large; then the client's
+ * self-chosen name, marked as such. A client name is never shown as the destination.
+ */
+function destinationBlock (client: ClientView, lead: string): string {
+  const { destination: d } = client
+  if (d.kind === 'unknown') return '<div class="error" role="alert">Where this sign-in would go is unknown. Do not continue; start again from your app.</div>'
+  return `<p class="dest-label">${lead} ${esc(KIND[d.kind])}</p><p class="dest"><code data-destination>${esc(d.host)}</code></p>
+<p class="hint">The app calls itself <q>${esc(client.name)}</q>, a name anyone can choose. Continue only if you started this from <strong>${esc(d.host)}</strong>.</p>`
 }
 
 export interface LoginView {
@@ -57,7 +77,7 @@ export function renderLogin (v: LoginView): string {
   const oidc = v.oidcUrl === undefined
     ? ''
     : `${v.keyLogin ? '<p class="or">or</p>' : ''}<div class="row"><a class="button${v.keyLogin ? '' : ' primary'}" href="${esc(v.oidcUrl)}">Sign in with your organisation account</a></div>`
-  return layout('Sign in', `<h1>Sign in</h1><p><strong>${esc(v.client.name)}</strong> (${esc(v.client.redirectHost)}) wants to use a computer on this server.</p>${error}${keyForm}${oidc}`)
+  return layout('Sign in', `<h1>Sign in</h1>${destinationBlock(v.client, 'An app wants to use a computer on this server. Signing in sends its access to')}${error}${keyForm}${oidc}`)
 }
 
 export interface ConsentView {
@@ -69,10 +89,9 @@ export interface ConsentView {
 
 export function renderConsent (v: ConsentView): string {
   return layout('Allow access', `<h1>Allow access?</h1>
-<p><strong>${esc(v.client.name)}</strong> will run commands, read and write files in your sandbox computer, signed in as <strong>${esc(v.subject)}</strong>.</p>
-<p>It sends you back to <code>${esc(v.client.redirectHost)}</code>. Allow only if you started this from that app.</p>
+${destinationBlock(v.client, `Allow lets whoever receives this run commands and read and write files in your sandbox computer, signed in as <strong>${esc(v.subject)}</strong>. It goes to`)}
 <form method="post" action="${esc(v.action)}"><input type="hidden" name="csrf" value="${esc(v.csrf)}">
-<div class="row"><button type="submit" name="decision" value="deny">Deny</button><button class="primary" type="submit" name="decision" value="allow">Allow</button></div></form>`)
+<div class="row"><button type="submit" name="decision" value="deny">Deny</button>${v.client.destination.kind === 'unknown' ? '' : '<button class="primary" type="submit" name="decision" value="allow">Allow</button>'}</div></form>`)
 }
 
 export function renderErrorPage (error: string, description: string): string {

@@ -1,9 +1,11 @@
+import { randomBytes } from 'node:crypto'
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import Provider, { errors, type Configuration, type KoaContextWithOIDC } from 'oidc-provider'
 import type { Principal } from '../../core/identity.js'
 import type { OAuthKeys } from './keys.js'
 import type { OAuthStore } from './store.js'
 import { renderErrorPage } from './pages.js'
+import { redirectHostsProblem } from './destination.js'
 
 /*
  * The one file that configures oidc-provider (a certified OpenID/OAuth implementation; issue #15
@@ -28,6 +30,8 @@ export interface ServerOptions {
   refreshTokenTtlS: number
   /** Name and email of a subject, for ID token claims. */
   account: (subject: string) => Principal
+  /** Largest accepted registration request (client metadata) as JSON, in bytes. */
+  maxClientMetadataBytes: number
 }
 
 export interface AuthorizationServer {
@@ -36,6 +40,18 @@ export interface AuthorizationServer {
   handle: (req: IncomingMessage, res: ServerResponse, innerUrl: string) => Promise<void>
   /** The subject of a live access token for our resource whose grant and client still exist. */
   verifyAccessToken: (token: string) => Promise<string | undefined>
+}
+
+/**
+ * Refuses a registration request (RFC 7591 errors) whose metadata is over `maxBytes` of JSON
+ * (invalid_client_metadata) or whose redirect URIs span more than one host (invalid_redirect_uri).
+ */
+export function checkRegistration (body: unknown, maxBytes: number): void {
+  const size = Buffer.byteLength(JSON.stringify(body ?? {}), 'utf8')
+  if (size > maxBytes) throw new errors.InvalidClientMetadata(`client metadata is ${size} bytes of JSON; at most ${maxBytes} are accepted`)
+  const problem = redirectHostsProblem((body as { redirect_uris?: unknown } | undefined)?.redirect_uris)
+  // A description starting with redirect_uris makes the error invalid_redirect_uri (RFC 7591 §3.2.2).
+  if (problem !== undefined) throw new errors.InvalidClientMetadata(problem)
 }
 
 // A resource indicator names our resource with or without a trailing slash (what a user typed into Claude).
@@ -61,7 +77,17 @@ function configuration (store: OAuthStore, keys: OAuthKeys, opts: ServerOptions)
       devInteractions: { enabled: false },
       // Tokens are bearer tokens: /mcp checks no DPoP proofs, so none may be bound to a key.
       dPoP: { enabled: false },
-      registration: { enabled: true, initialAccessToken: false, issueRegistrationAccessToken: false },
+      registration: {
+        enabled: true,
+        initialAccessToken: false,
+        issueRegistrationAccessToken: false,
+        // Called once per registration request, after its body is parsed and before the client is built
+        // or stored: the one hook where oidc-provider lets a registration be refused with an RFC 7591 error.
+        idFactory: (ctx: KoaContextWithOIDC) => {
+          checkRegistration((ctx.oidc as unknown as { body?: unknown }).body, opts.maxClientMetadataBytes)
+          return randomBytes(16).toString('base64url')
+        }
+      },
       revocation: { enabled: true },
       userinfo: { enabled: false },
       introspection: { enabled: false },

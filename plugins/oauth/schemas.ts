@@ -15,6 +15,8 @@ export const OAuthOptions = Type.Object({
   oidcAllowedEmails: Type.Optional(Type.Array(Type.String(), { default: [], description: 'OIDC_ALLOWED_EMAILS, parsed' })),
   loginFailuresPerMinute: Type.Optional(Type.Integer({ default: 10, minimum: 1, description: 'Wrong access keys per client address and minute before the login page answers 429' })),
   registrationsPerMinute: Type.Optional(Type.Integer({ default: 20, minimum: 1, description: 'Dynamic client registrations per client address and minute' })),
+  registrationsPerMinuteTotal: Type.Optional(Type.Integer({ default: 60, minimum: 1, description: 'Dynamic client registrations per minute from all addresses together' })),
+  maxClientMetadataBytes: Type.Optional(Type.Integer({ default: 8192, minimum: 1024, maximum: 49152, description: 'Largest registration request (client metadata as JSON) in bytes; larger ones get invalid_client_metadata' })),
   maxClients: Type.Optional(Type.Integer({ default: 2000, minimum: 10, description: 'Registered clients kept; the oldest unused one goes first' })),
   maxTokens: Type.Optional(Type.Integer({ default: 50000, minimum: 100, description: 'Entries kept per kind of state (grants, tokens, sessions, interactions)' }))
 })
