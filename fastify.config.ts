@@ -163,7 +163,6 @@ const plugins = {
   oauth: config => entry(oauth, {
     enabled: config.OAUTH_ENABLED,
     publicBaseUrl: config.publicBaseUrl,
-    dataDir: config.DATA_DIR,
     keyLogin: config.OAUTH_KEY_LOGIN,
     accessTokenTtlS: config.OAUTH_ACCESS_TOKEN_TTL,
     refreshTokenTtlS: config.OAUTH_REFRESH_TOKEN_TTL,

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import { constants } from 'node:fs'
-import { lstat, mkdir, open, readlink, realpath, rename, unlink, type FileHandle } from 'node:fs/promises'
+import { lstat, mkdir, open, opendir, readlink, realpath, rename, unlink, type FileHandle } from 'node:fs/promises'
 import { join } from 'node:path'
 import { CHAT_STORAGE_BAD_NAME, CHAT_STORAGE_NOT_DIRECTORY, CHAT_STORAGE_NOT_REGULAR, CHAT_STORAGE_TOO_LARGE } from './errors.js'
 import type { StateFiles, StateWriteOptions } from './types.js'
@@ -107,8 +107,27 @@ export function createStateFiles (spec: StateDirSpec): StateFiles {
     try { await rename(tmp, path) } catch (err) { await unlink(tmp).catch(() => {}); throw err }
   }
 
+  async function list (limit: number): Promise<string[]> {
+    try {
+      if (!(await lstat(dir)).isDirectory()) throw new CHAT_STORAGE_NOT_DIRECTORY(spec.label)
+    } catch (err) {
+      if (errnoCode(err) === 'ENOENT' || errnoCode(err) === 'ENOTDIR') return []
+      throw err
+    }
+    const names: string[] = []
+    if (limit < 1) return names
+    // Iterating a Dir closes it when the loop ends, by break or by throw.
+    for await (const entry of await opendir(dir)) {
+      if (!entry.isFile() || !NAME.test(entry.name) || entry.name.includes('..')) continue
+      names.push(entry.name)
+      if (names.length >= limit) break
+    }
+    return names
+  }
+
   return {
     read,
+    list,
     async readJson (name, maxBytes) {
       const text = await read(name, maxBytes)
       return text === null ? null : JSON.parse(text) as unknown

@@ -40,6 +40,12 @@ export interface StateFiles {
   write (name: string, text: string, opts: StateWriteOptions): Promise<void>
   /** JSON.stringify(value, null, 2) plus a newline, then write(). */
   writeJson (name: string, value: unknown, opts: StateWriteOptions): Promise<void>
+  /**
+   * Names of the regular files in the directory, at most `limit` (symlinks, directories, fifos and names
+   * that are not plain file names left out, never followed); [] when the directory does not exist.
+   * Rejects CHAT_STORAGE_NOT_DIRECTORY when the directory is a symlink or not a directory.
+   */
+  list (limit: number): Promise<string[]>
   /** Removes the file; absent is fine. */
   remove (name: string): Promise<void>
   /** Renames a bad file to `<name>.corrupt-<suffix>` so it is kept for the operator and never overwritten. */

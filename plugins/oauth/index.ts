@@ -1,4 +1,3 @@
-import { join } from 'node:path'
 import fp from 'fastify-plugin'
 import type { FastifyPluginAsync } from 'fastify'
 import { parseOptions } from '../../core/config.js'
@@ -6,6 +5,7 @@ import { loadOrCreateKeys } from './keys.js'
 import type { AuthorizationServer } from './provider.js'
 import { createOAuthService } from './service.js'
 import { createOAuthStore } from './store.js'
+import { createStoreDisk } from './store-disk.js'
 import { OAuthOptions } from './schemas.js'
 import loginRoutes from './login.js'
 import oauthRoutes from './routes.js'
@@ -21,22 +21,32 @@ const oauth: FastifyPluginAsync<OAuthOptions> = async (fastify, raw) => {
   const opts = parseOptions(OAuthOptions, raw, 'oauth')
   if (!opts.enabled) return
   const log = fastify.log.child({ plugin: 'oauth' })
-  const dir = join(opts.dataDir, 'oauth')
+  const storage = fastify.chatStorage
   const publicBaseUrl = opts.publicBaseUrl.replace(/\/+$/, '')
   const resource = `${publicBaseUrl}${opts.resourcePath}`
+  const limits: Record<string, number> = { Client: opts.maxClients }
+  const maxEntryBytes = 64 * 1024
   const store = createOAuthStore({
-    dir: join(dir, 'state'),
+    disk: createStoreDisk({
+      state: storage.serverState('oauth/state'),
+      // Anyone may register a client: one file each, so a registration costs the same however many exist.
+      perEntry: { Client: storage.serverState('oauth/clients') },
+      log,
+      maxEntryBytes,
+      limit: model => limits[model] ?? opts.maxTokens,
+      now: Date.now
+    }),
     log,
     persisted: PERSISTED,
-    limits: { Client: opts.maxClients },
+    limits,
     defaultLimit: opts.maxTokens,
-    maxEntryBytes: 64 * 1024
+    maxEntryBytes
   })
   // Loaded only when enabled: a server without OAuth never loads oidc-provider or openid-client.
   // Loading them and generating first-start keys both take seconds on a busy host: side by side.
-  await store.load() // creates DATA_DIR/oauth (0700) before the key file goes in
+  await store.load()
   const [{ keys, created }, { createAuthorizationServer }, { createUpstream }] =
-    await Promise.all([loadOrCreateKeys(dir), import('./provider.js'), import('./upstream.js')])
+    await Promise.all([loadOrCreateKeys(storage.serverState('oauth')), import('./provider.js'), import('./upstream.js')])
   if (created) log.info('oauth signing keys generated and kept in DATA_DIR/oauth/keys.json')
   const internals = createOAuthService({ store, server: () => server, log, resource })
   const server: AuthorizationServer = createAuthorizationServer(store, keys, {
@@ -67,7 +77,7 @@ const oauth: FastifyPluginAsync<OAuthOptions> = async (fastify, raw) => {
   fastify.addHook('onClose', async () => { await store.flush() })
 
   const common = { server, publicBaseUrl, prefix: opts.prefix }
-  await fastify.register(oauthRoutes, { deps: { ...common, service: internals.service, resourcePath: opts.resourcePath, registrationsPerMinute: opts.registrationsPerMinute } })
+  await fastify.register(oauthRoutes, { deps: { ...common, service: internals.service, resourcePath: opts.resourcePath, registrationsPerMinute: opts.registrationsPerMinute, registrationsPerMinuteTotal: opts.registrationsPerMinuteTotal } })
   await fastify.register(loginRoutes, {
     prefix: opts.prefix,
     deps: { ...common, internals, csrfKey: keys.csrfKey, keyLogin: opts.keyLogin, loginFailuresPerMinute: opts.loginFailuresPerMinute, ...(upstream === undefined ? {} : { upstream }) }
@@ -75,4 +85,4 @@ const oauth: FastifyPluginAsync<OAuthOptions> = async (fastify, raw) => {
   log.info({ resource, upstream: upstream !== undefined, keyLogin: opts.keyLogin }, 'oauth authorization server ready')
 }
 
-export default fp(oauth, { name: 'oauth', fastify: '5.x', decorators: { fastify: ['auth'] } })
+export default fp(oauth, { name: 'oauth', fastify: '5.x', dependencies: ['chat-storage'], decorators: { fastify: ['auth', 'chatStorage'] } })

@@ -1,12 +1,12 @@
 import { generateKeyPair, randomBytes, type JsonWebKey } from 'node:crypto'
-import { open, readFile, rename, rm } from 'node:fs/promises'
-import { join } from 'node:path'
 import { promisify } from 'node:util'
+import type { StateFiles } from '../chat-storage/types.js'
 
 /*
  * The authorization server's secrets: JWS signing keys (ID tokens, the JWKS) and the keys that sign
  * its cookies. Generated on first start with node:crypto and kept in DATA_DIR/oauth/keys.json
- * (0600), so a restart keeps sessions and tokens valid. Deleting the file rotates everything.
+ * (0600; chat storage's state files: read by descriptor, never through a symlink, written atomically),
+ * so a restart keeps sessions and tokens valid. Deleting the file rotates everything.
  */
 
 export interface OAuthKeys {
@@ -39,23 +39,19 @@ function valid (keys: Partial<OAuthKeys>): keys is OAuthKeys {
     keys.cookieKeys.length > 0 && typeof keys.csrfKey === 'string' && keys.csrfKey.length >= 32
 }
 
-/** Reads the kept keys, or generates and keeps them on first start. A damaged file stops the boot. */
-export async function loadOrCreateKeys (dir: string): Promise<{ keys: OAuthKeys, created: boolean }> {
-  const file = join(dir, 'keys.json')
-  try {
-    const keys = JSON.parse(await readFile(file, 'utf8')) as Partial<OAuthKeys>
-    if (!valid(keys)) throw new Error(`${file} is not a key file of this server; move it away to generate new keys (every OAuth user signs in again)`)
+const FILE = 'keys.json'
+const MAX_BYTES = 64 * 1024
+
+/** Reads the kept keys from `files` (`oauth`), or generates and keeps them on first start. A damaged file stops the boot. */
+export async function loadOrCreateKeys (files: StateFiles): Promise<{ keys: OAuthKeys, created: boolean }> {
+  const text = await files.read(FILE, MAX_BYTES)
+  if (text !== null) {
+    let keys: Partial<OAuthKeys> = {}
+    try { keys = JSON.parse(text) as Partial<OAuthKeys> } catch {}
+    if (!valid(keys)) throw new Error(`DATA_DIR/oauth/${FILE} is not a key file of this server; move it away to generate new keys (every OAuth user signs in again)`)
     return { keys, created: false }
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err
   }
   const keys = await createKeys()
-  const tmp = `${file}.${randomBytes(6).toString('hex')}.tmp`
-  const handle = await open(tmp, 'wx', 0o600)
-  try {
-    await handle.writeFile(JSON.stringify(keys))
-    await handle.sync()
-  } finally { await handle.close() }
-  try { await rename(tmp, file) } catch (err) { await rm(tmp, { force: true }); throw err }
+  await files.write(FILE, JSON.stringify(keys), { maxBytes: MAX_BYTES, mode: 0o600 })
   return { keys, created: true }
 }

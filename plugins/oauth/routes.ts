@@ -11,6 +11,8 @@ export interface RoutesDeps {
   resourcePath: string
   prefix: string
   registrationsPerMinute: number
+  /** Registrations per minute from all addresses together. */
+  registrationsPerMinuteTotal: number
 }
 
 /** RFC 9728 metadata of the protected resource `/mcp`. */
@@ -32,6 +34,8 @@ export function resourceMetadata (publicBaseUrl: string, resource: string): Reco
 export default async function oauthRoutes (fastify: FastifyInstance, { deps }: { deps: RoutesDeps }): Promise<void> {
   const { server, service, prefix } = deps
   const registrations = createFailureThrottle({ limit: deps.registrationsPerMinute, now: Date.now })
+  // One key for everybody: many addresses together cannot register faster than this either.
+  const allRegistrations = createFailureThrottle({ limit: deps.registrationsPerMinuteTotal, now: Date.now })
   const metadata = resourceMetadata(deps.publicBaseUrl, service.resource)
 
   // Bodies stay unread for the provider: it parses and bounds them (56 KiB) itself.
@@ -43,12 +47,16 @@ export default async function oauthRoutes (fastify: FastifyInstance, { deps }: {
   }
 
   async function passThrough (request: FastifyRequest, reply: FastifyReply, innerUrl: string): Promise<void> {
-    // Dynamic registration needs no credential (RFC 7591), so it is counted per address.
+    // Dynamic registration needs no credential (RFC 7591), so it is counted per address and in total.
     if (request.method === 'POST' && innerUrl.startsWith('/register')) {
-      const verdict = registrations.fail(request.ip)
-      if (verdict.throttled) {
+      const mine = registrations.fail(request.ip)
+      const all = mine.throttled ? undefined : allRegistrations.fail('all')
+      if (all?.firstThrottled === true) request.log.warn({ limit: deps.registrationsPerMinuteTotal }, 'oauth client registrations throttled for every address this minute')
+      const verdict = all?.throttled === true ? all : mine.throttled ? mine : undefined
+      if (verdict !== undefined) {
+        const why = verdict === mine ? 'too many client registrations from this address' : 'too many client registrations on this server right now'
         await reply.code(429).header('Retry-After', String(verdict.retryAfter))
-          .send({ error: 'too_many_requests', error_description: 'too many client registrations from this address', detail: 'too many client registrations from this address' })
+          .send({ error: 'too_many_requests', error_description: `${why}; try again in ${verdict.retryAfter} seconds`, detail: why })
         return
       }
     }

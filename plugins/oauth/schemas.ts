@@ -3,7 +3,6 @@ import Type, { type Static } from 'typebox'
 export const OAuthOptions = Type.Object({
   enabled: Type.Optional(Type.Boolean({ default: false, description: 'OAUTH_ENABLED: off, the plugin registers nothing' })),
   publicBaseUrl: Type.String({ minLength: 1, description: 'PUBLIC_BASE_URL: the issuer, and the base of the resource URL' }),
-  dataDir: Type.String({ minLength: 1, description: 'DATA_DIR: state and keys live in oauth/ below it' }),
   resourcePath: Type.Optional(Type.String({ default: '/mcp', pattern: '^/[a-z0-9/_-]*[a-z0-9_-]$', description: 'Path of the protected MCP endpoint' })),
   prefix: Type.Optional(Type.String({ default: '/oauth', pattern: '^/[a-z0-9_-]+$', description: 'Path of the authorization server endpoints and pages' })),
   keyLogin: Type.Optional(Type.Boolean({ default: true, description: 'OAUTH_KEY_LOGIN' })),

@@ -1,23 +1,20 @@
-import { mkdir, open, readFile, rename, rm } from 'node:fs/promises'
-import { join } from 'node:path'
-import { randomBytes } from 'node:crypto'
 import type { FastifyBaseLogger } from 'fastify'
 import type { Adapter, AdapterPayload } from 'oidc-provider'
+import type { Entry, StoreDisk } from './store-disk.js'
 
 /*
  * The authorization server's storage: oidc-provider's adapter interface over bounded in-memory maps,
- * one per model, of which the durable ones (clients, grants, refresh and access tokens) are written
- * to DATA_DIR/oauth/state/<Model>.json so a restart keeps users connected. Writes are atomic (a
- * temporary file, fsync, rename) and coalesced: a burst of token issues costs one write per model.
- * Every model has an entry cap, and an entry a size cap, because clients register without any
- * credential (RFC 7591): nobody can grow the state (or its files) without bound.
+ * one per model, of which the durable ones (clients, grants, refresh and access tokens, accounts) are
+ * kept on disk (store-disk.ts) so a restart keeps users connected. Clients are written one file per
+ * client, before the registration is answered; the other models as one file each, coalesced: a burst
+ * of token issues costs one write per model. Every model has an entry cap, and an entry a size cap,
+ * because clients register without any credential (RFC 7591): nobody can grow the state (or its
+ * files) without bound.
  */
 
-interface Entry { p: AdapterPayload, e: number | null }
-
 export interface StoreOptions {
-  /** Directory of the state files (created 0700). */
-  dir: string
+  /** Where durable models live. */
+  disk: StoreDisk
   log: FastifyBaseLogger
   /** Models written to disk; the others (sessions, interactions, codes) live in memory only. */
   persisted: readonly string[]
@@ -52,8 +49,11 @@ export function createOAuthStore (opts: StoreOptions): OAuthStore {
   const byGrant = new Map<string, Set<string>>() // grantId → "Model\0id"
   const sessionByUid = new Map<string, string>()
   const persisted = new Set(opts.persisted)
+  const { disk } = opts
   const dirty = new Set<string>()
   let writing: Promise<void> | undefined
+  // Per-entry writes in flight, one chain per entry so that its writes land in order.
+  const entryWrites = new Map<string, Promise<void>>()
 
   const table = (model: string): Map<string, Entry> => {
     let map = models.get(model)
@@ -79,7 +79,7 @@ export function createOAuthStore (opts: StoreOptions): OAuthStore {
     if (entry === undefined) return
     map.delete(id)
     index(model, id, entry.p, false)
-    changed(model)
+    void changed(model, id)
   }
 
   /** Makes room for one more entry: expired ones go first, then (clients: unused ones first) the oldest. */
@@ -97,56 +97,31 @@ export function createOAuthStore (opts: StoreOptions): OAuthStore {
     remove(model, victim)
   }
 
-  function changed (model: string): void {
+  /** Schedules the write of a change; for a per-entry model, resolves once that entry's file is written (never rejects). */
+  async function changed (model: string, id: string): Promise<void> {
     if (!persisted.has(model)) return
+    if (disk.isPerEntry(model)) { await writeEntry(model, id); return }
     dirty.add(model)
     writing ??= new Promise<void>(resolve => setImmediate(resolve)).then(writeDirty).finally(() => { writing = undefined })
+  }
+
+  /** Writes the entry as it is when the write starts (or removes its file when it is gone). */
+  async function writeEntry (model: string, id: string): Promise<void> {
+    const key = `${model}\0${id}`
+    const run = (entryWrites.get(key) ?? Promise.resolve()).then(async () => {
+      const entry = table(model).get(id)
+      await disk.writeEntry(model, id, live(entry) ? entry : undefined)
+    }).catch((err: unknown) => { opts.log.error({ err, model }, 'could not write oauth state') })
+    const next: Promise<void> = run.finally(() => { if (entryWrites.get(key) === next) entryWrites.delete(key) })
+    entryWrites.set(key, next)
+    await next
   }
 
   async function writeDirty (): Promise<void> {
     while (dirty.size > 0) {
       const [model] = dirty as unknown as [string]
       dirty.delete(model)
-      try { await writeModel(model) } catch (err) { opts.log.error({ err, model }, 'could not write oauth state') }
-    }
-  }
-
-  async function writeModel (model: string): Promise<void> {
-    const entries = [...table(model)].filter(([, e]) => live(e))
-    const file = join(opts.dir, `${model}.json`)
-    const tmp = `${file}.${randomBytes(6).toString('hex')}.tmp`
-    const handle = await open(tmp, 'wx', 0o600)
-    try {
-      await handle.writeFile(JSON.stringify({ version: 1, entries }))
-      await handle.sync()
-    } finally { await handle.close() }
-    try { await rename(tmp, file) } catch (err) { await rm(tmp, { force: true }); throw err }
-  }
-
-  async function loadModel (model: string): Promise<void> {
-    const file = join(opts.dir, `${model}.json`)
-    let text: string
-    try { text = await readFile(file, 'utf8') } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return
-      throw err
-    }
-    let entries: Array<[string, Entry]>
-    try {
-      const parsed = JSON.parse(text) as { version?: number, entries?: Array<[string, Entry]> }
-      if (parsed.version !== 1 || !Array.isArray(parsed.entries)) throw new Error('unknown format')
-      entries = parsed.entries
-    } catch (err) {
-      // Kept for the operator, never silently overwritten: the next write goes to a fresh file.
-      opts.log.error({ err, model }, 'oauth state file is unreadable; moved aside, users of it sign in again')
-      await rename(file, `${file}.corrupt-${now()}`)
-      return
-    }
-    const map = table(model)
-    for (const [id, entry] of entries) {
-      if (typeof id !== 'string' || entry === null || typeof entry !== 'object' || !live(entry)) continue
-      makeRoom(model, map)
-      map.set(id, entry)
-      index(model, id, entry.p, true)
+      try { await disk.writeModel(model, [...table(model)].filter(([, e]) => live(e))) } catch (err) { opts.log.error({ err, model }, 'could not write oauth state') }
     }
   }
 
@@ -166,7 +141,8 @@ export function createOAuthStore (opts: StoreOptions): OAuthStore {
         if (previous !== undefined) { map.delete(id); index(model, id, previous.p, false) } else makeRoom(model, map)
         map.set(id, { p: payload, e: typeof expiresIn === 'number' ? now() + expiresIn * 1000 : null })
         index(model, id, payload, true)
-        changed(model)
+        // A client's registration is answered once its file is written.
+        await changed(model, id)
       },
       find,
       async findByUid (uid) {
@@ -178,7 +154,7 @@ export function createOAuthStore (opts: StoreOptions): OAuthStore {
         const entry = map.get(id)
         if (entry === undefined) return
         entry.p.consumed = Math.floor(now() / 1000)
-        changed(model)
+        await changed(model, id)
       },
       async destroy (id) { remove(model, id) },
       async revokeByGrantId (grantId) {
@@ -192,8 +168,15 @@ export function createOAuthStore (opts: StoreOptions): OAuthStore {
 
   return {
     async load () {
-      await mkdir(opts.dir, { recursive: true, mode: 0o700 })
-      for (const model of persisted) await loadModel(model)
+      for (const model of persisted) {
+        const map = table(model)
+        for (const [id, entry] of await disk.load(model)) {
+          if (!live(entry)) continue
+          makeRoom(model, map)
+          map.set(id, entry)
+          index(model, id, entry.p, true)
+        }
+      }
     },
     adapterFor,
     get (model, id) {
@@ -205,7 +188,10 @@ export function createOAuthStore (opts: StoreOptions): OAuthStore {
     },
     remove,
     async flush () {
-      while (writing !== undefined) await writing
+      while (writing !== undefined || entryWrites.size > 0) {
+        if (writing !== undefined) await writing
+        await Promise.all(entryWrites.values())
+      }
     }
   }
 }

@@ -66,7 +66,6 @@ export async function startOAuthServer (t: Test, opts: StartOptions = {}): Promi
   const list = [...entries(config, ['chat-storage', ...names]), entry(oauth, {
     enabled: true,
     publicBaseUrl: config.publicBaseUrl,
-    dataDir,
     keyLogin: config.OAUTH_KEY_LOGIN,
     accessTokenTtlS: config.OAUTH_ACCESS_TOKEN_TTL,
     refreshTokenTtlS: config.OAUTH_REFRESH_TOKEN_TTL,
