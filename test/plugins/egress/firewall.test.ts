@@ -1,0 +1,76 @@
+/*
+ * The host side of the sandbox network's "no route out" (plugins/egress/firewall.ts): which rules are
+ * installed, and that a server that cannot install them says so in its log (SECURITY.md, operator
+ * step "Egress"). iptables and ip6tables are replaced by recording scripts on PATH, so the host's
+ * real rules are never touched; the rules' effect on a real sandbox is egress-sandbox.test.ts's.
+ */
+import t from 'tap'
+import type { Test } from 'tap'
+import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import type { FastifyBaseLogger } from 'fastify'
+import { applyFirewall, chainName } from '../../../plugins/egress/firewall.js'
+
+const NET = { name: 'cu-sandboxes', gateway: '172.30.0.1', subnet: '172.30.0.0/16', bridge: 'br-0123456789ab' }
+
+/** A PATH whose iptables/ip6tables append their argv to a file and exit with the given codes. */
+function fakeTables (t: Test, codes: { iptables: number, ip6tables: number }): () => string[] {
+  const dir = mkdtempSync(join(tmpdir(), 'cubicle-fw-'))
+  const record = join(dir, 'calls')
+  writeFileSync(record, '')
+  for (const [cmd, code] of Object.entries(codes)) {
+    const script = join(dir, cmd)
+    // -C (does the jump exist?) answers no, so the jump is inserted as on a fresh host.
+    writeFileSync(script, `#!/bin/sh\necho "${cmd} $*" >> "${record}"\ncase " $* " in *" -C "*) exit 1;; esac\n${code === 0 ? '' : 'echo "iptables v1.8.9: Permission denied (you must be root)" >&2\n'}exit ${code}\n`)
+    chmodSync(script, 0o755)
+  }
+  const path = process.env.PATH
+  process.env.PATH = `${dir}:${path ?? ''}`
+  t.teardown(() => { process.env.PATH = path; rmSync(dir, { recursive: true, force: true }) })
+  return () => readFileSync(record, 'utf8').trim().split('\n').filter(l => l !== '')
+}
+
+function recordingLog (): { log: FastifyBaseLogger, lines: Array<{ level: string, obj: unknown, msg: string }> } {
+  const lines: Array<{ level: string, obj: unknown, msg: string }> = []
+  const at = (level: string) => (obj: unknown, msg?: string) => { lines.push({ level, obj, msg: msg ?? '' }) }
+  const log = { error: at('error'), warn: at('warn'), info: at('info'), debug: at('debug'), trace: at('trace'), fatal: at('fatal') }
+  return { log: log as unknown as FastifyBaseLogger, lines }
+}
+
+t.test('the sandbox bridge may reach the host only on the proxy port: accept that, reject the rest', async t => {
+  const calls = fakeTables(t, { iptables: 0, ip6tables: 0 })
+  const { log, lines } = recordingLog()
+  t.equal(await applyFirewall(NET, 3128, log), 'applied')
+  const chain = chainName(NET.bridge)
+  t.match(chain, /^CU-EG-[0-9a-f]{12}$/)
+  const v4 = calls().filter(c => c.startsWith('iptables '))
+  t.ok(v4.includes(`iptables -w 5 -A ${chain} -p tcp -d 172.30.0.1 --dport 3128 -j ACCEPT`), 'the proxy port on the gateway is accepted')
+  const accept = v4.findIndex(c => c.includes(' -j ACCEPT'))
+  const reject = v4.findIndex(c => c === `iptables -w 5 -A ${chain} -j REJECT`)
+  t.ok(accept >= 0 && reject > accept, 'everything else is rejected, after the one accept')
+  t.ok(v4.some(c => c.startsWith(`iptables -w 5 -F ${chain}`)), 'the chain is flushed first, so stale rules go')
+  t.ok(v4.some(c => c === `iptables -w 5 -I INPUT -i ${NET.bridge} -j ${chain}`), 'traffic from the bridge to the host goes through the chain')
+  t.equal(v4.filter(c => c.includes(' -j ACCEPT')).length, 1, 'one accept only')
+  const v6 = calls().filter(c => c.startsWith('ip6tables '))
+  t.ok(v6.some(c => c === `ip6tables -w 5 -A ${chain} -j REJECT`) && !v6.some(c => c.includes('ACCEPT')), 'IPv6: everything rejected')
+  t.same(lines.filter(l => l.level === 'error' || l.level === 'warn'), [], 'nothing to warn about')
+})
+
+t.test('a server that cannot install the rules says so in its log, naming what stays open', async t => {
+  fakeTables(t, { iptables: 4, ip6tables: 4 })
+  const { log, lines } = recordingLog()
+  t.equal(await applyFirewall(NET, 3128, log), 'unavailable')
+  const errors = lines.filter(l => l.level === 'error')
+  t.equal(errors.length, 1, 'one error line')
+  t.match(errors[0]?.msg, /cannot install the egress firewall \(iptables\): sandboxes can reach host services on the network gateway; see README "Network"/)
+  t.match(errors[0]?.obj, { bridge: NET.bridge, err: { message: /Permission denied/ } }, 'with the bridge and iptables\' own reason')
+})
+
+t.test('IPv4 rules in place but ip6tables refused: applied, with a warning', async t => {
+  fakeTables(t, { iptables: 0, ip6tables: 3 })
+  const { log, lines } = recordingLog()
+  t.equal(await applyFirewall(NET, 3128, log), 'applied')
+  t.match(lines.filter(l => l.level === 'warn'), [{ msg: 'ip6tables rules not installed', obj: { bridge: NET.bridge } }])
+  t.same(lines.filter(l => l.level === 'error'), [])
+})
