@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
 import { TEST_API_KEY } from '../helper.js'
+import { chromiumOrSkip, launchChromium } from './chromium.js'
 import { authorizeUrl, CookieBrowser, csrfOf, startOAuthServer } from './oauth-server.js'
 
 const CLAUDE = 'https://claude.ai/api/mcp/auth_callback'
@@ -119,4 +120,23 @@ t.test('registration refuses redirect URIs on more than one host (RFC 7591 inval
   for (const uris of [[CLAUDE], ['https://app.example/a', 'https://app.example:8443/b'], ['http://127.0.0.1:1/cb', 'http://localhost:2/cb', 'http://[::1]:3/cb']]) {
     t.equal((await register(base, { redirect_uris: uris })).status, 201, uris.join(' + '))
   }
+})
+
+t.test('in Chromium the destination is the largest text of the sign-in page, above the form', chromiumOrSkip(), async t => {
+  const { base } = await startOAuthServer(t)
+  const reg = await register(base, { client_name: 'Claude', redirect_uris: [EVIL] })
+  const browser = await launchChromium()
+  t.teardown(async () => { await browser.close() })
+  const page = await browser.newPage()
+  // Only this server's pages load: the sign-in is never completed, so nothing goes to evil.example.
+  await page.route(url => new URL(url).origin !== base, async route => { await route.abort() })
+  await page.goto(authorizeUrl(base, String(reg.body.client_id), EVIL))
+  const destination = page.locator('[data-destination]')
+  t.equal(await destination.innerText({ timeout: 5000 }), 'evil.example')
+  const size = async (selector: string): Promise<number> => await page.locator(selector).first().evaluate(e => parseFloat(getComputedStyle(e).fontSize))
+  t.ok(await size('[data-destination]') >= 1.3 * await size('p.hint'), 'larger than the text around it')
+  const box = await destination.boundingBox()
+  const keyBox = await page.locator('input[name=key]').boundingBox()
+  t.ok(box !== null && keyBox !== null && box.y < keyBox.y, 'above the access key field')
+  t.notMatch(await page.locator('body').innerText(), /claude\.ai/)
 })
