@@ -1,8 +1,9 @@
 /*
  * The sandbox boundary of a running sandbox, as the engine holds it and as code inside sees it
- * (SECURITY.md "The sandbox boundary"): a CPU quota, no published port, no Docker socket, and the
- * sandbox's own services (the browser's CDP port, tmux) reachable on loopback only, so nothing on the
- * sandbox network can talk to them. Traffic stays inside the sandbox this test creates.
+ * (SECURITY.md "The sandbox boundary"): a CPU quota, no published port, no Docker socket, an internal
+ * network without inter-container traffic, and the sandbox's own services (the browser's CDP port,
+ * tmux) reachable on loopback only, so nothing on the sandbox network can talk to them. Traffic stays
+ * inside the sandbox this test creates.
  */
 import t from 'tap'
 import { execFile } from 'node:child_process'
@@ -80,6 +81,16 @@ t.test('the boundary of a running sandbox (real Docker)', { skip }, async t => {
     t.notMatch(probe.out, /docker api at/, 'no socket inside answers the Docker API')
     t.match(probe.out, /sockets: \d+/)
     t.equal((await sh('test -e /var/run/docker.sock || test -e /run/docker.sock; echo $?')).out.trim(), '1', 'no docker.sock path')
+  })
+
+  t.test('its network is internal, with inter-container traffic off and no IPv6', async t => {
+    const net = app.sandbox.network?.()
+    t.ok(net, 'the sandbox network is prepared')
+    const network = (JSON.parse((await run('docker', ['network', 'inspect', net?.name ?? ''])).stdout) as Array<{ Internal: boolean, Options: Record<string, string> }>)[0]
+    // The sandbox still has a default route to the gateway; Docker drops what an internal network forwards.
+    t.equal(network?.Internal, true, 'Docker forwards nothing out of it')
+    t.equal(network?.Options['com.docker.network.bridge.enable_icc'], 'false', 'sandboxes cannot talk to each other')
+    t.equal((await sh('cat /proc/sys/net/ipv6/conf/all/disable_ipv6')).out.trim(), '1', 'no IPv6 either')
   })
 
   t.test('the browser\'s CDP port and tmux are reachable on loopback only', async t => {
