@@ -133,7 +133,7 @@ t.test('in Chromium the destination is the largest text of the sign-in page, abo
   await page.goto(authorizeUrl(base, String(reg.body.client_id), EVIL))
   const destination = page.locator('[data-destination]')
   t.equal(await destination.innerText({ timeout: 5000 }), 'evil.example')
-  const size = async (selector: string): Promise<number> => await page.locator(selector).first().evaluate(e => parseFloat(getComputedStyle(e).fontSize))
+  const size = async (selector: string): Promise<number> => Number(await page.evaluate(`parseFloat(getComputedStyle(document.querySelector(${JSON.stringify(selector)})).fontSize)`))
   t.ok(await size('[data-destination]') >= 1.3 * await size('p.hint'), 'larger than the text around it')
   const box = await destination.boundingBox()
   const keyBox = await page.locator('input[name=key]').boundingBox()
