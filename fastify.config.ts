@@ -12,7 +12,7 @@ import mcpTransport from './plugins/mcp-transport/index.js'
 import capabilities from './plugins/capabilities/index.js'
 import chatStorage from './plugins/chat-storage/index.js'
 import sandboxDocker from './plugins/sandbox-docker/index.js'
-import sandbox, { sandboxEnvFromConfig } from './plugins/sandbox/index.js'
+import sandbox, { subAgentEnvFromConfig } from './plugins/sandbox/index.js'
 import workspaceTools from './plugins/workspace-tools/index.js'
 import userSkills from './plugins/user-skills/index.js'
 import promptRender from './plugins/prompt-render/index.js'
@@ -81,8 +81,7 @@ const plugins = {
     uid: config.SANDBOX_UID,
     gid: config.SANDBOX_GID,
     skillsDirHost: config.SKILLS_DIR_HOST,
-    subagentCli: config.subagentCli,
-    sandboxEnv: sandboxEnvFromConfig(config)
+    subagentCli: config.subagentCli
   }),
   egress: config => entry(egress, {
     mode: config.EGRESS as 'open' | 'allowlist' | 'off',
@@ -121,7 +120,8 @@ const plugins = {
     maxOutputChars: config.MAX_OUTPUT_CHARS,
     progressIntervalS: config.PROGRESS_INTERVAL_SECONDS,
     networkEnabled: config.ENABLE_NETWORK,
-    cliEnv: sandboxEnvFromConfig(config)
+    // Provider credentials reach a sandbox only here, in the environment of each sub_agent run.
+    cliEnv: subAgentEnvFromConfig(config)
   }),
   'user-skills': config => entry(userSkills, {
     tokensUrl: config.MCP_TOKENS_URL,
@@ -156,7 +156,6 @@ const plugins = {
     publicBaseUrl: config.publicBaseUrl,
     publicBaseUrlSet: config.publicBaseUrlSet,
     allowedOrigins: config.allowedOrigins,
-    sessionEnv: sandboxEnvFromConfig(config),
     maxViewers: config.TERMINAL_MAX_VIEWERS
   }),
   docs: config => entry(docs, { publicBaseUrl: config.publicBaseUrl, singleUserMode: config.singleUserMode }),

@@ -2,11 +2,14 @@ import type { AppConfig, SubagentCli } from '../../core/config.js'
 import type { RequestUser } from '../../core/identity.js'
 
 /*
- * What enters a sandbox's environment (surface.md §5.1, §8.7). Pure functions: fastify.config.ts turns
- * the config into the `sandboxEnv` option once; the container builder adds the per-chat variables.
+ * What enters a sandbox (README "Security model"). Provider credentials (the active CLI's row and the
+ * vision settings) are given only to the processes of a `sub_agent` run, in that exec's own
+ * environment: fastify.config.ts turns the config into the sub-agent's `cliEnv` once. A container's
+ * environment, and so PID 1, the in-sandbox agent, bash_tool commands and terminal shells, carries
+ * only the per-chat variables and the proxy settings; any code the model runs can read those.
  */
 
-/** §8.7: the variables each CLI's sandboxes receive (only non-empty values are passed). */
+/** The variables each CLI's `sub_agent` runs receive (only non-empty values are passed). */
 export const CLI_ALLOWLIST: Record<SubagentCli, readonly string[]> = {
   claude: [
     'ANTHROPIC_AUTH_TOKEN', 'ANTHROPIC_BASE_URL', 'ANTHROPIC_CUSTOM_HEADERS', 'ANTHROPIC_MODEL',
@@ -24,15 +27,22 @@ export const CLI_ALLOWLIST: Record<SubagentCli, readonly string[]> = {
 /** Server secrets that never enter a sandbox, whatever a caller passes. */
 export const NEVER_IN_SANDBOX: readonly string[] = ['MCP_API_KEY', 'LINK_SIGNING_KEY', 'MCP_TOKENS_API_KEY']
 
+export const VISION_VARS: readonly string[] = ['VISION_API_KEY', 'VISION_API_URL', 'VISION_MODEL']
+
 export const OPENCODE_CONFIG_PATH = '/tmp/opencode.json'
 const DEFAULT_ANTHROPIC_BASE_URL = 'https://api.anthropic.com'
 
 /**
- * The config-derived part of every sandbox's environment: the active CLI's allowlist (§8.7) and the
- * vision settings when VISION_API_KEY is set. Empty values are left out; SUBAGENT_CLI and CHAT_ID are
- * added per container.
+ * Names only a `sub_agent` run may carry: every CLI's row, OPENCODE_CONFIG and the vision settings.
+ * They never enter a container's own environment, whatever a caller passes (containerEnvList).
  */
-export function sandboxEnvFromConfig (config: AppConfig): Record<string, string> {
+export const RUN_ONLY: ReadonlySet<string> = new Set([...Object.values(CLI_ALLOWLIST).flat(), 'OPENCODE_CONFIG', ...VISION_VARS])
+
+/**
+ * The config-derived environment of a `sub_agent` run: the active CLI's allowlist and the vision
+ * settings when VISION_API_KEY is set. Empty values are left out; SUBAGENT_CLI is added per run.
+ */
+export function subAgentEnvFromConfig (config: AppConfig): Record<string, string> {
   const source = config as unknown as Record<string, unknown>
   const get = (name: string): string => {
     const v = source[name]
@@ -48,7 +58,7 @@ export function sandboxEnvFromConfig (config: AppConfig): Record<string, string>
   }
   if (config.subagentCli === 'opencode') env.OPENCODE_CONFIG = OPENCODE_CONFIG_PATH
   if (get('VISION_API_KEY') !== '') {
-    for (const name of ['VISION_API_KEY', 'VISION_API_URL', 'VISION_MODEL']) {
+    for (const name of VISION_VARS) {
       const value = get(name)
       if (value !== '') env[name] = value
     }
@@ -93,4 +103,9 @@ export function toEnvList (...layers: Array<Record<string, string> | undefined>)
     }
   }
   return [...merged].map(([name, value]) => `${name}=${value}`)
+}
+
+/** toEnvList for a container's own environment: provider credentials (RUN_ONLY) are dropped from every layer. */
+export function containerEnvList (...layers: Array<Record<string, string> | undefined>): string[] {
+  return toEnvList(...layers).filter(item => !RUN_ONLY.has(item.slice(0, item.indexOf('='))))
 }

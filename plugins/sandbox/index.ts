@@ -5,7 +5,7 @@ import { SandboxOptions } from './schemas.js'
 import { createSandboxService } from './service.js'
 
 export type { SandboxOptions } from './schemas.js'
-export { sandboxEnvFromConfig } from './env.js'
+export { subAgentEnvFromConfig } from './env.js'
 
 /**
  * The engine-neutral sandbox core (types.ts; surface.md §5; issue #11 §1). Decorates `fastify.sandbox`

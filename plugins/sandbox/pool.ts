@@ -6,7 +6,7 @@ import { join } from 'node:path'
 import { buildSandboxSpec, configDrift, proxyEnv } from './sandbox-spec.js'
 import { settingsWithQuota } from './disk-quota.js'
 import type { SandboxDetails, SandboxSpec, SandboxSummary } from './engine-types.js'
-import { toEnvList } from './env.js'
+import { containerEnvList } from './env.js'
 import { probePoolSandbox } from './readiness.js'
 import { dropAgent, newAgentState, openAgent, type AgentState } from './agent-client.js'
 import { MANAGED_BY, rfc3339, TOOL_LABEL } from './names.js'
@@ -99,7 +99,7 @@ export function poolConfig (reg: Registry, slot: string, now: Date): SandboxSpec
     ...base,
     name: n.container,
     hostname: n.hostname,
-    env: toEnvList(s.sandboxEnv, { SUBAGENT_CLI: s.subagentCli }, proxyEnv(s.egressProxy)),
+    env: containerEnvList(s.sandboxEnv, { SUBAGENT_CLI: s.subagentCli }, proxyEnv(s.egressProxy)),
     labels: { ...labels, 'cu.created-at': rfc3339(now), 'cu.image': s.image, [HOME_LABEL]: n.volume },
     mounts
   }

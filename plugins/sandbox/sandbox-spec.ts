@@ -2,7 +2,7 @@ import { join } from 'node:path'
 import { SANDBOX_HOME, SANDBOX_OUTPUTS, SANDBOX_SKILLS, SANDBOX_UPLOADS } from '../../core/chat-paths.js'
 import type { RequestUser } from '../../core/identity.js'
 import type { SandboxDetails, SandboxSpec, SandboxSummary, SpecMount } from './engine-types.js'
-import { chatEnv, CLI_ALLOWLIST, toEnvList } from './env.js'
+import { chatEnv, containerEnvList, RUN_ONLY } from './env.js'
 import { containerLabels, sandboxNames, volumeLabels } from './names.js'
 
 /*
@@ -24,6 +24,7 @@ export interface SandboxSettings {
   pidsLimit: number
   skillsDirHost: string
   subagentCli: string
+  /** extra variables of every container; provider credentials (env.ts RUN_ONLY) are dropped from it */
   sandboxEnv: Record<string, string>
   /** http://<gateway>:<port> of the egress proxy, null when sandboxes have no network */
   egressProxy?: string | null
@@ -73,7 +74,7 @@ export function buildSandboxSpec (s: SandboxSettings, chatId: string, user: Requ
     hostname: names.hostname,
     user: SANDBOX_USER,
     workdir: SANDBOX_HOME,
-    env: toEnvList(s.sandboxEnv, chatEnv(chatId, s.subagentCli, user), proxyEnv(s.egressProxy)),
+    env: containerEnvList(s.sandboxEnv, chatEnv(chatId, s.subagentCli, user), proxyEnv(s.egressProxy)),
     labels: { ...containerLabels(s.prefix, chatId, s.image, now), ...(volume !== names.volume && { 'cu.home-volume': volume }) },
     mounts,
     tmpfs: tmpfsFor(s),
@@ -108,9 +109,12 @@ export function proxyEnv (proxy: string | null | undefined): Record<string, stri
   return env
 }
 
-/** Environment names a container's creation fixes from the configuration (user-derived ones excluded). */
-const MANAGED_ENV = new Set<string>([...PROXY_VARS, 'CHAT_ID', 'SUBAGENT_CLI', 'OPENCODE_CONFIG', 'VISION_API_KEY', 'VISION_API_URL', 'VISION_MODEL',
-  ...Object.values(CLI_ALLOWLIST).flat()])
+/**
+ * Environment names a container's creation fixes from the configuration (user-derived ones excluded).
+ * The provider credentials are compared too: a stopped container created when they were still in the
+ * container's environment is recreated at its next start, so they leave it.
+ */
+const MANAGED_ENV = new Set<string>([...PROXY_VARS, 'CHAT_ID', 'SUBAGENT_CLI', ...RUN_ONLY])
 
 function envMap (list: string[]): Map<string, string> {
   const m = new Map<string, string>()

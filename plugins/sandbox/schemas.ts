@@ -29,7 +29,7 @@ export const SandboxOptions = Type.Object({
   gid: Type.Optional(Type.Integer({ default: 0, minimum: 0, description: 'SANDBOX_GID; 0 = discovered from the sandbox' })),
   skillsDirHost: Type.Optional(Type.String({ default: '', description: 'SKILLS_DIR_HOST, mounted read-only at /mnt/skills when set' })),
   subagentCli: Type.Optional(Type.String({ default: 'claude', description: 'SUBAGENT_CLI (already validated)' })),
-  sandboxEnv: Type.Optional(Type.Record(Type.String(), Type.String(), { default: {}, description: 'sandboxEnvFromConfig(config): allowlisted credentials' })),
+  sandboxEnv: Type.Optional(Type.Record(Type.String(), Type.String(), { default: {}, description: 'extra variables of every sandbox container (none by default); provider credentials are dropped from it: they go only to sub_agent runs (subAgentEnvFromConfig)' })),
   reaperIntervalMs: Type.Optional(Type.Integer({ default: 30000, minimum: 10, description: 'Idle/max-age reaper period' })),
   purgeIntervalMs: Type.Optional(Type.Integer({ default: 3600000, minimum: 10, description: 'Data purge period' })),
   readyTimeoutMs: Type.Optional(Type.Integer({ default: 10000, minimum: 100, description: 'How long `exec true` may fail after a start' })),

@@ -3,7 +3,7 @@ import type { RequestUser } from '../../core/identity.js'
 
 /*
  * Each run's environment and the CLI configuration written before it (surface.md §8.6, §8.7).
- * `cliEnv` is the server's allowlisted row of the active CLI (sandboxEnvFromConfig); request headers
+ * `cliEnv` is the server's allowlisted row of the active CLI (subAgentEnvFromConfig: the only way provider credentials enter a sandbox); request headers
  * add per-exec credentials (§5.5 item 6) that never touch the container's own environment.
  */
 

@@ -12,7 +12,7 @@ export const SubAgentOptions = Type.Object({
   progressIntervalS: Type.Integer({ minimum: 1, description: 'PROGRESS_INTERVAL_SECONDS: longest gap between progress notifications.' }),
   networkEnabled: Type.Boolean({ description: 'ENABLE_NETWORK: without network, opencode is told not to fetch its model catalogue or LSP servers.' }),
   cliEnv: Type.Record(Type.String(), Type.String(), {
-    description: "The active CLI's allowlisted variables (surface.md §8.7, sandboxEnvFromConfig); passed to every run so it has exactly this row."
+    description: "The active CLI's allowlisted variables and the vision settings (subAgentEnvFromConfig); passed to every run, and only to runs: the container's own environment never has them."
   }),
   maxRunsPerChat: Type.Optional(Type.Integer({ minimum: 1, default: 1, description: 'Concurrent sub-agent runs per chat; excess calls get an isError result.' })),
   killGraceMs: Type.Optional(Type.Integer({ minimum: 0, default: 10000, description: 'SIGTERM → SIGKILL delay on timeout or cancellation (§8.4: 10 s).' })),

@@ -15,7 +15,7 @@ import type { CallToolResult, Progress } from '@modelcontextprotocol/sdk/types.j
 import type { FastifyInstance } from 'fastify'
 import type { AppConfig } from '../../core/config.js'
 import type { Entry } from '../../core/app.js'
-import { entries } from '../../fastify.config.js'
+import { entries, type PluginName } from '../../fastify.config.js'
 import { listen } from '../helper.js'
 import { connect } from '../fixtures/mcp-probe.js'
 import { dockerOrSkip, removeByPrefix, TEST_IMAGE, testDockerClient } from './docker.js'
@@ -72,14 +72,17 @@ export async function agentsImageOrSkip (): Promise<{ skip: string | false }> {
   return { skip: reason }
 }
 
-export function subAgentManifest (config: AppConfig): Entry[] {
-  return entries(config, ['chat-storage', 'mcp-transport', 'capabilities', 'sandbox-docker', 'sandbox', 'workspace-tools', 'runtime-cli', 'sub-agent', 'prompt-render'])
+export function subAgentManifest (config: AppConfig, extra: PluginName[] = []): Entry[] {
+  return entries(config, ['chat-storage', 'mcp-transport', 'capabilities', 'sandbox-docker', 'sandbox', 'workspace-tools', 'runtime-cli', 'sub-agent', 'prompt-render', ...extra])
 }
 
 export interface SubAgentApp { app: FastifyInstance, url: string, prefix: string, dataDir: string }
 
-/** Boots the app for one CLI on its own SANDBOX_PREFIX and DATA_DIR (codex on AGENTS_IMAGE); teardown removes everything. */
-export async function subAgentApp (t: Test, cli: string, env: Record<string, string> = {}): Promise<SubAgentApp> {
+/**
+ * Boots the app for one CLI on its own SANDBOX_PREFIX and DATA_DIR (codex on AGENTS_IMAGE), with the
+ * manifest's `extra` plugins too; teardown removes everything.
+ */
+export async function subAgentApp (t: Test, cli: string, env: Record<string, string> = {}, extra: PluginName[] = []): Promise<SubAgentApp> {
   const prefix = `sa-${randomBytes(4).toString('hex')}`
   const dataDir = await mkdtemp(join(tmpdir(), 'sa-data-'))
   t.teardown(async () => {
@@ -95,7 +98,7 @@ export async function subAgentApp (t: Test, cli: string, env: Record<string, str
     PROGRESS_INTERVAL_SECONDS: '5',
     ...ALL_CREDENTIALS,
     ...env
-  }, subAgentManifest)
+  }, config => subAgentManifest(config, extra))
   return { app, url, prefix, dataDir }
 }
 

@@ -10,7 +10,7 @@ import type { FastifyInstance } from 'fastify'
 import type {} from '../../plugins/sub-agent/types.js'
 import { chatClient, scripted, startMock, subAgent, subAgentApp, type SubAgentCall } from './sub-agent-app.js'
 
-/** The variables of each CLI's row that the test server sets (§8.7). */
+/** The variables of each CLI's row that the test server sets; runs get them, the sandbox environment never does. */
 export const CREDENTIAL_ROWS: Record<'claude' | 'codex' | 'opencode', string[]> = {
   claude: ['ANTHROPIC_AUTH_TOKEN', 'ANTHROPIC_BASE_URL', 'ANTHROPIC_DEFAULT_HAIKU_MODEL', 'SUBAGENT_CLI'],
   codex: ['OPENAI_API_KEY', 'OPENAI_BASE_URL', 'AZURE_OPENAI_API_KEY', 'CODEX_CONFIG_EXTRA', 'SUBAGENT_CLI'],
@@ -19,6 +19,17 @@ export const CREDENTIAL_ROWS: Record<'claude' | 'codex' | 'opencode', string[]> 
 
 /** Names set in `env` output. */
 export const envNames = (env: string): Set<string> => new Set(env.split('\n').map(l => /^([A-Za-z_][A-Za-z0-9_]*)=/.exec(l)?.[1]).filter((n): n is string => n !== undefined))
+
+/**
+ * `env` of a bash_tool command: SUBAGENT_CLI, but no variable of any CLI's row nor a server secret.
+ * The row reaches only the CLI's own runs (the runs' requests to the mock LLM carry its key).
+ */
+export function checkNoRowInSandbox (t: Test, env: string, cli: 'claude' | 'codex' | 'opencode'): void {
+  const names = envNames(env)
+  t.ok(env.includes(`SUBAGENT_CLI=${cli}\n`), 'SUBAGENT_CLI present')
+  const rows = new Set(Object.values(CREDENTIAL_ROWS).flat().filter(n => n !== 'SUBAGENT_CLI'))
+  for (const name of [...rows, 'MCP_API_KEY']) t.notOk(names.has(name), `${name} absent`)
+}
 
 const ELAPSED = /\((\d+s|\d+m \d\ds|\d+h \d\dm)\)$/
 

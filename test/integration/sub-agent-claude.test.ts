@@ -4,7 +4,7 @@ import { dockerOrSkip } from './docker.js'
 import {
   bash, chatClient, mockRequests, scripted, sessionOf, startMock, subAgent, subAgentApp, waitFor
 } from './sub-agent-app.js'
-import { checkProgress, checkStopPaths, CREDENTIAL_ROWS, envNames } from './sub-agent-checks.js'
+import { checkNoRowInSandbox, checkProgress, checkStopPaths } from './sub-agent-checks.js'
 
 const gate = await dockerOrSkip()
 
@@ -54,13 +54,9 @@ t.test('sub_agent runs claude in the chat sandbox (issue #12)', gate, async t =>
     t.same(JSON.parse(await bash(c, 'cat /home/assistant/.claude/settings.local.json')), { enabledMcpjsonServers: ['github', 'jira'] })
   })
 
-  t.test('only the claude credential row reaches the sandbox (§8.7)', async t => {
-    const names = envNames(await bash(c, 'env'))
-    for (const name of CREDENTIAL_ROWS.claude) t.ok(names.has(name), `${name} present`)
-    for (const name of ['OPENAI_API_KEY', 'OPENROUTER_API_KEY', 'OPENAI_BASE_URL', 'OPENCODE_CONFIG', 'OPENCODE_CONFIG_EXTRA', 'CODEX_CONFIG_EXTRA', 'AZURE_OPENAI_API_KEY', 'ANTHROPIC_API_KEY', 'MCP_API_KEY']) {
-      t.notOk(names.has(name), `${name} absent`)
-    }
-    t.match(await bash(c, 'echo "$SUBAGENT_CLI $ANTHROPIC_AUTH_TOKEN"'), /^claude server-claude-token-0001/)
+  t.test('the claude credential row reaches the runs only, never the sandbox environment', async t => {
+    checkNoRowInSandbox(t, await bash(c, 'env'), 'claude')
+    t.equal(await bash(c, 'printf "[%s:%s]" "$SUBAGENT_CLI" "$ANTHROPIC_AUTH_TOKEN"'), '[claude:]')
   })
 
   t.test('resume keeps the session and runs the new task (§8.4)', async t => {

@@ -96,8 +96,9 @@ t.test('container config follows §5.2', async t => {
     ['bind', `/srv/cubicle/chats/${key}/outputs`, '/mnt/user-data/outputs', false]
   ])
   t.same(hc.Mounts[0]?.VolumeOptions?.Labels, volumeLabels('cu', 'chat-1'))
+  // Provider credentials in sandboxEnv never reach the container's environment: only sub_agent runs get them.
   t.same(c.Env.sort(), [
-    'ANTHROPIC_AUTH_TOKEN=tok', 'ANTHROPIC_BASE_URL=https://gw.example', 'CHAT_ID=chat-1',
+    'CHAT_ID=chat-1',
     'GITLAB_HOST=git.example', 'GITLAB_TOKEN=glpat',
     'GIT_AUTHOR_EMAIL=ann@example.com', 'GIT_AUTHOR_NAME=Ann Example', 'GIT_COMMITTER_EMAIL=ann@example.com', 'GIT_COMMITTER_NAME=Ann Example',
     'SUBAGENT_CLI=claude'
@@ -133,8 +134,11 @@ t.test('config drift: settings fixed at creation are compared, user-derived env 
   t.equal(configDrift({ ...existing, cpus: 1 }, desired, null), 'cpu limit changed')
   t.equal(configDrift({ ...existing, network: 'bridge' }, desired, null), 'network changed')
   t.equal(configDrift({ ...existing, mounts: existing.mounts.slice(1) }, desired, null), 'mounts changed')
-  t.equal(configDrift({ ...existing, env: existing.env.filter(e => !e.startsWith('ANTHROPIC_AUTH_TOKEN=')) }, desired, null), 'environment changed (ANTHROPIC_AUTH_TOKEN)')
+  t.equal(configDrift({ ...existing, env: existing.env.filter(e => !e.startsWith('CHAT_ID=')) }, desired, null), 'environment changed (CHAT_ID)')
+  // A container created while provider credentials were in its environment is recreated at its next start.
+  t.equal(configDrift({ ...existing, env: [...existing.env, 'ANTHROPIC_AUTH_TOKEN=tok'] }, desired, null), 'environment changed (ANTHROPIC_AUTH_TOKEN)')
   t.equal(configDrift({ ...existing, env: [...existing.env, 'OPENAI_API_KEY=x'] }, desired, null), 'environment changed (OPENAI_API_KEY)')
+  t.equal(configDrift({ ...existing, env: [...existing.env, 'VISION_API_KEY=v'] }, desired, null), 'environment changed (VISION_API_KEY)')
 })
 
 t.test('DOCKER_HOST forms', async t => {
