@@ -131,6 +131,15 @@ export function readUser (headers: IncomingHttpHeaders): RequestUser {
   }
 }
 
+/**
+ * What a client must do to name its chat, for the texts a request without one gets (the result note,
+ * the strict-mode error, the server's warning). Open WebUI's native MCP connection sends
+ * X-OpenWebUI-Chat-Id only when Open WebUI itself runs with this switch (README "Open WebUI").
+ */
+export const OPEN_WEBUI_CHAT_ID_SWITCH = 'ENABLE_FORWARD_USER_INFO_HEADERS=true'
+export const CHAT_ID_HINT = 'send X-Chat-Id (or X-OpenWebUI-Chat-Id) with an id that names the chat; ' +
+  `with Open WebUI's native MCP connection, start Open WebUI with ${OPEN_WEBUI_CHAT_ID_SWITCH} so that it sends X-OpenWebUI-Chat-Id`
+
 /** How a request's chat was decided on /mcp (§1.2, §1.4). */
 export type ChatResolution =
   | { kind: 'chat', chatId: string, /** lenient mode without header: results get the note */ lenientNote: boolean }

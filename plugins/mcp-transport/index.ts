@@ -1,6 +1,7 @@
 import fp from 'fastify-plugin'
 import type { FastifyPluginAsync } from 'fastify'
 import { parseOptions } from '../../core/config.js'
+import { OPEN_WEBUI_CHAT_ID_SWITCH } from '../../core/identity.js'
 import { SERVER_NAME, SERVER_VERSION } from '../../core/version.js'
 import { createMcpRegistry } from './registry.js'
 import { createToolRunner } from './tool-call.js'
@@ -20,7 +21,10 @@ const mcpTransport: FastifyPluginAsync<McpTransportOptions> = async (fastify, ra
     onLenient: ctx => {
       if (Date.now() - lastLenientWarn < opts.lenientWarnIntervalMs) return
       lastLenientWarn = Date.now()
-      ctx.log.warn('a tool call without X-Chat-Id ran in the shared default sandbox; send X-Chat-Id or set SINGLE_USER_MODE')
+      ctx.log.warn({ openWebUiSwitch: OPEN_WEBUI_CHAT_ID_SWITCH },
+        'a tool call without a chat id ran in the shared default sandbox, which every such chat of every user shares: ' +
+        `with Open WebUI's native MCP connection, start Open WebUI with ${OPEN_WEBUI_CHAT_ID_SWITCH} (it then sends X-OpenWebUI-Chat-Id); ` +
+        'other clients must send X-Chat-Id; or set SINGLE_USER_MODE (true: one shared sandbox on purpose, false: chat id required)')
     }
   })
   fastify.decorate('mcp', registry)

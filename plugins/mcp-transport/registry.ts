@@ -3,7 +3,10 @@ import { Compile, type Validator } from 'typebox/compile'
 import Value from 'typebox/value'
 import type { Tool } from '@modelcontextprotocol/sdk/types.js'
 import { MCP_DUPLICATE_TOOL, MCP_REGISTRY_SEALED } from './errors.js'
-import type { ChatNotification, InstructionsProvider, McpRegistry, McpRequestContext, ResourceProvider, ToolCallEvent, ToolCallObserver, ToolDefinition, ToolListTransform } from './types.js'
+import type {
+  ChatlessRequestEvent, ChatlessRequestObserver, ChatNotification, InstructionsProvider, McpRegistry, McpRequestContext, ResourceProvider,
+  ToolCallEvent, ToolCallObserver, ToolDefinition, ToolListTransform
+} from './types.js'
 
 /** A registered tool with its validator compiled once at boot. */
 export interface CompiledTool {
@@ -22,6 +25,8 @@ export interface RegistryInternals extends McpRegistry {
   subscribe (chatId: string, sink: StreamSink): () => void
   /** Tells every onToolCall observer; a throwing observer is logged and skipped. */
   toolCallEnded (event: ToolCallEvent, log: McpRequestContext['log']): void
+  /** Tells every onChatlessRequest observer; a throwing observer is logged and skipped. */
+  chatlessRequest (event: ChatlessRequestEvent, log: McpRequestContext['log']): void
   /** Freezes registration; called once plugins are loaded. */
   seal (): void
 }
@@ -33,6 +38,7 @@ export function createMcpRegistry (): RegistryInternals {
   const transforms: ToolListTransform[] = []
   const streams = new Map<string, Set<StreamSink>>()
   const observers: ToolCallObserver[] = []
+  const chatlessObservers: ChatlessRequestObserver[] = []
   let sealed = false
   let listed: Tool[] | undefined
 
@@ -55,6 +61,12 @@ export function createMcpRegistry (): RegistryInternals {
     toolCallEnded (event, log) {
       for (const observer of observers) {
         try { observer(event) } catch (err) { log.error({ err }, 'tool call observer failed') }
+      }
+    },
+    onChatlessRequest (observer) { guard('onChatlessRequest'); chatlessObservers.push(observer) },
+    chatlessRequest (event, log) {
+      for (const observer of chatlessObservers) {
+        try { observer(event) } catch (err) { log.error({ err }, 'chatless request observer failed') }
       }
     },
     listTools () {

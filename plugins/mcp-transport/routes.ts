@@ -12,16 +12,22 @@ import type { McpRequestContext } from './types.js'
 import type { RegistryInternals } from './registry.js'
 
 type Rpc = Record<string, unknown>
+
+/** The MCP methods a metric label may name (a bounded set: anything else is `other`). */
+export const MCP_METHODS = new Set(['initialize', 'ping', 'tools/list', 'tools/call', 'resources/list', 'resources/read', 'resources/templates/list', 'prompts/list', 'prompts/get'])
 const rpcError = (code: number, message: string, id: unknown = null): Rpc => ({ jsonrpc: '2.0', id, error: { code, message } })
 
 export interface RouteDeps extends ServerDeps { registry: RegistryInternals, opts: Required<McpTransportOptions> }
 
 export default async function mcpRoutes (fastify: FastifyInstance, { deps }: { deps: RouteDeps }): Promise<void> {
   const { registry, runner, opts } = deps
-  const context = (request: FastifyRequest): McpRequestContext => {
+  const context = (request: FastifyRequest, method: string): McpRequestContext => {
     const user = readUser(request.headers)
     if (user.emailRejected) request.log.warn('ignoring an invalid X-User-Email header')
-    return { requestId: request.id, resolution: resolveMcpChat(request.headers, opts.singleUserMode), user, headers: request.headers, log: request.log }
+    const resolution = resolveMcpChat(request.headers, opts.singleUserMode)
+    const chatless = resolution.kind === 'missing' ? 'strict' : resolution.kind === 'chat' && resolution.lenientNote ? 'lenient' : undefined
+    if (chatless !== undefined) registry.chatlessRequest({ method: MCP_METHODS.has(method) ? method : 'other', mode: chatless }, request.log)
+    return { requestId: request.id, resolution, user, headers: request.headers, log: request.log }
   }
   // Raw JSON bodies: we answer unparseable JSON with a JSON-RPC -32700 ourselves; other types get 415.
   fastify.removeAllContentTypeParsers()
@@ -89,7 +95,7 @@ export default async function mcpRoutes (fastify: FastifyInstance, { deps }: { d
       }
     }
 
-    const ctx = context(request)
+    const ctx = context(request, msg.method)
     const instructions = isInitializeRequest(msg) ? await registry.instructions(ctx) : undefined
     const useSse = msg.method === 'tools/call' && acceptsSse
     const disconnect = new AbortController()

@@ -1,12 +1,17 @@
 import { ErrorCode, type CallToolResult, type RequestId } from '@modelcontextprotocol/sdk/types.js'
+import { CHAT_ID_HINT } from '../../core/identity.js'
 import { protocolError } from './errors.js'
 import type { CompiledTool, RegistryInternals } from './registry.js'
 import { validateArguments } from './registry.js'
 import type { McpRequestContext, ToolCallContext, ToolCallOutcome } from './types.js'
 
-export const LENIENT_NOTE = '\n\n---\nNote: this request carried no X-Chat-Id header, so it ran in the shared `default` sandbox that every ' +
-  'such caller uses. To give each chat its own computer, have the client send X-Chat-Id (or X-OpenWebUI-Chat-Id); ' +
-  'an operator can also set SINGLE_USER_MODE=true (one shared sandbox, no note) or SINGLE_USER_MODE=false (the header becomes required).'
+export const LENIENT_NOTE = '\n\n---\nNote: this request carried no chat id (X-Chat-Id or X-OpenWebUI-Chat-Id), so it ran in the shared ' +
+  '`default` sandbox that every such caller uses: other chats, and other users, see and change the same files. To give each chat ' +
+  `its own computer, ${CHAT_ID_HINT}. An operator can also set SINGLE_USER_MODE=true (one shared sandbox, no note) or ` +
+  'SINGLE_USER_MODE=false (the chat id becomes required).'
+
+/** The strict-mode (SINGLE_USER_MODE=false) answer to a tool call without a chat id. */
+export const MISSING_CHAT_TEXT = `X-Chat-Id header is required (SINGLE_USER_MODE=false). To use this chat's own sandbox, ${CHAT_ID_HINT}. Nothing was run.`
 
 const MAX_ERROR_CHARS = 2000
 
@@ -87,7 +92,7 @@ export function createToolRunner (registry: RegistryInternals, opts: { maxCallsP
     const { resolution } = ctx
     if (closing) return errorResult(SHUTDOWN_TEXT)
     if (resolution.kind === 'missing') {
-      return errorResult('X-Chat-Id header is required (SINGLE_USER_MODE=false). Send X-Chat-Id (or X-OpenWebUI-Chat-Id) with an id that names this chat; nothing was run.')
+      return errorResult(MISSING_CHAT_TEXT)
     }
     if (resolution.kind === 'invalid') return errorResult(`invalid chat id: it ${resolution.reason}. Nothing was run.`)
     const checked = validateArguments(tool, args)

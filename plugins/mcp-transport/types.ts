@@ -70,6 +70,15 @@ export type ToolCallOutcome = 'ok' | 'error' | 'rejected' | 'cancelled' | 'shutd
 export interface ToolCallEvent { tool: string, outcome: ToolCallOutcome, durationMs: number }
 export type ToolCallObserver = (event: ToolCallEvent) => void
 
+/**
+ * An /mcp JSON-RPC request that named no chat: no X-Chat-Id or X-OpenWebUI-Chat-Id and no OAuth user.
+ * `mode` lenient: it used the shared `default` chat (a tool call ran there, with the note); strict
+ * (SINGLE_USER_MODE=false): a tool call was refused. `method` is one of MCP_METHODS or `other`.
+ * Never told under SINGLE_USER_MODE=true, where no chat id is expected.
+ */
+export interface ChatlessRequestEvent { method: string, mode: 'lenient' | 'strict' }
+export type ChatlessRequestObserver = (event: ChatlessRequestEvent) => void
+
 /** A server-initiated message for the GET streams of one chat. */
 export interface ChatNotification { method: string, params?: Record<string, unknown> }
 
@@ -88,6 +97,8 @@ export interface McpRegistry {
    * order; one that throws is logged and skipped. Register while plugins load.
    */
   onToolCall (observer: ToolCallObserver): void
+  /** Observes every /mcp request without a chat id (metrics), like onToolCall. Register while plugins load. */
+  onChatlessRequest (observer: ChatlessRequestObserver): void
   /** Delivers a notification on every open GET /mcp stream of that chat; returns how many streams got it. */
   notifyChat (chatId: string, notification: ChatNotification): number
 }

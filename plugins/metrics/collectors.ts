@@ -10,6 +10,7 @@ export interface Collectors {
   authFailures: Counter<'route' | 'status'>
   toolCalls: Counter<'tool' | 'outcome'>
   toolSeconds: Histogram<'tool'>
+  withoutChatId: Counter<'method' | 'mode'>
   sandboxes: Gauge<'state'>
   /** Set by the sandbox observer: the counts by state, read at scrape time. */
   census: { read?: () => Record<string, number>, pooled?: () => number }
@@ -49,6 +50,14 @@ export function createCollectors (prefix: string, defaults: boolean): Collectors
       help: 'Tool call latency by tool, sandbox start included (bash_tool: the exec latency of a command)',
       labelNames: ['tool'],
       buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900, 3600],
+      registers
+    }),
+    withoutChatId: new Counter({
+      name: `${prefix}requests_without_chat_id_total`,
+      help: 'MCP requests that named no chat (no X-Chat-Id or X-OpenWebUI-Chat-Id, not an OAuth user), by MCP method and SINGLE_USER_MODE: ' +
+        'lenient = it used the shared default sandbox that every such chat shares (Open WebUI: set ENABLE_FORWARD_USER_INFO_HEADERS=true there), ' +
+        'strict = a tool call was refused',
+      labelNames: ['method', 'mode'],
       registers
     }),
     sandboxes: new Gauge({

@@ -11,9 +11,10 @@ import { MetricsOptions } from './schemas.js'
 
 /**
  * GET /metrics in the Prometheus text format (prom-client): HTTP requests, latency and bytes per route
- * pattern, auth failures, tool calls per tool and outcome, tool latency, sandboxes by state. Needs the
- * API key in protected mode. Load it first in the manifest: its HTTP hooks then cover every route; it
- * attaches to the `mcp` registry and the `sandbox` service, when those are loaded, once all plugins are.
+ * pattern, auth failures, tool calls per tool and outcome, tool latency, MCP requests without a chat id,
+ * sandboxes by state. Needs the API key in protected mode. Load it first in the manifest: its HTTP hooks
+ * then cover every route; it attaches to the `mcp` registry and the `sandbox` service, when those are
+ * loaded, once all plugins are.
  */
 const metrics: FastifyPluginAsync<MetricsOptions> = async (fastify, raw) => {
   const opts = parseOptions(MetricsOptions, raw, 'metrics')
@@ -29,6 +30,7 @@ const metrics: FastifyPluginAsync<MetricsOptions> = async (fastify, raw) => {
         c.toolCalls.inc({ tool: event.tool, outcome: event.outcome })
         c.toolSeconds.observe({ tool: event.tool }, event.durationMs / 1000)
       })
+      fastify.mcp.onChatlessRequest(event => { c.withoutChatId.inc({ method: event.method, mode: event.mode }) })
     }
     if (fastify.hasDecorator('sandbox')) observeSandboxes(fastify.sandbox, c, log)
   })
