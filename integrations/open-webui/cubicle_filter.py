@@ -39,6 +39,10 @@ except ImportError:  # outside Open WebUI (tests): plain attributes with the sam
     def Field(default: Any = None, **_: Any) -> Any:  # type: ignore[no-redef]
         return default
 
+# Open WebUI's valve forms show a property whose JSON schema has "input": {"type": "password"} as a
+# masked field (its SensitiveInput) instead of clear text: every key and token valve is declared so.
+SECRET_INPUT = {"input": {"type": "password"}}
+
 
 VERSION = "0.1.0"
 BEGIN = "<!-- cubicle:sandbox-guide:begin -->"
@@ -106,7 +110,7 @@ class Filter:
     class Valves(BaseModel):
         priority: int = Field(default=0, description="Filter order (lower runs first).")
         CUBICLE_URL: str = Field(default="http://cubicle:8081", description="Internal URL of the Cubicle server as Open WebUI's backend reaches it (not PUBLIC_BASE_URL).")
-        API_KEY: str = Field(default="", description="The server's MCP_API_KEY.")
+        API_KEY: str = Field(default="", description="The server's MCP_API_KEY.", json_schema_extra=SECRET_INPUT)
         INJECT_GUIDE: bool = Field(default=True, description="Add the chat's sandbox guide to the system prompt.")
         PREVIEW_BUTTON: bool = Field(default=True, description="Add 'Open preview' (carries the chat's control token: whoever reads the chat can use its preview and terminal).")
         ARCHIVE_BUTTON: bool = Field(default=True, description="Add 'Download all files (.zip)'.")

@@ -52,6 +52,10 @@ except ImportError:  # outside Open WebUI (tests): plain attributes with the sam
     def Field(default: Any = None, **_: Any) -> Any:  # type: ignore[no-redef]
         return default
 
+# Open WebUI's valve forms show a property whose JSON schema has "input": {"type": "password"} as a
+# masked field (its SensitiveInput) instead of clear text: every key and token valve is declared so.
+SECRET_INPUT = {"input": {"type": "password"}}
+
 
 VERSION = "0.1.0"
 PROTOCOL_VERSION = "2025-06-18"
@@ -434,7 +438,7 @@ async def _emit(emitter: Emitter, description: str, done: bool = False) -> None:
 class Tools:
     class Valves(BaseModel):
         CUBICLE_URL: str = Field(default="http://cubicle:8081", description="Internal URL of the Cubicle server as Open WebUI's backend reaches it (not PUBLIC_BASE_URL; no /mcp).")
-        API_KEY: str = Field(default="", description="The server's MCP_API_KEY (empty only for a server in open mode).")
+        API_KEY: str = Field(default="", description="The server's MCP_API_KEY (empty only for a server in open mode).", json_schema_extra=SECRET_INPUT)
         MCP_SERVERS: str = Field(default="", description="Comma-separated MCP server names for sub_agent (X-Mcp-Servers), e.g. github,jira.")
         SEND_USER_INFO: bool = Field(default=True, description="Send the user's email and name (git author, per-user skills).")
         SYNC_UPLOADS: bool = Field(default=True, description="Copy the chat's attached files to /mnt/user-data/uploads before each call.")
@@ -443,7 +447,7 @@ class Tools:
 
     class UserValves(BaseModel):
         MCP_SERVERS: str = Field(default="", description="Your MCP servers for sub_agent (overrides the admin's list).")
-        GITLAB_TOKEN: str = Field(default="", description="Becomes GITLAB_TOKEN in your sandbox.")
+        GITLAB_TOKEN: str = Field(default="", description="Becomes GITLAB_TOKEN in your sandbox.", json_schema_extra=SECRET_INPUT)
         GITLAB_HOST: str = Field(default="", description="Becomes GITLAB_HOST (default gitlab.com).")
 
     def __init__(self) -> None:

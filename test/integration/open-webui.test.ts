@@ -65,6 +65,20 @@ const content = (run: FilterRun, i: number): string => {
   return message.content
 }
 
+const pythonSkip = spawnSync('python3', ['--version']).status === 0 ? false : 'SKIPPED: python3 is not installed'
+
+t.test('every key and token valve of the tool and the filter is a password input in Open WebUI\'s forms', { skip: pythonSkip }, async t => {
+  interface Field { cls: string, name: string, input: { type?: string } | null }
+  for (const module of [TOOL, FILTER]) {
+    const { pydantic, fields } = await py<{ pydantic: boolean, fields: Field[] }>('valve_schema.py', { module })
+    t.comment(`${module}: valves read from ${pydantic ? 'the pydantic JSON schema Open WebUI renders' : 'the Field declarations (no pydantic here)'}`)
+    const secrets = fields.filter(f => /KEY|TOKEN|SECRET|PASSWORD/.test(f.name))
+    t.ok(secrets.some(f => f.name === 'API_KEY' && f.cls.endsWith('.Valves')), `${module}: has an API_KEY valve`)
+    for (const f of secrets) t.equal(f.input?.type, 'password', `${f.cls}.${f.name} is masked`)
+    for (const f of fields.filter(f => !secrets.includes(f))) t.not(f.input?.type, 'password', `${f.cls}.${f.name} stays readable`)
+  }
+})
+
 t.test('Open WebUI tool and filter against a live server', { skip }, async t => {
   const prefix = `t-${randomBytes(4).toString('hex')}`
   const work = await mkdtemp(join(tmpdir(), 'owui-'))
