@@ -112,7 +112,7 @@ t.test('sandbox isolation (real Docker)', { skip }, async t => {
     t.match(await answers(), /^alive\n0\n$/, 'a restart clears it')
   })
 
-  t.test('environment: no provider credential (sub_agent runs only), never server secrets', async t => {
+  t.test('environment: only the active CLI\'s allowlist, never server secrets, and that allowlist only in sub_agent runs: the container environment has no provider credential', async t => {
     const host: Record<string, string> = {
       ANTHROPIC_AUTH_TOKEN: 'a-tok',
       ANTHROPIC_BASE_URL: 'https://gw.example',
