@@ -64,6 +64,7 @@ const plugins = {
     network: config.sandboxNetwork,
     enableNetwork: config.ENABLE_NETWORK,
     agent: config.SANDBOX_AGENT,
+    agentBytesPerSecond: config.SANDBOX_AGENT_MAX_BYTES_PER_SECOND,
     egressPort: config.EGRESS_PORT,
     dataDir: config.DATA_DIR,
     dataDirHost: config.dataDirHost,

@@ -48,6 +48,7 @@ export const ConfigSchema = Type.Object({
   CONTAINER_CPU_LIMIT: Type.Number({ default: 1.0, exclusiveMinimum: 0, description: 'CPUs per sandbox.' }),
   CONTAINER_PIDS_LIMIT: Int(512, 'PID limit per sandbox.', 16),
   SANDBOX_AGENT: Bool(true, 'Run commands and file operations through the in-sandbox agent (one long-lived stream per sandbox) instead of one docker exec each; false, or an image without the agent, uses docker exec.'),
+  SANDBOX_AGENT_MAX_BYTES_PER_SECOND: Type.Integer({ default: 8388608, minimum: 1048576, 'x-kind': 'size', description: 'What the server reads of one sandbox agent stream per second (k/m/g suffix; at least 1m); twice that may come at once after a quiet spell. Beyond it the stream waits (its sandbox\'s output slows), so a flooding sandbox costs the server little CPU.' }),
   SANDBOX_DISK_LIMIT: Type.Integer({ default: 10737418240, minimum: 0, 'x-kind': 'size', description: 'Disk per chat (home + outputs + everything else it writes); /tmp becomes a sized tmpfs; 0 disables.' }),
   CONTAINER_CREATE_TIMEOUT: Int(60, 'Seconds a tool call waits for sandbox creation/start.', 1),
   CONTAINER_IDLE_TIMEOUT: Int(600, 'Idle seconds before a sandbox is stopped.', 1),

@@ -1,27 +1,48 @@
 import type { Duplex } from 'node:stream'
 import { SANDBOX_USER } from './sandbox-spec.js'
-import { STDOUT } from './exec-stream.js'
+import { ByteBudget, readWithin, STDOUT } from './exec-stream.js'
 import type { ExecHandle } from './engine-types.js'
-import { decodeJson, encodeFrame, FrameParser, ProtocolError, PROTOCOL_VERSION, T_CLOSE, T_HELLO } from './agent-protocol.js'
+import { decodeJson, encodeFrame, FrameParser, ProtocolError, PROTOCOL_VERSION, T_CLOSE, T_EXIT, T_FAIL, T_HELLO, T_RESULT } from './agent-protocol.js'
 import { describe, type Entry, type Registry } from './registry.js'
 
 /*
- * The server's end of cubicle-agent: one long-lived exec per running sandbox (`python3 -I
- * /opt/cubicle-agent/cubicle-agent.py` as assistant, stdin attached), opened lazily by the first call
- * that wants it and shared by every concurrent call of the chat (requests are multiplexed by id).
- * What the agent says is untrusted: frames are parsed strictly (agent-protocol.ts), frames for unknown
- * ids are dropped, and any violation closes the stream; calls in flight then end as if their exec
- * stream was lost, and later calls use plain docker exec until the agent is opened again (backoff).
- * A sandbox whose image has no agent is remembered per container and never asked again.
+ * The server's end of cubicle-agent: one long-lived exec per running sandbox (AGENT_ARGV as assistant,
+ * stdin attached), opened lazily by the first call that wants it and shared by every concurrent call
+ * of the chat (requests are multiplexed by id). What the agent says is untrusted: frames are parsed
+ * strictly (agent-protocol.ts); a frame for an id not in flight, or any other violation, closes the
+ * stream; the stream is read within a byte budget (SANDBOX_AGENT_MAX_BYTES_PER_SECOND), so a flood meets
+ * backpressure instead of server CPU. Calls in flight then end as if their exec stream was lost, and
+ * later calls use plain docker exec until the agent is opened again (backoff). A sandbox whose image
+ * has no agent is remembered per container and never asked again.
  */
 
-export const AGENT_ARGV = ['python3', '-I', '/opt/cubicle-agent/cubicle-agent.py']
+/**
+ * The agent's command line. The interpreter is a root-owned copy of python3 that `assistant` may run
+ * but not read (mode 0711, sandbox-image/Dockerfile): the kernel makes a process that executes an
+ * unreadable file non-dumpable from its first instruction, so no other `assistant` process can
+ * ptrace it or open its /proc/<pid>/fd or mem, not even while python starts. -I -S: no PYTHON*
+ * variable, no user or site directory, no .pth file, no script directory on sys.path; every module
+ * comes from the root-owned standard library. An image without this interpreter is treated as one
+ * without the agent (docker exec).
+ */
+export const AGENT_ARGV = ['/usr/lib/cubicle-agent/python3', '-I', '-S', '/opt/cubicle-agent/cubicle-agent.py']
 /** How long a new agent may take to say hello (python start in a busy sandbox). */
 const HELLO_TIMEOUT_MS = 10_000
 /** A connection that ends sooner than this counts as a failure (backoff before the next one). */
 const STABLE_MS = 10_000
 const BACKOFF_MAX_MS = 60_000
 const STDERR_KEEP = 512
+/**
+ * Seconds' worth of the byte budget (ServiceOptions.agentBytesPerSecond, 8 MiB/s by default) saved up
+ * while a stream is quiet: a 16 MiB image or two full file reads go at once. Beyond the budget the
+ * stream is paused, so a flood slows only its own sandbox's stream (measured: the server spends about
+ * 6 ms of CPU per MiB of frames through the engine).
+ */
+export const AGENT_BURST_SECONDS = 2
+/** Ids the server gave up on (CLOSE sent) whose last frame has not come yet; beyond this the oldest is forgotten. */
+const MAX_CLOSING = 1024
+/** The last frame of a request: after it the id is no longer in flight. */
+const LAST_FRAME = new Set([T_EXIT, T_FAIL, T_RESULT])
 
 export interface AgentHandler {
   /** A frame for this request. Throwing ProtocolError closes the whole stream (the agent lied). */
@@ -51,6 +72,8 @@ export interface AgentState {
 
 export class AgentConnection {
   private readonly handlers = new Map<number, AgentHandler>()
+  /** ids finished by the server before the agent's last frame: what still comes for them is dropped */
+  private readonly closing = new Set<number>()
   private nextId = 1
   closed = false
   readonly openedAt = Date.now()
@@ -63,6 +86,7 @@ export class AgentConnection {
     const id = this.nextId
     this.nextId = this.nextId >= 0xfffffffe ? 1 : this.nextId + 1
     if (this.closed) { queueMicrotask(handler.lost); return id }
+    this.closing.delete(id)
     this.handlers.set(id, handler)
     this.socket.write(first(id))
     return id
@@ -72,17 +96,32 @@ export class AgentConnection {
     if (!this.closed) this.socket.write(frame)
   }
 
-  /** The caller is done with the request: forget it and tell the agent to stop its output. */
+  /**
+   * The caller is done with the request: forget it and tell the agent to stop its output. Until the
+   * agent's last frame for it (EXIT, FAIL, RESULT) its frames are dropped; after that they are a violation.
+   */
   finish (id: number): void {
     if (!this.handlers.delete(id) || this.closed) return
+    this.closing.add(id)
+    if (this.closing.size > MAX_CLOSING) this.closing.delete(this.closing.values().next().value as number)
     this.socket.write(encodeFrame(id, T_CLOSE))
   }
 
   get pending (): number { return this.handlers.size }
 
+  /**
+   * A frame from the agent. Throws ProtocolError (the stream is then closed) for an id that is not in
+   * flight: never issued, already answered to the end, or forgotten.
+   */
   dispatch (id: number, type: number, payload: Buffer): void {
+    const last = LAST_FRAME.has(type)
     const h = this.handlers.get(id)
-    if (h === undefined) return
+    if (h === undefined) {
+      if (!this.closing.has(id)) throw new ProtocolError(`frame for id ${id}, which is not in flight`)
+      if (last) this.closing.delete(id)
+      return
+    }
+    if (last) this.handlers.delete(id)
     h.frame(type, payload)
   }
 
@@ -91,6 +130,7 @@ export class AgentConnection {
     this.closed = true
     if (reason !== undefined) this.failed = reason
     this.socket.destroy()
+    this.closing.clear()
     const lost = [...this.handlers.values()]
     this.handlers.clear()
     for (const h of lost) { try { h.lost() } catch {} }
@@ -200,7 +240,9 @@ async function open (reg: Registry, st: AgentState): Promise<AgentConnection | n
         conn.close(err instanceof ProtocolError ? `protocol: ${err.message}` : `handler: ${describe(err)}`)
       }
     })
-    socket.on('data', (c: Buffer) => { if (!conn.closed) demux.push(c) })
+    const rate = reg.opts.agentBytesPerSecond
+    const stopBudget = readWithin(socket, new ByteBudget(rate, rate * AGENT_BURST_SECONDS), c => { if (!conn.closed) demux.push(c) })
+    socket.once('close', stopBudget)
     socket.on('end', () => { parser.end(); conn.close() })
     socket.on('close', () => { conn.close() })
     socket.on('error', () => { conn.close() })

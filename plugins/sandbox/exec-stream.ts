@@ -1,6 +1,9 @@
+import type { Readable } from 'node:stream'
+
 /*
- * Pure helpers for exec streams: the exit sentinel of the bash_tool wrapper and the kill script
- * (the engine's own stream framing is decoded by the engine: ExecHandle.decoder). Unit-testable.
+ * Helpers for exec streams: the exit sentinel of the bash_tool wrapper, the kill script and the byte
+ * budget of a long-lived stream (the engine's own stream framing is decoded by the engine:
+ * ExecHandle.decoder). Unit-testable.
  */
 
 /** Output stream ids (engine-types.ts ExecOutput); an engine's decoder hands output on with them. */
@@ -144,4 +147,45 @@ echo "done $total $left"
 export function killArgv (signal: 'TERM' | 'KILL', execId: string): string[] {
   if (!/^[0-9a-f]{8,64}$/.test(execId)) throw new TypeError('exec id must be hex')
   return ['/bin/sh', '-c', KILL_SCRIPT, 'cubicle-kill', signal, execId]
+}
+
+/**
+ * A byte budget for one stream (token bucket): `rate` bytes a second, at most `burst` saved up while
+ * the stream is quiet. `charge(n)` answers how many ms the reader should wait before reading on so
+ * that what it read stays within the budget (0: read on at once).
+ */
+export class ByteBudget {
+  private tokens: number
+  private at: number
+
+  constructor (private readonly rate: number, private readonly burst: number, private readonly now: () => number = Date.now) {
+    if (!(rate > 0) || !(burst > 0)) throw new RangeError('rate and burst must be positive')
+    this.tokens = burst
+    this.at = now()
+  }
+
+  charge (n: number): number {
+    const t = this.now()
+    this.tokens = Math.min(this.burst, this.tokens + Math.max(0, t - this.at) * this.rate / 1000) - n
+    this.at = t
+    return this.tokens >= 0 ? 0 : Math.ceil(-this.tokens * 1000 / this.rate)
+  }
+}
+
+/**
+ * Reads `stream` within `budget`: each chunk goes to `onData`, and a chunk that overdraws the budget
+ * pauses the stream until the debt is repaid. The writer on the other side then meets backpressure
+ * (pipe and socket buffers fill, its writes block) instead of the reader doing more work. Answers a
+ * function that cancels a pending resume (call it when the stream is closed).
+ */
+export function readWithin (stream: Readable, budget: ByteBudget, onData: (chunk: Buffer) => void): () => void {
+  let timer: NodeJS.Timeout | undefined
+  stream.on('data', (chunk: Buffer) => {
+    onData(chunk)
+    const wait = budget.charge(chunk.length)
+    if (wait === 0 || timer !== undefined || stream.destroyed) return
+    stream.pause()
+    timer = setTimeout(() => { timer = undefined; if (!stream.destroyed) stream.resume() }, wait)
+  })
+  return () => { clearTimeout(timer); timer = undefined }
 }

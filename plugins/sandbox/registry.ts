@@ -29,6 +29,8 @@ export interface ServiceOptions {
   enableNetwork: boolean
   /** SANDBOX_AGENT: use cubicle-agent (agent-client.ts) where it can serve a call */
   agent: boolean
+  /** SANDBOX_AGENT_MAX_BYTES_PER_SECOND: what the server reads of one agent stream a second (agent-client.ts) */
+  agentBytesPerSecond: number
   /** port of the egress proxy on the network's gateway; 0 = no proxy variables */
   egressPort: number
   dataDir: string

@@ -12,6 +12,7 @@ export const SandboxOptions = Type.Object({
   egressPort: Type.Optional(Type.Integer({ default: 0, minimum: 0, maximum: 65535, description: 'EGRESS_PORT: egress proxy port on the network gateway; 0 = no proxy variables' })),
   enableNetwork: Type.Optional(Type.Boolean({ default: true, description: 'ENABLE_NETWORK; false = network mode none' })),
   agent: Type.Optional(Type.Boolean({ default: true, description: 'SANDBOX_AGENT: commands and file operations through cubicle-agent (fallback: an engine exec)' })),
+  agentBytesPerSecond: Type.Optional(Type.Integer({ default: 8388608, minimum: 1048576, description: 'SANDBOX_AGENT_MAX_BYTES_PER_SECOND: byte budget of one agent stream (twice as burst)' })),
   dataDir: Type.Optional(Type.String({ default: '/data', minLength: 1, description: 'DATA_DIR (server view)' })),
   dataDirHost: Type.Optional(Type.String({ default: '', description: 'DATA_DIR_HOST (engine view); empty = dataDir' })),
   memLimit: Type.Optional(Type.Integer({ default: 2147483648, minimum: 6291456, description: 'CONTAINER_MEM_LIMIT bytes (swap equal)' })),

@@ -1,7 +1,7 @@
-#!/usr/bin/python3 -I
-# cubicle-agent: the in-sandbox agent (issue #11 section 2). The server starts it as `assistant`
-# through one long-lived `docker exec -i` per sandbox; stdin/stdout carry a multiplexed framed
-# protocol so that commands and file operations need no further exec through the container engine.
+#!/usr/lib/cubicle-agent/python3 -I -S
+# cubicle-agent: the in-sandbox agent. The server starts it as `assistant` through one long-lived
+# `docker exec -i` per sandbox; stdin/stdout carry a multiplexed framed protocol so that commands and
+# file operations need no further exec through the container engine.
 #
 # Frame: u32 length (big-endian, of what follows) | u32 request id | u8 type | payload.
 # Server -> agent: EXEC (JSON: argv, cwd, env, merged, stdin), STDIN (bytes), STDIN_END, CLOSE
@@ -13,14 +13,32 @@
 # drain, so one command that prints gigabytes cannot starve the others on the stream. The agent
 # holds no privilege: everything it does, `assistant` could do with a shell. The server treats what
 # it says as untrusted. It exits when its stdin ends (the server went away).
-import asyncio
-import ctypes
-import json
-import os
-import signal
-import struct
-import subprocess
+#
+# Hardening, before anything else is imported: the server runs this file with a root-owned
+# interpreter that `assistant` cannot read, so the kernel starts it non-dumpable, and with -I -S, so
+# that only the root-owned standard library is importable (no PYTHON* variable, no user or site
+# directory, no .pth file). The lines below make the process non-dumpable again (prctl
+# PR_SET_DUMPABLE 0, for any other way of starting it) and refuse to run if that fails: no other
+# `assistant` process may ptrace the agent or open its /proc/<pid>/fd or mem to write frames in its
+# name. They can still kill it: the server restarts it and uses docker exec meanwhile.
 import sys
+import ctypes  # what the hardening needs; nothing else is imported before the prctl below
+
+_libc = ctypes.CDLL(None, use_errno=True)
+if _libc.prctl(4, 0, 0, 0, 0) != 0 or _libc.prctl(3, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE 0, then PR_GET_DUMPABLE
+    sys.stderr.write('cubicle-agent: cannot make the process non-dumpable\n')
+    sys.exit(2)
+del _libc
+
+import asyncio  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import signal  # noqa: E402
+import struct  # noqa: E402
+import subprocess  # noqa: E402
+
+sys.path.append(os.path.dirname(os.path.abspath(__file__)))
+from cubicle_files import handle  # noqa: E402
 
 VERSION = 1
 T_EXEC, T_STDIN, T_STDIN_END, T_CLOSE, T_FILE = 16, 17, 18, 19, 20
@@ -38,15 +56,6 @@ EXEC_DRAIN = 2.0
 # they judge the process's background children, not our stream. Output beyond it is theirs.
 EXIT_BACKLOG = 2 * 1024 * 1024
 HEADER = struct.Struct('>IIB')
-
-
-def no_dump():
-    # Other `assistant` processes must not ptrace the agent or open its /proc/<pid>/fd (prctl
-    # PR_SET_DUMPABLE 0). They can still kill it: the server restarts it and falls back meanwhile.
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)
-    except Exception:
-        pass
 
 
 class Agent:
@@ -72,14 +81,13 @@ class Agent:
             self.reqs[rid] = req
             asyncio.ensure_future(req.run(payload))
         elif typ == T_FILE:
-            from cubicle_files import handle
-            asyncio.ensure_future(self.file_op(rid, payload, handle))
+            asyncio.ensure_future(self.file_op(rid, payload))
         else:
             req = self.reqs.get(rid)
             if req is not None:
                 req.control(typ, payload)
 
-    async def file_op(self, rid, payload, handle):
+    async def file_op(self, rid, payload):
         try:
             req, data = unpack(payload)
             obj, data = handle(req, data)
@@ -269,7 +277,6 @@ def read_pids():
 
 
 async def main():
-    no_dump()
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=MAX_IN)
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(0, 'rb', 0))
@@ -294,7 +301,6 @@ async def main():
 
 if __name__ == '__main__':
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     try:
         asyncio.run(main())
     except KeyboardInterrupt:

@@ -2,11 +2,12 @@ import t from 'tap'
 import { PassThrough } from 'node:stream'
 import { AgentConnection } from '../../../plugins/sandbox/agent-client.js'
 import {
-  decodeJson, encodeFrame, encodeJson, FrameParser, MAX_FRAME, MAX_JSON, parseExit, parseFailure,
-  T_EXEC, T_EXIT, T_HELLO, T_OUT
+  CHUNK, decodeJson, encodeFrame, encodeJson, FrameParser, MAX_FRAME, MAX_JSON, parseExit, parseFailure,
+  T_DATA, T_EXEC, T_EXIT, T_FAIL, T_HELLO, T_OUT, T_RESULT
 } from '../../../plugins/sandbox/agent-protocol.js'
 
-// issue #11 §2: the agent's frames are untrusted input; the parser is strict and bounded.
+// The agent's frames are untrusted input: the parser is strict and bounded, and the connection
+// accepts frames only for the ids it has in flight.
 
 function collect (): { frames: Array<[number, number, string]>, errors: string[], parser: FrameParser } {
   const frames: Array<[number, number, string]> = []
@@ -79,7 +80,7 @@ t.test('JSON payloads: objects only, length-checked, capped', async t => {
   t.same(parseFailure({ errno: 1e9, error: 5 }), { errno: 0, error: 'unknown error' })
 })
 
-t.test('connection: unknown ids ignored, closed connection loses every request once, finish sends CLOSE', async t => {
+t.test('connection: a closed connection loses every request once, finish sends CLOSE', async t => {
   const socket = new PassThrough()
   const written: Buffer[] = []
   socket.on('data', (c: Buffer) => written.push(c))
@@ -90,7 +91,6 @@ t.test('connection: unknown ids ignored, closed connection loses every request o
   const id = conn.request(i => encodeFrame(i, T_EXEC), { frame: (_type, p) => seen.push(p.toString()), lost: () => { lost++ } })
   const id2 = conn.request(i => encodeFrame(i, T_EXEC), { frame: () => {}, lost: () => { lost++ } })
   t.not(id, id2)
-  conn.dispatch(999, T_OUT, Buffer.from('stray'))
   conn.dispatch(id, T_OUT, Buffer.from('mine'))
   t.same(seen, ['mine'])
   conn.finish(id2)
@@ -105,4 +105,64 @@ t.test('connection: unknown ids ignored, closed connection loses every request o
   await new Promise(resolve => setImmediate(resolve))
   t.ok(lostAfter, 'a request on a closed connection is lost at once')
   t.ok(written.length >= 3, 'EXEC, EXEC and CLOSE were written')
+})
+
+/** A connection over a PassThrough with one request in flight; frames the handler saw, types only. */
+function inFlight (): { conn: AgentConnection, id: number, seen: number[], lost: () => number } {
+  const conn = new AgentConnection(new PassThrough(), () => {})
+  const seen: number[] = []
+  let lost = 0
+  const id = conn.request(i => encodeFrame(i, T_EXEC), { frame: type => seen.push(type), lost: () => { lost++ } })
+  return { conn, id, seen, lost: () => lost }
+}
+
+t.test('forged ids: a frame for an id not in flight is a protocol violation', async t => {
+  for (const [name, forged] of [['never issued', 0x7ffffff0], ['the next id, not yet issued', 2], ['id 0 after the hello', 0]] as Array<[string, number]>) {
+    const { conn, id, seen } = inFlight()
+    t.throws(() => { conn.dispatch(forged, T_OUT, Buffer.from('forged')) }, { name: 'ProtocolError', message: /not in flight/ }, name)
+    conn.dispatch(id, T_OUT, Buffer.from('real'))
+    t.same(seen, [T_OUT], `${name}: the request in flight saw only its own frame`)
+  }
+  const done = inFlight()
+  done.conn.dispatch(done.id, T_EXIT, encodeJson(0, T_EXIT, { code: 0 }).subarray(9))
+  t.equal(done.conn.pending, 0, 'the last frame (EXIT) ends the request')
+  t.throws(() => { done.conn.dispatch(done.id, T_OUT, Buffer.from('after the end')) }, { name: 'ProtocolError' }, 'a frame after EXIT')
+  for (const last of [T_FAIL, T_RESULT]) {
+    const c = inFlight()
+    c.conn.dispatch(c.id, last, Buffer.alloc(0))
+    t.throws(() => { c.conn.dispatch(c.id, T_OUT, Buffer.alloc(0)) }, { name: 'ProtocolError' }, `a frame after type ${last}`)
+  }
+})
+
+t.test('forged ids: a request the server gave up on takes frames until its last one, then none', async t => {
+  const { conn, id, seen } = inFlight()
+  conn.finish(id)
+  conn.dispatch(id, T_OUT, Buffer.from('output in flight after CLOSE'))
+  conn.dispatch(id, T_DATA, Buffer.from('any type until the end'))
+  conn.dispatch(id, T_EXIT, encodeJson(0, T_EXIT, { code: null }).subarray(9))
+  t.same(seen, [], 'dropped, not handed to the caller')
+  t.throws(() => { conn.dispatch(id, T_OUT, Buffer.alloc(0)) }, { name: 'ProtocolError' }, 'after its EXIT the id is not in flight')
+  const many = new AgentConnection(new PassThrough(), () => {})
+  const ids: number[] = []
+  for (let i = 0; i < 1100; i++) ids.push(many.request(n => encodeFrame(n, T_EXEC), { frame: () => {}, lost: () => {} }))
+  for (const i of ids) many.finish(i)
+  t.throws(() => { many.dispatch(ids[0] as number, T_OUT, Buffer.alloc(0)) }, { name: 'ProtocolError' }, 'the oldest of more than 1024 given-up ids is forgotten (bounded)')
+  many.dispatch(ids[1099] as number, T_OUT, Buffer.alloc(0))
+  t.pass('the newest is still accepted')
+})
+
+t.test('a flood of forged frames stops at the first one: nothing after it is parsed', async t => {
+  const { conn, id, seen } = inFlight()
+  let closedWith = ''
+  let parsed = 0
+  const parser = new FrameParser((fid, type, payload) => { parsed++; conn.dispatch(fid, type, payload) }, r => { closedWith = r })
+  const one = encodeFrame(0x7ffffff0, T_OUT, Buffer.alloc(CHUNK))
+  const wire = Buffer.concat([encodeFrame(id, T_OUT, Buffer.from('ok')), ...Array.from({ length: 64 }, () => one)])
+  const t0 = performance.now()
+  // As agent-client's reader does: a throw out of push() closes the stream, nothing more is pushed.
+  t.throws(() => { parser.push(wire) }, { name: 'ProtocolError' })
+  t.equal(parsed, 2, 'the real frame and the first forged one; the other 63 (16 MiB) were never looked at')
+  t.same(seen, [T_OUT])
+  t.equal(closedWith, '')
+  t.ok(performance.now() - t0 < 200)
 })

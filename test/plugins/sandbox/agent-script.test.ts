@@ -23,7 +23,7 @@ interface Agent {
 
 /** The agent with a reader that pauses `slowMs` after each frame of the requests in `slow`. */
 function startAgent (slow: Set<number>, slowMs: number): Agent {
-  const child = spawn('python3', ['-I', SCRIPT], { stdio: ['pipe', 'pipe', 'inherit'] })
+  const child = spawn('python3', ['-I', '-S', SCRIPT], { stdio: ['pipe', 'pipe', 'inherit'] })
   const out = new Map<number, Buffer[]>()
   const started = new Map<number, number>()
   const waiters = new Map<number, (r: { out: Buffer, ms: number }) => void>()
@@ -75,4 +75,23 @@ t.test('a background child flooding after the exit still ends the request soon, 
     t.ok(r.out.includes('hi\n'), `output kept (slow ${slowMs} ms)`)
     t.ok(r.ms < 6000, `returned in ${r.ms.toFixed(0)} ms (slow ${slowMs} ms)`)
   }
+})
+
+t.test('the agent hardens itself before it imports anything but what hardening needs', { skip }, async t => {
+  // The module's statements up to the prctl(PR_SET_DUMPABLE) import only sys and ctypes (the
+  // interpreter the server uses makes the process non-dumpable even before: sandbox-agent-hardening).
+  const check = `
+import ast, sys
+tree = ast.parse(open(sys.argv[1]).read())
+seen = []
+for node in tree.body:
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        seen += [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module]
+    elif 'prctl' in ast.dump(node):
+        print(','.join(seen)); break
+`
+  const r = spawnSync('python3', ['-I', '-S', '-c', check, SCRIPT], { encoding: 'utf8' })
+  t.equal(r.stdout.trim(), 'sys,ctypes', 'imports before the prctl')
+  const run = spawnSync('python3', ['-I', '-S', SCRIPT], { input: '', encoding: 'utf8', timeout: 10_000 })
+  t.equal(run.status, 0, 'starts, says hello and exits when stdin ends')
 })

@@ -1,5 +1,6 @@
 import t from 'tap'
-import { commandArgv, EOF_MARKER, EofFilter, killArgv, SentinelParser } from '../../../plugins/sandbox/exec-stream.js'
+import { PassThrough } from 'node:stream'
+import { ByteBudget, commandArgv, EOF_MARKER, EofFilter, killArgv, readWithin, SentinelParser } from '../../../plugins/sandbox/exec-stream.js'
 import { Demuxer } from '../../../plugins/sandbox-docker/docker-stream.js'
 
 function frame (stream: number, payload: string | Buffer): Buffer {
@@ -103,4 +104,49 @@ t.test('wrapper and kill argv', async t => {
   t.match(argv[2], /; printf '\\000__cubicle_eof\\n'$/, 'then the end of bash\'s output is marked on stdout')
   t.same(killArgv('TERM', 'abcdef012345').slice(3), ['cubicle-kill', 'TERM', 'abcdef012345'])
   t.throws(() => killArgv('KILL', 'abc; rm -rf /'))
+})
+
+t.test('byte budget: a burst, then the rate; a quiet stream saves up at most the burst', async t => {
+  let now = 0
+  const b = new ByteBudget(1000, 2000, () => now)
+  t.equal(b.charge(2000), 0, 'the burst goes at once')
+  t.equal(b.charge(500), 500, 'beyond it: wait until the debt is repaid at the rate')
+  now += 500
+  t.equal(b.charge(0), 0, 'repaid')
+  now += 60_000
+  t.equal(b.charge(2500), 500, 'a long quiet saves up the burst, not more')
+  now -= 10_000
+  t.equal(b.charge(0), 500, 'a clock going backwards earns nothing')
+  t.throws(() => new ByteBudget(0, 1), RangeError)
+})
+
+t.test('readWithin: a writer flooding as fast as it can gets the rate and backpressure, not a buffer', async t => {
+  // 2 MiB/s with 1 MiB saved up; the writer pushes 256 KiB chunks whenever write() lets it.
+  const MiB = 1024 * 1024
+  const stream = new PassThrough({ highWaterMark: 64 * 1024 })
+  let read = 0
+  let written = 0
+  const stop = readWithin(stream, new ByteBudget(2 * MiB, MiB), c => { read += c.length })
+  const chunk = Buffer.alloc(256 * 1024)
+  const t0 = performance.now()
+  let flooding = true
+  const writer = (async () => {
+    while (flooding) {
+      written += chunk.length
+      if (!stream.write(chunk)) await new Promise(resolve => stream.once('drain', resolve))
+    }
+  })()
+  await new Promise(resolve => setTimeout(resolve, 2000))
+  const s = (performance.now() - t0) / 1000
+  const [gotIn, sentIn] = [read, written]
+  flooding = false
+  stop()
+  stream.resume()
+  await writer
+  stream.destroy()
+  read = gotIn
+  written = sentIn
+  t.ok(read <= MiB + 2 * MiB * s + chunk.length, `read ${(read / MiB).toFixed(1)} MiB in ${s.toFixed(2)} s (budget ${(1 + 2 * s).toFixed(1)} MiB)`)
+  t.ok(read >= 2 * MiB * s * 0.7, 'and about the rate')
+  t.ok(written - read <= 4 * chunk.length, `the writer was held back: ${((written - read) / 1024).toFixed(0)} KiB written beyond what was read`)
 })
