@@ -74,6 +74,8 @@ export class AgentConnection {
   private readonly handlers = new Map<number, AgentHandler>()
   /** ids finished by the server before the agent's last frame: what still comes for them is dropped */
   private readonly closing = new Set<number>()
+  /** the id whose last frame is being handled */
+  private answered: number | undefined
   private nextId = 1
   closed = false
   readonly openedAt = Date.now()
@@ -101,7 +103,7 @@ export class AgentConnection {
    * agent's last frame for it (EXIT, FAIL, RESULT) its frames are dropped; after that they are a violation.
    */
   finish (id: number): void {
-    if (!this.handlers.delete(id) || this.closed) return
+    if (!this.handlers.delete(id) || this.closed || id === this.answered) return
     this.closing.add(id)
     if (this.closing.size > MAX_CLOSING) this.closing.delete(this.closing.values().next().value as number)
     this.socket.write(encodeFrame(id, T_CLOSE))
@@ -121,8 +123,12 @@ export class AgentConnection {
       if (last) this.closing.delete(id)
       return
     }
-    if (last) this.handlers.delete(id)
-    h.frame(type, payload)
+    if (!last) { h.frame(type, payload); return }
+    // The agent is done with the id: the handler's finish() needs no CLOSE. Should the handler
+    // throw, it stays registered, so that closing the stream tells it the call was lost.
+    this.answered = id
+    try { h.frame(type, payload) } finally { this.answered = undefined }
+    this.handlers.delete(id)
   }
 
   close (reason?: string): void {

@@ -2,7 +2,7 @@ import t from 'tap'
 import { PassThrough } from 'node:stream'
 import { AgentConnection } from '../../../plugins/sandbox/agent-client.js'
 import {
-  CHUNK, decodeJson, encodeFrame, encodeJson, FrameParser, MAX_FRAME, MAX_JSON, parseExit, parseFailure,
+  CHUNK, decodeJson, encodeFrame, encodeJson, FrameParser, MAX_FRAME, MAX_JSON, parseExit, parseFailure, ProtocolError,
   T_DATA, T_EXEC, T_EXIT, T_FAIL, T_HELLO, T_OUT, T_RESULT
 } from '../../../plugins/sandbox/agent-protocol.js'
 
@@ -127,6 +127,20 @@ t.test('forged ids: a frame for an id not in flight is a protocol violation', as
   done.conn.dispatch(done.id, T_EXIT, encodeJson(0, T_EXIT, { code: 0 }).subarray(9))
   t.equal(done.conn.pending, 0, 'the last frame (EXIT) ends the request')
   t.throws(() => { done.conn.dispatch(done.id, T_OUT, Buffer.from('after the end')) }, { name: 'ProtocolError' }, 'a frame after EXIT')
+  // As agent-exec does: the handler calls finish() on EXIT. No CLOSE goes out, and the id is done.
+  const socket = new PassThrough()
+  const written: Buffer[] = []
+  socket.on('data', (c: Buffer) => written.push(c))
+  const conn = new AgentConnection(socket, () => {})
+  const rid = conn.request(i => encodeFrame(i, T_EXEC), { frame: () => { conn.finish(rid) }, lost: () => {} })
+  conn.dispatch(rid, T_EXIT, encodeJson(0, T_EXIT, { code: 0 }).subarray(9))
+  t.equal(written.length, 1, 'only the EXEC was written, no CLOSE after the EXIT')
+  t.throws(() => { conn.dispatch(rid, T_OUT, Buffer.alloc(0)) }, { name: 'ProtocolError' }, 'a frame after an EXIT the handler finished on')
+  let lost = 0
+  const bad = conn.request(i => encodeFrame(i, T_EXEC), { frame: () => { throw new ProtocolError('bad exit') }, lost: () => { lost++ } })
+  t.throws(() => { conn.dispatch(bad, T_EXIT, Buffer.alloc(0)) }, { name: 'ProtocolError' })
+  conn.close('protocol: bad exit')
+  t.equal(lost, 1, 'a handler that threw on its last frame is told the call was lost')
   for (const last of [T_FAIL, T_RESULT]) {
     const c = inFlight()
     c.conn.dispatch(c.id, last, Buffer.alloc(0))
