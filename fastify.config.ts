@@ -90,6 +90,7 @@ const plugins = {
     port: config.EGRESS_PORT,
     maxConnectionsPerChat: config.EGRESS_MAX_CONNECTIONS,
     maxBytesPerSecond: config.EGRESS_MAX_BYTES_PER_SECOND,
+    dnsServers: config.EGRESS_DNS_SERVERS,
     idleTimeoutS: config.EGRESS_IDLE_TIMEOUT,
     firewall: config.EGRESS_FIREWALL,
     users: config.EGRESS_USERS

@@ -188,18 +188,38 @@ export function embeddedV4 (ip: Ip): Ip | null {
 
 function key (ip: Ip): string { return `${ip.family}:${ip.value.toString(16)}` }
 
-/** Host address set for `classify` (the server's own interfaces; see host-addresses.ts). */
-export function addressSet (addresses: Iterable<string>): Set<string> {
-  const set = new Set<string>()
+/** The server host's own addresses for `classify`: single addresses and local ranges (such as 127.0.0.0/8 or an AnyIP route). */
+export interface HostSet {
+  readonly exact: ReadonlySet<string>
+  readonly ranges: readonly Cidr[]
+}
+
+/** Host address set for `classify` from addresses and CIDRs (see host-addresses.ts); unparsable entries are skipped. */
+export function addressSet (addresses: Iterable<string>): HostSet {
+  const exact = new Set<string>()
+  const ranges: Cidr[] = []
   for (const a of addresses) {
+    if (a.includes('/')) {
+      const cidr = parseCidr(a)
+      if (cidr === null) continue
+      if (cidr.bits === (cidr.family === 4 ? 32 : 128)) exact.add(key({ family: cidr.family, value: cidr.base }))
+      else ranges.push(cidr)
+      continue
+    }
     const ip = parseIp(a)
-    if (ip !== null) set.add(key(ip))
+    if (ip !== null) exact.add(key(ip))
   }
-  return set
+  return { exact, ranges }
+}
+
+const NO_HOST: HostSet = { exact: new Set(), ranges: [] }
+
+function isHost (ip: Ip, host: HostSet): boolean {
+  return host.exact.has(key(ip)) || host.ranges.some(r => inCidr(ip, r))
 }
 
 /** Classifies a literal address; `host` holds the server's own addresses (addressSet). */
-export function classify (address: string | Ip, host: ReadonlySet<string> = new Set()): AddressClass {
+export function classify (address: string | Ip, host: HostSet = NO_HOST): AddressClass {
   const ip = typeof address === 'string' ? parseIp(address) : address
   if (ip === null) return 'invalid'
   const v4 = embeddedV4(ip)
@@ -210,7 +230,7 @@ export function classify (address: string | Ip, host: ReadonlySet<string> = new 
   }
   const cls = tableClass(ip)
   // The host's own addresses: named so unless a more specific sensitive class already applies (loopback, link-local).
-  return host.has(key(ip)) && SEVERITY[cls] !== 'sensitive' ? 'host' : cls
+  return SEVERITY[cls] !== 'sensitive' && isHost(ip, host) ? 'host' : cls
 }
 
 function tableClass (ip: Ip): AddressClass {

@@ -2,6 +2,7 @@ import fp from 'fastify-plugin'
 import type { FastifyPluginAsync } from 'fastify'
 import { CORE_INVALID_PLUGIN_OPTIONS } from '../../core/errors.js'
 import { parseOptions } from '../../core/config.js'
+import { checkServers, parseServers } from './resolver.js'
 import { parseRules } from './rules.js'
 import routes from './routes.js'
 import { EgressOptions } from './schemas.js'
@@ -24,6 +25,7 @@ const egress: FastifyPluginAsync<EgressOptions & { lookup?: Lookup }> = async (f
   const { lookup, ...rest } = raw
   const opts = parseOptions(EgressOptions, rest, 'egress')
   try { parseRules(opts.allow) } catch (err) { throw new CORE_INVALID_PLUGIN_OPTIONS('egress', `EGRESS_ALLOW: ${(err as Error).message}`) }
+  try { checkServers(parseServers(opts.dnsServers)) } catch (err) { throw new CORE_INVALID_PLUGIN_OPTIONS('egress', `EGRESS_DNS_SERVERS: ${(err as Error).message} (an IP address, optionally with :port; IPv6 with a port in brackets)`) }
   const log = fastify.log.child({ plugin: 'egress' })
   let users: UsersFile | undefined
   if (opts.users !== '') {

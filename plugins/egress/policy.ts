@@ -1,4 +1,4 @@
-import { classify, DESCRIPTION, embeddedV4, formatIp, parseIp, SEVERITY, type AddressClass, type Ip } from './addresses.js'
+import { classify, DESCRIPTION, embeddedV4, formatIp, parseIp, SEVERITY, type AddressClass, type HostSet, type Ip } from './addresses.js'
 import { matchAddress, matchName, normalizeName, type Rule } from './rules.js'
 
 /*
@@ -20,7 +20,7 @@ export interface Policy {
   mode: EgressMode
   rules: readonly Rule[]
   /** the server host's own addresses (addressSet) */
-  hostAddresses: ReadonlySet<string>
+  hostAddresses: HostSet
 }
 
 export interface Target {

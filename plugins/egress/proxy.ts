@@ -1,9 +1,12 @@
 import { createServer, connect, type Server, type Socket } from 'node:net'
-import type { Transform } from 'node:stream'
 import type { FastifyBaseLogger } from 'fastify'
-import { headEnd, MAX_HEAD, parseHead, refusal, type Head } from './head.js'
-import { decide, precheck, type Policy, type Target } from './policy.js'
-import { MAX_SOCKS, methodReply, parseSocks, REP, SOCKS_VERSION, socksReply, type SocksParse } from './socks.js'
+import { parseIp } from './addresses.js'
+import { refusal } from './head.js'
+import { BLOCKED, decide, precheck, type Policy, type Target } from './policy.js'
+import { httpReplies, readRequest, socksReplies, splice, type Replies } from './proxy-io.js'
+import type { Lookup } from './resolver.js'
+import { createSlots } from './slots.js'
+import { methodReply, REP, socksReply } from './socks.js'
 import { createRateLimiter } from './throttle.js'
 import type { ConnectionRecord } from './types.js'
 
@@ -12,23 +15,36 @@ import type { ConnectionRecord } from './types.js'
  * chat by its source address (sandboxes cannot spoof it: no NET_RAW/NET_ADMIN, ICC off), asks the
  * policy before DNS and again for the exact address it dials, then tunnels (HTTP CONNECT, SOCKS5
  * CONNECT on the same port) or forwards one plain-HTTP request. Memory per connection is bounded: a 16 KiB head, then pipe() with backpressure.
+ * Open connections and name lookups in flight are counted slots (slots.ts): per chat, over all chats,
+ * with a reserve for chats holding few; a lookup is cancelled when its client goes away.
  */
 
-export type Lookup = (host: string) => Promise<string[]>
+export type { Lookup } from './resolver.js'
 
 export interface ProxyDeps {
   log: FastifyBaseLogger
   /** chat id of a sandbox source address, or null */
   identify: (address: string) => string | null
   policyFor: (chatId: string) => Policy
+  /** resolves a name; the signal aborts when the client goes away */
   lookup: Lookup
   record: (chatId: string, record: ConnectionRecord) => void
   now?: () => number
 }
 
+/** Defaults of the limits the plugin's options do not set (schemas.ts uses the same). */
+export const PROXY_DEFAULTS = { reservedConnections: 256, reservedBelow: 4, maxLookupsPerChat: 8, maxLookups: 64, reservedLookups: 16 } as const
+
 export interface ProxyLimits {
   maxConnectionsPerChat: number
   maxConnections: number
+  /** the last of maxConnections, only for chats holding fewer than reservedBelow connections */
+  reservedConnections?: number
+  reservedBelow?: number
+  /** name lookups in flight: per chat, over all chats, and the last of those for chats with at most one */
+  maxLookupsPerChat?: number
+  maxLookups?: number
+  reservedLookups?: number
   idleTimeoutMs: number
   connectTimeoutMs: number
   headTimeoutMs: number
@@ -41,11 +57,15 @@ export interface EgressProxy {
   listen: (host: string, port: number) => Promise<number>
   /** open connections of a chat (client side) */
   open: (chatId: string) => number
+  /** name lookups in flight of a chat */
+  lookups: (chatId: string) => number
   close: () => Promise<void>
 }
 
 export function createEgressProxy (deps: ProxyDeps, limits: ProxyLimits): EgressProxy {
-  const perChat = new Map<string, number>()
+  const l = { ...PROXY_DEFAULTS, ...limits }
+  const connections = createSlots({ perChat: l.maxConnectionsPerChat, total: l.maxConnections, reserved: Math.min(l.reservedConnections, l.maxConnections - 1), reservedBelow: l.reservedBelow })
+  const lookups = createSlots({ perChat: l.maxLookupsPerChat, total: l.maxLookups, reserved: Math.min(l.reservedLookups, l.maxLookups - 1), reservedBelow: 2 })
   const sockets = new Set<Socket>()
   const now = deps.now ?? Date.now
   const rate = createRateLimiter(limits.bytesPerSecond)
@@ -54,16 +74,21 @@ export function createEgressProxy (deps: ProxyDeps, limits: ProxyLimits): Egress
     client.once('close', () => sockets.delete(client))
     client.on('error', () => {})
     const chatId = deps.identify(stripMapped(client.remoteAddress ?? ''))
-    if (chatId === null) { client.end(refusal(403, 'blocked by the sandbox egress policy: this address is not a running sandbox')); return }
-    const count = perChat.get(chatId) ?? 0
-    if (count >= limits.maxConnectionsPerChat) {
-      client.end(refusal(429, `blocked by the sandbox egress policy: more than ${limits.maxConnectionsPerChat} open connections`))
+    if (chatId === null) { client.end(refusal(403, `${BLOCKED}: this address is not a running sandbox`)); return }
+    const refused = connections.take(chatId)
+    if (refused !== null) {
+      const status = refused === 'chat' ? 429 : 503
+      const message = refused === 'chat'
+        ? `${BLOCKED}: more than ${l.maxConnectionsPerChat} open connections`
+        : refused === 'total'
+          ? `egress proxy busy: ${l.maxConnections} open connections over all sandboxes`
+          : `egress proxy busy: the last ${l.reservedConnections} of ${l.maxConnections} connections are kept for sandboxes holding fewer than ${l.reservedBelow}, and this one holds ${connections.held(chatId)}`
+      client.end(refusal(status, message))
       return
     }
-    perChat.set(chatId, count + 1)
     client.once('close', () => {
-      const left = (perChat.get(chatId) ?? 1) - 1
-      if (left <= 0) { perChat.delete(chatId); rate.release(chatId) } else perChat.set(chatId, left)
+      connections.release(chatId)
+      if (connections.held(chatId) === 0) rate.release(chatId)
     })
     const failed = (e: unknown): void => {
       deps.log.error({ err: e, chatId }, 'egress connection failed')
@@ -89,7 +114,33 @@ export function createEgressProxy (deps: ProxyDeps, limits: ProxyLimits): Egress
       }
     })
   })
-  server.maxConnections = limits.maxConnections
+  // A hard stop above the counted limit, so that a refusal past the limit is still answered with its reason.
+  server.maxConnections = l.maxConnections + 64
+
+  /** The addresses of a name (an address literal is its own), within the chat's and the total lookup slots; null when refused (answered). */
+  async function resolve (chatId: string, client: Socket, host: string, refuse: (status: number, d: { message: string, reason: string }) => void): Promise<string[] | null> {
+    if (parseIp(host) !== null) return [host]
+    const refused = lookups.take(chatId)
+    if (refused !== null) {
+      const message = refused === 'chat'
+        ? `egress proxy busy: ${l.maxLookupsPerChat} name lookups of this sandbox are already in flight`
+        : `egress proxy busy: too many name lookups in flight over all sandboxes (${l.maxLookups})`
+      refuse(503, { reason: 'dns-limit', message: `cannot resolve ${host}: ${message}` })
+      return null
+    }
+    const abort = new AbortController()
+    const onClose = (): void => { abort.abort() }
+    client.once('close', onClose)
+    try {
+      return await deps.lookup(host, abort.signal)
+    } catch (err) {
+      if (!client.destroyed) refuse(502, { reason: 'dns', message: `cannot resolve ${host}: ${(err as NodeJS.ErrnoException).code ?? 'lookup failed'}` })
+      return null
+    } finally {
+      client.off('close', onClose)
+      lookups.release(chatId)
+    }
+  }
 
   async function handle (chatId: string, client: Socket, head: Target, method: string, replies: Replies, rest: Buffer): Promise<void> {
     const started = now()
@@ -102,13 +153,8 @@ export function createEgressProxy (deps: ProxyDeps, limits: ProxyLimits): Egress
     const policy = deps.policyFor(chatId)
     const pre = precheck(policy, head)
     if (pre !== null) { refuse(403, pre); return }
-    let addresses: string[]
-    try {
-      addresses = await deps.lookup(head.host)
-    } catch (err) {
-      refuse(502, { reason: 'dns', message: `cannot resolve ${head.host}: ${(err as NodeJS.ErrnoException).code ?? 'lookup failed'}` })
-      return
-    }
+    const addresses = await resolve(chatId, client, head.host, refuse)
+    if (addresses === null) return
     const decisions = addresses.slice(0, 16).map(address => ({ address, d: decide(policy, head, address) }))
     const chosen = decisions.find(x => x.d.allow)
     if (chosen === undefined) {
@@ -165,7 +211,8 @@ export function createEgressProxy (deps: ProxyDeps, limits: ProxyLimits): Egress
         resolve(typeof a === 'object' && a !== null ? a.port : port)
       })
     }),
-    open: chatId => perChat.get(chatId) ?? 0,
+    open: chatId => connections.held(chatId),
+    lookups: chatId => lookups.held(chatId),
     close: async () => {
       for (const s of sockets) s.destroy()
       await new Promise<void>(resolve => { if (server.listening) server.close(() => { resolve() }); else resolve() })
@@ -177,104 +224,3 @@ function stripMapped (address: string): string {
   return address.startsWith('::ffff:') && address.includes('.') ? address.slice(7) : address
 }
 
-/** How a refusal or an open tunnel is told to the client: HTTP status lines, or SOCKS5 replies. */
-interface Replies {
-  refuse: (status: number, d: { message: string, reason: string }) => void
-  established: (upstream: Socket) => void
-}
-
-function httpReplies (client: Socket, head: Head): Replies {
-  return {
-    refuse: (status, d) => { client.end(refusal(status, d.message)) },
-    established: upstream => {
-      if (head.kind === 'connect') client.write('HTTP/1.1 200 Connection Established\r\n\r\n')
-      else upstream.write(head.head)
-    }
-  }
-}
-
-/** SOCKS5 carries no text: the reply code says what kind of refusal, the per-chat log says why. */
-function socksReplies (client: Socket): Replies {
-  return {
-    refuse: (status, d) => {
-      const code = status === 403 ? REP.notAllowed : d.reason === 'dns' ? REP.hostUnreachable : d.reason === 'upstream' ? REP.refused : REP.failure
-      client.end(socksReply(code))
-    },
-    established: () => { client.write(socksReply(REP.ok)) }
-  }
-}
-
-interface RequestReaders {
-  http: (err: string | null, head?: Head, rest?: Buffer) => void
-  socks: (result: SocksParse, rest: Buffer) => void
-}
-
-/**
- * Reads the first request (within timeoutMs), then stops reading: an HTTP head (≤ MAX_HEAD bytes), or,
- * when the first byte is 0x05, a SOCKS5 greeting (answered at once) and CONNECT request (≤ MAX_SOCKS).
- */
-function readRequest (client: Socket, timeoutMs: number, readers: RequestReaders): void {
-  const chunks: Buffer[] = []
-  let size = 0
-  let greeted = false
-  const timer = setTimeout(() => {
-    finish()
-    if (chunks[0]?.[0] === SOCKS_VERSION) client.destroy()
-    else readers.http('no request within the time limit')
-  }, timeoutMs)
-  const finish = (): void => { clearTimeout(timer); client.off('data', onData); client.off('end', onEnd) }
-  const onEnd = (): void => { finish(); client.destroy() }
-  const onSocks = (buf: Buffer): void => {
-    const methods = buf[1]
-    if (!greeted && methods !== undefined && buf.length >= 2 + methods && buf.subarray(2, 2 + methods).includes(0x00)) {
-      greeted = true
-      client.write(methodReply(true))
-    }
-    const result = parseSocks(buf.subarray(0, MAX_SOCKS))
-    if (result.state === 'more') {
-      if (buf.length >= MAX_SOCKS) { finish(); client.destroy() }
-      return
-    }
-    finish()
-    client.pause()
-    readers.socks(result, result.state === 'done' ? buf.subarray(result.used) : Buffer.alloc(0))
-  }
-  const onData = (chunk: Buffer): void => {
-    chunks.push(chunk)
-    size += chunk.length
-    const buf = chunks.length === 1 ? chunk : Buffer.concat(chunks)
-    chunks.length = 0
-    chunks.push(buf)
-    if (buf[0] === SOCKS_VERSION) { onSocks(buf); return }
-    const done = readers.http
-    const end = headEnd(buf.subarray(0, MAX_HEAD + 4))
-    if (end < 0) {
-      if (size > MAX_HEAD) { finish(); done('request head larger than 16 KiB') }
-      return
-    }
-    finish()
-    client.pause()
-    const head = parseHead(buf.subarray(0, end))
-    if (typeof head === 'string') { done(head); return }
-    done(null, head, buf.subarray(end))
-  }
-  client.on('data', onData)
-  client.on('end', onEnd)
-}
-
-/** Pipes both ways with backpressure; either side idle for idleMs (no bytes either way) closes both. */
-function splice (client: Socket, upstream: Socket, idleMs: number, throttle: (() => Transform) | null): void {
-  client.setTimeout(idleMs, () => { client.destroy(); upstream.destroy() })
-  upstream.setTimeout(idleMs, () => { client.destroy(); upstream.destroy() })
-  if (throttle === null) {
-    client.pipe(upstream)
-    upstream.pipe(client)
-  } else {
-    client.pipe(throttle()).pipe(upstream)
-    upstream.pipe(throttle()).pipe(client)
-  }
-  client.resume()
-  client.once('close', () => upstream.destroy())
-  // A clean end reaches the client through the pipe (after any throttled chunks); anything else drops it.
-  upstream.once('close', () => { if (!upstream.readableEnded) client.destroy() })
-}

@@ -1,4 +1,8 @@
 import Type, { type Static } from 'typebox'
+import { PROXY_DEFAULTS } from './proxy.js'
+
+/** 20 MiB/s per chat, both directions: enough for package installs, keeps one chat from taking the uplink. */
+export const DEFAULT_BYTES_PER_SECOND = 20 * 1024 * 1024
 
 const Mode = Type.Union([Type.Literal('open'), Type.Literal('allowlist'), Type.Literal('off')])
 
@@ -8,7 +12,15 @@ export const EgressOptions = Type.Object({
   port: Type.Optional(Type.Integer({ default: 3128, minimum: 1, maximum: 65535, description: 'EGRESS_PORT: proxy port on the sandbox network gateway' })),
   maxConnectionsPerChat: Type.Optional(Type.Integer({ default: 64, minimum: 1, description: 'EGRESS_MAX_CONNECTIONS' })),
   maxConnections: Type.Optional(Type.Integer({ default: 2048, minimum: 1, description: 'open proxy connections over all chats' })),
-  maxBytesPerSecond: Type.Optional(Type.Integer({ default: 0, minimum: 0, description: 'EGRESS_MAX_BYTES_PER_SECOND: per chat, 0 = unlimited' })),
+  reservedConnections: Type.Optional(Type.Integer({ default: PROXY_DEFAULTS.reservedConnections, minimum: 0, description: 'the last of maxConnections, kept for chats holding fewer than reservedBelow' })),
+  reservedBelow: Type.Optional(Type.Integer({ default: PROXY_DEFAULTS.reservedBelow, minimum: 1, description: 'a chat holding fewer connections than this may use the reserved ones' })),
+  maxBytesPerSecond: Type.Optional(Type.Integer({ default: DEFAULT_BYTES_PER_SECOND, minimum: 0, description: 'EGRESS_MAX_BYTES_PER_SECOND: per chat, 0 = unlimited' })),
+  dnsServers: Type.Optional(Type.String({ default: '', description: 'EGRESS_DNS_SERVERS: the proxy\'s DNS servers (ip or ip:port, comma or space separated); empty = those of /etc/resolv.conf' })),
+  dnsTimeoutMs: Type.Optional(Type.Integer({ default: 5000, minimum: 100, maximum: 60000, description: 'one name lookup, both families and every try' })),
+  maxLookupsPerChat: Type.Optional(Type.Integer({ default: PROXY_DEFAULTS.maxLookupsPerChat, minimum: 1, description: 'name lookups in flight per chat' })),
+  maxLookups: Type.Optional(Type.Integer({ default: PROXY_DEFAULTS.maxLookups, minimum: 1, description: 'name lookups in flight over all chats' })),
+  hostsFile: Type.Optional(Type.String({ default: '/etc/hosts', description: 'names the proxy answers without DNS; empty = none' })),
+  procDir: Type.Optional(Type.String({ default: '/proc', description: 'where the routing table is read (the host address class)' })),
   idleTimeoutS: Type.Optional(Type.Integer({ default: 300, minimum: 1, description: 'EGRESS_IDLE_TIMEOUT' })),
   logSize: Type.Optional(Type.Integer({ default: 200, minimum: 1, maximum: 10000, description: 'connections kept per chat' })),
   logChats: Type.Optional(Type.Integer({ default: 1000, minimum: 1, description: 'chats whose connection log is kept' })),

@@ -1,15 +1,15 @@
-import { lookup as dnsLookup } from 'node:dns/promises'
-import { networkInterfaces } from 'node:os'
 import type { FastifyBaseLogger } from 'fastify'
 import type { SandboxService } from '../sandbox/types.js'
-import { addressSet } from './addresses.js'
 import { createConnectionLog } from './connection-log.js'
 import { createChatLayers } from './chat-layers.js'
 import { EGRESS_BAD_RULE } from './errors.js'
 import { applyFirewall } from './firewall.js'
+import { createHostAddresses } from './host-addresses.js'
+import { createHostsFile } from './hosts-file.js'
 import type { EgressMode, Policy } from './policy.js'
 import { createEgressProxy, type EgressProxy, type Lookup } from './proxy.js'
 import { combine, parseLayer, type ParsedLayer } from './layers.js'
+import { createResolver, parseServers } from './resolver.js'
 import { parseRules } from './rules.js'
 import type { OverrideStore, UsersFile } from './store.js'
 import type { EgressOptions } from './schemas.js'
@@ -24,7 +24,7 @@ import type { EffectivePolicy, EgressService } from './types.js'
 export interface EgressDeps {
   sandbox: Pick<SandboxService, 'network' | 'address'>
   log: FastifyBaseLogger
-  /** tests resolve their canary names here; default: the system resolver, 5 s bound */
+  /** tests resolve their canary names here; default: c-ares (resolver.ts) with EGRESS_DNS_SERVERS and the hosts file */
   lookup?: Lookup
   /** tests on a shared host skip the iptables rules */
   firewall?: boolean
@@ -32,23 +32,6 @@ export interface EgressDeps {
   store?: OverrideStore
   /** EGRESS_USERS, when set */
   users?: UsersFile
-}
-
-const HOST_ADDRESSES_TTL_MS = 5000
-
-async function systemLookup (host: string): Promise<string[]> {
-  let timer: NodeJS.Timeout | undefined
-  const timeout = new Promise<never>((_resolve, reject) => {
-    timer = setTimeout(() => { reject(Object.assign(new Error('lookup timed out'), { code: 'ETIMEOUT' })) }, 5000)
-  })
-  try {
-    const found = await Promise.race([dnsLookup(host, { all: true, verbatim: true }), timeout])
-    return found.map(a => a.address)
-  } finally { clearTimeout(timer) }
-}
-
-function hostAddresses (): string[] {
-  return Object.values(networkInterfaces()).flatMap(list => (list ?? []).map(i => i.address))
 }
 
 export function createEgressService (deps: EgressDeps, opts: Required<EgressOptions>): {
@@ -64,22 +47,19 @@ export function createEgressService (deps: EgressDeps, opts: Required<EgressOpti
   const byAddress = new Map<string, string>()
   const addressOf = new Map<string, string>()
   const connections = createConnectionLog(opts.logSize, opts.logChats)
-  let host = { at: -Infinity, set: new Set<string>() as ReadonlySet<string> }
-  const hostSet = (): ReadonlySet<string> => {
-    if (Date.now() - host.at > HOST_ADDRESSES_TTL_MS) host = { at: Date.now(), set: addressSet(hostAddresses()) }
-    return host.set
-  }
+  const host = createHostAddresses({ procDir: opts.procDir, log: deps.log })
+  const hostsFile = createHostsFile({ path: opts.hostsFile, log: deps.log })
 
   const policyFor = (chatId: string): Policy => {
     const { mode, rules } = combine(server, layers.userLayer(chatId), layers.chatLayer(chatId))
-    return { mode, rules, hostAddresses: hostSet() }
+    return { mode, rules, hostAddresses: host.current() }
   }
 
   const proxy = createEgressProxy({
     log: deps.log,
     identify: address => byAddress.get(address) ?? null,
     policyFor,
-    lookup: deps.lookup ?? systemLookup,
+    lookup: deps.lookup ?? createResolver({ servers: parseServers(opts.dnsServers), timeoutMs: opts.dnsTimeoutMs, hosts: hostsFile.table }),
     record: (chatId, record) => {
       connections.add(chatId, record)
       deps.log.debug({ chatId, host: record.host, port: record.port, decision: record.decision, reason: record.reason }, 'egress connection')
@@ -87,6 +67,10 @@ export function createEgressService (deps: EgressDeps, opts: Required<EgressOpti
   }, {
     maxConnectionsPerChat: opts.maxConnectionsPerChat,
     maxConnections: opts.maxConnections,
+    reservedConnections: opts.reservedConnections,
+    reservedBelow: opts.reservedBelow,
+    maxLookupsPerChat: opts.maxLookupsPerChat,
+    maxLookups: opts.maxLookups,
     idleTimeoutMs: opts.idleTimeoutS * 1000,
     connectTimeoutMs: 10_000,
     headTimeoutMs: 10_000,
@@ -99,6 +83,8 @@ export function createEgressService (deps: EgressDeps, opts: Required<EgressOpti
     if (net === null) return false
     bound ??= (async () => {
       try {
+        // The host addresses and the hosts file are read before the first connection is decided.
+        await Promise.all([host.start(), hostsFile.start()])
         await proxy.listen(net.gateway, opts.port)
       } catch (err) {
         deps.log.error({ err, gateway: net.gateway, port: opts.port }, 'egress proxy cannot listen: sandboxes have no way out')
@@ -153,7 +139,7 @@ export function createEgressService (deps: EgressDeps, opts: Required<EgressOpti
       addressOf.delete(chatId)
       if (ip !== undefined && byAddress.get(ip) === chatId) byAddress.delete(ip)
     },
-    close: async () => { layers.close(); await proxy.close() }
+    close: async () => { layers.close(); host.close(); hostsFile.close(); await proxy.close() }
   }
 }
 
