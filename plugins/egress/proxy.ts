@@ -32,8 +32,8 @@ export interface ProxyDeps {
   now?: () => number
 }
 
-/** Defaults of the limits the plugin's options do not set (schemas.ts uses the same). */
-export const PROXY_DEFAULTS = { reservedConnections: 256, reservedBelow: 4, maxLookupsPerChat: 8, maxLookups: 64, reservedLookups: 16 } as const
+/** Defaults of the limits the plugin's options do not set (schemas.ts uses the same); an unset reserve is an eighth of the total connections, a quarter of the lookups. */
+export const PROXY_DEFAULTS = { reservedBelow: 4, maxLookupsPerChat: 8, maxLookups: 64 } as const
 
 export interface ProxyLimits {
   maxConnectionsPerChat: number
@@ -63,9 +63,17 @@ export interface EgressProxy {
 }
 
 export function createEgressProxy (deps: ProxyDeps, limits: ProxyLimits): EgressProxy {
-  const l = { ...PROXY_DEFAULTS, ...limits }
-  const connections = createSlots({ perChat: l.maxConnectionsPerChat, total: l.maxConnections, reserved: Math.min(l.reservedConnections, l.maxConnections - 1), reservedBelow: l.reservedBelow })
-  const lookups = createSlots({ perChat: l.maxLookupsPerChat, total: l.maxLookups, reserved: Math.min(l.reservedLookups, l.maxLookups - 1), reservedBelow: 2 })
+  const maxLookups = limits.maxLookups ?? PROXY_DEFAULTS.maxLookups
+  const l = {
+    ...limits,
+    reservedConnections: Math.min(limits.reservedConnections ?? Math.floor(limits.maxConnections / 8), limits.maxConnections - 1),
+    reservedBelow: limits.reservedBelow ?? PROXY_DEFAULTS.reservedBelow,
+    maxLookupsPerChat: limits.maxLookupsPerChat ?? PROXY_DEFAULTS.maxLookupsPerChat,
+    maxLookups,
+    reservedLookups: Math.min(limits.reservedLookups ?? Math.floor(maxLookups / 4), maxLookups - 1)
+  }
+  const connections = createSlots({ perChat: l.maxConnectionsPerChat, total: l.maxConnections, reserved: l.reservedConnections, reservedBelow: l.reservedBelow })
+  const lookups = createSlots({ perChat: l.maxLookupsPerChat, total: l.maxLookups, reserved: l.reservedLookups, reservedBelow: 2 })
   const sockets = new Set<Socket>()
   const now = deps.now ?? Date.now
   const rate = createRateLimiter(limits.bytesPerSecond)
@@ -124,7 +132,9 @@ export function createEgressProxy (deps: ProxyDeps, limits: ProxyLimits): Egress
     if (refused !== null) {
       const message = refused === 'chat'
         ? `egress proxy busy: ${l.maxLookupsPerChat} name lookups of this sandbox are already in flight`
-        : `egress proxy busy: too many name lookups in flight over all sandboxes (${l.maxLookups})`
+        : refused === 'total'
+          ? `egress proxy busy: ${l.maxLookups} name lookups in flight over all sandboxes`
+          : `egress proxy busy: the last ${l.reservedLookups} of ${l.maxLookups} name lookups in flight are kept for sandboxes with at most one`
       refuse(503, { reason: 'dns-limit', message: `cannot resolve ${host}: ${message}` })
       return null
     }
@@ -223,4 +233,3 @@ export function createEgressProxy (deps: ProxyDeps, limits: ProxyLimits): Egress
 function stripMapped (address: string): string {
   return address.startsWith('::ffff:') && address.includes('.') ? address.slice(7) : address
 }
-

@@ -61,8 +61,8 @@ export function createResolver (opts: ResolverOptions): Lookup {
       const errors: { 4?: NodeJS.ErrnoException, 6?: NodeJS.ErrnoException } = {}
       let done = false
       let grace: NodeJS.Timeout | undefined
-      let deadline: NodeJS.Timeout | undefined
-      const finish = (err: NodeJS.ErrnoException | null): void => {
+      const deadline = setTimeout(() => { finish(dnsError('ETIMEOUT', `no answer within ${opts.timeoutMs} ms`)) }, opts.timeoutMs)
+      function finish (err: NodeJS.ErrnoException | null): void {
         if (done) return
         done = true
         clearTimeout(deadline)
@@ -74,7 +74,6 @@ export function createResolver (opts: ResolverOptions): Lookup {
         else reject(err ?? failure(errors[4], errors[6]))
       }
       const onAbort = (): void => { finish(dnsError('ECANCELLED', 'lookup cancelled')) }
-      deadline = setTimeout(() => { finish(dnsError('ETIMEOUT', `no answer within ${opts.timeoutMs} ms`)) }, opts.timeoutMs)
       signal?.addEventListener('abort', onAbort, { once: true })
       const settled = (family: 4 | 6): void => {
         const other = family === 4 ? 6 : 4

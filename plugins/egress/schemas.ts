@@ -12,7 +12,7 @@ export const EgressOptions = Type.Object({
   port: Type.Optional(Type.Integer({ default: 3128, minimum: 1, maximum: 65535, description: 'EGRESS_PORT: proxy port on the sandbox network gateway' })),
   maxConnectionsPerChat: Type.Optional(Type.Integer({ default: 64, minimum: 1, description: 'EGRESS_MAX_CONNECTIONS' })),
   maxConnections: Type.Optional(Type.Integer({ default: 2048, minimum: 1, description: 'open proxy connections over all chats' })),
-  reservedConnections: Type.Optional(Type.Integer({ default: PROXY_DEFAULTS.reservedConnections, minimum: 0, description: 'the last of maxConnections, kept for chats holding fewer than reservedBelow' })),
+  reservedConnections: Type.Optional(Type.Integer({ minimum: 0, description: 'the last of maxConnections, kept for chats holding fewer than reservedBelow; unset = an eighth (256 of 2048)' })),
   reservedBelow: Type.Optional(Type.Integer({ default: PROXY_DEFAULTS.reservedBelow, minimum: 1, description: 'a chat holding fewer connections than this may use the reserved ones' })),
   maxBytesPerSecond: Type.Optional(Type.Integer({ default: DEFAULT_BYTES_PER_SECOND, minimum: 0, description: 'EGRESS_MAX_BYTES_PER_SECOND: per chat, 0 = unlimited' })),
   dnsServers: Type.Optional(Type.String({ default: '', description: 'EGRESS_DNS_SERVERS: the proxy\'s DNS servers (ip or ip:port, comma or space separated); empty = those of /etc/resolv.conf' })),

@@ -67,7 +67,7 @@ export function createEgressService (deps: EgressDeps, opts: Required<EgressOpti
   }, {
     maxConnectionsPerChat: opts.maxConnectionsPerChat,
     maxConnections: opts.maxConnections,
-    reservedConnections: opts.reservedConnections,
+    ...(opts.reservedConnections === undefined ? {} : { reservedConnections: opts.reservedConnections }),
     reservedBelow: opts.reservedBelow,
     maxLookupsPerChat: opts.maxLookupsPerChat,
     maxLookups: opts.maxLookups,
