@@ -17,12 +17,14 @@ import { egressService, send, tunnel, upstream, type Answer } from './harness.js
 
 const elapsed = (from: number): number => Date.now() - from
 const settle = async (ms: number): Promise<void> => { await new Promise(resolve => setTimeout(resolve, ms)) }
+/** waits (at most 5 s, the machine may be busy) until check() holds */
+const until = async (check: () => boolean): Promise<void> => { for (const from = Date.now(); !check() && elapsed(from) < 5000;) await settle(20) }
 
 t.test('40 CONNECTs to never-answered names: 8 wait, 32 get 503 at once and are logged; another chat connects, fs and getaddrinfo stay fast', async t => {
   const canary = await upstream(t, 'canary')
   const dns = await dnsServer(t, { 'ok.test': { a: ['127.0.0.1'] } })
   const { port, built, source } = await egressService(t, ['flood', 'quiet'], {
-    allow: `127.0.0.1:${canary}`, dnsServers: `127.0.0.1:${dns.port}`, dnsTimeoutMs: 4000, hostsFile: ''
+    allow: `127.0.0.1:${canary}`, dnsServers: `127.0.0.1:${dns.port}`, dnsTimeoutMs: 15_000, hostsFile: ''
   })
   const answers: Answer[] = []
   const flood = Array.from({ length: 40 }, async (_, i) => {
@@ -30,8 +32,11 @@ t.test('40 CONNECTs to never-answered names: 8 wait, 32 get 503 at once and are 
     answers.push(a)
     return a
   })
-  await settle(400)
-  t.equal(answers.length, 32, '32 answered within 400 ms')
+  const from0 = Date.now()
+  while (answers.length < 32 && elapsed(from0) < 5000) await settle(20)
+  t.equal(answers.length, 32, `32 answered at once (${elapsed(from0)} ms on this machine, no DNS answer involved)`)
+  await settle(300)
+  t.equal(answers.length, 32, 'the other 8 are still waiting for DNS')
   t.ok(answers.every(a => a.status === 503 && /^cannot resolve n\d+\.hang\.test: egress proxy busy: 8 name lookups of this sandbox are already in flight$/.test(a.message)), answers[0]?.message ?? 'no answer')
   t.equal(built.proxy.lookups('flood'), 8, '8 lookups in flight for the flooding chat')
   t.equal(dns.swallowed().size, 8, 'only 8 names reached the DNS server')
@@ -41,7 +46,7 @@ t.test('40 CONNECTs to never-answered names: 8 wait, 32 get 503 at once and are 
   let from = Date.now()
   const quiet = await tunnel(port, source('quiet'), `ok.test:${canary}`)
   t.equal(quiet.status, 200, `another chat's lookup and connection succeed (${elapsed(from)} ms)`)
-  t.ok(elapsed(from) < 1000)
+  t.ok(elapsed(from) < 2000)
   quiet.socket.write('GET /through HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n')
   let body = ''
   for await (const c of quiet.socket) body += (c as Buffer).toString()
@@ -52,10 +57,10 @@ t.test('40 CONNECTs to never-answered names: 8 wait, 32 get 503 at once and are 
   await writeFile(join(dir, 'f'), 'x')
   from = Date.now()
   await Promise.all(Array.from({ length: 40 }, async () => await stat(join(dir, 'f'))))
-  t.ok(elapsed(from) < 1000, `fs is not blocked: 40 stat calls in ${elapsed(from)} ms`)
+  t.ok(elapsed(from) < 2000, `fs is not blocked: 40 stat calls in ${elapsed(from)} ms`)
   from = Date.now()
   await Promise.all(Array.from({ length: 8 }, async () => await systemLookup('localhost')))
-  t.ok(elapsed(from) < 1000, `the server's own getaddrinfo is not blocked: 8 calls in ${elapsed(from)} ms`)
+  t.ok(elapsed(from) < 2000, `the server's own getaddrinfo is not blocked: 8 calls in ${elapsed(from)} ms`)
 
   // The flooding sandbox gives up: its lookups are cancelled, the slots come back at once.
   for (const a of answers) a.socket.destroy()
@@ -69,16 +74,16 @@ t.test('a client that goes away cancels its lookup: the slot is free at once, no
   const dns = await dnsServer(t, {})
   const { port, built, source } = await egressService(t, ['chat'], { dnsServers: `127.0.0.1:${dns.port}`, dnsTimeoutMs: 10_000, hostsFile: '' })
   const waiting = Array.from({ length: 8 }, (_, i) => send(port, source('chat'), `CONNECT w${i}.hang.test:443 HTTP/1.1\r\nHost: w${i}.hang.test:443`))
-  await settle(300)
+  await until(() => built.proxy.lookups('chat') === 8)
   t.equal(built.proxy.lookups('chat'), 8)
   t.equal((await tunnel(port, source('chat'), 'x.hang.test:443')).status, 503, 'the ninth is refused')
   for (const w of waiting) w.socket.destroy()
   const from = Date.now()
   while (built.proxy.lookups('chat') > 0 && elapsed(from) < 3000) await settle(20)
   t.equal(built.proxy.lookups('chat'), 0, `all 8 lookups ended ${elapsed(from)} ms after their clients left`)
-  t.ok(elapsed(from) < 500)
+  t.ok(elapsed(from) < 2000, 'well before the 10 s deadline')
   const again = send(port, source('chat'), 'CONNECT y.hang.test:443 HTTP/1.1\r\nHost: y.hang.test:443')
-  await settle(200)
+  await until(() => built.proxy.lookups('chat') === 1)
   t.equal(built.proxy.lookups('chat'), 1, 'a new lookup gets a slot again')
   again.socket.destroy()
   await Promise.allSettled(waiting.map(w => w.answer))
@@ -91,7 +96,7 @@ t.test('a lookup past its deadline is answered 502 ETIMEOUT and logged', async t
   const a = await tunnel(port, source('chat'), 'slow.hang.test:443')
   t.equal(a.status, 502)
   t.equal(a.message, 'cannot resolve slow.hang.test: ETIMEOUT')
-  t.ok(elapsed(from) >= 590 && elapsed(from) < 1500, `after ${elapsed(from)} ms`)
+  t.ok(elapsed(from) >= 590 && elapsed(from) < 3000, `after ${elapsed(from)} ms`)
   t.match(built.service.connections('chat'), [{ host: 'slow.hang.test', decision: 'failed', reason: 'dns' }])
   a.socket.destroy()
 })
@@ -110,9 +115,9 @@ t.test('the total cap: past it every chat gets 503 at once; the reserve lets a c
   t.teardown(async () => { await p.close() })
   const held: Array<Promise<Answer>> = []
   for (let i = 0; i < 8; i++) held.push(tunnel(port, '127.0.0.2', `a${i}.hang.test:443`))
-  await settle(200)
+  await until(() => p.lookups('a') === 8)
   for (let i = 0; i < 2; i++) held.push(tunnel(port, '127.0.0.3', `b${i}.hang.test:443`))
-  await settle(200)
+  await until(() => p.lookups('b') === 2)
   t.same([p.lookups('a'), p.lookups('b')], [8, 2], 'chat a took the shared 8, chat b the reserved 2')
   const refused = await tunnel(port, '127.0.0.4', 'c.hang.test:443')
   t.equal(refused.status, 503)
