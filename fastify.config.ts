@@ -128,8 +128,10 @@ const plugins = {
   'user-skills': config => entry(userSkills, {
     tokensUrl: config.MCP_TOKENS_URL,
     tokensApiKey: config.MCP_TOKENS_API_KEY,
+    tokensUrlAllow: config.mcpTokensUrlAllow,
     cacheDir: config.skillsCacheDir,
-    cacheHostDir: config.skillsCacheHostDir
+    cacheHostDir: config.skillsCacheHostDir,
+    cacheMaxBytes: config.SKILLS_CACHE_MAX_BYTES
   }),
   'prompt-render': config => entry(promptRender, {
     singleUserMode: config.singleUserMode,

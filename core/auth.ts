@@ -2,7 +2,7 @@ import { createHash, timingSafeEqual } from 'node:crypto'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { CORE_FORBIDDEN, CORE_TOO_MANY_FAILURES, CORE_UNAUTHORIZED } from './errors.js'
 import { createFailureThrottle } from './failure-throttle.js'
-import { attachPrincipal, type Principal } from './identity.js'
+import { attachApiKey, attachPrincipal, type Principal } from './identity.js'
 
 /** What a chat route needs: `f` read-only files, `c` full control (surface.md §6.1). */
 export type ChatScope = 'f' | 'c'
@@ -42,6 +42,12 @@ export interface AuthService {
    * address has more than 30 failures this minute. In open mode it always passes.
    */
   requireApiKey (request: FastifyRequest, reply: FastifyReply): Promise<void>
+  /**
+   * For a route that serves callers without credentials too: true when the request carries
+   * MCP_API_KEY as a Bearer header, which is then recorded as its authentication (as requireApiKey
+   * does, so readUser knows the caller). Never throws and counts no failure; false in open mode.
+   */
+  noteApiKey (request: FastifyRequest): boolean
   /**
    * Authorises a chat route: the API key as a Bearer header, or a capability token for this chat
    * and scope from the Authorization header, the `t` query parameter or `pathToken` (the `~token`
@@ -110,7 +116,7 @@ export function createAuthService (opts: AuthOptions): AuthService {
     async requireApiKey (request, reply) {
       if (keyDigest === null) return
       const token = service.bearer(request)
-      if (service.isApiKey(token)) return
+      if (service.isApiKey(token)) { attachApiKey(request.headers); return }
       const verifier = claimedBy(request)
       const principal = verifier === undefined || token === undefined ? undefined : await verifier.verify(token)
       if (principal !== undefined) {
@@ -119,12 +125,17 @@ export function createAuthService (opts: AuthOptions): AuthService {
       }
       refuse(request, reply, new CORE_UNAUTHORIZED())
     },
+    noteApiKey (request) {
+      if (!service.isApiKey(service.bearer(request))) return false
+      attachApiKey(request.headers)
+      return true
+    },
     authorizeChat (request, chatId, scope, pathToken) {
       if (keyDigest === null) return undefined
       const bearer = service.bearer(request)
       // The master key only ever travels in the Authorization header (§6.1): in a URL it would end
       // up in browser history, proxies and Referer-less logs of other servers.
-      if (service.isApiKey(bearer)) return undefined
+      if (service.isApiKey(bearer)) { attachApiKey(request.headers); return undefined }
       const fromQuery = (request.query as Record<string, unknown> | undefined)?.t
       const candidates = [bearer, typeof fromQuery === 'string' ? fromQuery : undefined, pathToken]
         .filter((t): t is string => t !== undefined && t !== '')

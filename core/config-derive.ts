@@ -85,3 +85,21 @@ export function skillsCacheHost (raw: RawConfig): string {
   const cache = raw.SKILLS_CACHE_DIR.trim() || `${dataDir}/skills-cache`
   return cache === dataDir || cache.startsWith(`${dataDir}/`) ? dataHost + cache.slice(dataDir.length) : cache
 }
+
+/**
+ * MCP_TOKENS_URL_ALLOW as serialised origins: each entry an http(s) origin, nothing more (a path,
+ * query or user info would suggest a match narrower or different from what is compared).
+ */
+export function settingsOrigins (raw: RawConfig): string[] {
+  const out: string[] = []
+  for (const entry of raw.MCP_TOKENS_URL_ALLOW.split(',').map(s => s.trim().replace(/\/+$/, '')).filter(Boolean)) {
+    let url: URL | undefined
+    try { url = new URL(entry) } catch {}
+    if (url === undefined || (url.protocol !== 'http:' && url.protocol !== 'https:') || url.username !== '' || url.password !== '' ||
+      url.pathname !== '/' || url.search !== '' || url.hash !== '') {
+      throw new CORE_INVALID_CONFIG('MCP_TOKENS_URL_ALLOW', `'${entry}' is not an origin (scheme://host[:port], http or https, no path)`)
+    }
+    out.push(url.origin)
+  }
+  return out
+}

@@ -2,7 +2,7 @@ import Type, { type Static, type TSchema } from 'typebox'
 import Value from 'typebox/value'
 import { CORE_INVALID_CONFIG, CORE_INVALID_PLUGIN_OPTIONS } from './errors.js'
 import type { TrustProxy } from './trust-proxy.js'
-import { checkKey, deriveNetwork, deriveOAuth, derivePublicBaseUrl, skillsCacheHost } from './config-derive.js'
+import { checkKey, deriveNetwork, deriveOAuth, derivePublicBaseUrl, settingsOrigins, skillsCacheHost } from './config-derive.js'
 
 export { MIN_KEY_LENGTH } from './config-derive.js'
 
@@ -100,10 +100,12 @@ export const ConfigSchema = Type.Object({
   VISION_MODEL: Str('gpt-4o', 'Vision model passed to sub_agent runs.'),
   MCP_TOKENS_URL: Str('', 'Optional settings service for per-user skills.'),
   MCP_TOKENS_API_KEY: Str('', 'Key for the settings service.'),
+  MCP_TOKENS_URL_ALLOW: Str('', 'Comma-separated origins (scheme://host[:port]) that a request\'s X-Mcp-Tokens-Url may point at, besides MCP_TOKENS_URL\'s own; honoured only for requests with the API key or an OAuth token. Empty = MCP_TOKENS_URL\'s origin only.'),
   SKILLS_DIR: Str('', 'Built-in skills tree (server view); empty = read from the sandbox image.'),
   SKILLS_DIR_HOST: Str('', 'Built-in skills tree as the Docker daemon sees it, mounted read-only at /mnt/skills.'),
   SKILLS_CACHE_DIR: Str('', 'User skill cache; empty = <DATA_DIR>/skills-cache.'),
   SKILLS_CACHE_HOST_PATH: Str('', 'Host view of SKILLS_CACHE_DIR for the bind mounts; empty = below DATA_DIR_HOST when the cache is below DATA_DIR, else SKILLS_CACHE_DIR.'),
+  SKILLS_CACHE_MAX_BYTES: Size(1073741824, 'Total size of the user skill cache (extracted skills and cached configurations, k/m/g suffix); the least recently used entry not mounted by a running sandbox is removed first.'),
   SKILLS_INCLUDE_EXAMPLES: Bool(false, 'List examples skills in the prompt.'),
   LOG_LEVEL: Type.Union(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'].map(l => Type.Literal(l)), { default: 'info', description: 'Log level.' }),
   DEBUG_LOGGING: Bool(false, 'Alias for LOG_LEVEL=debug.'),
@@ -145,6 +147,8 @@ export interface AppConfig extends RawConfig {
   trustProxy: TrustProxy
   /** OIDC_ALLOWED_EMAILS as lowercase entries: `user@example.com`, `@example.com` or `*`. */
   oidcAllowedEmails: string[]
+  /** MCP_TOKENS_URL_ALLOW as serialised origins. */
+  mcpTokensUrlAllow: string[]
 }
 
 const BOOL: Record<string, boolean> = { true: true, 1: true, yes: true, false: false, 0: false, no: false }
@@ -216,6 +220,7 @@ function derive (raw: RawConfig): Omit<AppConfig, 'publicBaseUrlSet'> {
     publicBaseUrl,
     oidcAllowedEmails: deriveOAuth(raw, publicBaseUrl),
     allowedOrigins,
+    mcpTokensUrlAllow: settingsOrigins(raw),
     dataDirHost: raw.DATA_DIR_HOST.trim() || raw.DATA_DIR,
     sandboxNetwork: raw.SANDBOX_NETWORK.trim() || `${raw.SANDBOX_PREFIX}-sandboxes`,
     skillsCacheDir: raw.SKILLS_CACHE_DIR.trim() || `${raw.DATA_DIR}/skills-cache`,

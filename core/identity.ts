@@ -20,6 +20,8 @@ export interface Principal {
 // proved about the request to the functions below, which only see headers. A WeakMap keyed by it
 // holds no state across requests or app instances: an entry lives exactly as long as its request.
 const principals = new WeakMap<IncomingHttpHeaders, Principal>()
+// Requests that presented MCP_API_KEY: the operator's own clients (core/auth.ts records them).
+const keyHolders = new WeakSet<IncomingHttpHeaders>()
 
 /** Records the verified principal of a request (core/auth.ts calls this; plugins never need to). */
 export function attachPrincipal (headers: IncomingHttpHeaders, principal: Principal): void {
@@ -29,6 +31,19 @@ export function attachPrincipal (headers: IncomingHttpHeaders, principal: Princi
 /** The verified principal of a request, when a plugin-verified bearer token authenticated it. */
 export function principalOf (headers: IncomingHttpHeaders): Principal | undefined {
   return principals.get(headers)
+}
+
+/** Records that a request presented MCP_API_KEY (core/auth.ts calls this; plugins never need to). */
+export function attachApiKey (headers: IncomingHttpHeaders): void {
+  keyHolders.add(headers)
+}
+
+/** How a request proved who it is: the API key, a plugin-verified token (OAuth), or not at all (open mode, an unchecked route). */
+export type Caller = 'key' | 'oauth'
+
+export function callerOf (headers: IncomingHttpHeaders): Caller | undefined {
+  if (keyHolders.has(headers)) return 'key'
+  return principals.has(headers) ? 'oauth' : undefined
 }
 
 /**
@@ -78,6 +93,12 @@ export interface RequestCredentials {
   anthropicBaseUrl?: string
   mcpTokensUrl?: string
   mcpTokensApiKey?: string
+  /**
+   * How the request that sent the settings-service pair was authenticated; absent = not at all. The
+   * pair is only a request: user-skills uses it for an authenticated caller and an allowlisted
+   * origin only (README `## Settings`: MCP_TOKENS_URL_ALLOW), else the server's own settings.
+   */
+  mcpTokensCaller?: Caller
 }
 
 export interface RequestUser {
@@ -110,7 +131,7 @@ export function readUser (headers: IncomingHttpHeaders): RequestUser {
   const anthropicApiKey = headerValue(headers, 'x-anthropic-api-key', 'x-openwebui-anthropic-api-key')
   const mcpTokensApiKey = headerValue(headers, 'x-mcp-tokens-api-key', 'x-openwebui-mcp-tokens-api-key')
   const credentials: RequestCredentials = {}
-  const set = <K extends keyof RequestCredentials>(key: K, value: string | undefined): void => {
+  const set = <K extends keyof RequestCredentials>(key: K, value: RequestCredentials[K] | undefined): void => {
     if (value !== undefined) credentials[key] = value
   }
   set('gitlabToken', headerValue(headers, 'x-gitlab-token', 'x-openwebui-gitlab-token'))
@@ -120,7 +141,10 @@ export function readUser (headers: IncomingHttpHeaders): RequestUser {
   // is never sent to an address the client picked (§1.1 deviation).
   if (anthropicApiKey !== undefined) set('anthropicBaseUrl', httpUrl(headerValue(headers, 'x-anthropic-base-url', 'x-openwebui-anthropic-base-url')))
   set('mcpTokensApiKey', mcpTokensApiKey)
-  if (mcpTokensApiKey !== undefined) set('mcpTokensUrl', httpUrl(headerValue(headers, 'x-mcp-tokens-url', 'x-openwebui-mcp-tokens-url')))
+  if (mcpTokensApiKey !== undefined) {
+    set('mcpTokensUrl', httpUrl(headerValue(headers, 'x-mcp-tokens-url', 'x-openwebui-mcp-tokens-url')))
+    set('mcpTokensCaller', callerOf(headers))
+  }
   const servers = headerValue(headers, 'x-mcp-servers', 'x-openwebui-mcp-servers') ?? ''
   return {
     email,

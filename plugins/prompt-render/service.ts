@@ -38,9 +38,12 @@ export interface PromptServiceOptions {
 
 // The key separator cannot occur in a valid chat id or email.
 const SEP = '\u0000'
-/** A request that brings its own settings service (X-Mcp-Tokens-*) may see other skills: its own cache entries. */
+/**
+ * A request that brings its own settings service (X-Mcp-Tokens-*) may see other skills: its own cache
+ * entries. Not an unauthenticated one: user-skills ignores its pair, and it must not fill the cache.
+ */
 function sourceTag (credentials: RequestCredentials | undefined): string {
-  if (credentials?.mcpTokensApiKey === undefined) return ''
+  if (credentials?.mcpTokensApiKey === undefined || credentials.mcpTokensCaller === undefined) return ''
   return createHash('sha256').update(`${credentials.mcpTokensUrl ?? ''}${SEP}${credentials.mcpTokensApiKey}`).digest('hex').slice(0, 16)
 }
 const keyOf = (chatId: string | undefined, email: string | undefined, tag: string): string => `${chatId ?? ''}${SEP}${(email ?? '').toLowerCase()}${SEP}${tag}`

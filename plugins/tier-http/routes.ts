@@ -21,8 +21,10 @@ const routes: FastifyPluginAsync<TierHttpRoutesOptions> = async (fastify, opts) 
   // Tier 6 (surface.md §4.4): the prompt over plain HTTP for clients that inject it themselves.
   fastify.get<{ Querystring: LooseQuery }>('/system-prompt', text(SystemPromptQuery, 'the system prompt; X-Public-Base-URL, and with a chat X-Files-Base-URL, X-Archive-URL, X-Preview-URL'), async (request, reply) => {
     const chatId = resolveChat(request, request.query, opts.singleUserMode)
-    // The chat form hands out capability tokens, so it needs the key; the legacy template does not.
+    // The chat form hands out capability tokens, so it needs the key; the legacy template does not,
+    // but a caller that presents it is still known as the operator's (its settings-service headers count).
     if (chatId !== undefined) await auth.requireApiKey(request, reply)
+    else auth.noteApiKey(request)
     const email = resolveEmail(request, request.query)
     const { credentials } = readUser(request.headers)
     const text = await prompts.render({ ...(chatId !== undefined && { chatId }), ...(email !== undefined && { email }), credentials })

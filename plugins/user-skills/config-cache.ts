@@ -6,11 +6,13 @@
  * is logged at warn once until the service answers again.
  */
 import { createHash, randomBytes } from 'node:crypto'
-import { mkdir, readFile, rename, writeFile } from 'node:fs/promises'
+import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import type { FastifyBaseLogger } from 'fastify'
 import QuickLRU from 'quick-lru'
-import { fetchUserConfig, parseUserConfig, type SettingsSource, type UserConfig } from './settings-client.js'
+import { fileBytes, type CacheBudget } from './cache-budget.js'
+import { fetchUserConfig, parseUserConfig, type UserConfig } from './settings-client.js'
+import type { SettingsSource } from './settings-source.js'
 import type { SkillSetOrigin } from './types.js'
 
 export interface ConfigCacheOptions {
@@ -33,21 +35,29 @@ export interface ConfigCache {
   init (): Promise<void>
   /** The configuration within the wait bound; never rejects. `changed` hears when an answer differs from what was known. */
   lookup (source: SettingsSource, email: string): Promise<Lookup>
+  /** Aborts the requests in flight and waits for them. */
+  close (): Promise<void>
 }
 
 const sameConfig = (a: UserConfig | undefined, b: UserConfig | undefined): boolean => JSON.stringify(a ?? null) === JSON.stringify(b ?? null)
 
-export function createConfigCache (opts: ConfigCacheOptions, log: FastifyBaseLogger, changed: (email: string) => void): ConfigCache {
+export function createConfigCache (opts: ConfigCacheOptions, budget: CacheBudget, log: FastifyBaseLogger, changed: (email: string) => void): ConfigCache {
   const dir = join(opts.cacheDir, 'configs')
   const memory = new QuickLRU<string, Remembered>({ maxSize: opts.maxUsers })
   const inflight = new Map<string, Promise<UserConfig | undefined>>()
   // Sources currently failing (by id): warned once, until one answer succeeds.
   const failing = new Set<string>()
+  const closing = new AbortController()
 
   // No user string in host paths: the file name is a hash of the service and the email.
-  const fileOf = (key: string): string => join(dir, `${createHash('sha256').update(key).digest('hex').slice(0, 32)}.json`)
+  const nameOf = (key: string): string => `${createHash('sha256').update(key).digest('hex').slice(0, 32)}.json`
+  const fileOf = (key: string): string => join(dir, nameOf(key))
+  const entryOf = (key: string): string => `configs/${nameOf(key)}`
 
   async function readDisk (key: string): Promise<UserConfig | undefined> {
+    // Only what the budget holds: an evicted file is gone even if a rename has not happened yet.
+    if (!budget.has(entryOf(key))) return undefined
+    budget.touch(entryOf(key))
     try {
       const raw = await readFile(fileOf(key), 'utf8')
       if (raw.length > opts.maxConfigBytes) return undefined
@@ -66,12 +76,22 @@ export function createConfigCache (opts: ConfigCacheOptions, log: FastifyBaseLog
         ...config.user.map(u => ({ name: u.name, category: 'user', zip_sha256: u.sha256 }))
       ]
     }
+    const text = JSON.stringify(body)
+    const unpin = budget.pin(entryOf(key))
     try {
-      await writeFile(tmp, JSON.stringify(body), { mode: 0o600 })
-      await rename(tmp, fileOf(key))
-    } catch (err) {
-      log.warn({ err }, 'could not write the user skill configuration cache')
-    }
+      if (!await budget.admit(entryOf(key), fileBytes(Buffer.byteLength(text)))) {
+        log.debug('the skill cache is full of entries in use: this configuration is not kept on disk')
+        return
+      }
+      try {
+        await writeFile(tmp, text, { mode: 0o600 })
+        await rename(tmp, fileOf(key))
+      } catch (err) {
+        budget.forget(entryOf(key))
+        await rm(tmp, { force: true })
+        log.warn({ err }, 'could not write the user skill configuration cache')
+      }
+    } finally { unpin() }
   }
 
   async function fallback (key: string): Promise<Lookup> {
@@ -82,7 +102,8 @@ export function createConfigCache (opts: ConfigCacheOptions, log: FastifyBaseLog
   async function request (source: SettingsSource, email: string, key: string): Promise<UserConfig | undefined> {
     const before = memory.get(key)?.config ?? await readDisk(key)
     try {
-      const { config, skipped } = await fetchUserConfig(source, email, { timeoutMs: opts.requestTimeoutMs, maxBytes: opts.maxConfigBytes })
+      const { config, skipped } = await fetchUserConfig(source, email, { timeoutMs: opts.requestTimeoutMs, maxBytes: opts.maxConfigBytes, signal: closing.signal })
+      if (closing.signal.aborted) return config
       if (skipped > 0) log.debug({ skipped }, 'settings service: invalid enabled_skills entries ignored')
       if (failing.delete(source.id)) log.info('settings service answers again')
       memory.set(key, { config, origin: 'memory', expires: opts.now() + opts.memoryTtlMs })
@@ -90,6 +111,7 @@ export function createConfigCache (opts: ConfigCacheOptions, log: FastifyBaseLog
       if (!sameConfig(before, config)) changed(email)
       return config
     } catch (err) {
+      if (closing.signal.aborted) return undefined
       if (!failing.has(source.id)) {
         failing.add(source.id)
         log.warn({ reason: (err as Error).message }, 'settings service unavailable: using the cached or default skills (logged once until it answers again)')
@@ -123,6 +145,11 @@ export function createConfigCache (opts: ConfigCacheOptions, log: FastifyBaseLog
         }
       } finally { clearTimeout(timer) }
       return await fallback(key)
+    },
+
+    async close () {
+      closing.abort()
+      await Promise.allSettled([...inflight.values()])
     }
   }
 }

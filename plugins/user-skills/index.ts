@@ -21,11 +21,14 @@ const userSkills: FastifyPluginAsync<UserSkillsOptions & { now?: () => number }>
     now: now ?? Date.now
   }, log)
   fastify.decorate('userSkills', service)
+  fastify.addHook('onClose', async () => { await service.close() })
   if (fastify.hasDecorator('sandbox') && fastify.sandbox.addMounts !== undefined) {
-    fastify.sandbox.addMounts(async ({ email, user }) => {
-      const mounts = await service.mounts({ ...(email !== undefined && { email }), ...(user !== undefined && { credentials: user.credentials }) })
+    fastify.sandbox.addMounts(async ({ chatId, email, user }) => {
+      const mounts = await service.mounts({ ...(email !== undefined && { email }), ...(user !== undefined && { credentials: user.credentials }) }, chatId)
       return mounts.map(m => ({ source: m.hostDir, target: m.target }))
     })
+    // A running (or paused) sandbox keeps the skills it mounted: they are not evicted until it stops.
+    fastify.sandbox.onStop?.(chatId => { service.release(chatId) })
   }
   if (opts.tokensUrl.trim() !== '') log.info('per-user skills from the settings service (MCP_TOKENS_URL)')
 }

@@ -2,8 +2,10 @@ import Type, { type Static } from 'typebox'
 
 /** Options of the user-skills plugin (surface.md §8.1 items 6–7, §10). */
 export const UserSkillsOptions = Type.Object({
-  tokensUrl: Type.Optional(Type.String({ default: '', description: 'MCP_TOKENS_URL; empty = no settings service unless a request brings the header pair' })),
+  tokensUrl: Type.Optional(Type.String({ default: '', description: 'MCP_TOKENS_URL; empty = no settings service unless an authenticated request brings an allowed header pair' })),
   tokensApiKey: Type.Optional(Type.String({ default: '', description: 'MCP_TOKENS_API_KEY, sent as X-Internal-Api-Key' })),
+  tokensUrlAllow: Type.Optional(Type.Array(Type.String(), { default: [], description: 'MCP_TOKENS_URL_ALLOW: origins an authenticated request\'s X-Mcp-Tokens-Url may point at, besides MCP_TOKENS_URL\'s own' })),
+  cacheMaxBytes: Type.Optional(Type.Integer({ default: 1073741824, minimum: 1, description: 'SKILLS_CACHE_MAX_BYTES: total size of extracted skills and cached configurations; least recently used removed first' })),
   cacheDir: Type.Optional(Type.String({ default: '/data/skills-cache', minLength: 1, description: 'SKILLS_CACHE_DIR (server view)' })),
   cacheHostDir: Type.Optional(Type.String({ default: '', description: 'SKILLS_CACHE_HOST_PATH (daemon view); empty = cacheDir' })),
   memoryTtlMs: Type.Optional(Type.Integer({ default: 60000, minimum: 1, description: 'How long a fetched configuration is used without asking again' })),

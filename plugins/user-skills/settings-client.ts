@@ -6,26 +6,10 @@
 import { createHash } from 'node:crypto'
 import { open, rm } from 'node:fs/promises'
 import { Value } from 'typebox/value'
-import type { RequestCredentials } from '../../core/identity.js'
 import { SKILL_NAME } from '../../core/skill-front-matter.js'
 import { USER_SKILLS_SERVICE_FAILED, USER_SKILLS_ZIP_REFUSED } from './errors.js'
 import { EnabledSkill } from './schemas.js'
-
-/** Where a lookup goes. `id` separates caches of different services (and keys) for one email. */
-export interface SettingsSource { url: string, apiKey: string, id: string }
-
-/**
- * MCP_TOKENS_URL / MCP_TOKENS_API_KEY, each overridden by the request's header (§1.1). The header URL
- * only arrives together with the header key (core/identity.ts), so a server-held key is never sent
- * to a client-chosen address. No URL → no settings service.
- */
-export function resolveSource (configured: { url: string, apiKey: string }, credentials?: RequestCredentials): SettingsSource | undefined {
-  const url = (credentials?.mcpTokensUrl ?? configured.url).trim().replace(/\/+$/, '')
-  const apiKey = credentials?.mcpTokensApiKey ?? configured.apiKey
-  if (url === '') return undefined
-  const id = createHash('sha256').update(`${url}\u0000${apiKey}`).digest('hex').slice(0, 16)
-  return { url, apiKey, id }
-}
+import type { SettingsSource } from './settings-source.js'
 
 /** A user's configuration, reduced to what the server uses. */
 export interface UserConfig {
@@ -62,10 +46,14 @@ export function parseUserConfig (body: unknown): { config: UserConfig, skipped: 
   return { config, skipped }
 }
 
-async function get (url: string, apiKey: string, timeoutMs: number): Promise<Response> {
+/** Limits of one request; `signal` aborts it early (the server is closing). */
+export interface RequestLimits { timeoutMs: number, maxBytes: number, signal?: AbortSignal }
+
+async function get (url: string, apiKey: string, timeoutMs: number, stop?: AbortSignal): Promise<Response> {
   let res: Response
+  const timeout = AbortSignal.timeout(timeoutMs)
   try {
-    res = await fetch(url, { headers: { 'X-Internal-Api-Key': apiKey, Accept: '*/*' }, redirect: 'error', signal: AbortSignal.timeout(timeoutMs) })
+    res = await fetch(url, { headers: { 'X-Internal-Api-Key': apiKey, Accept: '*/*' }, redirect: 'error', signal: stop === undefined ? timeout : AbortSignal.any([timeout, stop]) })
   } catch (err) {
     const e = err as { name?: string, cause?: { code?: string } }
     const why = e.name === 'TimeoutError' ? `no answer within ${timeoutMs} ms` : e.cause?.code ?? e.name ?? 'network error'
@@ -91,8 +79,8 @@ async function readBounded (res: Response, maxBytes: number): Promise<Buffer> {
 }
 
 /** GET {url}/api/internal/user-config/{email} (timeout `timeoutMs`, body ≤ `maxBytes`). */
-export async function fetchUserConfig (source: SettingsSource, email: string, limits: { timeoutMs: number, maxBytes: number }): Promise<{ config: UserConfig, skipped: number }> {
-  const res = await get(`${source.url}/api/internal/user-config/${encodeURIComponent(email)}`, source.apiKey, limits.timeoutMs)
+export async function fetchUserConfig (source: SettingsSource, email: string, limits: RequestLimits): Promise<{ config: UserConfig, skipped: number }> {
+  const res = await get(`${source.url}/api/internal/user-config/${encodeURIComponent(email)}`, source.apiKey, limits.timeoutMs, limits.signal)
   let body: unknown
   try {
     body = JSON.parse((await readBounded(res, limits.maxBytes)).toString('utf8'))
@@ -108,7 +96,7 @@ export async function fetchUserConfig (source: SettingsSource, email: string, li
  * the way; more than `maxBytes` or `timeoutMs` for the whole transfer aborts it. The caller compares
  * the hash before anything reads the file. On failure `dest` is removed.
  */
-export async function downloadZip (source: SettingsSource, name: string, dest: string, limits: { timeoutMs: number, maxBytes: number }): Promise<{ sha256: string, bytes: number }> {
+export async function downloadZip (source: SettingsSource, name: string, dest: string, limits: RequestLimits): Promise<{ sha256: string, bytes: number }> {
   const deadline = AbortSignal.timeout(limits.timeoutMs)
   const file = await open(dest, 'wx', 0o600)
   const hash = createHash('sha256')
@@ -116,13 +104,14 @@ export async function downloadZip (source: SettingsSource, name: string, dest: s
   try {
     let res: Response
     try {
-      res = await get(`${source.url}/api/internal/skills/${encodeURIComponent(name)}/download`, source.apiKey, limits.timeoutMs)
+      res = await get(`${source.url}/api/internal/skills/${encodeURIComponent(name)}/download`, source.apiKey, limits.timeoutMs, limits.signal)
     } catch (err) { throw new USER_SKILLS_ZIP_REFUSED(`download failed (${(err as Error).message})`) }
     const declared = Number(res.headers.get('content-length') ?? NaN)
     if (Number.isFinite(declared) && declared > limits.maxBytes) throw new USER_SKILLS_ZIP_REFUSED(`ZIP is ${declared} bytes, more than ${limits.maxBytes}`)
     const reader = res.body?.getReader()
     while (reader !== undefined) {
       if (deadline.aborted) { await reader.cancel().catch(() => {}); throw new USER_SKILLS_ZIP_REFUSED(`download took longer than ${limits.timeoutMs} ms`) }
+      if (limits.signal?.aborted === true) { await reader.cancel().catch(() => {}); throw new USER_SKILLS_ZIP_REFUSED('download stopped: the server is shutting down') }
       const { done, value } = await reader.read()
       if (done) break
       bytes += value.byteLength

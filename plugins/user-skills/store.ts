@@ -10,8 +10,11 @@ import { lstat, mkdir, readFile, rename, rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import type { FastifyBaseLogger } from 'fastify'
 import { MAX_SKILL_MD_BYTES, parseFrontMatter } from '../../core/skill-front-matter.js'
+import type { CacheBudget } from './cache-budget.js'
+import { treeBytes } from './cache-budget.js'
 import { USER_SKILLS_ZIP_REFUSED } from './errors.js'
-import { downloadZip, type SettingsSource } from './settings-client.js'
+import { downloadZip } from './settings-client.js'
+import type { SettingsSource } from './settings-source.js'
 import { extractSkillZip } from './zip-extract.js'
 
 export interface StoreOptions {
@@ -37,16 +40,25 @@ export interface SkillStore {
   fetch (source: SettingsSource, name: string, sha256: string): Promise<boolean>
   /** A download of this hash is running. */
   pending (sha256: string): Promise<boolean> | undefined
-  /** Refused recently (bad hash, unsafe ZIP, download failure): not fetched again before the retry time. */
+  /** Refused recently (bad hash, unsafe ZIP, download failure, no room): not fetched again before the retry time. */
   refused (sha256: string): boolean
+  /** Holds these skills against eviction until the returned release (a call or a sandbox uses them). */
+  hold (sha256s: readonly string[]): () => void
+  /** The cache dropped this entry (cache-budget.ts): forget what was known of it. */
+  evicted (key: string): void
+  /** Aborts downloads in flight and waits for them (their files are removed). */
+  close (): Promise<void>
 }
 
-export function createSkillStore (opts: StoreOptions, log: FastifyBaseLogger): SkillStore {
+export const skillKey = (sha256: string): string => `skills/${sha256}`
+
+export function createSkillStore (opts: StoreOptions, budget: CacheBudget, log: FastifyBaseLogger): SkillStore {
   const skillsDir = join(opts.cacheDir, 'skills')
   const tmpDir = join(opts.cacheDir, 'tmp')
   const known = new Map<string, StoredSkill | null>()
   const running = new Map<string, Promise<boolean>>()
   const refusedUntil = new Map<string, number>()
+  const closing = new AbortController()
   let active = 0
   const queue: Array<() => void> = []
 
@@ -60,8 +72,10 @@ export function createSkillStore (opts: StoreOptions, log: FastifyBaseLogger): S
     const dir = join(skillsDir, sha256)
     const info = await lstat(join(dir, 'SKILL.md')).catch(() => undefined)
     if (info === undefined || !info.isFile() || info.size > MAX_SKILL_MD_BYTES) return undefined
-    const parsed = parseFrontMatter(await readFile(join(dir, 'SKILL.md'), 'utf8'))
-    if (!parsed.ok) return undefined
+    // The entry may be evicted while it is read.
+    const text = await readFile(join(dir, 'SKILL.md'), 'utf8').catch(() => undefined)
+    const parsed = text === undefined ? undefined : parseFrontMatter(text)
+    if (parsed?.ok !== true) return undefined
     return { dir, hostDir: join(opts.cacheHostDir, 'skills', sha256), description: parsed.description }
   }
 
@@ -75,12 +89,16 @@ export function createSkillStore (opts: StoreOptions, log: FastifyBaseLogger): S
       const parsed = parseFrontMatter(await readFile(join(staging, 'SKILL.md'), 'utf8'))
       if (!parsed.ok) throw new USER_SKILLS_ZIP_REFUSED(`SKILL.md front matter: ${parsed.reason}`)
       if (parsed.name !== name) log.warn({ skill: name, frontMatterName: parsed.name }, 'user skill name differs from its SKILL.md; the configured name decides the location')
+      const bytes = await treeBytes(staging)
+      if (!await budget.admit(skillKey(sha256), bytes)) {
+        throw new USER_SKILLS_ZIP_REFUSED(`no room in the skill cache (SKILLS_CACHE_MAX_BYTES): ${bytes} bytes needed, ${budget.used()} held by skills in use`)
+      }
       try {
         await rename(staging, join(skillsDir, sha256))
       } catch (err) {
         // Someone installed the same verified bytes first: theirs is identical.
         const code = (err as { code?: string }).code
-        if (code !== 'ENOTEMPTY' && code !== 'EEXIST') throw err
+        if (code !== 'ENOTEMPTY' && code !== 'EEXIST') { budget.forget(skillKey(sha256)); throw err }
       }
     } finally {
       await rm(staging, { recursive: true, force: true })
@@ -89,10 +107,13 @@ export function createSkillStore (opts: StoreOptions, log: FastifyBaseLogger): S
 
   async function run (source: SettingsSource, name: string, sha256: string): Promise<boolean> {
     const release = await slot()
+    // The skill being installed is in use by this call: another admission must not evict it.
+    const unpin = budget.pin(skillKey(sha256))
     const zipFile = join(tmpDir, `z-${randomBytes(8).toString('hex')}.zip`)
     const started = opts.now()
     try {
-      const got = await downloadZip(source, name, zipFile, { timeoutMs: opts.downloadTimeoutMs, maxBytes: opts.maxZipBytes })
+      if (closing.signal.aborted) throw new USER_SKILLS_ZIP_REFUSED('the server is shutting down')
+      const got = await downloadZip(source, name, zipFile, { timeoutMs: opts.downloadTimeoutMs, maxBytes: opts.maxZipBytes, signal: closing.signal })
       if (got.sha256 !== sha256) throw new USER_SKILLS_ZIP_REFUSED(`SHA-256 mismatch (expected ${sha256.slice(0, 12)}…, got ${got.sha256.slice(0, 12)}…)`)
       await install(zipFile, sha256, name)
       known.delete(sha256)
@@ -105,6 +126,7 @@ export function createSkillStore (opts: StoreOptions, log: FastifyBaseLogger): S
       return false
     } finally {
       await rm(zipFile, { force: true })
+      unpin()
       release()
     }
   }
@@ -117,12 +139,16 @@ export function createSkillStore (opts: StoreOptions, log: FastifyBaseLogger): S
     },
 
     async ready (sha256) {
+      // The budget is the index of what the cache holds: an evicted skill is gone even mid-read.
+      const key = skillKey(sha256)
+      if (!budget.has(key)) return undefined
+      budget.touch(key)
       const memo = known.get(sha256)
       if (memo !== undefined) return memo ?? undefined
       const stored = await readStored(sha256)
       // Absence is not memoised: a download may install it any moment.
-      if (stored !== undefined) known.set(sha256, stored)
-      return stored
+      if (stored !== undefined && budget.has(key)) known.set(sha256, stored)
+      return budget.has(key) ? stored : undefined
     },
 
     fetch (source, name, sha256) {
@@ -141,6 +167,20 @@ export function createSkillStore (opts: StoreOptions, log: FastifyBaseLogger): S
       if (opts.now() < until) return true
       refusedUntil.delete(sha256)
       return false
+    },
+
+    hold (sha256s) {
+      const releases = sha256s.map(sha => budget.pin(skillKey(sha)))
+      return () => { for (const r of releases) r() }
+    },
+
+    evicted (key) {
+      if (key.startsWith('skills/')) known.delete(key.slice('skills/'.length))
+    },
+
+    async close () {
+      closing.abort()
+      await Promise.allSettled([...running.values()])
     }
   }
 }

@@ -2,7 +2,8 @@ import type { RequestCredentials } from '../../core/identity.js'
 
 /**
  * Who asks for skills: the validated email of §1.1 and the request's credentials, of which only the
- * settings-service pair (`mcpTokensUrl` + `mcpTokensApiKey`, X-Mcp-Tokens-Url / -Api-Key) is used.
+ * settings-service pair (`mcpTokensUrl` + `mcpTokensApiKey`, X-Mcp-Tokens-Url / -Api-Key) is used,
+ * and only for an authenticated caller (`mcpTokensCaller`) and an allowed origin (settings-source.ts).
  */
 export interface SkillUser {
   email?: string
@@ -46,8 +47,9 @@ export type SkillsChangedListener = (email: string) => void
 /**
  * Per-user skills from the settings service (MCP_TOKENS_URL): configuration cached in memory (60 s),
  * then on disk, then the defaults; user ZIP skills downloaded off the prompt path, verified, safely
- * extracted into a content-addressed cache. No method throws: failures degrade to the defaults with
- * one warning, and every wait is bounded.
+ * extracted into a content-addressed cache of at most SKILLS_CACHE_MAX_BYTES (least recently used
+ * entries removed first). No method throws: failures degrade to the defaults with one warning, and
+ * every wait is bounded.
  */
 export interface UserSkillsService {
   /**
@@ -63,11 +65,17 @@ export interface UserSkillsService {
   cached (who: SkillUser): Promise<UserSkillSet>
   /**
    * The bind mounts of a new sandbox of this user: waits up to `mountWaitMs` for downloads of the
-   * user's enabled skills, then mounts the ready ones at /mnt/skills/user/<name>.
+   * user's enabled skills, then mounts the ready ones at /mnt/skills/user/<name>. With a chat, the
+   * skills handed out are held against cache eviction until `release(chatId)` (its sandbox stopped)
+   * or the chat's next mounts(); without one, only during the call.
    */
-  mounts (who: SkillUser): Promise<UserSkillMount[]>
+  mounts (who: SkillUser, chatId?: string): Promise<UserSkillMount[]>
+  /** Lets go of the skills held for a chat's sandbox (it stopped or was removed). Idempotent. */
+  release (chatId: string): void
   /** Register while plugins load. */
   onChange (listener: SkillsChangedListener): void
+  /** Aborts downloads and requests in flight and waits for them (onClose); their files are removed. */
+  close (): Promise<void>
 }
 
 declare module 'fastify' {

@@ -2,60 +2,11 @@
  * user-skills without Docker (issue #16): the settings service client, its caches and the ZIP store,
  * against a fake settings service on loopback. Every refused ZIP is checked to leave nothing behind.
  */
-import { mkdtemp, readdir, readFile, stat } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { readdir, readFile, stat } from 'node:fs/promises'
 import { join } from 'node:path'
-import t, { type Test } from 'tap'
-import type { FastifyBaseLogger } from 'fastify'
-import { createUserSkillsService, type ServiceOptions } from '../../../plugins/user-skills/service.js'
-import type { UserSkillsService } from '../../../plugins/user-skills/types.js'
+import t from 'tap'
 import { rawZip, sha256, skillMd, type RawEntry } from '../../fixtures/raw-zip.js'
-import { startSettingsService, type FakeSettings } from '../../fixtures/settings-service.js'
-
-interface Logged { level: string, obj: Record<string, unknown>, msg: string }
-
-function recordingLogger (lines: Logged[]): FastifyBaseLogger {
-  const at = (level: string) => (obj: unknown, msg?: string) => { lines.push({ level, obj: typeof obj === 'object' && obj !== null ? obj as Record<string, unknown> : {}, msg: msg ?? String(obj) }) }
-  const log = { trace: at('trace'), debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error'), fatal: at('fatal'), silent: () => {}, level: 'trace', child: () => log }
-  return log as unknown as FastifyBaseLogger
-}
-
-async function setup (t: Test, over: Partial<ServiceOptions> = {}, service?: FakeSettings): Promise<{ svc: UserSkillsService, fake: FakeSettings, cacheDir: string, logs: Logged[] }> {
-  const fake = service ?? await startSettingsService(t)
-  const cacheDir = over.cacheDir ?? await mkdtemp(join(tmpdir(), 'user-skills-'))
-  const logs: Logged[] = []
-  const svc = await createUserSkillsService({
-    tokensUrl: fake.url,
-    tokensApiKey: fake.apiKey,
-    cacheDir,
-    cacheHostDir: '/daemon/view/skills-cache',
-    memoryTtlMs: 60000,
-    requestTimeoutMs: 2000,
-    waitMs: 1500,
-    failureTtlMs: 15000,
-    maxConfigBytes: 1 << 20,
-    maxUsers: 100,
-    downloadTimeoutMs: 5000,
-    maxZipBytes: 1 << 20,
-    maxExtractBytes: 1 << 20,
-    maxEntries: 100,
-    maxConcurrentDownloads: 2,
-    mountWaitMs: 3000,
-    refusedRetryMs: 600000,
-    now: Date.now,
-    ...over
-  }, recordingLogger(logs))
-  return { svc, fake, cacheDir, logs }
-}
-
-const userSkill = (name: string, zip: Buffer): Record<string, unknown> => ({ name, description: 'ignored', category: 'user', skill_path: null, zip_sha256: sha256(zip) })
-
-/** Enables `zip` as the user's skill `name` and waits for its download to settle (mounts() waits). */
-async function offer (fake: FakeSettings, svc: UserSkillsService, email: string, name: string, zip: Buffer, hash = sha256(zip)): Promise<string[]> {
-  fake.users.set(email, [{ ...userSkill(name, zip), zip_sha256: hash }])
-  fake.zips.set(name, zip)
-  return (await svc.mounts({ email })).map(m => m.target)
-}
+import { offer, setup, userSkill } from './setup.js'
 
 async function leftovers (cacheDir: string): Promise<string[]> {
   return [...await readdir(join(cacheDir, 'skills')), ...await readdir(join(cacheDir, 'tmp'))]
@@ -168,7 +119,7 @@ t.test('cached() never downloads; the wrong key is refused by the service and de
   fake.zips.set('lazy', zip)
   t.same((await svc.cached({ email: 'ann@example.com' })).pending, ['lazy'])
   t.equal(fake.hits.download, 0)
-  const wrong = await svc.forUser({ email: 'bob@example.com', credentials: { mcpTokensUrl: fake.url, mcpTokensApiKey: 'wrong-key' } })
+  const wrong = await svc.forUser({ email: 'bob@example.com', credentials: { mcpTokensUrl: fake.url, mcpTokensApiKey: 'wrong-key', mcpTokensCaller: 'key' } })
   t.equal(wrong.origin, 'defaults')
   t.equal(fake.hits.badKey, 1, 'the header pair replaced the configured key')
 })
