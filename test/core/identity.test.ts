@@ -1,6 +1,6 @@
 import t from 'tap'
 import { chatKey, normalizeChatId } from '../../core/chat-id.js'
-import { attachPrincipal, cleanUserName, readUser, resolveMcpChat, userChatId, validEmail } from '../../core/identity.js'
+import { attachApiKey, attachPrincipal, callerOf, cleanUserName, readUser, resolveMcpChat, userChatId, validEmail } from '../../core/identity.js'
 import { chatPaths } from '../../core/chat-paths.js'
 
 t.test('chat ids: the accepted, normalised and rejected tables of §1.3', async t => {
@@ -77,4 +77,18 @@ t.test('OAuth principals: the token decides the user and keeps the chat among th
   t.equal(user.email, 'alice@example.com', 'the token\'s email wins over X-User-Email')
   t.equal(user.name, 'Alice A')
   t.equal(readUser({ 'x-user-email': 'mallory@example.com' }).email, 'mallory@example.com', 'without a principal the header counts as before')
+})
+
+t.test('the settings-service pair says how its caller was authenticated: not at all, the key, or OAuth', async t => {
+  const pair = { 'x-mcp-tokens-url': 'https://settings.example', 'x-mcp-tokens-api-key': 'k' }
+  const anonymous = { ...pair }
+  t.equal(callerOf(anonymous), undefined)
+  t.same(readUser(anonymous).credentials, { mcpTokensApiKey: 'k', mcpTokensUrl: 'https://settings.example' }, 'no caller: user-skills ignores the pair')
+  const keyed = { ...pair }
+  attachApiKey(keyed)
+  t.equal(readUser(keyed).credentials.mcpTokensCaller, 'key')
+  const oauth = { ...pair }
+  attachPrincipal(oauth, { subject: 'ann@example.com', email: 'ann@example.com' })
+  t.equal(readUser(oauth).credentials.mcpTokensCaller, 'oauth')
+  t.equal(readUser({ 'x-mcp-tokens-url': 'https://settings.example' }).credentials.mcpTokensCaller, undefined, 'no pair, no caller')
 })
