@@ -210,14 +210,17 @@ async function open (reg: Registry, st: AgentState): Promise<AgentConnection | n
   return await new Promise<AgentConnection | null>(resolve => {
     let hello = false
     let stderr = ''
+    /** the first output bytes before the hello, as text (an engine's error about the command) */
+    let early = ''
     const conn = new AgentConnection(socket, c => {
       reg.streams.delete(socket)
       clearTimeout(timer)
       if (st.conn === c) st.conn = null
       if (st.dropped) { resolve(null); return }
       if (!hello) {
-        // Nothing answered: an image without the agent (python cannot open the file) or a start that failed.
-        if (/can't open file|No such file/i.test(stderr)) {
+        // Nothing answered: an image without the agent (no interpreter: the engine's own error text comes
+        // in place of the output; no script: python cannot open the file) or a start that failed.
+        if (/can't open file|No such file/i.test(stderr + early)) {
           st.missing = true
           reg.log.info({ chat: st.owner }, 'the sandbox image has no cubicle-agent; using docker exec')
         } else failure(reg, st, c.failed ?? 'no hello', stderr === '' ? undefined : stderr.slice(0, 200))
@@ -242,6 +245,7 @@ async function open (reg: Registry, st: AgentState): Promise<AgentConnection | n
     }, reason => { conn.close(`protocol: ${reason}`) })
     const demux = handle.decoder((stream, data) => {
       if (stream !== STDOUT) { if (stderr.length < STDERR_KEEP) stderr += data.toString('utf8', 0, STDERR_KEEP); return }
+      if (!hello && early.length < STDERR_KEEP) early += data.toString('latin1', 0, STDERR_KEEP)
       try { parser.push(data) } catch (err) {
         conn.close(err instanceof ProtocolError ? `protocol: ${err.message}` : `handler: ${describe(err)}`)
       }

@@ -254,4 +254,21 @@ t.test('the in-sandbox agent against a hostile sandbox (real Docker)', { skip },
     t.ok(m.cpuMs < 1500, `server CPU over the 10 s: ${m.cpuMs.toFixed(0)} ms`)
     t.equal((await sh('echo after')).out, 'after\n', 'the next call works')
   })
+
+  t.test('a sandbox without the hardened interpreter: docker exec for good, never a weaker agent', async t => {
+    // An image from before the interpreter existed. The engine answers the exec with its own error
+    // text in place of output; that is no agent, not a failure to retry.
+    chat = 'hostile-old'
+    await sandbox.ensure(chat)
+    await sh('true')
+    await sandbox.exec(chat, ['rm', '/usr/lib/cubicle-agent/python3'], { user: 'root' })
+    const before = agentStarts()
+    await sandbox.exec(chat, ['pkill', '-f', 'cubicle-agent.py'])
+    for (let i = 0; i < 8; i++) {
+      t.equal((await sh(`echo ${i}`)).out, `${i}\n`)
+      await new Promise(resolve => setTimeout(resolve, 500))
+    }
+    t.equal(agentStarts() - before, 1, 'tried once, then never again (no retry after a backoff)')
+    t.same(execs.filter(a => a.startsWith('python3')), [], 'never python3 from PATH instead')
+  })
 })
