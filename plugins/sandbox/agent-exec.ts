@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import { agentFor, envObject, type AgentConnection } from './agent-client.js'
-import { CHUNK, decodeJson, encodeFrame, encodeJson, parseExit, ProtocolError, T_ERR, T_EXEC, T_EXIT, T_FAIL, T_OUT, T_STDIN, T_STDIN_END } from './agent-protocol.js'
+import { CHUNK, decodeJson, encodeFrame, encodeJson, parseExit, parseFailure, ProtocolError, T_ERR, T_EXEC, T_EXIT, T_FAIL, T_OUT, T_STDIN, T_STDIN_END } from './agent-protocol.js'
 import { afterExit, explainLoss, outputSink } from './command.js'
 import { SANDBOX_USER } from './sandbox-spec.js'
 import { toEnvList } from './env.js'
@@ -84,7 +84,7 @@ async function run (reg: Registry, entry: Entry, conn: AgentConnection, execId: 
           return
         }
         if (type === T_FAIL) {
-          reg.log.debug({ chat: entry.names.key, ...decodeJson(payload) }, 'agent could not spawn')
+          reg.log.debug({ chat: entry.names.key, ...parseFailure(decodeJson(payload)) }, 'agent could not spawn')
           r.spawnFailed = true
           finish()
           return
