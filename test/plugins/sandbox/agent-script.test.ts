@@ -21,9 +21,13 @@ interface Agent {
   close: () => void
 }
 
-/** The agent with a reader that pauses `slowMs` after each frame of the requests in `slow`. */
+/**
+ * The agent with a reader that pauses `slowMs` after each frame of the requests in `slow`. -B: no
+ * __pycache__ in sandbox-image/agent (it would change the image's build hash; in the image the
+ * directory is root's and the agent cannot write there anyway).
+ */
 function startAgent (slow: Set<number>, slowMs: number): Agent {
-  const child = spawn('python3', ['-I', '-S', SCRIPT], { stdio: ['pipe', 'pipe', 'inherit'] })
+  const child = spawn('python3', ['-I', '-S', '-B', SCRIPT], { stdio: ['pipe', 'pipe', 'inherit'] })
   const out = new Map<number, Buffer[]>()
   const started = new Map<number, number>()
   const waiters = new Map<number, (r: { out: Buffer, ms: number }) => void>()
@@ -92,6 +96,6 @@ for node in tree.body:
 `
   const r = spawnSync('python3', ['-I', '-S', '-c', check, SCRIPT], { encoding: 'utf8' })
   t.equal(r.stdout.trim(), 'sys,ctypes', 'imports before the prctl')
-  const run = spawnSync('python3', ['-I', '-S', SCRIPT], { input: '', encoding: 'utf8', timeout: 10_000 })
+  const run = spawnSync('python3', ['-I', '-S', '-B', SCRIPT], { input: '', encoding: 'utf8', timeout: 10_000 })
   t.equal(run.status, 0, 'starts, says hello and exits when stdin ends')
 })
