@@ -78,6 +78,7 @@ const plugins = {
     dataMaxAgeDays: config.DATA_MAX_AGE_DAYS,
     maxRunning: config.MAX_RUNNING_SANDBOXES,
     poolSize: config.SANDBOX_POOL_SIZE,
+    leaseTimeoutS: config.SANDBOX_LEASE_TIMEOUT,
     commandTimeoutS: config.COMMAND_TIMEOUT,
     uid: config.SANDBOX_UID,
     gid: config.SANDBOX_GID,

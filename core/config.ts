@@ -33,6 +33,7 @@ export const ConfigSchema = Type.Object({
   DOCKER_IMAGE: Str('computer-use-sandbox:latest', 'Sandbox image.'),
   SANDBOX_PREFIX: Type.String({ default: 'cu', pattern: '^[a-z0-9][a-z0-9-]{0,19}$', description: 'Prefix of container, volume and network names.' }),
   SANDBOX_NETWORK: Str('', 'Dedicated sandbox network (ICC disabled); empty = <SANDBOX_PREFIX>-sandboxes.'),
+  SANDBOX_LEASE_TIMEOUT: Int(60, 'Seconds: an instance holds an exclusive lease on its SANDBOX_PREFIX, renewed every third of this; a lease not renewed for this long is taken over.', 5),
   SANDBOX_UID: Int(0, 'Owner uid of outputs dirs; 0 = discovered from the image.'),
   SANDBOX_GID: Int(0, 'Owner gid of outputs dirs; 0 = discovered from the image.'),
   ENABLE_NETWORK: Bool(true, 'false gives sandboxes network mode none.'),

@@ -31,7 +31,7 @@ const egress: FastifyPluginAsync<EgressOptions & { lookup?: Lookup }> = async (f
   if (opts.users !== '') {
     try { users = await loadUsersFile(opts.users, log) } catch (err) { throw new CORE_INVALID_PLUGIN_OPTIONS('egress', `EGRESS_USERS: ${(err as Error).message}`) }
   }
-  const { service, attach, detach, close } = createEgressService({
+  const { service, attach, detach, assign, close } = createEgressService({
     sandbox: fastify.sandbox,
     log,
     ...(lookup === undefined ? {} : { lookup }),
@@ -42,6 +42,7 @@ const egress: FastifyPluginAsync<EgressOptions & { lookup?: Lookup }> = async (f
   fastify.decorate('egress', service)
   fastify.sandbox.onEnsure(async (box, event) => { await attach(box.chatId, event) })
   fastify.sandbox.onStop?.(chatId => { detach(chatId) })
+  fastify.sandbox.onAddress?.(assign)
   fastify.addHook('preClose', close)
   await fastify.register(routes)
 }

@@ -1,5 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify'
 import type { SandboxService } from '../sandbox/types.js'
+import { createAddressMap } from './address-map.js'
 import { createConnectionLog } from './connection-log.js'
 import { createChatLayers } from './chat-layers.js'
 import { EGRESS_BAD_RULE } from './errors.js'
@@ -17,7 +18,8 @@ import type { EffectivePolicy, EgressService } from './types.js'
 
 /*
  * The egress service: the policy of each chat (server setting, user default, chat override), the source
- * address → chat map fed by the sandbox driver's onEnsure hook, the connection log, and the proxy
+ * address → chat map (address-map.ts) fed by the sandbox driver's onAddress hook on every start and
+ * stop (and by onEnsure where the driver has no onAddress), the connection log, and the proxy
  * listener, bound on the sandbox network's gateway when the first sandbox with network starts.
  */
 
@@ -40,12 +42,13 @@ export function createEgressService (deps: EgressDeps, opts: Required<EgressOpti
   /** onEnsure: bind the proxy when needed, map the sandbox's address to its chat, (re)load its override and user */
   attach: (chatId: string, event?: { started: boolean, user?: { email?: string } }) => Promise<void>
   detach: (chatId: string) => void
+  /** onAddress: the sandbox's current address (null: none) */
+  assign: (chatId: string, address: string | null) => void
   close: () => Promise<void>
 } {
   const server = { mode: opts.mode, rules: parseRules(opts.allow) }
   const layers = createChatLayers(deps.store ?? null, deps.users ?? null)
-  const byAddress = new Map<string, string>()
-  const addressOf = new Map<string, string>()
+  const addresses = createAddressMap()
   const connections = createConnectionLog(opts.logSize, opts.logChats)
   const host = createHostAddresses({ procDir: opts.procDir, log: deps.log })
   const hostsFile = createHostsFile({ path: opts.hostsFile, log: deps.log })
@@ -57,7 +60,7 @@ export function createEgressService (deps: EgressDeps, opts: Required<EgressOpti
 
   const proxy = createEgressProxy({
     log: deps.log,
-    identify: address => byAddress.get(address) ?? null,
+    identify: address => addresses.chatOf(address),
     policyFor,
     lookup: deps.lookup ?? createResolver({ servers: parseServers(opts.dnsServers), timeoutMs: opts.dnsTimeoutMs, hosts: hostsFile.table }),
     record: (chatId, record) => {
@@ -127,18 +130,13 @@ export function createEgressService (deps: EgressDeps, opts: Required<EgressOpti
       await layers.attach(chatId, event?.started ?? true, event?.user?.email)
       if (!await listen()) return
       const ip = await deps.sandbox.address?.(chatId) ?? null
-      if (ip === null) return
-      const previous = addressOf.get(chatId)
-      if (previous !== undefined && previous !== ip && byAddress.get(previous) === chatId) byAddress.delete(previous)
-      addressOf.set(chatId, ip)
-      byAddress.set(ip, chatId)
+      if (ip !== null) addresses.assign(chatId, ip)
     },
     detach: chatId => {
       layers.detach(chatId)
-      const ip = addressOf.get(chatId)
-      addressOf.delete(chatId)
-      if (ip !== undefined && byAddress.get(ip) === chatId) byAddress.delete(ip)
+      addresses.assign(chatId, null)
     },
+    assign: addresses.assign,
     close: async () => { layers.close(); host.close(); hostsFile.close(); await proxy.close() }
   }
 }

@@ -6,13 +6,14 @@ import type { DockerError } from './docker-error.js'
 import { execCalls } from './docker-exec-calls.js'
 import { createMonitorClient } from './docker-monitor.js'
 import { objectCalls } from './docker-objects.js'
+import { leaseCalls } from './docker-lease.js'
 import type { SandboxEngine } from '../sandbox/types.js'
 
 /*
  * The Docker engine (engine-types.ts SandboxEngine): the only file that builds the dockerode client.
  * The container calls live here; docker-exec-calls.ts adds exec and file calls, docker-objects.ts
  * images, networks and volumes, docker-monitor.ts the resource and disk-usage reports, all over the
- * same client. Known statuses are absorbed (304 on start/stop, 404 on remove, 409 on create is
+ * same client, docker-lease.ts the leases. Known statuses are absorbed (304 on start/stop, 404 on remove, 409 on create is
  * reported as a conflict), everything else becomes a DockerError that says whether the engine itself
  * is unreachable. Idle keep-alive sockets are unref'd by the agent, so an idle client never holds the
  * process open.
@@ -25,6 +26,12 @@ export { DEFAULT_ENGINE_LIMITS, type EngineLimits } from './docker-context.js'
 function quotaBytes (size: string | undefined): number {
   if (size === undefined || size === '') return 0
   return /^\d+$/.test(size) ? Number(size) : -1
+}
+
+/** IPv4 address per attached network (a stopped container has none). */
+function networkAddresses (networks: Record<string, { IPAddress?: string }> | undefined): Record<string, string> {
+  return Object.fromEntries(Object.entries(networks ?? {})
+    .filter(([, n]) => typeof n.IPAddress === 'string' && n.IPAddress !== '').map(([k, n]) => [k, n.IPAddress as string]))
 }
 
 /** Resolves when the request succeeded or the engine answered one of `statuses` (the state asked for holds already). */
@@ -46,13 +53,15 @@ export function createDockerEngine (host: string, limits: Partial<EngineLimits> 
   const docker = new Docker({ ...endpoint.docker, ...(agent === undefined ? {} : { agent }) } as Docker.DockerOptions)
   const ctx = adapterContext(docker, { ...DEFAULT_ENGINE_LIMITS, ...limits })
   const { run } = ctx
+  const exec = execCalls(ctx)
 
   return {
     name: 'docker',
     label: { engine: 'the Docker engine', host: 'Docker' },
     ...createMonitorClient(docker, ctx.limits.callTimeoutMs),
     ...objectCalls(ctx),
-    ...execCalls(ctx),
+    ...exec,
+    ...leaseCalls(ctx, exec.putFile),
 
     async ping (timeoutMs = 2000) {
       // Unqueued: a health probe must not wait behind sandbox work.
@@ -120,8 +129,7 @@ export function createDockerEngine (host: string, limits: Partial<EngineLimits> 
         env: info.Config.Env ?? [],
         mounts: (info.HostConfig.Mounts ?? []).map(m => ({ type: m.Type, source: m.Source, target: m.Target, readOnly: m.ReadOnly === true })),
         network: info.HostConfig.NetworkMode ?? '',
-        addresses: Object.fromEntries(Object.entries(info.NetworkSettings?.Networks ?? {})
-          .filter(([, n]) => typeof n.IPAddress === 'string' && n.IPAddress !== '').map(([k, n]) => [k, n.IPAddress])),
+        addresses: networkAddresses(info.NetworkSettings?.Networks),
         memory: info.HostConfig.Memory ?? 0,
         cpus: (info.HostConfig.NanoCpus ?? 0) / 1e9,
         pids: info.HostConfig.PidsLimit ?? 0,
@@ -138,7 +146,8 @@ export function createDockerEngine (host: string, limits: Partial<EngineLimits> 
         id: c.Id,
         name: (c.Names[0] ?? '').replace(/^\//, ''),
         running: c.State === 'running',
-        labels: c.Labels ?? {}
+        labels: c.Labels ?? {},
+        addresses: networkAddresses(c.NetworkSettings?.Networks)
       }))
     },
 

@@ -9,7 +9,10 @@ import type { EngineNetwork, SandboxEngine } from '../sandbox/types.js'
 
 type ObjectCalls = Pick<SandboxEngine, 'imageId' | 'ensureNetwork' | 'createVolume' | 'listVolumes' | 'removeVolume' | 'listNetworks' | 'removeNetwork'>
 
-interface RawNetwork { Id: string, Internal?: boolean, Options?: Record<string, string>, IPAM?: { Config?: Array<{ Gateway?: string, Subnet?: string }> } }
+interface RawNetwork { Id: string, Internal?: boolean, Labels?: Record<string, string> | null, Options?: Record<string, string> | null, IPAM?: { Config?: Array<{ Gateway?: string, Subnet?: string }> } }
+
+/** Docker's bridge lets containers on one network reach each other unless this option is 'false'. */
+const ICC = 'com.docker.network.bridge.enable_icc'
 
 export function objectCalls ({ docker, run }: AdapterContext): ObjectCalls {
   const describeNetwork = async (name: string): Promise<EngineNetwork | null> => {
@@ -19,6 +22,9 @@ export function objectCalls ({ docker, run }: AdapterContext): ObjectCalls {
       return {
         id: n.Id,
         internal: n.Internal === true,
+        isolated: n.Options?.[ICC] === 'false',
+        isolationSetting: `${ICC}=false`,
+        labels: n.Labels ?? {},
         gateway: v4?.Gateway ?? null,
         subnet: v4?.Subnet ?? null,
         bridge: n.Options?.['com.docker.network.bridge.name'] ?? `br-${n.Id.slice(0, 12)}`
@@ -51,7 +57,7 @@ export function objectCalls ({ docker, run }: AdapterContext): ObjectCalls {
           Internal: true,
           Attachable: false,
           Labels: labels,
-          Options: { 'com.docker.network.bridge.enable_icc': 'false' },
+          Options: { [ICC]: 'false' },
           abortSignal: s
         } as Docker.NetworkCreateOptions), { retry: true })
       } catch (err) {

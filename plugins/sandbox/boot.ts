@@ -1,3 +1,4 @@
+import { noteListed } from './addresses.js'
 import { probeWritable } from './data-dirs.js'
 import { noteOutsideChange } from './recovery.js'
 import { detectQuota } from './disk-quota.js'
@@ -7,10 +8,13 @@ import { ownerFilter, readLabels, sandboxNames } from './names.js'
 import { drainPool, maintain } from './pool.js'
 import { bindListed, sortListing } from './pool-claim.js'
 import { changed, describe, entryOf, type Entry, type Registry } from './registry.js'
+import { prepareNetwork } from './network.js'
+import { releaseLease, takeLease } from './prefix-lease.js'
+import { SandboxSetupRefused } from './errors.js'
 
 /*
- * Boot, re-adoption and readiness (surface.md §5.6 item 7, §9): connect, ensure the ICC-off
- * network, register every labelled container of our prefix. Boot never fails because Docker is
+ * Boot, re-adoption and readiness: connect, take the prefix's lease (prefix-lease.ts), ensure the
+ * internal, isolated network (network.ts), register every labelled container of our prefix. Boot never fails because Docker is
  * down: bootstrap() is retried by ensure() and the reaper until it succeeds once.
  */
 
@@ -25,7 +29,16 @@ export async function bootstrap (reg: Registry): Promise<void> {
       throw err
     }
     reg.engineUp = true
-    if (reg.opts.enableNetwork) await prepareNetwork(reg)
+    try {
+      // Nothing of the prefix is touched before this instance holds its lease (prefix-lease.ts).
+      await takeLease(reg)
+      if (reg.opts.enableNetwork) await prepareNetwork(reg)
+    } catch (err) {
+      // Logged once per distinct reason: ensure() and the reaper retry the bootstrap.
+      if (err instanceof SandboxSetupRefused && reg.refusal !== err.message) { reg.refusal = err.message; reg.log.error(err.message) }
+      throw err
+    }
+    reg.refusal = null
     await detectQuota(reg)
     const imageId = await reg.engine.imageId(reg.opts.image)
     if (imageId === null) {
@@ -35,37 +48,6 @@ export async function bootstrap (reg: Registry): Promise<void> {
     reg.bootstrapped = true
   })().finally(() => { reg.bootstrapping = null })
   await reg.bootstrapping
-}
-
-/**
- * Ensures the internal sandbox network and points new sandboxes' proxy variables at its gateway. A
- * network created before the egress policy (with a route out) is replaced when nothing uses it;
- * otherwise sandboxes fail closed (network none) until an operator removes it.
- */
-export async function prepareNetwork (reg: Registry): Promise<void> {
-  const labels = { 'managed-by': 'computer-use-server', 'cu.prefix': reg.opts.prefix }
-  let net = await reg.engine.ensureNetwork(reg.networkName, labels)
-  if (!net.internal) {
-    try {
-      await reg.engine.removeNetwork(reg.networkName)
-      net = await reg.engine.ensureNetwork(reg.networkName, labels)
-      reg.log.warn({ network: reg.networkName }, 'replaced a sandbox network that had a route out with an internal one')
-    } catch (err) {
-      reg.log.error({ network: reg.networkName, err: describe(err) },
-        `sandbox network '${reg.networkName}' has a direct route out and is in use: new sandboxes get no network until it is removed (stop its sandboxes, then docker network rm ${reg.networkName})`)
-    }
-  }
-  if (!net.internal || net.gateway === null) {
-    reg.network = null
-    reg.settings.networkMode = 'none'
-    reg.settings.egressProxy = null
-    return
-  }
-  reg.network = net
-  reg.settings.networkMode = reg.networkName
-  reg.settings.egressProxy = reg.opts.egressPort > 0 ? `http://${net.gateway}:${reg.opts.egressPort}` : null
-  reg.log.info({ network: reg.networkName, result: net.result, gateway: net.gateway, proxy: reg.settings.egressProxy },
-    'sandbox network ready (internal: no route out; inter-container communication disabled)')
 }
 
 /** §5.6 item 7: register every labelled container of our prefix; the boot time counts as activity. */
@@ -102,6 +84,7 @@ export function register (reg: Registry, c: SandboxSummary, activity: number, ma
   if (!known) entry.lastActive = Math.max(entry.lastActive, activity)
   bindListed(reg, entry, c)
   changed(reg, entry)
+  noteListed(reg, entry, c)
   return entry
 }
 
@@ -128,6 +111,8 @@ export async function startService (reg: Registry, reap: () => Promise<void>, pu
   try {
     await bootstrap(reg)
   } catch (err) {
+    // An unsafe setup refuses the boot (the message says what to fix); an engine that is down does not.
+    if (err instanceof SandboxSetupRefused) { await releaseLease(reg); reg.engine.close(); throw err }
     reg.log.error({ err: describe(err), engine: reg.engine.name },
       `${reg.engine.label.engine} is unavailable at boot; sandboxes will be created once it answers (/ready reports ${reg.engine.name}: unavailable)`)
   }
@@ -151,5 +136,6 @@ export async function closeService (reg: Registry): Promise<void> {
   for (const s of reg.streams) s.destroy()
   reg.streams.clear()
   await drainPool(reg)
+  await releaseLease(reg)
   reg.engine.close()
 }

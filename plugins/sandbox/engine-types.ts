@@ -68,6 +68,8 @@ export interface SandboxSummary {
   name: string
   running: boolean
   labels: Record<string, string>
+  /** address per attached network, when the listing reports it (empty when stopped) */
+  addresses?: Record<string, string>
 }
 
 /** One sandbox as inspected: what drift detection compares with the desired spec. */
@@ -97,12 +99,38 @@ export interface EngineNetwork {
   id: string
   /** no route out */
   internal: boolean
+  /** sandboxes on it cannot reach each other */
+  isolated: boolean
+  /** the engine's setting that makes a network isolated, as an operator would write it (messages) */
+  isolationSetting: string
+  labels: Record<string, string>
   /** the host's address on the network, null when the engine reports none */
   gateway: string | null
   subnet: string | null
   /** host interface of the network (firewall rules) */
   bridge: string
 }
+
+/** Who holds a lease: enough for an operator to find that instance. */
+export interface LeaseHolder {
+  /** random, one per server run */
+  id: string
+  host: string
+  pid: number
+  /** RFC 3339 */
+  startedAt: string
+}
+
+/** A lease as the engine keeps it. */
+export interface LeaseRecord {
+  holder: LeaseHolder
+  /** the holder's last renewal (ms since the epoch, by the holder's clock) */
+  renewedAt: number
+  /** the engine's handle of this very lease object: renew and break act on it, never on a successor */
+  token: string
+}
+
+export type LeaseAnswer = { acquired: true, token: string } | { acquired: false, current: LeaseRecord | null }
 
 export interface VolumeSummary { name: string, labels: Record<string, string>, createdAt?: string }
 
@@ -238,6 +266,16 @@ export interface SandboxEngine {
   oomKills: (id: string, sinceMs: number, untilMs: number) => Promise<number>
   diskUsage: () => Promise<DiskUsageReport>
   storageInfo: () => Promise<StorageInfo>
+  /**
+   * Exclusive leases (an instance's SANDBOX_PREFIX; Kubernetes would use a Lease object). Creates the
+   * lease `name` for `holder` atomically, renewed at `now`; when it exists, answers its record (null: it
+   * vanished meanwhile, try again). `image` is what the engine may build a lock object from.
+   */
+  acquireLease: (name: string, holder: LeaseHolder, o: { labels: Record<string, string>, image: string, now: number }) => Promise<LeaseAnswer>
+  /** Records a renewal at `at`; false when that lease object is gone (someone took it over). */
+  renewLease: (token: string, at: number) => Promise<boolean>
+  /** Deletes exactly that lease object (release, or the takeover of a stale one); missing is success. */
+  breakLease: (token: string) => Promise<void>
   /** Drops pooled connections (streams in use are ended by their owners). */
   close: () => void
 }

@@ -14,5 +14,13 @@ export const SANDBOX_ENGINE_UNAVAILABLE = createError('SANDBOX_ENGINE_UNAVAILABL
 export const SANDBOX_NOT_RUNNING = createError('SANDBOX_NOT_RUNNING', 'the sandbox is not running', 409)
 export const SANDBOX_FAILED = createError('SANDBOX_FAILED', 'the sandbox could not be started: %s', 500)
 export const SANDBOX_PUT_FAILED = createError('SANDBOX_PUT_FAILED', 'cannot write %s: %s', 500)
+/**
+ * Not a coded error: the server refuses to run sandboxes on what it found (an unsafe network, another
+ * instance holding the prefix). The message is for the operator (boot fails with it, the log repeats
+ * it); callers of the contract see SANDBOX_FAILED pointing at the log.
+ */
+export class SandboxSetupRefused extends Error {
+  override name = 'SandboxSetupRefused'
+}
 export const SANDBOX_ENGINE_BUSY = createError('SANDBOX_ENGINE_BUSY',
   'the sandbox engine is busy with other chats and did not answer in time; try the call again in a moment', 503)

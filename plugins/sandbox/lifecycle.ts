@@ -1,8 +1,10 @@
 import { chatPaths } from '../../core/chat-paths.js'
 import type { RequestUser } from '../../core/identity.js'
 import { activity, metaUserChanged, saveMeta } from './activity.js'
+import { addressOn, dropAddress, learnAddress, publishAddress } from './addresses.js'
 import { agentOf, openAgent } from './agent-client.js'
-import { bootstrap, prepareNetwork } from './boot.js'
+import { bootstrap } from './boot.js'
+import { prepareNetwork } from './network.js'
 import { buildSandboxSpec, configDrift } from './sandbox-spec.js'
 import { exists, prepareChatDirs, removeChatDir } from './data-dirs.js'
 import { extraMounts } from './extra-mounts.js'
@@ -95,7 +97,10 @@ async function doEnsure (reg: Registry, entry: Entry, user: RequestUser | undefi
     // overlap the ready probe, ownership, meta.json and the hooks (bench/profile-first-call.ts). A claimed
     // pool sandbox brings its open one (pool-claim.ts).
     if (started) void openAgent(reg, agentOf(entry, container.id)).catch(() => {})
-    const ids = claimed !== null ? claimed.ids : await waitReady(reg, entry)
+    // The address this start gave (a restarted sandbox may get another chat's old one) is published
+    // before ensure() resolves, so the egress proxy knows the chat from its first command (addresses.ts).
+    if (!started && existing !== null) publishAddress(reg, entry, addressOn(reg, existing))
+    const [ids] = await Promise.all([claimed !== null ? claimed.ids : waitReady(reg, entry), started ? learnAddress(reg, entry, container.id) : undefined])
     entry.state = 'running'
     entry.recoverable = false
     entry.startedAt = Date.now()
@@ -227,6 +232,7 @@ export async function status (reg: Registry, chatId: string): Promise<SandboxSta
     if (c?.running === true && entry.state !== 'running') entry.lastActive = Math.max(entry.lastActive, reg.opts.now())
     entry.state = c === null ? 'absent' : c.running ? 'running' : 'stopped'
     if (c !== null) { entry.sandboxId = c.id; entry.createdAt = c.labels['cu.created-at'] }
+    if (c?.running !== true) dropAddress(reg, entry)
     changed(reg, entry)
   }
   if (c === null) return { state: 'absent', metaExists }

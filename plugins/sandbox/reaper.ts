@@ -1,6 +1,7 @@
 import { readdir } from 'node:fs/promises'
 import { join } from 'node:path'
 import { chatKey } from '../../core/chat-id.js'
+import { dropAddress } from './addresses.js'
 import { bootstrap, register } from './boot.js'
 import { readMeta, removeChatDir } from './data-dirs.js'
 import type { SandboxSummary } from './engine-types.js'
@@ -71,6 +72,7 @@ function reconcile (reg: Registry, list: SandboxSummary[], mark: number): Set<En
   for (const entry of reg.entries.values()) {
     if (!seen.has(entry) && entry.locked === 0 && entry.ensuring === null && entry.epoch <= mark && (entry.state === 'running' || entry.state === 'stopped')) {
       if (entry.state === 'running') noteOutsideChange(entry, true)
+      dropAddress(reg, entry)
       entry.state = 'absent'
       entry.sandboxId = undefined
       changed(reg, entry)

@@ -1,5 +1,6 @@
+import { dropAddress } from './addresses.js'
 import { isEngineFailure } from './engine-error.js'
-import { SANDBOX_ENGINE_BUSY, SANDBOX_ENGINE_UNAVAILABLE, SANDBOX_FAILED, SANDBOX_IMAGE_MISSING, SANDBOX_NOT_RUNNING } from './errors.js'
+import { SANDBOX_ENGINE_BUSY, SANDBOX_ENGINE_UNAVAILABLE, SANDBOX_FAILED, SANDBOX_IMAGE_MISSING, SANDBOX_NOT_RUNNING, SandboxSetupRefused } from './errors.js'
 import { changed, entryOf, withLock, type Entry, type Registry } from './registry.js'
 import type { SandboxInfo, StopReason } from './types.js'
 
@@ -60,6 +61,7 @@ export function tooOld (reg: Registry, createdAt: string | undefined): boolean {
 }
 
 export function notifyStop (reg: Registry, entry: Entry, reason: StopReason): void {
+  dropAddress(reg, entry)
   for (const hook of reg.stopHooks) {
     try { hook(entry.names.chatId, reason) } catch (err) { reg.log.warn({ err: describe(err) }, 'an onStop hook failed') }
   }
@@ -88,6 +90,7 @@ export async function stopEntry (reg: Registry, entry: Entry, reason: StopReason
  * reported by reference.
  */
 export function mapError (reg: Registry, err: unknown): Error {
+  if (err instanceof SandboxSetupRefused) return new SANDBOX_FAILED('this server refused its sandbox setup; the server log says why')
   if (isEngineFailure(err)) {
     if (err.busy) {
       reg.log.warn({ err: describe(err) }, 'the engine is busy; the call was refused for the caller to retry')
@@ -110,7 +113,7 @@ export function mapError (reg: Registry, err: unknown): Error {
 export function execStartError (reg: Registry, entry: Entry, err: unknown): Error {
   const reason = isEngineFailure(err) ? err.reason : undefined
   if (reason === 'no-such-sandbox' || reason === 'conflict' || reason === 'not-running') {
-    if (entry.locked === 0 && entry.ensuring === null) { entry.state = 'unknown'; entry.recoverable = true; changed(reg, entry) }
+    if (entry.locked === 0 && entry.ensuring === null) { entry.state = 'unknown'; entry.recoverable = true; changed(reg, entry); dropAddress(reg, entry) }
     return new SANDBOX_NOT_RUNNING()
   }
   return mapError(reg, err)

@@ -3,14 +3,15 @@ import type { FastifyBaseLogger } from 'fastify'
 import { chatKey } from '../../core/chat-id.js'
 import type { SandboxSettings } from './sandbox-spec.js'
 import type { ChatMeta } from './data-dirs.js'
-import type { EngineNetwork, SandboxEngine } from './engine-types.js'
+import type { EngineNetwork, LeaseHolder, SandboxEngine } from './engine-types.js'
+import { newHolder } from './prefix-lease.js'
 import { sandboxNames, type SandboxNames } from './names.js'
 import type { RequestUser } from '../../core/identity.js'
 import type { DiskState, QuotaSupport } from './disk-quota.js'
 import type { NoticeLog } from './notices.js'
 import type { AgentState } from './agent-client.js'
 import type { PoolBinding } from './pool-claim.js'
-import type { EnsureHook, MountProvider, SandboxInfo, StopHook } from './types.js'
+import type { AddressHook, EnsureHook, MountProvider, SandboxInfo, StopHook } from './types.js'
 
 export { armDeadline, clampMs, describe, engineUnavailable, execStartError, imageMissing, infoOf, mapError, notifyStop, requireRunning, sleep, stopEntry, tooOld } from './registry-transitions.js'
 
@@ -58,6 +59,8 @@ export interface ServiceOptions {
   killGraceMs: number
   stopGraceS: number
   diskCheckIntervalMs: number
+  /** SANDBOX_LEASE_TIMEOUT: seconds without renewal after which another instance takes the prefix's lease */
+  leaseTimeoutS: number
   now: () => number
 }
 
@@ -78,7 +81,7 @@ export interface Entry {
   ensuring: Promise<{ info: SandboxInfo, started: boolean }> | null
   stopping: boolean
   meta?: ChatMeta
-  /** address on the sandbox network, cached while running */
+  /** address on the sandbox network of the current start (addresses.ts) */
   address?: { sandboxId: string, ip: string }
   /** meta.json was read (or found missing) once */
   metaLoaded: boolean
@@ -119,6 +122,8 @@ export interface Registry {
   readonly entries: Map<string, Entry>
   readonly hooks: EnsureHook[]
   readonly stopHooks: StopHook[]
+  /** told each sandbox's address on the sandbox network (addresses.ts) */
+  readonly addressHooks: AddressHook[]
   /** extra mounts (issue #16, extra-mounts.ts) */
   readonly mountProviders: MountProvider[]
   /** open exec sockets, ended by close() */
@@ -128,6 +133,12 @@ export interface Registry {
   /** containers already reported as not adoptable (logged once each) */
   readonly ignored: Set<string>
   bootstrapped: boolean
+  /** this instance, as the prefix's lease names it (prefix-lease.ts) */
+  readonly holder: LeaseHolder
+  /** the prefix's lease while this instance holds it */
+  lease: { token: string, timer: NodeJS.Timeout } | null
+  /** why the last bootstrap refused the setup (logged once per reason), null when it did not */
+  refusal: string | null
   bootstrapping: Promise<void> | null
   engineUp: boolean | null
   ownerWarned: boolean
@@ -171,11 +182,15 @@ export function createRegistry (opts: ServiceOptions, engine: SandboxEngine, log
     entries: new Map(),
     hooks: [],
     stopHooks: [],
+    addressHooks: [],
     mountProviders: [],
     streams: new Set(),
     starting: new Set(),
     ignored: new Set(),
     bootstrapped: false,
+    holder: newHolder(),
+    lease: null,
+    refusal: null,
     bootstrapping: null,
     engineUp: null,
     ownerWarned: false,

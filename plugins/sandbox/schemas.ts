@@ -24,6 +24,7 @@ export const SandboxOptions = Type.Object({
   maxAgeHours: Type.Optional(Type.Number({ default: 24, exclusiveMinimum: 0, description: 'CONTAINER_MAX_AGE_HOURS' })),
   dataMaxAgeDays: Type.Optional(Type.Number({ default: 7, minimum: 0, description: 'DATA_MAX_AGE_DAYS; 0 disables the purge' })),
   maxRunning: Type.Optional(Type.Integer({ default: 50, minimum: 0, description: 'MAX_RUNNING_SANDBOXES; 0 = unlimited' })),
+  leaseTimeoutS: Type.Optional(Type.Integer({ default: 60, minimum: 1, description: 'SANDBOX_LEASE_TIMEOUT: seconds without renewal after which another instance takes the prefix lease' })),
   poolSize: Type.Optional(Type.Integer({ default: 0, minimum: 0, maximum: 20, description: 'SANDBOX_POOL_SIZE: warm sandboxes a new chat claims; 0 disables' })),
   commandTimeoutS: Type.Optional(Type.Integer({ default: 120, minimum: 1, description: 'COMMAND_TIMEOUT: default exec timeout' })),
   uid: Type.Optional(Type.Integer({ default: 0, minimum: 0, description: 'SANDBOX_UID; 0 = discovered from the sandbox' })),

@@ -1,5 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify'
 import { activity, holdLease } from './activity.js'
+import { addAddressHook, sandboxAddress } from './addresses.js'
 import { fileOp } from './agent-files.js'
 import { closeService, readiness, startService } from './boot.js'
 import { runCommand } from './command.js'
@@ -11,7 +12,7 @@ import { diskPass } from './disk-watchdog.js'
 import { purge, reap } from './reaper.js'
 import { poolOf } from './pool.js'
 import { chatExecEnv, withChatEnv } from './pool-claim.js'
-import { createRegistry, entryOf, stopEntry, type Entry, type Registry, type ServiceOptions } from './registry.js'
+import { createRegistry, entryOf, stopEntry, type Registry, type ServiceOptions } from './registry.js'
 import type { SandboxService } from './types.js'
 
 export type { ServiceOptions } from './registry.js'
@@ -43,18 +44,6 @@ export interface CoreSandboxService extends Required<SandboxService> {
  * the model is told), reaper.ts (idle, max age, purge, capacity), boot.ts (bootstrap, re-adoption,
  * readiness), activity.ts (leases, meta.json).
  */
-/** A running sandbox's address on the sandbox network, inspected once per container. */
-async function sandboxAddress (reg: Registry, entry: Entry): Promise<string | null> {
-  const id = entry.sandboxId
-  if (entry.state !== 'running' || id === undefined) return null
-  if (entry.address?.sandboxId === id) return entry.address.ip
-  const details = await reg.engine.inspect(id)
-  const ip = details?.running === true ? details.addresses[reg.networkName] : undefined
-  if (ip === undefined) return null
-  entry.address = { sandboxId: id, ip }
-  return ip
-}
-
 export function createSandboxService (opts: ServiceOptions, engine: SandboxEngine, log: FastifyBaseLogger): CoreSandboxService {
   // Execs into a claimed pool sandbox carry the chat's environment (pool-claim.ts).
   const ref: { reg?: Registry } = {}
@@ -83,6 +72,7 @@ export function createSandboxService (opts: ServiceOptions, engine: SandboxEngin
     takeNotices: chatId => takeNotices(entryOf(reg, chatId)),
     onEnsure: hook => { reg.hooks.push(hook) },
     onStop: hook => { reg.stopHooks.push(hook) },
+    onAddress: hook => { addAddressHook(reg, hook) },
     network: () => reg.network === null || reg.network.gateway === null
       ? null
       : { name: reg.networkName, gateway: reg.network.gateway, subnet: reg.network.subnet, bridge: reg.network.bridge },

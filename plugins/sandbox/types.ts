@@ -5,7 +5,7 @@ import type { SandboxEngine } from './engine-types.js'
 
 /** The engine interface (issue #11 §1) is part of the contract: engine plugins import it from here. */
 export type {
-  DiskUsageReport, EngineErrorReason, EngineFailure, EngineNetwork, ExecHandle, ExecOutput, ExecSpec, ExecState, ResourceStats,
+  DiskUsageReport, EngineErrorReason, EngineFailure, EngineNetwork, ExecHandle, ExecOutput, ExecSpec, ExecState, LeaseAnswer, LeaseHolder, LeaseRecord, ResourceStats,
   SandboxDetails, SandboxEngine, SandboxSpec, SandboxSummary, SpecMount, StorageInfo, VolumeSummary
 } from './engine-types.js'
 
@@ -101,6 +101,8 @@ export interface LeaseOptions { kind?: 'call' | 'socket' }
 /** Extension: why a sandbox stopped or went away (onStop). */
 export type StopReason = 'idle' | 'max-age' | 'capacity' | 'stopped' | 'removed' | 'purged' | 'killed' | 'disk-limit'
 export type StopHook = (chatId: string, reason: StopReason) => void
+/** A sandbox's address on the sandbox network (null: it has none any more: stopped, removed, gone). */
+export type AddressHook = (chatId: string, address: string | null) => void
 
 /** Extension (issue #16): a read-only bind mount a sandbox gets when it is created. */
 export interface SandboxMount {
@@ -248,7 +250,14 @@ export interface SandboxService {
   openStream? (chatId: string, argv: string[], opts?: StreamOptions): Promise<SandboxStream>
   /** Extension: the internal sandbox network once prepared; null without one (ENABLE_NETWORK=false, Docker not reached yet, fail-closed). */
   network? (): SandboxNetwork | null
-  /** Extension: a running sandbox's address on the sandbox network (cached), null when it has none. Never starts anything. */
+  /**
+   * Extension: told a sandbox's address on the sandbox network whenever a start gives it one (before
+   * ensure() resolves, so before the first command of that start), when a listing finds it (boot
+   * re-adoption, the reaper), and null when it stops, is removed or is found gone. Registering replays
+   * the addresses known already. Synchronous; register while plugins load.
+   */
+  onAddress? (hook: AddressHook): void
+  /** Extension: a running sandbox's address on the sandbox network (of its current start), null when it has none. Never starts anything. */
   address? (chatId: string): Promise<string | null>
   /** Extension (issue #16): extra read-only mounts per sandbox (user skills). Register while plugins load. */
   addMounts? (provider: MountProvider): void

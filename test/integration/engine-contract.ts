@@ -200,11 +200,36 @@ export async function engineContract (t: Test, o: ContractOptions): Promise<void
     t.same(await engine.listVolumes([`cu.prefix=${o.prefix}`, 'cu.contract=vol']), [])
     const net = `${o.prefix}-net`
     const first = await engine.ensureNetwork(net, { 'cu.prefix': o.prefix })
-    t.match(first, { result: 'created', internal: true })
+    t.match(first, { result: 'created', internal: true, isolated: true })
     t.match(await engine.ensureNetwork(net, { 'cu.prefix': o.prefix }), { result: 'exists', id: first.id })
     t.ok((await engine.listNetworks([`cu.prefix=${o.prefix}`])).some(n => n.id === first.id))
     await engine.removeNetwork(net)
     await engine.removeNetwork(net)
+  })
+
+  t.test('leases: one holder at a time by name, renewed and broken only through their own token', async t => {
+    const name = `${o.prefix}-contract-lease`
+    const holder = (id: string): { id: string, host: string, pid: number, startedAt: string } => ({ id, host: 'contract.test', pid: 4242, startedAt: '2026-01-01T00:00:00Z' })
+    const labels = { 'cu.prefix': o.prefix }
+    const first = await engine.acquireLease(name, holder('one'), { labels, image: o.image, now: 1_000_000 })
+    t.equal(first.acquired, true)
+    const token = first.acquired ? first.token : ''
+    const second = await engine.acquireLease(name, holder('two'), { labels, image: o.image, now: 2_000_000 })
+    t.match(second, { acquired: false, current: { holder: holder('one'), renewedAt: 1_000_000, token } }, 'the second sees the first holder and its renewal')
+    t.equal(await engine.renewLease(token, 3_000_000), true)
+    t.match(await engine.acquireLease(name, holder('two'), { labels, image: o.image, now: 4_000_000 }), { acquired: false, current: { renewedAt: 3_000_000 } }, 'a renewal is visible')
+    await engine.breakLease(token)
+    await engine.breakLease(token)
+    t.equal(await engine.renewLease(token, 5_000_000), false, 'a broken lease cannot be renewed')
+    const third = await engine.acquireLease(name, holder('three'), { labels, image: o.image, now: 6_000_000 })
+    t.equal(third.acquired, true, 'a broken lease can be taken')
+    if (third.acquired) {
+      t.not(third.token, token)
+      t.equal(await engine.renewLease(token, 7_000_000), false, 'the old token never touches the new holder')
+      await engine.breakLease(token)
+      t.match(await engine.acquireLease(name, holder('four'), { labels, image: o.image, now: 8_000_000 }), { acquired: false, current: { holder: holder('three'), token: third.token } })
+      await engine.breakLease(third.token)
+    }
   })
 
   t.test('an unreachable engine is an outage, and the core says so in neutral words', async t => {

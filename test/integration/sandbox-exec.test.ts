@@ -123,7 +123,9 @@ t.test('sandbox exec (real Docker)', { skip }, async t => {
         return { ...handle, socket }
       }
     }))
-    const lag = await buildSandboxApp(t, PREFIX, { client: lagging })
+    // A server of its own needs a prefix of its own: one server instance per prefix (the prefix lease).
+    await cleanupPrefix(t, `${PREFIX}-lag`)
+    const lag = await buildSandboxApp(t, `${PREFIX}-lag`, { client: lagging })
     await lag.app.sandbox.ensure('exec-lag')
     let out = ''
     const r = await lag.app.sandbox.runCommand('exec-lag', 'echo lagging; printf tail', { timeoutMs: 10_000, onOutput: s => { out += s } })

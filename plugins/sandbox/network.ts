@@ -1,0 +1,59 @@
+import type { EngineNetwork } from './engine-types.js'
+import { SandboxSetupRefused } from './errors.js'
+import { MANAGED_BY } from './names.js'
+import { describe, type Registry } from './registry.js'
+
+/*
+ * The sandbox network: internal (no route out: egress only through the policy proxy)
+ * and isolated (sandboxes cannot reach each other). A network found by name is checked, never trusted:
+ * one this server created (its labels) that lacks either property is replaced when nothing uses it;
+ * anything else is refused with a message naming the network and what is wrong, and no sandbox is
+ * started on it.
+ */
+
+/** What is unsafe about a network, in words for the operator (empty: safe). */
+function flaws (net: EngineNetwork): string[] {
+  return [
+    ...(net.internal ? [] : ['it has a direct route out (it is not internal)']),
+    ...(net.isolated ? [] : [`sandboxes on it can reach each other (${net.isolationSetting} is not set)`])
+  ]
+}
+
+/**
+ * Ensures the internal, isolated sandbox network and points new sandboxes' proxy variables at its
+ * gateway. Throws SandboxSetupRefused when the network by that name is unsafe and cannot be replaced.
+ */
+export async function prepareNetwork (reg: Registry): Promise<void> {
+  const name = reg.networkName
+  const labels = { 'managed-by': MANAGED_BY, 'cu.prefix': reg.opts.prefix }
+  let net = await reg.engine.ensureNetwork(name, labels)
+  const found = flaws(net)
+  if (found.length > 0) {
+    const ours = net.labels['managed-by'] === MANAGED_BY && net.labels['cu.prefix'] === reg.opts.prefix
+    const unsafe = `sandbox network '${name}' is not safe to use: ${found.join(', and ')}`
+    if (!ours) {
+      throw new SandboxSetupRefused(`${unsafe}. It was not created by this server (labels managed-by=${MANAGED_BY}, cu.prefix=${reg.opts.prefix}), so it is left as it is: remove it and the server creates an internal, isolated one, or set SANDBOX_NETWORK to another name`)
+    }
+    try {
+      await reg.engine.removeNetwork(name)
+    } catch (err) {
+      throw new SandboxSetupRefused(`${unsafe}. It is this server's but still in use (${describe(err)}): stop its sandboxes and remove it, and the server creates an internal, isolated one`)
+    }
+    net = await reg.engine.ensureNetwork(name, labels)
+    const still = flaws(net)
+    if (still.length > 0) throw new SandboxSetupRefused(`sandbox network '${name}' was recreated but ${still.join(', and ')}`)
+    reg.log.warn({ network: name, was: found }, 'replaced an unsafe sandbox network of this server with an internal, isolated one')
+  }
+  if (net.gateway === null) {
+    reg.log.error({ network: name }, `sandbox network '${name}' reports no gateway: new sandboxes get no network`)
+    reg.network = null
+    reg.settings.networkMode = 'none'
+    reg.settings.egressProxy = null
+    return
+  }
+  reg.network = net
+  reg.settings.networkMode = name
+  reg.settings.egressProxy = reg.opts.egressPort > 0 ? `http://${net.gateway}:${reg.opts.egressPort}` : null
+  reg.log.info({ network: name, result: net.result, gateway: net.gateway, proxy: reg.settings.egressProxy },
+    `sandbox network ready (internal: no route out; isolated: ${net.isolationSetting})`)
+}
