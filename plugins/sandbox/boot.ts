@@ -113,8 +113,12 @@ export async function startService (reg: Registry, reap: () => Promise<void>, pu
   } catch (err) {
     // An unsafe setup refuses the boot (the message says what to fix); an engine that is down does not.
     if (err instanceof SandboxSetupRefused) { await releaseLease(reg); reg.engine.close(); throw err }
-    reg.log.error({ err: describe(err), engine: reg.engine.name },
-      `${reg.engine.label.engine} is unavailable at boot; sandboxes will be created once it answers (/ready reports ${reg.engine.name}: unavailable)`)
+    if (reg.engineUp === true) {
+      reg.log.error({ err: describe(err), engine: reg.engine.name }, 'the sandbox setup did not finish at boot; the next tool call and the reaper try again')
+    } else {
+      reg.log.error({ err: describe(err), engine: reg.engine.name },
+        `${reg.engine.label.engine} is unavailable at boot; sandboxes will be created once it answers (/ready reports ${reg.engine.name}: unavailable)`)
+    }
   }
   reg.reaperTimer = setInterval(() => { void reap().catch(err => reg.log.warn({ err: describe(err) }, 'reaper pass failed')) }, reg.opts.reaperIntervalMs)
   reg.reaperTimer.unref()

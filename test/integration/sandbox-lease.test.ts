@@ -6,10 +6,11 @@
  */
 import t from 'tap'
 import { spawn } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
 import { mkdtemp } from 'node:fs/promises'
 import { hostname, tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { buildSandboxApp, cleanupPrefix, dockerOrSkip, TEST_IMAGE, testDockerClient } from './docker.js'
+import { buildSandboxApp, cleanupPrefix, DOCKER_HOST, dockerOrSkip, TEST_IMAGE, testDockerClient } from './docker.js'
 import { leaseName } from '../../plugins/sandbox/prefix-lease.js'
 
 const { skip } = await dockerOrSkip()
@@ -54,6 +55,22 @@ t.test('a second instance with the same prefix refuses to start, naming the pref
   t.same(first.service.network(), network, 'the first keeps its network')
   t.equal((await first.service.exec('lease-chat', ['echo', 'still'])).stdout.toString(), 'still\n', 'the first keeps its sandboxes')
   t.equal((await first.service.status('lease-chat')).state, 'running')
+
+  t.test('the real server (core/server.ts) with the same prefix exits with a FATAL line naming the prefix and the holder', async t => {
+    const root = fileURLToPath(new URL('../..', import.meta.url))
+    const child = spawn(process.execPath, ['--import=tsx', 'core/server.ts'], {
+      cwd: root,
+      env: { PATH: process.env.PATH ?? '', DATA_DIR: await dataDir(prefix), DOCKER_HOST, DOCKER_IMAGE: TEST_IMAGE, SANDBOX_PREFIX: prefix, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'error' }
+    })
+    let stderr = ''
+    child.stderr.on('data', c => { stderr += String(c) })
+    child.stdout.resume()
+    const timer = setTimeout(() => child.kill('SIGTERM'), 60_000)
+    const code = await new Promise(resolve => child.on('close', resolve))
+    clearTimeout(timer)
+    t.equal(code, 1)
+    t.match(stderr, new RegExp(`FATAL: could not start: SANDBOX_PREFIX '${prefix}' is in use by another server instance on this Docker engine \\(host [^,]+, pid ${process.pid}, started `))
+  })
 
   t.test('after the first stops cleanly, a new instance starts and re-adopts the sandbox', async t => {
     await first.app.close()
