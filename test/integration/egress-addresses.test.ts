@@ -124,15 +124,17 @@ t.test('the first command of a started sandbox goes out under its own chat (real
     t.not(await s.app.sandbox.address!(victim), old, 'it came back on another address')
   })
 
-  t.test('re-adoption at boot: a new server maps running sandboxes before any ensure', async t => {
+  t.test('re-adoption at boot: a new server maps running sandboxes before any ensure of theirs', async t => {
     await s.close()
     s = await server(dir, target.port, clock)
-    const c = await s.service.address('addr-c')
-    t.ok(c, 'the re-adopted sandbox\'s address is known')
+    // One chat's call binds the proxy; the other re-adopted sandbox has had no ensure at all.
     await s.app.sandbox.ensure('addr-b')
-    const r = await fetchFrom(s, 'addr-b', target.port, 'after-reboot')
-    t.equal(r.out, 'hello from the canary\n')
-    t.ok(r.logged)
+    const c = await fetchFrom(s, 'addr-c', target.port, 'readopted')
+    t.equal(c.out, 'hello from the canary\n', 'a re-adopted sandbox goes out before any call of its chat')
+    t.ok(c.logged, 'under its own chat')
+    const b = await fetchFrom(s, 'addr-b', target.port, 'after-reboot')
+    t.equal(b.out, 'hello from the canary\n')
+    t.ok(b.logged)
   })
 })
 
