@@ -150,17 +150,10 @@ const plugins = {
   'tier-resources': config => entry(tierResources, { maxReadBytes: config.RESOURCE_READ_MAX_BYTES }),
   'tier-http': config => entry(tierHttp, { singleUserMode: config.singleUserMode }),
   files: config => entry(files, { archiveMaxBytes: config.ARCHIVE_MAX_BYTES, frameAncestors: config.FRAME_ANCESTORS }),
-  'cdp-bridge': config => entry(cdpBridge, {
-    cdpPort: config.CDP_PORT,
-    publicBaseUrl: config.publicBaseUrl,
-    allowedOrigins: config.allowedOrigins
-  }),
+  'cdp-bridge': config => entry(cdpBridge, { cdpPort: config.CDP_PORT, publicBaseUrl: config.publicBaseUrl }),
   preview: config => entry(preview, { frameAncestors: config.FRAME_ANCESTORS }),
   terminal: config => entry(terminal, {
     cli: config.subagentCli,
-    publicBaseUrl: config.publicBaseUrl,
-    publicBaseUrlSet: config.publicBaseUrlSet,
-    allowedOrigins: config.allowedOrigins,
     maxViewers: config.TERMINAL_MAX_VIEWERS
   }),
   docs: config => entry(docs, { publicBaseUrl: config.publicBaseUrl, singleUserMode: config.singleUserMode }),

@@ -7,6 +7,7 @@ import FindMyWay from 'find-my-way'
 import type { AppConfig } from './config.js'
 import { createAuthService, type AuthService } from './auth.js'
 import { createReadinessService, type ReadinessService } from './readiness.js'
+import { createOriginService, type OriginService } from './origin.js'
 import { errorHandler } from './error-handler.js'
 import { redactUrl } from './tokens.js'
 import { fastifyTrustProxy } from './trust-proxy.js'
@@ -18,6 +19,8 @@ declare module 'fastify' {
     auth: AuthService
     /** /ready checks that plugins register (core/readiness.ts). */
     readiness: ReadinessService
+    /** The browser Origin rule of chat routes and their WebSockets (core/origin.ts). */
+    origins: OriginService
   }
 }
 
@@ -126,6 +129,12 @@ export async function buildApp (config: AppConfig, entries: Entry[], opts: Build
   })
 
   app.decorate('auth', createAuthService({ apiKey: config.MCP_API_KEY }))
+  app.decorate('origins', createOriginService({
+    publicBaseUrl: config.publicBaseUrl,
+    publicBaseUrlSet: config.publicBaseUrlSet,
+    allowedOrigins: config.allowedOrigins,
+    protectedMode: app.auth.protectedMode
+  }))
   app.decorate('readiness', createReadinessService({ timeoutMs: 2000, cacheMs: 5000 }))
   // Before any route: @fastify/swagger collects every route's schema as it is added (GET /openapi.json).
   await app.register(swagger, openapiOptions(config.publicBaseUrl))

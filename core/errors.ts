@@ -6,6 +6,8 @@ export const CORE_INVALID_PLUGIN_OPTIONS = createError('CORE_INVALID_PLUGIN_OPTI
 export const CORE_INVALID_CHAT_ID = createError('CORE_INVALID_CHAT_ID', 'invalid chat id: %s', 400)
 export const CORE_UNAUTHORIZED = createError('CORE_UNAUTHORIZED', 'missing or invalid credentials', 401)
 export const CORE_FORBIDDEN = createError('CORE_FORBIDDEN', '%s', 403)
+/** 403 `forbidden_origin`: a browser page whose Origin may not use a chat route (core/origin.ts). */
+export const CORE_FORBIDDEN_ORIGIN = createError('CORE_FORBIDDEN_ORIGIN', 'this page\'s Origin may not use this route: only pages of PUBLIC_BASE_URL and ALLOWED_ORIGINS may, and an embedded (opaque-origin) page only with a capability token', 403)
 export const CORE_TOO_MANY_FAILURES = createError('CORE_TOO_MANY_FAILURES', 'too many failed authentication attempts; retry later', 429)
 
 /** Every non-MCP error body (surface.md, general rule 1). */

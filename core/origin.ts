@@ -1,7 +1,9 @@
+import type { FastifyRequest } from 'fastify'
+import { tokenOfPathSegment } from './tokens.js'
+
 /*
- * The browser Origin rule of surface.md §2.6 item 6 (DNS-rebinding defence), in one place so that
- * every route that checks an Origin (/mcp today; the WebSocket routes of §7.3 can use the same
- * function) agrees on what "our own origin" means:
+ * The one browser Origin rule of this server, for /mcp and for every chat route (HTTP and
+ * WebSocket), so that all of them agree on what "our own origin" means (README "Browser origins"):
  *
  * - the origin of PUBLIC_BASE_URL and each ALLOWED_ORIGINS entry, compared as serialised origins;
  * - loopback spellings of the public origin (`localhost`, `127.0.0.1`, `[::1]` with the same scheme
@@ -9,12 +11,25 @@
  * - while PUBLIC_BASE_URL is unset (the default), `http://` loopback origins on the port this
  *   connection arrived on (the listening port, read from the socket) are our own pages;
  * - never the request's `Host` header: a rebinding attacker controls it together with the Origin.
+ *
+ * Chat routes add one case, the opaque origin `null` (a page in a sandboxed iframe, or a file served
+ * with `CSP: sandbox`): it is accepted only in protected mode and only on a request that presents a
+ * credential (a capability token in `t` or a `~token` path segment, or a Bearer header), which the
+ * route then verifies for its chat and scope. Our preview and terminal pages carry the token they
+ * were opened with, so they keep working inside Open WebUI's sandboxed iframe; any other opaque page
+ * would need a token for that chat, which is the capability itself. In open mode there are no
+ * tokens, so `null` is never accepted: otherwise any web page could frame itself in a sandboxed
+ * iframe and reach a shell. A request without `Origin` comes from a non-browser client (browsers
+ * send Origin on every WebSocket handshake and on every cross-origin or non-GET fetch) and is not
+ * affected.
  */
 
 const LOOPBACK_HOSTS = new Set(['localhost', '127.0.0.1', '[::1]'])
 const DEFAULT_PORTS: Record<string, number> = { 'http:': 80, 'https:': 443 }
 /** Origins are short; anything longer is refused before it is parsed. */
 const MAX_ORIGIN_LENGTH = 300
+/** Methods a cross-origin request may make without changing anything. */
+const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS'])
 
 export interface OriginPolicyOptions {
   /** PUBLIC_BASE_URL after defaults (an absolute http(s) URL). */
@@ -68,4 +83,69 @@ export function createOriginPolicy (opts: OriginPolicyOptions): (origin: string,
     if (!opts.publicBaseUrlSet && o.scheme === 'http:' && listeningPort !== undefined && o.port === listeningPort) return 'own'
     return 'foreign'
   }
+}
+
+/** The Origin rule of chat routes, decorated by core as `fastify.origins`. */
+export interface OriginService {
+  /** The verdict of core's policy (own, listed, foreign) for a serialised origin. */
+  verdict (origin: string, listeningPort: number | undefined): OriginVerdict
+  /**
+   * True when this chat-route request (or WebSocket upgrade) may come from its Origin: none (a
+   * non-browser client), our own or an ALLOWED_ORIGINS origin, or `null` with a credential in
+   * protected mode (a CORS preflight, which never carries one, counts as presenting it).
+   */
+  accepts (request: FastifyRequest): boolean
+  /**
+   * The `Access-Control-Allow-Origin` value for a chat-route answer: the request's Origin when
+   * `accepts` holds for it, else undefined (no CORS header: the browser keeps the answer from the page).
+   */
+  corsOrigin (request: FastifyRequest): string | undefined
+  /**
+   * Whether a chat route must refuse this request outright (403): a WebSocket upgrade, or a method
+   * that changes something, from an Origin that `accepts` refuses. Cross-origin reads are not
+   * refused, only left unreadable (no CORS header).
+   */
+  refuses (request: FastifyRequest): boolean
+}
+
+export interface OriginServiceOptions extends OriginPolicyOptions {
+  /** MCP_API_KEY is set: chat routes verify a credential on every request. */
+  protectedMode: boolean
+}
+
+/** A credential a chat route will verify: a Bearer header, a `t` query value, or a `~token` path segment. */
+function presentsCredential (request: FastifyRequest): boolean {
+  if (typeof request.headers.authorization === 'string' && request.headers.authorization.trim() !== '') return true
+  const t = (request.query as Record<string, unknown> | undefined)?.t
+  if (typeof t === 'string' && t !== '') return true
+  const path = request.url.split('?', 1)[0] ?? ''
+  return path.split('/').some(segment => tokenOfPathSegment(segment) !== undefined)
+}
+
+const isPreflight = (request: FastifyRequest): boolean =>
+  request.method === 'OPTIONS' && request.headers['access-control-request-method'] !== undefined
+
+const isUpgrade = (request: FastifyRequest): boolean =>
+  (request.headers.upgrade ?? '').toLowerCase() === 'websocket'
+
+export function createOriginService (opts: OriginServiceOptions): OriginService {
+  const verdict = createOriginPolicy(opts)
+  const service: OriginService = {
+    verdict,
+    accepts (request) {
+      const origin = request.headers.origin
+      if (origin === undefined) return true
+      if (origin === 'null') return opts.protectedMode && (isPreflight(request) || presentsCredential(request))
+      return verdict(origin, request.socket.localPort) !== 'foreign'
+    },
+    corsOrigin (request) {
+      const origin = request.headers.origin
+      return origin !== undefined && service.accepts(request) ? origin : undefined
+    },
+    refuses (request) {
+      if (service.accepts(request)) return false
+      return isUpgrade(request) || !SAFE_METHODS.has(request.method)
+    }
+  }
+  return service
 }

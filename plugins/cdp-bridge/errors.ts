@@ -6,8 +6,6 @@ export const CDP_SANDBOX_NOT_RUNNING = createError('CDP_SANDBOX_NOT_RUNNING', 't
 export const CDP_BROWSER_UNAVAILABLE = createError('CDP_BROWSER_UNAVAILABLE', 'the browser in the sandbox is not available: %s', 503)
 /** 429 `too_many_viewers`: the chat (or the server) already has the maximum number of open browser sockets. */
 export const CDP_TOO_MANY_VIEWERS = createError('CDP_TOO_MANY_VIEWERS', 'too many open browser connections: %s', 429)
-/** 403 `forbidden_origin`: a browser page from an origin that is not allowed opened the socket (§7.3). */
-export const CDP_FORBIDDEN_ORIGIN = createError('CDP_FORBIDDEN_ORIGIN', 'origin not allowed', 403)
 
 /** 503 with the wire name of §7.1 (5xx errors otherwise answer `internal_error`). */
 export function browserUnavailable (reason: string, cause?: unknown): Error {

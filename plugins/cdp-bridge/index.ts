@@ -20,12 +20,12 @@ const cdpBridge: FastifyPluginAsync<CdpBridgeOptions> = async (fastify, raw) => 
   // preClose: server.close() waits for upgraded sockets, which would hold the shutdown until the grace timer.
   fastify.addHook('preClose', close)
   fastify.addHook('onClose', close)
-  await fastify.register(routes, { publicBaseUrl: opts.publicBaseUrl, allowedOrigins: opts.allowedOrigins })
+  await fastify.register(routes, { publicBaseUrl: opts.publicBaseUrl })
 }
 
 export default fp(cdpBridge, {
   name: 'cdp-bridge',
   fastify: '5.x',
   dependencies: ['sandbox', 'capabilities'],
-  decorators: { fastify: ['sandbox', 'auth', 'websocketServer'] }
+  decorators: { fastify: ['sandbox', 'auth', 'origins', 'websocketServer'] }
 })

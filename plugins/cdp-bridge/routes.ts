@@ -2,13 +2,11 @@ import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
 import { requireChatId } from '../../core/chat-id.js'
 import { chatRouteCors } from '../../core/chat-route.js'
 import { ChatQuery } from '../../core/route-schema.js'
-import { CDP_FORBIDDEN_ORIGIN } from './errors.js'
 import { ChatParams, SocketParams, StatusReply, TargetsReply, VersionReply } from './schemas.js'
 import { publicSocketUrl } from './targets.js'
 
 export interface CdpRoutesOptions {
   publicBaseUrl: string
-  allowedOrigins: string[]
 }
 
 interface ChatRoute { Params: { chat: string } }
@@ -16,20 +14,9 @@ interface SocketRoute { Params: SocketParams }
 
 const NO_STORE = 'no-cache, no-store'
 
-/**
- * §7.3 item 2: PUBLIC_BASE_URL's origin, ALLOWED_ORIGINS and `null` (the preview runs in opaque-origin
- * iframes); no Origin at all is a non-browser client. Tokens are the protection; this is defence in depth.
- */
-export function originChecker (publicBaseUrl: string, allowedOrigins: string[]): (origin: string | undefined) => boolean {
-  const allowed = new Set([new URL(publicBaseUrl).origin, ...allowedOrigins].map(o => o.toLowerCase().replace(/\/+$/, '')))
-  return origin => origin === undefined || origin === 'null' || allowed.has(origin.toLowerCase())
-}
-
 /** The browser routes of surface.md §7.1: every one needs a control token or the API key. */
 const routes: FastifyPluginAsync<CdpRoutesOptions> = async (fastify, opts) => {
   const { auth, cdp } = fastify
-  const originAllowed = originChecker(opts.publicBaseUrl, opts.allowedOrigins)
-
   chatRouteCors(fastify, ['/browser/:chat/status', '/browser/:chat/json', '/browser/:chat/json/list', '/browser/:chat/json/version'])
 
   /** Chat id (400), then credentials (401/403), before anything touches the sandbox (general rule 6). */
@@ -70,12 +57,10 @@ const routes: FastifyPluginAsync<CdpRoutesOptions> = async (fastify, opts) => {
     websocket: true,
     schema: { params: SocketParams, querystring: ChatQuery },
     // Everything that can refuse the handshake runs before the upgrade, so refusals are plain HTTP
-    // answers (§7.3 item 1): chat id 400, credentials 401/403, Origin 403, then (after the schema
-    // checked the target id, 400) sandbox 404 and the viewer caps 429.
-    preValidation: async request => {
-      authorize(request)
-      if (!originAllowed(request.headers.origin)) throw new CDP_FORBIDDEN_ORIGIN()
-    },
+    // answers (§7.3 item 1): Origin 403 (chatRouteCors's hook, the terminal socket's rule), chat id
+    // 400, credentials 401/403, then (after the schema checked the target id, 400) sandbox 404 and
+    // the viewer caps 429.
+    preValidation: async request => { authorize(request) },
     preHandler: async request => {
       const chatId = requireChatId(request.params.chat)
       const release = await cdp.reserve(chatId)

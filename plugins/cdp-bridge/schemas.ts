@@ -3,7 +3,6 @@ import Type, { type Static } from 'typebox'
 export const CdpBridgeOptions = Type.Object({
   cdpPort: Type.Optional(Type.Integer({ default: 9222, minimum: 1, maximum: 65535, description: 'CDP_PORT: loopback port of the browser inside the sandbox' })),
   publicBaseUrl: Type.Optional(Type.String({ default: 'http://computer-use-server:8081', description: 'PUBLIC_BASE_URL: host (and path) of rewritten webSocketDebuggerUrl values' })),
-  allowedOrigins: Type.Optional(Type.Array(Type.String(), { default: [], description: 'ALLOWED_ORIGINS: browser origins allowed to open the socket besides PUBLIC_BASE_URL\'s and null' })),
   timeoutMs: Type.Optional(Type.Integer({ default: 3000, minimum: 100, description: 'How long /json and /json/version wait for the browser (§7.1: 3 s)' })),
   maxAnswerBytes: Type.Optional(Type.Integer({ default: 1048576, minimum: 1024, description: 'Largest /json answer read from a sandbox' })),
   maxTargets: Type.Optional(Type.Integer({ default: 100, minimum: 1, description: 'Targets kept from one /json answer' })),

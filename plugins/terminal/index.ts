@@ -4,7 +4,6 @@ import { parseOptions } from '../../core/config.js'
 import type {} from '../sandbox/types.js'
 import type { SubAgentService } from '../sub-agent/types.js'
 import { createCliControl } from './cli.js'
-import { createOriginCheck } from './origin.js'
 import { TerminalOptions } from './schemas.js'
 import { createTerminalService } from './service.js'
 import routes from './routes.js'
@@ -42,7 +41,6 @@ const terminal: FastifyPluginAsync<TerminalOptions> = async (fastify, raw) => {
   await fastify.register(routes, { service, cli: createCliControl(subAgent, fastify.sandbox, { killGraceMs: opts.killGraceMs }, log) })
   await fastify.register(socketRoutes, {
     service,
-    originAllowed: createOriginCheck({ publicBaseUrl: opts.publicBaseUrl, publicBaseUrlSet: opts.publicBaseUrlSet, allowedOrigins: opts.allowedOrigins }),
     maxViewers: opts.maxViewers,
     isRunning: async chatId => (await fastify.sandbox.status(chatId)).state === 'running'
   })
@@ -52,5 +50,5 @@ export default fp(terminal, {
   name: 'terminal',
   fastify: '5.x',
   dependencies: ['sandbox', 'chat-storage'],
-  decorators: { fastify: ['auth', 'sandbox', 'websocketServer', 'chatStorage'] }
+  decorators: { fastify: ['auth', 'origins', 'sandbox', 'websocketServer', 'chatStorage'] }
 })

@@ -6,9 +6,6 @@ import Type, { type Static } from 'typebox'
  */
 export const TerminalOptions = Type.Object({
   cli: Type.Optional(Type.Union([Type.Literal('claude'), Type.Literal('codex'), Type.Literal('opencode')], { default: 'claude', description: 'SUBAGENT_CLI (already validated): SUBAGENT_CLI in the session environment' })),
-  publicBaseUrl: Type.String({ description: 'its origin (and its loopback spellings) is an allowed WebSocket Origin' }),
-  publicBaseUrlSet: Type.Optional(Type.Boolean({ default: true, description: 'false while PUBLIC_BASE_URL is unset: http loopback origins on the listening port are then allowed' })),
-  allowedOrigins: Type.Optional(Type.Array(Type.String(), { default: [], description: 'ALLOWED_ORIGINS: further allowed WebSocket Origins' })),
   sessionEnv: Type.Optional(Type.Record(Type.String(), Type.String(), { default: {}, description: 'extra per-exec environment of terminal sessions; none by default: provider credentials never go to a terminal, whose tmux server any command in the sandbox can read' })),
   maxViewers: Type.Optional(Type.Integer({ default: 8, minimum: 1, maximum: 1000, description: 'TERMINAL_MAX_VIEWERS: open terminal WebSockets per chat' })),
   highWaterBytes: Type.Optional(Type.Integer({ default: 1048576, minimum: 1024, description: 'output bytes queued on one socket before its terminal stream is paused' })),

@@ -1,6 +1,6 @@
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify'
 import { requireChatId } from '../../core/chat-id.js'
-import { CORE_FORBIDDEN } from '../../core/errors.js'
+import { chatRouteOrigin } from '../../core/chat-route.js'
 import { TERMINAL_BAD_SUBPROTOCOL, TERMINAL_SANDBOX_NOT_RUNNING, TERMINAL_TOO_MANY_VIEWERS, TERMINAL_UPGRADE_REQUIRED } from './errors.js'
 import type { ChatParams } from './schemas.js'
 import type { TerminalService } from './types.js'
@@ -8,8 +8,6 @@ import { ChatParams as ChatParamsSchema, ChatQuery, HAND_CHECKED } from '../../c
 
 export interface TerminalSocketOptions {
   service: TerminalService
-  /** §7.3 item 2 (origin.ts); the port is the one the connection arrived on. */
-  originAllowed: (origin: string | undefined, listeningPort: number | undefined) => boolean
   maxViewers: number
   /** Never starts anything (SandboxService.status). */
   isRunning: (chatId: string) => Promise<boolean>
@@ -23,12 +21,14 @@ function offersTty (header: string | undefined): boolean {
 
 /**
  * WS /terminal/{chat}/ws (surface.md §7.2, §7.3). Everything is decided before the upgrade, in
- * onRequest, so a refusal is a plain HTTP answer: 400 bad chat id or subprotocol, 403 Origin,
- * 401/403 credentials, 404 sandbox not running, 429 viewer cap. A plain GET gets 426.
+ * onRequest, so a refusal is a plain HTTP answer: 403 Origin (core's chat-route rule, the same as the
+ * browser socket's), 400 bad chat id or subprotocol, 401/403 credentials, 404 sandbox not running,
+ * 429 viewer cap. A plain GET gets 426.
  */
 const socketRoutes: FastifyPluginAsync<TerminalSocketOptions> = async (fastify, opts) => {
   const { service } = opts
   const chatOf = (request: FastifyRequest): string => requireChatId((request.params as ChatParams).chat)
+  chatRouteOrigin(fastify)
 
   fastify.route<{ Params: ChatParams }>({
     method: 'GET',
@@ -38,7 +38,6 @@ const socketRoutes: FastifyPluginAsync<TerminalSocketOptions> = async (fastify, 
     schema: { params: ChatParamsSchema, querystring: ChatQuery },
     onRequest: async request => {
       const chatId = chatOf(request)
-      if (!opts.originAllowed(request.headers.origin, request.socket.localPort)) throw new CORE_FORBIDDEN('Origin not allowed')
       fastify.auth.authorizeChat(request, chatId, 'c')
       if (!request.ws) return
       if (!offersTty(request.headers['sec-websocket-protocol'])) throw new TERMINAL_BAD_SUBPROTOCOL()

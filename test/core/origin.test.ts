@@ -1,5 +1,6 @@
 import t from 'tap'
-import { createOriginPolicy } from '../../core/origin.js'
+import type { FastifyRequest } from 'fastify'
+import { createOriginPolicy, createOriginService } from '../../core/origin.js'
 
 // surface.md §2.6 item 6 (Revised): loopback spellings of the public origin are the same origin; with
 // PUBLIC_BASE_URL unset, http loopback origins on the listening port are ours. // issue #8
@@ -54,4 +55,43 @@ t.test('a public origin elsewhere: only itself and ALLOWED_ORIGINS, compared as 
 t.test('a bad PUBLIC_BASE_URL or ALLOWED_ORIGINS entry fails when the policy is built', async t => {
   t.throws(() => createOriginPolicy({ publicBaseUrl: 'not a url', publicBaseUrlSet: true, allowedOrigins: [] }), TypeError)
   t.throws(() => createOriginPolicy({ publicBaseUrl: 'http://a', publicBaseUrlSet: true, allowedOrigins: ['ftp://b'] }), TypeError)
+})
+
+// The chat-route rule (README "Browser origins"): null only in protected mode and with a credential.
+t.test('chat routes: null only with a credential in protected mode; foreign pages may read nothing and change nothing', async t => {
+  const opts = { publicBaseUrl: 'https://cu.example', publicBaseUrlSet: true, allowedOrigins: ['https://chat.example'] }
+  const request = (origin: string | undefined, more: { method?: string, url?: string, headers?: Record<string, string> } = {}): FastifyRequest => ({
+    method: more.method ?? 'GET',
+    url: more.url ?? '/api/outputs/c1',
+    query: Object.fromEntries(new URL(more.url ?? '/api/outputs/c1', 'http://x').searchParams),
+    headers: { ...(origin === undefined ? {} : { origin }), ...more.headers },
+    socket: { localPort: 8081 }
+  }) as unknown as FastifyRequest
+  const token = `v1.f.99999999999.${'A'.repeat(22)}`
+  const prot = createOriginService({ ...opts, protectedMode: true })
+  const open = createOriginService({ ...opts, protectedMode: false })
+  const rows: Array<[string, FastifyRequest, string | undefined, string | undefined, boolean, boolean]> = [
+    // what, request, CORS protected, CORS open, refused protected, refused open
+    ['no Origin (non-browser)', request(undefined), undefined, undefined, false, false],
+    ['own origin', request('https://cu.example'), 'https://cu.example', 'https://cu.example', false, false],
+    ['ALLOWED_ORIGINS', request('https://chat.example', { method: 'POST' }), 'https://chat.example', 'https://chat.example', false, false],
+    ['foreign read', request('https://evil.example', { url: `/api/outputs/c1?t=${token}` }), undefined, undefined, false, false],
+    ['foreign POST', request('https://evil.example', { method: 'POST', url: `/api/uploads/c1/x?t=${token}` }), undefined, undefined, true, true],
+    ['foreign upgrade', request('https://evil.example', { headers: { upgrade: 'websocket' }, url: `/terminal/c1/ws?t=${token}` }), undefined, undefined, true, true],
+    ['null, token in t', request('null', { url: `/api/outputs/c1?t=${token}` }), 'null', undefined, false, false],
+    ['null, ~token in the path', request('null', { url: `/files/c1/~${token}/a.json` }), 'null', undefined, false, false],
+    ['null, Bearer header', request('null', { method: 'POST', headers: { authorization: `Bearer ${token}` } }), 'null', undefined, false, true],
+    ['null, preflight', request('null', { method: 'OPTIONS', headers: { 'access-control-request-method': 'POST' } }), 'null', undefined, false, false],
+    ['null, no credential', request('null'), undefined, undefined, false, false],
+    ['null POST, no credential', request('null', { method: 'POST' }), undefined, undefined, true, true],
+    ['null upgrade with token', request('null', { headers: { upgrade: 'websocket' }, url: `/terminal/c1/ws?t=${token}` }), 'null', undefined, false, true],
+    ['null upgrade, no token', request('null', { headers: { upgrade: 'websocket' }, url: '/terminal/c1/ws' }), undefined, undefined, true, true],
+    ['a file named like a token is not one', request('null', { url: '/files/c1/~v1.f.1.short/a.json' }), undefined, undefined, false, false]
+  ]
+  for (const [what, req, corsP, corsO, refP, refO] of rows) {
+    t.equal(prot.corsOrigin(req), corsP, `protected, ${what}: CORS ${String(corsP)}`)
+    t.equal(open.corsOrigin(req), corsO, `open, ${what}: CORS ${String(corsO)}`)
+    t.equal(prot.refuses(req), refP, `protected, ${what}: ${refP ? 'refused' : 'not refused'}`)
+    t.equal(open.refuses(req), refO, `open, ${what}: ${refO ? 'refused' : 'not refused'}`)
+  }
 })

@@ -75,7 +75,7 @@ t.test('a text upload is stored with its md5, listed and in the manifest', async
   t.equal((await stat(dir)).mode & 0o777, 0o755)
   const list = await fetch(`${url}/api/uploads/chat-a/list`)
   t.equal(list.headers.get('cache-control'), 'no-cache, no-store, must-revalidate')
-  t.equal(list.headers.get('access-control-allow-origin'), '*')
+  t.equal(list.headers.get('access-control-allow-origin'), null, 'no Origin, no CORS header (never *)')
   const body = await list.json() as { files: Array<Record<string, unknown>>, total: number }
   t.equal(body.total, 1)
   t.match(body.files[0], { name: 'notes.txt', path: 'notes.txt', size: 14, container_path: '/mnt/user-data/uploads/notes.txt' })
@@ -212,13 +212,27 @@ t.test('protected mode: invalid chat 400, then 401, then 403 for a files token, 
   t.equal((await fetch(`${url}/api/uploads/chat-a/list`, { headers: { authorization: `Bearer ${KEY}` } })).status, 200)
 })
 
-t.test('CORS preflight is answered for upload routes', async t => {
-  const { url } = await server(t, { MCP_API_KEY: KEY })
-  const res = await fetch(`${url}/api/uploads/chat-a/x.txt`, { method: 'OPTIONS', headers: { origin: 'https://ui.example', 'access-control-request-method': 'POST' } })
+t.test('CORS preflight is answered for upload routes, for allowed origins only', async t => {
+  const { url } = await server(t, { MCP_API_KEY: KEY, ALLOWED_ORIGINS: 'https://ui.example' })
+  const preflight = async (origin: string): Promise<Response> => await fetch(`${url}/api/uploads/chat-a/x.txt`, { method: 'OPTIONS', headers: { origin, 'access-control-request-method': 'POST' } })
+  const res = await preflight('https://ui.example')
   t.equal(res.status, 204)
-  t.equal(res.headers.get('access-control-allow-origin'), '*')
+  t.equal(res.headers.get('access-control-allow-origin'), 'https://ui.example')
   t.match(res.headers.get('access-control-allow-methods'), /POST/)
   t.equal(res.headers.get('access-control-allow-credentials'), null)
+  t.equal((await preflight('https://evil.example')).headers.get('access-control-allow-origin'), null, 'a foreign origin gets no CORS header')
+})
+
+t.test('a page that may not use chat routes cannot upload, in open mode too', async t => {
+  const { url, dataDir } = await server(t, { ALLOWED_ORIGINS: 'https://ui.example' })
+  for (const origin of ['null', 'https://evil.example']) {
+    const res = await upload(url, 'default', 'planted.txt', form('x'), { origin })
+    t.equal(res.status, 403, `a multipart form POST from ${origin}`)
+    t.equal(res.json.error, 'forbidden_origin')
+  }
+  await t.rejects(stat(join(chatPaths(dataDir, 'default').uploads, 'planted.txt')), { code: 'ENOENT' }, 'nothing was written')
+  t.equal((await upload(url, 'default', 'ok.txt', form('ok'), { origin: 'https://ui.example' })).status, 200, 'an ALLOWED_ORIGINS page')
+  t.equal((await upload(url, 'default', 'ok.txt', form('ok'))).status, 200, 'a server-side client (the Open WebUI tool) sends no Origin')
 })
 
 t.test('an upload invalidates the chat\'s cached prompt renders', async t => {

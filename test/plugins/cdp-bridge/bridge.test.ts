@@ -21,7 +21,7 @@ async function bridge (t: Test, env: Record<string, string> = {}, options: Recor
   const { app, url } = await listen(t, { MCP_API_KEY: KEY, PUBLIC_BASE_URL: 'https://cubicle.example/base', ...env }, config => [
     entry(capabilities, { apiKey: config.MCP_API_KEY, signingKey: '', tokenTtlSeconds: config.LINK_TOKEN_TTL, publicBaseUrl: config.publicBaseUrl }),
     { register: async a => await a.register(fake.plugin) },
-    entry(cdpBridge, { cdpPort: 9222, publicBaseUrl: config.publicBaseUrl, allowedOrigins: config.allowedOrigins, timeoutMs: 1000, ...options })
+    entry(cdpBridge, { cdpPort: 9222, publicBaseUrl: config.publicBaseUrl, timeoutMs: 1000, ...options })
   ])
   return { url, base: url.replace(/^http/, 'ws'), fake, cdp, token: (chat, scope) => app.links.token(chat, scope) as string }
 }
@@ -81,9 +81,27 @@ t.test('every browser route needs a control token of that chat or the API key', 
     t.equal((await get(url, { Authorization: `Bearer ${KEY}` })).status, 200, `${path} with the API key`)
   }
   t.equal((await get(`${b.url}/browser/a%2Fb/status`, { Authorization: `Bearer ${KEY}` })).status, 400, 'invalid chat id')
-  const pre = await fetch(`${b.url}/browser/${CHAT}/json`, { method: 'OPTIONS' })
+  const pre = await fetch(`${b.url}/browser/${CHAT}/json`, { method: 'OPTIONS', headers: { origin: 'null', 'access-control-request-method': 'GET' } })
   t.equal(pre.status, 204)
-  t.equal(pre.headers.get('access-control-allow-origin'), '*')
+  t.equal(pre.headers.get('access-control-allow-origin'), 'null', 'the preview in an opaque-origin iframe (protected mode)')
+  const foreign = await get(`${b.url}/browser/${CHAT}/status?t=${b.token(CHAT, 'c')}`, { Origin: 'https://evil.example' })
+  t.equal(foreign.headers.get('access-control-allow-origin'), null, 'a foreign page gets no CORS header (never *)')
+})
+
+t.test('open mode: no page with an opaque or foreign origin reaches the browser socket', async t => {
+  const b = await bridge(t, { MCP_API_KEY: '', PUBLIC_BASE_URL: '' })
+  const path = `${b.base}/browser/${CHAT}/devtools/page/${PAGE_ID}`
+  const own = `http://localhost:${new URL(b.url).port}`
+  t.equal(await openWs(path, { Origin: 'null' }), 403, 'null: any site\'s sandboxed iframe')
+  t.equal(await openWs(path, { Origin: 'https://evil.example' }), 403, 'a foreign site')
+  t.same(b.cdp.upgrades, [], 'no refused handshake reached the browser')
+  for (const headers of [{ Origin: own }, {}] as Array<Record<string, string>>) {
+    const ws = await openWs(path, headers)
+    t.type(ws, WebSocket, `${headers.Origin ?? 'no Origin (a non-browser client)'} is accepted`)
+    if (ws instanceof WebSocket) { ws.close(); await closed(ws) }
+  }
+  const status = await get(`${b.url}/browser/${CHAT}/status`, { Origin: 'null' })
+  t.equal(status.headers.get('access-control-allow-origin'), null, 'status: no CORS for null in open mode')
 })
 
 t.test('json rewrites socket URLs to the public host with the token and leaks no internal address', async t => {

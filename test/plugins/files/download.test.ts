@@ -13,7 +13,7 @@ t.test('serves an output file with the files token in the path, typed and inline
   t.equal(res.headers['content-disposition'], 'inline; filename="report.txt"; filename*=UTF-8\'\'report.txt')
   t.equal(res.headers['x-content-type-options'], 'nosniff')
   t.equal(res.headers['cache-control'], 'private, no-cache')
-  t.equal(res.headers['access-control-allow-origin'], '*')
+  t.equal(res.headers['access-control-allow-origin'], undefined, 'no Origin, no CORS header (never *)')
   t.notOk(res.headers['access-control-allow-credentials'])
   t.match(res.headers.etag, /^"[0-9a-f]+-[0-9a-f]+-[0-9a-f]+"$/)
   t.ok(res.headers['last-modified'])
@@ -145,12 +145,12 @@ t.test('a root file named archive is reachable with ?raw=1; without it /archive 
   t.equal(zip.rawPayload.subarray(0, 2).toString('latin1'), 'PK')
 })
 
-t.test('preflight OPTIONS allows GET, POST and the Authorization header from any origin', async t => {
+t.test('preflight OPTIONS allows GET, POST and the Authorization header to opaque-origin pages in protected mode', async t => {
   const { app } = await filesApp(t)
   for (const url of ['/files/chat-a/x.txt', '/api/outputs/chat-a']) {
     const res = await app.inject({ method: 'OPTIONS', url, headers: { origin: 'null', 'access-control-request-method': 'GET' } })
     t.equal(res.statusCode, 204, url)
-    t.equal(res.headers['access-control-allow-origin'], '*')
+    t.equal(res.headers['access-control-allow-origin'], 'null')
     t.equal(res.headers['access-control-allow-methods'], 'GET, POST, OPTIONS')
     t.equal(res.headers['access-control-allow-headers'], 'Authorization, Content-Type')
     t.notOk(res.headers['access-control-allow-credentials'])
@@ -170,4 +170,29 @@ t.test('open mode serves files without credentials', async t => {
   const res = await app.inject({ url: '/files/chat-a/a.txt' })
   t.equal(res.statusCode, 200)
   t.equal(res.body, 'open')
+})
+
+t.test('CORS: chat files are readable by our own origins and, with a token, by opaque-origin pages; never *', async t => {
+  const { app, put } = await filesApp(t, { ALLOWED_ORIGINS: 'https://chat.example' })
+  put('chat-a', 'data.json', '{"a":1}')
+  const token = app.links.token('chat-a', 'f') as string
+  const cors = async (url: string, origin: string): Promise<unknown> => (await app.inject({ url, headers: { origin } })).headers['access-control-allow-origin']
+  // An agent page under /files (served with CSP sandbox: origin null) fetching a sibling by a relative URL keeps the ~token.
+  t.equal(await cors(`/files/chat-a/~${token}/data.json`, 'null'), 'null', 'null with the token in the path')
+  t.equal(await cors(`/api/outputs/chat-a?t=${token}`, 'null'), 'null', 'null with the token in the query')
+  t.equal(await cors('/api/outputs/chat-a', 'null'), undefined, 'null without a credential')
+  t.equal(await cors(`/files/chat-a/~${token}/data.json`, 'https://evil.example'), undefined, 'a foreign origin, even with a token')
+  t.equal(await cors(`/files/chat-a/~${token}/data.json`, 'https://chat.example'), 'https://chat.example', 'ALLOWED_ORIGINS')
+  t.equal(await cors(`/files/chat-a/~${token}/data.json`, 'http://cubicle.test'), 'http://cubicle.test', 'the public origin')
+
+  const open = await filesApp(t, {}, true)
+  open.put('default', 'data.json', '{"a":1}')
+  for (const url of ['/files/default/data.json', '/files/default/archive', '/api/outputs/default']) {
+    for (const origin of ['null', 'https://evil.example']) {
+      const res = await open.app.inject({ url, headers: { origin } })
+      t.equal(res.headers['access-control-allow-origin'], undefined, `open mode: ${url} from ${origin} is not readable by the page`)
+    }
+  }
+  const pre = await open.app.inject({ method: 'OPTIONS', url: '/files/default/data.json', headers: { origin: 'null', 'access-control-request-method': 'GET' } })
+  t.equal(pre.headers['access-control-allow-origin'], undefined, 'open mode: nor after a preflight')
 })

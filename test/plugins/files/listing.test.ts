@@ -17,7 +17,7 @@ t.test('lists outputs newest first with every field, typed and with token URLs',
   const res = await app.inject({ url: `/api/outputs/chat-a?t=${token}` })
   t.equal(res.statusCode, 200)
   t.equal(res.headers['cache-control'], 'no-cache, no-store, must-revalidate')
-  t.equal(res.headers['access-control-allow-origin'], '*')
+  t.equal(res.headers['access-control-allow-origin'], undefined, 'no Origin, no CORS header (never *)')
   const body = res.json()
   t.equal(body.chat_id, 'chat-a')
   t.equal(body.total, 3)

@@ -163,18 +163,19 @@ function subAgentPlugin (fake: FakeSandbox, cli: NonNullable<TerminalOptions['cl
 
 /**
  * capabilities + the fake sandbox + the sub-agent service (unless `subAgent: false`) + terminal on a
- * listening loopback server (protected unless `open`).
+ * listening loopback server (protected unless `open`), with ALLOWED_ORIGINS https://chat.example and
+ * `env` on top of the test config.
  */
-export async function terminalApp (t: Test, fake: FakeSandbox, opts: Partial<TerminalOptions> & { open?: boolean, subAgent?: boolean } = {}) {
+export async function terminalApp (t: Test, fake: FakeSandbox, opts: Partial<TerminalOptions> & { open?: boolean, subAgent?: boolean, env?: Record<string, string> } = {}) {
   const dataDir = mkdtempSync(join(tmpdir(), 'cubicle-terminal-'))
   t.teardown(() => rmSync(dataDir, { recursive: true, force: true }))
-  const { open, subAgent = true, ...options } = opts
-  const { app, url } = await listen(t, { DATA_DIR: dataDir, MCP_API_KEY: open === true ? '' : KEY }, config => [
+  const { open, subAgent = true, env = {}, ...options } = opts
+  const { app, url } = await listen(t, { DATA_DIR: dataDir, MCP_API_KEY: open === true ? '' : KEY, ALLOWED_ORIGINS: 'https://chat.example', ...env }, config => [
     entry(capabilities, { apiKey: config.MCP_API_KEY, signingKey: '', tokenTtlSeconds: config.LINK_TOKEN_TTL, publicBaseUrl: config.publicBaseUrl }),
     { register: async a => await a.register(fake.plugin) },
     ...(subAgent ? [{ register: async (a: FastifyInstance) => await a.register(subAgentPlugin(fake, options.cli ?? 'claude')) }] : []),
     entry(chatStorage, { dataDir }),
-    entry(terminal, { publicBaseUrl: config.publicBaseUrl, allowedOrigins: ['https://chat.example'], ...options })
+    entry(terminal, options)
   ])
   const writeMeta = (chatId: string, meta: Record<string, unknown>): void => {
     const path = chatPaths(dataDir, chatId).meta

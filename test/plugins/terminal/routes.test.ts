@@ -44,7 +44,7 @@ t.test('status answers every state of §7.2 without starting anything or countin
   t.notOk(fake.calls.some(c => /^(ensure|touch|lease)/.test(c)), `no ensure, touch or lease: ${fake.calls.join(', ')}`)
   const res = await app.inject({ url: '/terminal/run/status', headers: auth })
   t.equal(res.headers['cache-control'], 'no-cache, no-store')
-  t.equal(res.headers['access-control-allow-origin'], '*')
+  t.equal(res.headers['access-control-allow-origin'], undefined, 'no Origin, no CORS header (never *)')
 })
 
 t.test('every route refuses a missing, foreign or files-only credential before looking at the sandbox', async t => {
@@ -239,9 +239,35 @@ t.test('a known path with another method answers 405 and preflights are answered
   const { app } = await terminalApp(t, fake)
   const res = await app.inject({ method: 'DELETE', url: '/terminal/c1/status', headers: auth })
   t.equal(res.statusCode, 405)
-  const pre = await app.inject({ method: 'OPTIONS', url: '/terminal/c1/start-ttyd' })
+  const pre = await app.inject({ method: 'OPTIONS', url: '/terminal/c1/start-ttyd', headers: { origin: 'null', 'access-control-request-method': 'POST' } })
   t.equal(pre.statusCode, 204)
   t.match(pre.headers['access-control-allow-methods'], /POST/)
+  t.equal(pre.headers['access-control-allow-origin'], 'null', 'protected mode: the preview in an opaque-origin iframe may send its Bearer token')
+})
+
+t.test('CORS follows the Origin rule: an accepted origin is echoed, never *; a foreign page cannot change anything', async t => {
+  const fake = fakeSandbox(sandboxScript())
+  fake.setState('c1', 'running')
+  const { app, token } = await terminalApp(t, fake)
+  const status = async (headers: Record<string, string>): Promise<string | undefined> =>
+    (await app.inject({ url: '/terminal/c1/status', headers })).headers['access-control-allow-origin'] as string | undefined
+  t.equal(await status({ ...auth, origin: 'null' }), 'null', 'null with a Bearer token')
+  t.equal(await status({ origin: 'null' }), undefined, 'null without a credential')
+  t.equal(await status({ ...auth, origin: 'https://chat.example' }), 'https://chat.example', 'ALLOWED_ORIGINS')
+  t.equal(await status({ ...auth, origin: 'https://evil.example' }), undefined, 'a foreign origin, even with a token')
+  fake.calls.length = 0
+  fake.probes.length = 0
+  const stop = await app.inject({ method: 'POST', url: `/terminal/c1/stop-ttyd?t=${token('c1')}`, headers: { origin: 'https://evil.example' } })
+  t.equal(stop.statusCode, 403, 'a POST from a foreign page is refused')
+  t.equal(stop.json().error, 'forbidden_origin')
+  t.same([...fake.calls, ...fake.probes], [], 'before the sandbox was asked anything')
+
+  const open = await terminalApp(t, fake, { open: true })
+  t.equal((await open.app.inject({ url: '/terminal/c1/status', headers: { origin: 'null' } })).headers['access-control-allow-origin'], undefined, 'open mode: null never gets CORS')
+  const pre = await open.app.inject({ method: 'OPTIONS', url: '/terminal/c1/start-ttyd', headers: { origin: 'null', 'access-control-request-method': 'POST' } })
+  t.equal(pre.headers['access-control-allow-origin'], undefined, 'open mode: nor a preflight from null')
+  const post = await open.app.inject({ method: 'POST', url: '/terminal/c1/restart-container', headers: { origin: 'null' } })
+  t.equal(post.statusCode, 403, 'open mode: a form POST from a sandboxed iframe is refused')
 })
 
 t.test('sessions come from the sub-agent service: its lister runs as the sandbox user, its answer is re-validated', async t => { // issue #11

@@ -74,22 +74,23 @@ t.test('the handshake is refused with HTTP statuses before any upgrade', async t
     t.type(sock, WebSocket, `Origin ${origin ?? '(none)'} is allowed`)
     if (typeof sock !== 'number') { t.equal(sock.protocol, 'tty'); sock.close(); await closed(sock) }
   }
+  t.equal(await connect(ws('c1'), { origin: 'null' }), 403, 'Origin null without a token')
   const res = await fetch(`${url}/terminal/c1/ws?t=${token('c1')}`)
   t.equal(res.status, 426, 'a plain GET is told to upgrade')
 })
 
-t.test('the Origin rule is core/origin.ts\'s (the one of /mcp) plus null', async t => { // issue #10
+t.test('the Origin rule is core/origin.ts\'s (the one of /mcp), plus null with a token', async t => {
   const fake = fakeSandbox()
   fake.setState('c1', 'running')
   const allowed = async (url: string, tok: string, origin: string): Promise<boolean> => {
-    const sock = await connect(`${url}/terminal/c1/ws?t=${tok}`, { origin })
+    const sock = await connect(`${url}/terminal/c1/ws${tok === '' ? '' : `?t=${tok}`}`, { origin })
     if (typeof sock === 'number') return false
     sock.close()
     await closed(sock)
     return true
   }
   // PUBLIC_BASE_URL set: its loopback spellings are the same origin; another loopback port is not.
-  const set = await terminalApp(t, fake, { publicBaseUrl: 'http://localhost:8081' })
+  const set = await terminalApp(t, fake, { env: { PUBLIC_BASE_URL: 'http://localhost:8081' } })
   for (const origin of ['http://localhost:8081', 'http://127.0.0.1:8081', 'http://[::1]:8081', 'https://chat.example', 'null']) {
     t.ok(await allowed(set.url, set.token('c1'), origin), `${origin} is allowed`)
   }
@@ -98,12 +99,21 @@ t.test('the Origin rule is core/origin.ts\'s (the one of /mcp) plus null', async
     t.notOk(await allowed(set.url, set.token('c1'), origin), `${origin} is refused`)
   }
   // PUBLIC_BASE_URL unset: the server's own http loopback origin on the port the socket arrived on.
-  const unset = await terminalApp(t, fake, { publicBaseUrlSet: false })
+  const unset = await terminalApp(t, fake, { env: { PUBLIC_BASE_URL: '' } })
   const own = Number(new URL(unset.url).port)
   t.ok(await allowed(unset.url, unset.token('c1'), `http://127.0.0.1:${own}`), 'own loopback origin while PUBLIC_BASE_URL is unset')
   t.ok(await allowed(unset.url, unset.token('c1'), `http://localhost:${own}`), 'its localhost spelling')
   t.notOk(await allowed(unset.url, unset.token('c1'), `http://127.0.0.1:${own + 1}`), 'another port')
   t.notOk(await allowed(unset.url, unset.token('c1'), `https://127.0.0.1:${own}`), 'https on that port is another origin')
+  // Open mode: no token exists, so an opaque origin (any site's sandboxed iframe) never opens a shell.
+  const open = await terminalApp(t, fake, { open: true, env: { PUBLIC_BASE_URL: '' } })
+  const openPort = Number(new URL(open.url).port)
+  t.notOk(await allowed(open.url, '', 'null'), 'open mode: null is refused')
+  t.notOk(await allowed(open.url, '', 'https://evil.example'), 'open mode: a foreign origin is refused')
+  t.ok(await allowed(open.url, '', `http://localhost:${openPort}`), 'open mode: the server\'s own loopback origin')
+  const cli = await connect(`${open.url}/terminal/c1/ws`)
+  t.type(cli, WebSocket, 'open mode: a client without Origin')
+  if (typeof cli !== 'number') { cli.close(); await closed(cli) }
 })
 
 t.test('viewer cap: the ninth viewer of a chat is refused with 429', async t => {
