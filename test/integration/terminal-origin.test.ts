@@ -1,5 +1,5 @@
 // The browser Origin rule of the terminal and browser WebSockets and of the chat routes, on the real
-// stack and a real sandbox (README "Browser origins"): both sockets give the same answer for every
+// stack and a real sandbox (README "Security model"): both sockets give the same answer for every
 // Origin, in open and protected mode; `null` (a sandboxed iframe) only with a capability token, so
 // never in open mode; chat routes never answer `Access-Control-Allow-Origin: *`.
 import t from 'tap'
@@ -179,4 +179,22 @@ t.test('real Chromium: a page of another site, and its sandboxed iframe, cannot 
   t.same(top, { where: 'top', socket: 'refused', read: 'blocked' }, 'a page of another site: socket refused, file unreadable')
   t.same(framed, { where: 'framed', socket: 'refused', read: 'blocked' }, 'its sandboxed iframe (Origin: null): socket refused, file unreadable')
   t.match(await bash('echo "pwned=$(ls /tmp/pwned-* 2>/dev/null | wc -l)"'), /pwned=0\b/, 'no command the pages typed ran in the sandbox')
+})
+
+t.test('real Chromium: in open mode the preview embedded in a sandboxed iframe says why it shows nothing', { skip: gate.skip || chromium.skip }, async t => {
+  const stack = await terminalStack(t, { MCP_API_KEY: '' })
+  const html = `<!doctype html><iframe id="embed" sandbox="allow-scripts allow-popups" style="width:1000px;height:600px" src="${stack.url}/preview/${CHAT}"></iframe>`
+  const embedder = createServer((_req, res) => { res.writeHead(200, { 'content-type': 'text/html' }).end(html) })
+  await new Promise<void>(resolve => embedder.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => { embedder.close() })
+  const browser = await launchChromium()
+  t.teardown(async () => { await browser.close() })
+  const page = await browser.newPage()
+  await page.goto(`http://127.0.0.1:${(embedder.address() as AddressInfo).port}/`)
+  const frame = await (await page.waitForSelector('#embed')).contentFrame()
+  if (frame === null) throw new Error('the preview frame did not load')
+  t.equal(await frame.evaluate('window.origin'), 'null', 'the preview runs with an opaque origin')
+  await frame.waitForSelector('#banner:not([hidden])', { timeout: 15000 })
+  t.match(await frame.textContent('#banner'), /open mode.*its own browser tab.*MCP_API_KEY/, 'the banner says why and what to do')
+  t.equal(await frame.evaluate("document.getElementById('views').hidden"), true, 'no live views that could not connect')
 })

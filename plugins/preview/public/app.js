@@ -115,6 +115,11 @@ function select (path) {
   showSelected()
 }
 
+// Open mode has no tokens, and chat routes answer a page with an opaque origin (a sandboxed iframe,
+// as Open WebUI embeds this page) only when it presents one (README "Security model"): such a frame
+// cannot read the listing or open the live views, so it says what to do instead of retrying.
+const openModeInOpaqueFrame = window.origin === 'null' && config.token === null
+
 function banner (text) {
   $('banner').hidden = text === ''
   $('banner').textContent = text
@@ -143,6 +148,11 @@ async function refresh () {
     }
     app.dataset.state = state.files.length === 0 ? 'empty' : 'ready'
   } catch {
+    if (openModeInOpaqueFrame) {
+      banner('This server runs without MCP_API_KEY (open mode), so it does not answer an embedded, sandboxed frame like this one. Open the preview in its own browser tab, or set MCP_API_KEY on the server.')
+      app.dataset.state = 'denied'
+      return false
+    }
     state.failures++
     if (state.failures >= 2) banner('Connection lost. Retrying…')
   }
@@ -190,7 +200,7 @@ async function showView (name) {
   for (const [key, view] of Object.entries(views)) view.then(v => v.visible(key === name), () => {})
 }
 
-if (config.scope === 'full') {
+if (config.scope === 'full' && !openModeInOpaqueFrame) {
   $('views').hidden = false
   for (const tab of document.querySelectorAll('#views [data-view]')) tab.addEventListener('click', () => { void showView(tab.dataset.view) })
   mount('browser')
