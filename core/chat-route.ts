@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify'
 import { CORE_FORBIDDEN_ORIGIN } from './errors.js'
 
 /**
- * The browser Origin rule of chat routes (core/origin.ts, README "Browser origins"), as an onRequest
+ * The browser Origin rule of chat routes (core/origin.ts, README "Security model"), as an onRequest
  * hook of the encapsulated routes plugin that calls it (it then covers only that plugin's routes):
  * an accepted Origin is echoed in `Access-Control-Allow-Origin` (never `*`, never with credentials:
  * no ambient credentials exist, tokens travel in the URL or Authorization); a WebSocket upgrade or a

@@ -23,7 +23,7 @@ export const ConfigSchema = Type.Object({
   MCP_API_KEY: Str('', 'Bearer key for /mcp and, as master key (Authorization header only), every chat route; at least 32 characters. Empty = open mode (development only).'),
   LINK_SIGNING_KEY: Str('', 'Secret the capability-token HMAC key is derived from (scrypt); at least 32 characters; empty = MCP_API_KEY.'),
   LINK_TOKEN_TTL: Int(2592000, 'Capability token lifetime in seconds (rounded up to UTC midnight).', 60),
-  ALLOWED_ORIGINS: Str('', 'Extra browser origins for /mcp CORS and WebSocket origin checks (comma-separated).'),
+  ALLOWED_ORIGINS: Str('', 'Extra browser origins (comma-separated) allowed, with CORS, on /mcp, every chat route and the terminal and browser WebSockets.'),
   FRAME_ANCESTORS: Str('*', 'CSP frame-ancestors for the preview page and active file content.'),
   SINGLE_USER_MODE: Str('', 'empty (lenient), true (one shared chat) or false (X-Chat-Id required).'),
   DATA_DIR: Str('/data', 'Server-side root of chat data.'),
