@@ -40,7 +40,7 @@ function nonceOf (csp: unknown): string {
   return m[1] as string
 }
 
-t.test('the page carries the exact CSP, no-store caching, nosniff and CORS *', async t => {
+t.test('the page carries the exact CSP, no-store caching, nosniff and no CORS header without an Origin', async t => {
   const server = await app(t, { FRAME_ANCESTORS: 'https://chat.example.com' })
   const token = server.links.token('chat-a', 'f') as string
   const res = await server.inject({ url: `/preview/chat-a?t=${token}` })
@@ -51,7 +51,6 @@ t.test('the page carries the exact CSP, no-store caching, nosniff and CORS *', a
   t.notMatch(String(res.headers['content-security-policy']), /script-src[^;]*'self'/, "script-src no longer trusts 'self' (agent .js under /files)")
   t.equal(res.headers['cache-control'], 'no-cache, no-store, must-revalidate')
   t.equal(res.headers['x-content-type-options'], 'nosniff')
-  // The title is the one SECURITY.md cites; the rule is now: no Origin, no CORS header, and never `*`.
   t.equal(res.headers['access-control-allow-origin'], undefined)
   t.equal(res.headers['referrer-policy'], 'no-referrer')
 })

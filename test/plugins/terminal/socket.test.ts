@@ -79,7 +79,7 @@ t.test('the handshake is refused with HTTP statuses before any upgrade', async t
   t.equal(res.status, 426, 'a plain GET is told to upgrade')
 })
 
-t.test('the Origin rule is core/origin.ts\'s (the one of /mcp) plus null', async t => {
+t.test('the Origin rule is core/origin.ts\'s (the one of /mcp), plus null with a token in protected mode', async t => {
   const fake = fakeSandbox()
   fake.setState('c1', 'running')
   const allowed = async (url: string, tok: string, origin: string): Promise<boolean> => {
