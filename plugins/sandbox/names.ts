@@ -39,6 +39,9 @@ export function containerLabels (prefix: string, chatId: string, image: string, 
   return { ...volumeLabels(prefix, chatId), 'cu.created-at': rfc3339(createdAt), 'cu.image': image }
 }
 
+/** The prefix lease's lock object carries the owner labels (uninstall finds it) and this role; it is not a sandbox. */
+export const LEASE_ROLE = { label: 'cu.role', value: 'lease' } as const
+
 /** Label filter selecting everything this server instance owns. */
 export function ownerFilter (prefix: string): string[] {
   return [`managed-by=${MANAGED_BY}`, `cu.prefix=${prefix}`]

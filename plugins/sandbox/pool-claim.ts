@@ -6,7 +6,7 @@ import type { RequestUser } from '../../core/identity.js'
 import type { SpecMount } from './engine-types.js'
 import type { ExecSpec, SandboxEngine, SandboxSummary } from './engine-types.js'
 import { chatEnv, toEnvList } from './env.js'
-import { ownerFilter, rfc3339, sandboxNames } from './names.js'
+import { LEASE_ROLE, ownerFilter, rfc3339, sandboxNames } from './names.js'
 import { claimable, discardSlot, HOME_LABEL, poolNames, poolOf, refill, slotDirs, slotOf, takeSlot, type PoolSlot } from './pool.js'
 import { readRecord, RECORD, type BindingRecord } from './pool-record.js'
 import { describe, sleep, type Entry, type Registry } from './registry.js'
@@ -213,6 +213,7 @@ export async function sortListing (reg: Registry, list: SandboxSummary[]): Promi
   const ids = new Set(list.map(c => c.id))
   for (const id of [...pool.bound.keys(), ...pool.listed.keys()]) if (!ids.has(id)) { pool.bound.delete(id); pool.listed.delete(id) }
   for (const c of list) {
+    if (c.labels[LEASE_ROLE.label] === LEASE_ROLE.value) continue
     const slot = slotOf(reg, c)
     if (slot === null) { chats.push(c); continue }
     if (c.name === poolNames(reg.opts.prefix, slot).container) { unclaimed.push(c); continue }

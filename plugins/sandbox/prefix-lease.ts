@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto'
 import { hostname } from 'node:os'
 import type { LeaseHolder, LeaseRecord } from './engine-types.js'
 import { SandboxSetupRefused } from './errors.js'
-import { MANAGED_BY, rfc3339 } from './names.js'
+import { LEASE_ROLE, MANAGED_BY, rfc3339 } from './names.js'
 import { describe, imageMissing, type Registry } from './registry.js'
 
 /*
@@ -15,8 +15,8 @@ import { describe, imageMissing, type Registry } from './registry.js'
  * timeout, or at once when the holder is provably dead (same host, and its process is gone).
  */
 
-/** The lease object's labels (the lease is not a sandbox: no managed-by, so listings never see it). */
-const leaseLabels = (prefix: string): Record<string, string> => ({ 'cu.prefix': prefix, 'cu.role': 'lease', 'cu.lease-of': MANAGED_BY })
+/** The lease object's labels: the owner's (an uninstall by label removes a lease left by a crash) and its role (listings skip it). */
+const leaseLabels = (prefix: string): Record<string, string> => ({ 'managed-by': MANAGED_BY, 'cu.prefix': prefix, [LEASE_ROLE.label]: LEASE_ROLE.value })
 
 export const leaseName = (prefix: string): string => `${prefix}-lease`
 

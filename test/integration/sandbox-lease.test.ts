@@ -14,7 +14,7 @@ import { buildSandboxApp, cleanupPrefix, DOCKER_HOST, dockerOrSkip, TEST_IMAGE, 
 import { leaseName } from '../../plugins/sandbox/prefix-lease.js'
 
 const { skip } = await dockerOrSkip()
-const labelsOf = (prefix: string): Record<string, string> => ({ 'cu.prefix': prefix, 'cu.role': 'lease' })
+const labelsOf = (prefix: string): Record<string, string> => ({ 'managed-by': 'computer-use-server', 'cu.prefix': prefix, 'cu.role': 'lease' })
 const sleep = async (ms: number): Promise<void> => await new Promise(resolve => setTimeout(resolve, ms))
 
 async function dataDir (prefix: string): Promise<string> {
@@ -53,6 +53,10 @@ t.test('a second instance with the same prefix refuses to start, naming the pref
     message: new RegExp(`^SANDBOX_PREFIX '${prefix}' is in use by another server instance on this Docker engine \\(host ${hostname().replace(/[.]/g, '\\.')}, pid ${process.pid}, started \\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\dZ, last renewal \\d+ s ago\\)\\. .*give this instance its own SANDBOX_PREFIX, or stop the other one`)
   })
   t.same(first.service.network(), network, 'the first keeps its network')
+  const docker = testDockerClient()
+  t.teardown(() => { docker.close() })
+  const owned = await docker.list(['managed-by=computer-use-server', `cu.prefix=${prefix}`])
+  t.ok(owned.some(c => c.name === `${prefix}-lease` && !c.running), 'the lease is a never-started container with the owner labels (an uninstall by label finds it)')
   t.equal((await first.service.exec('lease-chat', ['echo', 'still'])).stdout.toString(), 'still\n', 'the first keeps its sandboxes')
   t.equal((await first.service.status('lease-chat')).state, 'running')
 
