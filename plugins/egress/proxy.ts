@@ -26,6 +26,8 @@ export interface ProxyDeps {
   /** chat id of a sandbox source address, or null */
   identify: (address: string) => string | null
   policyFor: (chatId: string) => Policy
+  /** settles once the chat's policy layers are loaded (a sandbox mapped before its first call); absent: always loaded */
+  ready?: (chatId: string) => Promise<void>
   /** resolves a name; the signal aborts when the client goes away */
   lookup: Lookup
   record: (chatId: string, record: ConnectionRecord) => void
@@ -160,6 +162,7 @@ export function createEgressProxy (deps: ProxyDeps, limits: ProxyLimits): Egress
       deps.record(chatId, { ...base, ...(address === undefined ? {} : { address }), decision, reason: d.reason, message: d.message, bytesUp: 0, bytesDown: 0, durationMs: now() - started })
       replies.refuse(status, d)
     }
+    await deps.ready?.(chatId)
     const policy = deps.policyFor(chatId)
     const pre = precheck(policy, head)
     if (pre !== null) { refuse(403, pre); return }

@@ -20,7 +20,12 @@ import type { EffectivePolicy, EgressService } from './types.js'
  * The egress service: the policy of each chat (server setting, user default, chat override), the source
  * address → chat map (address-map.ts) fed by the sandbox driver's onAddress hook on every start and
  * stop (and by onEnsure where the driver has no onAddress), the connection log, and the proxy
- * listener, bound on the sandbox network's gateway when the first sandbox with network starts.
+ * listener, bound on the sandbox network's gateway when the first sandbox with network starts or is
+ * re-adopted. A sandbox gets an address before its chat's first call when the server re-adopts it at
+ * boot (or learns it on the start path, before onEnsure): its override and user are then loaded at
+ * once, and the proxy waits for that load before deciding any of its connections, so such a sandbox
+ * is never judged by the server's setting alone (an override may be stricter). If the load fails, the
+ * address is unmapped (refused as unknown) until the chat's next call loads it.
  */
 
 export interface EgressDeps {
@@ -53,6 +58,18 @@ export function createEgressService (deps: EgressDeps, opts: Required<EgressOpti
   const host = createHostAddresses({ procDir: opts.procDir, log: deps.log })
   const hostsFile = createHostsFile({ path: opts.hostsFile, log: deps.log })
 
+  // The layer loads in flight per chat (attach, or an address learnt before any call): the proxy awaits them.
+  const loading = new Map<string, Promise<void>>()
+  const load = async (chatId: string, started: boolean, email: string | undefined): Promise<void> => {
+    const run = layers.attach(chatId, started, email)
+    const settled: Promise<void> = run.then(() => {}, () => {}).finally(() => { if (loading.get(chatId) === settled) loading.delete(chatId) })
+    loading.set(chatId, settled)
+    await run
+  }
+  const ready = async (chatId: string): Promise<void> => {
+    for (let p = loading.get(chatId); p !== undefined; p = loading.get(chatId)) await p
+  }
+
   const policyFor = (chatId: string): Policy => {
     const { mode, rules } = combine(server, layers.userLayer(chatId), layers.chatLayer(chatId))
     return { mode, rules, hostAddresses: host.current() }
@@ -62,6 +79,7 @@ export function createEgressService (deps: EgressDeps, opts: Required<EgressOpti
     log: deps.log,
     identify: address => addresses.chatOf(address),
     policyFor,
+    ready,
     lookup: deps.lookup ?? createResolver({ servers: parseServers(opts.dnsServers), timeoutMs: opts.dnsTimeoutMs, hosts: hostsFile.table }),
     record: (chatId, record) => {
       connections.add(chatId, record)
@@ -127,7 +145,7 @@ export function createEgressService (deps: EgressDeps, opts: Required<EgressOpti
     service,
     proxy,
     attach: async (chatId, event) => {
-      await layers.attach(chatId, event?.started ?? true, event?.user?.email)
+      await load(chatId, event?.started ?? true, event?.user?.email)
       if (!await listen()) return
       const ip = await deps.sandbox.address?.(chatId) ?? null
       if (ip !== null) addresses.assign(chatId, ip)
@@ -136,7 +154,16 @@ export function createEgressService (deps: EgressDeps, opts: Required<EgressOpti
       layers.detach(chatId)
       addresses.assign(chatId, null)
     },
-    assign: addresses.assign,
+    assign: (chatId, address) => {
+      if (address !== null) {
+        load(chatId, true, undefined).catch(err => {
+          deps.log.warn({ err, chatId }, 'egress: the chat\'s override could not be read; its sandbox is refused until its next call')
+          if (addresses.chatOf(address) === chatId) addresses.assign(chatId, null)
+        })
+        void listen()
+      }
+      addresses.assign(chatId, address)
+    },
     close: async () => { layers.close(); host.close(); hostsFile.close(); await proxy.close() }
   }
 }
