@@ -3,7 +3,7 @@ import { hostname } from 'node:os'
 import type { LeaseHolder, LeaseRecord } from './engine-types.js'
 import { SandboxSetupRefused } from './errors.js'
 import { LEASE_ROLE, MANAGED_BY, rfc3339 } from './names.js'
-import { describe, imageMissing, type Registry } from './registry.js'
+import { describe, imageMissing, sleep, type Registry } from './registry.js'
 
 /*
  * One server instance per SANDBOX_PREFIX on an engine. Two instances with one prefix would adopt each
@@ -12,7 +12,9 @@ import { describe, imageMissing, type Registry } from './registry.js'
  * operation: created atomically by name, so only one can win), renews it every third of
  * SANDBOX_LEASE_TIMEOUT and releases it on a clean shutdown. A second instance refuses to start and
  * names the holder. A lease is taken over when its holder stopped renewing it for longer than the
- * timeout, or at once when the holder is provably dead (same host, and its process is gone).
+ * timeout, or at once when the holder is provably dead (same host, and its process is gone). A lease
+ * that missed two renewals (its holder was most likely killed without a clean shutdown, as `docker rm
+ * -f` does before an update) is waited for until it is stale, instead of refusing the start.
  */
 
 /** The lease object's labels: the owner's (an uninstall by label removes a lease left by a crash) and its role (listings skip it). */
@@ -68,7 +70,16 @@ export async function takeLease (reg: Registry): Promise<void> {
     if (current.holder.id === reg.holder.id) { hold(reg, current.token); return }
     const now = Date.now()
     const why = takeoverReason(current, timeoutMs, now)
-    if (why === null) throw new SandboxSetupRefused(heldBy(reg, current, now))
+    if (why === null) {
+      const age = now - current.renewedAt
+      if (age > timeoutMs * 2 / 3 && attempt < 4) {
+        const waitMs = Math.max(0, timeoutMs - age) + 250
+        reg.log.warn({ prefix: reg.opts.prefix, holder: current.holder, waitMs }, 'the lease of the sandbox prefix missed two renewals: waiting until it is stale to take it over')
+        await sleep(waitMs)
+        continue
+      }
+      throw new SandboxSetupRefused(heldBy(reg, current, now))
+    }
     reg.log.warn({ prefix: reg.opts.prefix, holder: current.holder, reason: why }, 'taking over the lease of the sandbox prefix from an instance that is gone')
     await reg.engine.breakLease(current.token)
   }

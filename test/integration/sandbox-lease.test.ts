@@ -96,6 +96,19 @@ t.test('a stale lease (not renewed for longer than the timeout, holder elsewhere
   t.not(now?.holder.id, 'gone')
 })
 
+t.test('a lease that missed two renewals (its holder killed without a clean shutdown) is waited for, then taken over', { skip }, async t => {
+  const prefix = 'tleasewait'
+  await cleanupPrefix(t, prefix)
+  await plant(prefix, { id: 'killed', host: 'elsewhere.invalid', pid: 4242, startedAt: '2026-01-01T00:00:00Z' }, Date.now() - 4500)
+  const started = Date.now()
+  const s = await buildSandboxApp(t, prefix, { leaseTimeoutS: 6 }, await dataDir(prefix))
+  t.ok(s.service.network(), 'the instance started instead of refusing')
+  t.ok(Date.now() - started >= 1000, `it waited until the lease was stale (${Date.now() - started} ms)`)
+  const now = await currentLease(prefix)
+  t.equal(now?.holder.host, hostname())
+  t.not(now?.holder.id, 'killed')
+})
+
 t.test('a fresh lease of an instance elsewhere is not taken over', { skip }, async t => {
   const prefix = 'tleasefresh'
   await cleanupPrefix(t, prefix)
