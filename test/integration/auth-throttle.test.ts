@@ -38,6 +38,16 @@ async function mcp (url: string, headers: Record<string, string>): Promise<Respo
 const get = async (url: string, path: string, headers: Record<string, string> = {}): Promise<Response> =>
   await fetch(new URL(path, url), { headers })
 
+/**
+ * The throttle counts failures in wall-clock minutes (core/failure-throttle.ts): a test that straddles
+ * a minute's end would start counting anew halfway (seen once: the last bad key got 401, not 429). A
+ * test that counts failures starts at least 15 s before the next minute.
+ */
+async function awayFromMinuteEdge (): Promise<void> {
+  const into = Date.now() % 60_000
+  if (into > 45_000) await new Promise(resolve => setTimeout(resolve, 60_000 - into + 100))
+}
+
 function assertThrottled (t: Test, res: Response, what: string): void {
   t.equal(res.status, 429, `${what} → 429`)
   const retry = Number(res.headers.get('retry-after'))
@@ -47,6 +57,7 @@ function assertThrottled (t: Test, res: Response, what: string): void {
 // issue #8
 t.test('35 bad credentials from one address: the valid key and tokens still get 200, bad ones 429', async t => {
   const { app, url } = await server(t)
+  await awayFromMinuteEdge()
   for (let i = 0; i < 20; i++) t.equal((await mcp(url, { authorization: `Bearer bad-${i}` })).status, 401, `failure ${i + 1} on /mcp`)
   for (let i = 0; i < 10; i++) t.equal((await get(url, `/api/outputs/chat-a?t=bad-${i}`)).status, 403, `failure ${i + 1} on a chat route`)
   assertThrottled(t, await mcp(url, { authorization: 'Bearer bad-again' }), '/mcp with a wrong key')
@@ -72,6 +83,7 @@ t.test('35 bad credentials from one address: the valid key and tokens still get 
 // issue #8
 t.test('TRUST_PROXY=1: the throttled address is the client named by X-Forwarded-For', async t => {
   const { url } = await server(t, { TRUST_PROXY: '1' })
+  await awayFromMinuteEdge()
   for (let i = 0; i < 30; i++) await mcp(url, { authorization: 'Bearer bad', 'x-forwarded-for': '203.0.113.7' })
   assertThrottled(t, await mcp(url, { authorization: 'Bearer bad', 'x-forwarded-for': '203.0.113.7' }), 'client 203.0.113.7')
   t.equal((await mcp(url, { authorization: 'Bearer bad', 'x-forwarded-for': '203.0.113.8' })).status, 401, 'another client behind the same proxy is not throttled')
@@ -81,6 +93,7 @@ t.test('TRUST_PROXY=1: the throttled address is the client named by X-Forwarded-
 // issue #8
 t.test('TRUST_PROXY unset: a forged X-Forwarded-For does not change the address', async t => {
   const { url } = await server(t)
+  await awayFromMinuteEdge()
   for (let i = 0; i < 30; i++) await mcp(url, { authorization: 'Bearer bad', 'x-forwarded-for': `203.0.113.${i}` })
   assertThrottled(t, await mcp(url, { authorization: 'Bearer bad', 'x-forwarded-for': '198.51.100.1' }), 'a fresh forged address')
   assertThrottled(t, await get(url, '/api/outputs/chat-a?t=bad', { 'x-forwarded-for': '198.51.100.2' }), 'on a chat route too')
