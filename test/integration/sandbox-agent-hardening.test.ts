@@ -251,9 +251,10 @@ t.test('the in-sandbox agent against a hostile sandbox (real Docker)', { skip },
     t.ok(m.bytes <= budget + MiB, `read ${(m.bytes / MiB).toFixed(1)} MiB, budget ${(budget / MiB).toFixed(1)} MiB`)
     t.ok(m.bytes >= 0.5 * RATE * 10, 'and about the rate: the stream was slowed, not stopped')
     t.same(m.result, { exitCode: 0, stdout: 1000 }, 'the call got its EXIT (output capped by maxBytes)')
-    // The bytes are the bound that holds; CPU follows them (0.5-1.1 s measured on a shared machine,
-    // 1.8 s for 372 MiB before the budget), so this is only a loose check against a regression.
-    t.ok(m.cpuMs < 2000, `server CPU over the 10 s: ${m.cpuMs.toFixed(0)} ms`)
+    // The bytes above are the bound that holds. CPU follows them (0.5-1.1 s measured on a shared
+    // machine, 1.8 s for 372 MiB before the budget) but is this whole test process's, and a full run on
+    // 2 busy cores measured 2.3 s once: this is only a sanity bound against a runaway read loop.
+    t.ok(m.cpuMs < 6000, `server CPU over the 10 s: ${m.cpuMs.toFixed(0)} ms`)
     t.equal((await sh('echo after')).out, 'after\n', 'the next call works')
   })
 
