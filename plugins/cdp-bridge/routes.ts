@@ -26,7 +26,7 @@ const routes: FastifyPluginAsync<CdpRoutesOptions> = async (fastify, opts) => {
   }
 
   fastify.get<ChatRoute>('/browser/:chat/status', {
-    schema: { params: ChatParams, querystring: ChatQuery, response: { 200: StatusReply } }
+    schema: { summary: 'Whether the sandbox\'s browser runs, and its pages', tags: ['browser'], params: ChatParams, querystring: ChatQuery, response: { 200: StatusReply } }
   }, async (request, reply) => {
     const { chatId } = authorize(request)
     return await reply.header('Cache-Control', NO_STORE).send(await cdp.status(chatId))
@@ -40,11 +40,11 @@ const routes: FastifyPluginAsync<CdpRoutesOptions> = async (fastify, opts) => {
   }
   // DevTools clients ask for either name of the list.
   for (const path of ['/browser/:chat/json', '/browser/:chat/json/list']) {
-    fastify.get<ChatRoute>(path, { schema: { params: ChatParams, querystring: ChatQuery, response: { 200: TargetsReply } } }, targetList)
+    fastify.get<ChatRoute>(path, { schema: { summary: 'CDP targets of the sandbox\'s browser, socket URLs rewritten to this server', tags: ['browser'], params: ChatParams, querystring: ChatQuery, response: { 200: TargetsReply } } }, targetList)
   }
 
   fastify.get<ChatRoute>('/browser/:chat/json/version', {
-    schema: { params: ChatParams, querystring: ChatQuery, response: { 200: VersionReply } }
+    schema: { summary: 'The browser\'s CDP version object (without its socket URL)', tags: ['browser'], params: ChatParams, querystring: ChatQuery, response: { 200: VersionReply } }
   }, async (request, reply) => {
     const { chatId } = authorize(request)
     return await reply.header('Cache-Control', NO_STORE).send(await cdp.version(chatId))
@@ -55,7 +55,7 @@ const routes: FastifyPluginAsync<CdpRoutesOptions> = async (fastify, opts) => {
 
   fastify.get<SocketRoute>('/browser/:chat/devtools/page/:id', {
     websocket: true,
-    schema: { params: SocketParams, querystring: ChatQuery },
+    schema: { summary: 'WebSocket: CDP relay to one page of the sandbox\'s browser', tags: ['browser'], params: SocketParams, querystring: ChatQuery },
     // Everything that can refuse the handshake runs before the upgrade, so refusals are plain HTTP
     // answers (§7.3 item 1): Origin 403 (chatRouteCors's hook, the terminal socket's rule), chat id
     // 400, credentials 401/403, then (after the schema checked the target id, 400) sandbox 404 and

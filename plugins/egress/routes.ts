@@ -17,7 +17,7 @@ const routes: FastifyPluginAsync = async fastify => {
   const { egress, auth } = fastify
 
   fastify.get<{ Params: ChatParams }>('/api/egress/:chat', {
-    schema: { params: ChatParams, querystring: ChatQuery, response: { 200: PolicyReply, '4xx': ErrorResponse } }
+    schema: { summary: 'The chat\'s effective egress policy: mode, its source (chat, user or server), rules', tags: ['egress'], params: ChatParams, querystring: ChatQuery, response: { 200: PolicyReply, '4xx': ErrorResponse } }
   }, async request => {
     const chatId = requireChatId(request.params.chat)
     auth.authorizeChat(request, chatId, 'f')
@@ -25,7 +25,7 @@ const routes: FastifyPluginAsync = async fastify => {
   })
 
   fastify.put<{ Params: ChatParams, Body: OverrideBody }>('/api/egress/:chat', {
-    schema: { params: ChatParams, querystring: ChatQuery, body: OverrideBody, response: { 200: PolicyReply, '4xx': ErrorResponse } }
+    schema: { summary: 'Sets the chat\'s egress override ({mode, allow}); applies to its next connection', tags: ['egress'], params: ChatParams, querystring: ChatQuery, body: OverrideBody, response: { 200: PolicyReply, '4xx': ErrorResponse } }
   }, async (request, reply) => {
     await auth.requireApiKey(request, reply)
     const chatId = requireChatId(request.params.chat)
@@ -35,7 +35,7 @@ const routes: FastifyPluginAsync = async fastify => {
   })
 
   fastify.delete<{ Params: ChatParams }>('/api/egress/:chat', {
-    schema: { params: ChatParams, querystring: ChatQuery, response: { 200: PolicyReply, '4xx': ErrorResponse } }
+    schema: { summary: 'Clears the chat\'s egress override', tags: ['egress'], params: ChatParams, querystring: ChatQuery, response: { 200: PolicyReply, '4xx': ErrorResponse } }
   }, async (request, reply) => {
     await auth.requireApiKey(request, reply)
     const chatId = requireChatId(request.params.chat)
@@ -43,7 +43,7 @@ const routes: FastifyPluginAsync = async fastify => {
   })
 
   fastify.get<{ Params: ChatParams }>('/api/egress/:chat/log', {
-    schema: { params: ChatParams, querystring: ChatQuery, response: { 200: LogReply, '4xx': ErrorResponse } }
+    schema: { summary: 'The chat\'s last 200 proxied connections with decision and reason', tags: ['egress'], params: ChatParams, querystring: ChatQuery, response: { 200: LogReply, '4xx': ErrorResponse } }
   }, async (request, reply) => {
     const chatId = requireChatId(request.params.chat)
     auth.authorizeChat(request, chatId, 'f')

@@ -76,7 +76,7 @@ const routes: FastifyPluginAsync<FilesRoutesOptions> = async (fastify, opts) => 
 
   fastify.get<{ Params: ChatParams }>('/api/outputs/:chat', {
     ...HAND_CHECKED,
-    schema: { params: ChatParamsSchema, querystring: ChatQuery, response: { 200: OutputsListing } }
+    schema: { summary: 'The chat\'s published outputs with size, time and public URL', tags: ['files'], params: ChatParamsSchema, querystring: ChatQuery, response: { 200: OutputsListing } }
   }, async (request, reply) => {
     const chatId = chatIdOf(request.params.chat)
     fastify.auth.authorizeChat(request, chatId, 'f')

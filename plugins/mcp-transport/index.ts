@@ -35,7 +35,7 @@ const mcpTransport: FastifyPluginAsync<McpTransportOptions> = async (fastify, ra
 
   await fastify.register(mcpRoutes, { deps: { registry, runner, opts } })
 
-  fastify.get('/mcp-info', async (request, reply) => {
+  fastify.get('/mcp-info', { schema: { tags: ['mcp'], summary: 'Server name, version, tools and the headers /mcp reads (JSON)' } }, async (request, reply) => {
     await fastify.auth.requireApiKey(request, reply)
     return {
       name: SERVER_NAME,

@@ -42,8 +42,8 @@ export default async function mcpRoutes (fastify: FastifyInstance, { deps }: { d
   const post = { ...HAND_CHECKED, schema: { tags: ['mcp'], summary: 'One JSON-RPC 2.0 message (MCP Streamable HTTP, stateless)', headers: McpHeaders, body: RpcBody } }
   for (const url of paths) {
     fastify.post(url, post, async (request, reply) => await handlePost(request, reply))
-    fastify.get(url, { exposeHeadRoute: false }, async (request, reply) => await handleGet(request, reply))
-    fastify.delete(url, async (_request, reply) => await reply.code(204).send())
+    fastify.get(url, { exposeHeadRoute: false, schema: { tags: ['mcp'], summary: 'The chat\'s notification stream (SSE); 405 to a resumption (Last-Event-ID)' } }, async (request, reply) => await handleGet(request, reply))
+    fastify.delete(url, { schema: { tags: ['mcp'], summary: 'Ends nothing (no sessions): 204' } }, async (_request, reply) => await reply.code(204).send())
     fastify.options(url, preflight)
   }
 

@@ -118,7 +118,7 @@ export default async function loginRoutes (fastify: FastifyInstance, { deps }: {
     }))
   }
 
-  fastify.get<Uid>('/interaction/:uid', { ...HAND_CHECKED, schema: { params: UidParams } }, async (request, reply) => {
+  fastify.get<Uid>('/interaction/:uid', { ...HAND_CHECKED, schema: { tags: ['oauth'], summary: 'The sign-in or consent page of one authorization (HTML)', params: UidParams } }, async (request, reply) => {
     const details = await interaction(request, reply)
     if (details === undefined) return reply
     if (details.prompt.name === 'login') return await loginPage(request, reply, 200)
@@ -126,7 +126,7 @@ export default async function loginRoutes (fastify: FastifyInstance, { deps }: {
     return page(reply, 200, renderConsent({ action: `${base}/${details.uid}/consent`, csrf: csrfFor(details.uid), client: await clientView(details.params), subject }))
   })
 
-  fastify.post<Uid & { Body: Form }>('/interaction/:uid/login', { ...HAND_CHECKED, schema: { params: UidParams, consumes: ['application/x-www-form-urlencoded'], body: LoginForm } }, async (request, reply) => {
+  fastify.post<Uid & { Body: Form }>('/interaction/:uid/login', { ...HAND_CHECKED, schema: { tags: ['oauth'], summary: 'Sign-in form: the access key and an optional email', params: UidParams, consumes: ['application/x-www-form-urlencoded'], body: LoginForm } }, async (request, reply) => {
     const form = request.body ?? {}
     if (!deps.keyLogin) return problem(reply, 404, 'Not available', 'Sign-in with the access key is switched off on this server.')
     if (!genuine(request, reply, form)) return reply
@@ -150,7 +150,7 @@ export default async function loginRoutes (fastify: FastifyInstance, { deps }: {
     return await finish(request, reply, { login: { accountId: subject, amr: ['pwd'], remember: true } })
   })
 
-  fastify.post<Uid & { Body: Form }>('/interaction/:uid/consent', { ...HAND_CHECKED, schema: { params: UidParams, consumes: ['application/x-www-form-urlencoded'], body: ConsentForm } }, async (request, reply) => {
+  fastify.post<Uid & { Body: Form }>('/interaction/:uid/consent', { ...HAND_CHECKED, schema: { tags: ['oauth'], summary: 'Consent form: allow or deny the app', params: UidParams, consumes: ['application/x-www-form-urlencoded'], body: ConsentForm } }, async (request, reply) => {
     const form = request.body ?? {}
     if (!genuine(request, reply, form)) return reply
     const details = await interaction(request, reply)
@@ -169,20 +169,20 @@ export default async function loginRoutes (fastify: FastifyInstance, { deps }: {
   })
 
   if (upstream === undefined) return
-  fastify.get<Uid>('/interaction/:uid/oidc', { ...HAND_CHECKED, schema: { params: UidParams } }, async (request, reply) => {
+  fastify.get<Uid>('/interaction/:uid/oidc', { ...HAND_CHECKED, schema: { tags: ['oauth'], summary: 'Starts sign-in with the upstream OIDC issuer', params: UidParams } }, async (request, reply) => {
     const details = await interaction(request, reply)
     if (details === undefined) return reply
     return await reply.redirect(await upstream.start(details.uid), 303)
   })
 
-  fastify.get('/upstream/callback', { ...HAND_CHECKED, schema: { querystring: CallbackQuery } }, async (request, reply) => {
+  fastify.get('/upstream/callback', { ...HAND_CHECKED, schema: { tags: ['oauth'], summary: 'Redirect URI of the upstream OIDC issuer', querystring: CallbackQuery } }, async (request, reply) => {
     const url = new URL(`${deps.publicBaseUrl}${deps.prefix}/upstream/callback`)
     url.search = new URL(request.url, publicOrigin).search
     const { uid, ticket } = await upstream.finish(url)
     return await reply.redirect(`${base}/${uid}/upstream?ticket=${encodeURIComponent(ticket)}`, 303)
   })
 
-  fastify.get<Uid & { Querystring: { ticket?: string } }>('/interaction/:uid/upstream', { ...HAND_CHECKED, schema: { params: UidParams, querystring: TicketQuery } }, async (request, reply) => {
+  fastify.get<Uid & { Querystring: { ticket?: string } }>('/interaction/:uid/upstream', { ...HAND_CHECKED, schema: { tags: ['oauth'], summary: 'Finishes an upstream OIDC sign-in in the browser that started it', params: UidParams, querystring: TicketQuery } }, async (request, reply) => {
     const details = await interaction(request, reply)
     if (details === undefined) return reply
     const identity = upstream.take(details.uid, request.query.ticket ?? '')

@@ -43,7 +43,7 @@ export default async function oauthRoutes (fastify: FastifyInstance, { deps }: {
   fastify.addContentTypeParser('*', (_request, _payload, done) => { done(null) })
 
   for (const url of ['/.well-known/oauth-protected-resource', `/.well-known/oauth-protected-resource${deps.resourcePath}`]) {
-    fastify.get(url, async (_request, reply) => await reply.header('Cache-Control', 'max-age=300').header('Access-Control-Allow-Origin', '*').send(metadata))
+    fastify.get(url, { schema: { tags: ['oauth'], summary: 'OAuth protected-resource metadata of /mcp (RFC 9728)' } }, async (_request, reply) => await reply.header('Cache-Control', 'max-age=300').header('Access-Control-Allow-Origin', '*').send(metadata))
   }
 
   async function passThrough (request: FastifyRequest, reply: FastifyReply, innerUrl: string): Promise<void> {
@@ -66,17 +66,17 @@ export default async function oauthRoutes (fastify: FastifyInstance, { deps }: {
   }
 
   for (const url of ['/.well-known/oauth-authorization-server', '/.well-known/openid-configuration']) {
-    fastify.get(url, async (request, reply) => { await passThrough(request, reply, '/.well-known/openid-configuration') })
+    fastify.get(url, { schema: { tags: ['oauth'], summary: 'Authorization server metadata (RFC 8414)' } }, async (request, reply) => { await passThrough(request, reply, '/.well-known/openid-configuration') })
   }
-  fastify.all(`${prefix}/*`, async (request, reply) => {
+  fastify.all(`${prefix}/*`, { schema: { tags: ['oauth'], summary: 'The authorization server\'s own endpoints (authorize, token, registration, revocation, keys), answered by oidc-provider' } }, async (request, reply) => {
     await passThrough(request, reply, request.url.slice(prefix.length))
   })
 
-  fastify.get(`${prefix}/users`, async (request, reply) => {
+  fastify.get(`${prefix}/users`, { schema: { tags: ['oauth'], summary: 'Who signed in through OAuth: how, when, with which apps, which chat is theirs' } }, async (request, reply) => {
     await fastify.auth.requireApiKey(request, reply)
     return { users: service.listUsers() }
   })
-  fastify.delete<{ Params: UserParams }>(`${prefix}/users/:subject`, { schema: { params: UserParams } }, async (request, reply) => {
+  fastify.delete<{ Params: UserParams }>(`${prefix}/users/:subject`, { schema: { tags: ['oauth'], summary: 'Ends every grant and token of one user at once', params: UserParams } }, async (request, reply) => {
     await fastify.auth.requireApiKey(request, reply)
     return { revoked: request.params.subject, ...await service.revokeUser(request.params.subject) }
   })

@@ -15,7 +15,7 @@ const routes: FastifyPluginAsync<PreviewRoutesOptions> = async (fastify, opts) =
 
   fastify.get<{ Params: { chat: string } }>('/preview/:chat', {
     ...HAND_CHECKED,
-    schema: { params: ChatParams, querystring: ChatQuery, produces: ['text/html'], response: { 200: mediaReply('the preview page', ['text/html']) } }
+    schema: { summary: 'The chat\'s preview page: outputs, and with a control token the live browser and terminal (HTML)', tags: ['files'], params: ChatParams, querystring: ChatQuery, produces: ['text/html'], response: { 200: mediaReply('the preview page', ['text/html']) } }
   }, async (request, reply) => {
     const chatId = requireChatId(request.params.chat)
     const used = auth.authorizeChat(request, chatId, 'f')

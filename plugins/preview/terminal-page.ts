@@ -33,7 +33,7 @@ const terminalPage: FastifyPluginAsync<TerminalPageOptions> = async (fastify, op
   chatRouteCors(fastify, ['/terminal/:chat'])
   fastify.get<{ Params: { chat: string } }>('/terminal/:chat', {
     ...HAND_CHECKED,
-    schema: { params: ChatParams, querystring: ChatQuery, produces: ['text/html'], response: { 200: mediaReply('the terminal page', ['text/html']) } }
+    schema: { summary: 'The full-window web terminal page (HTML)', tags: ['terminal'], params: ChatParams, querystring: ChatQuery, produces: ['text/html'], response: { 200: mediaReply('the terminal page', ['text/html']) } }
   }, async (request, reply) => {
     const chatId = requireChatId(request.params.chat)
     const used = auth.authorizeChat(request, chatId, 'c')

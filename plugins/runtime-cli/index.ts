@@ -37,7 +37,7 @@ const runtimeCli: FastifyPluginAsync<RuntimeCliOptions> = async (fastify, raw) =
   fastify.decorate('runtimeCli', service)
   const body = { cli: opts.cli, default_model: service.defaultModel ?? null, supports_cost: opts.cli === 'claude' }
   if (!resolved.ok) fastify.log.warn({ cli: opts.cli }, resolved.error)
-  fastify.get('/api/runtime/cli', async (_request, reply) => await reply.header('Cache-Control', 'no-store').send(body))
+  fastify.get('/api/runtime/cli', { schema: { tags: ['operations'], summary: 'The active sub-agent CLI, its resolved default model and whether it reports cost' } }, async (_request, reply) => await reply.header('Cache-Control', 'no-store').send(body))
 }
 
 export default fp(runtimeCli, { name: 'runtime-cli', fastify: '5.x' })

@@ -20,10 +20,10 @@ const PATHS = ['status', 'start-ttyd', 'stop-ttyd', 'restart-container', 'resurr
  * Inputs are documented here and checked by hand, in the order the routes promise (chat id in the
  * onRequest hook, then credentials, then pid or body with their own codes): HAND_CHECKED.
  */
-const get = (response: unknown, params: unknown = ChatParamsSchema): RouteShorthandOptions =>
-  ({ ...HAND_CHECKED, schema: { params, querystring: ChatQuery, response: { 200: response, '4xx': ErrorResponse } } })
-const post = (response: unknown, body: unknown = NoBody, params: unknown = ChatParamsSchema): RouteShorthandOptions =>
-  ({ ...HAND_CHECKED, bodyLimit: 4096, schema: { params, querystring: ChatQuery, body, response: { 200: response, '4xx': ErrorResponse } } })
+const get = (summary: string, response: unknown, params: unknown = ChatParamsSchema): RouteShorthandOptions =>
+  ({ ...HAND_CHECKED, schema: { summary, tags: ['terminal'], params, querystring: ChatQuery, response: { 200: response, '4xx': ErrorResponse } } })
+const post = (summary: string, response: unknown, body: unknown = NoBody, params: unknown = ChatParamsSchema): RouteShorthandOptions =>
+  ({ ...HAND_CHECKED, bodyLimit: 4096, schema: { summary, tags: ['terminal'], params, querystring: ChatQuery, body, response: { 200: response, '4xx': ErrorResponse } } })
 
 /** `{"dangerous_mode": bool}`, or no body at all. */
 function dangerousMode (body: unknown): boolean {
@@ -51,43 +51,43 @@ const routes: FastifyPluginAsync<TerminalRoutesOptions> = async (fastify, { serv
   })
   const chatOf = (request: FastifyRequest): string => requireChatId((request.params as ChatParams).chat)
 
-  fastify.get<{ Params: ChatParams }>(`${BASE}/status`, get(StatusReply),
+  fastify.get<{ Params: ChatParams }>(`${BASE}/status`, get('Whether the sandbox runs and tmux session main exists; or that it is stopped or removed', StatusReply),
     async request => await service.status(chatOf(request)))
 
-  fastify.post<{ Params: ChatParams }>(`${BASE}/start-ttyd`, post(StartReply, StartBody), async request => {
+  fastify.post<{ Params: ChatParams }>(`${BASE}/start-ttyd`, post('Starts tmux session main (dangerous_mode: with NO_AUTOSTART=1)', StartReply, StartBody), async request => {
     const { started } = await service.start(chatOf(request), { dangerousMode: dangerousMode(request.body) })
     return started ? { started: true } : { started: false, already_running: true }
   })
 
-  fastify.post<{ Params: ChatParams }>(`${BASE}/stop-ttyd`, post(StopReply), async request => {
+  fastify.post<{ Params: ChatParams }>(`${BASE}/stop-ttyd`, post('Ends tmux session main and detaches its viewers', StopReply), async request => {
     await service.stop(chatOf(request))
     return { stopped: true }
   })
 
-  fastify.post<{ Params: ChatParams }>(`${BASE}/restart-container`, post(RestartReply), async request => {
+  fastify.post<{ Params: ChatParams }>(`${BASE}/restart-container`, post('Starts the chat\'s stopped sandbox', RestartReply), async request => {
     await service.restart(chatOf(request))
     return { restarted: true }
   })
 
-  fastify.post<{ Params: ChatParams }>(`${BASE}/resurrect-container`, post(ResurrectReply), async request => {
+  fastify.post<{ Params: ChatParams }>(`${BASE}/resurrect-container`, post('Recreates the chat\'s removed sandbox from its meta.json', ResurrectReply), async request => {
     const { userEmail } = await service.resurrect(chatOf(request))
     return { resurrected: true, user_email: userEmail }
   })
 
-  fastify.get<{ Params: ChatParams }>(`${BASE}/sessions`, get(SessionsReply),
+  fastify.get<{ Params: ChatParams }>(`${BASE}/sessions`, get('The sub-agent CLI\'s saved sessions, newest first', SessionsReply),
     async request => ({ sessions: await cli.sessions(chatOf(request)) }))
 
-  fastify.get<{ Params: ChatParams }>(`${BASE}/processes`, get(ProcessesReply),
+  fastify.get<{ Params: ChatParams }>(`${BASE}/processes`, get('The sub-agent CLI\'s processes in the sandbox', ProcessesReply),
     async request => ({ processes: await cli.processes(chatOf(request)) }))
 
-  fastify.post<{ Params: KillParams }>(`${BASE}/processes/:pid/kill`, post(KillReply, NoBody, KillParams), async request => {
+  fastify.post<{ Params: KillParams }>(`${BASE}/processes/:pid/kill`, post('Stops one sub-agent CLI process (SIGTERM, then SIGKILL)', KillReply, NoBody, KillParams), async request => {
     const pid = parsePid(request.params.pid)
     if (pid === null) throw new TERMINAL_BAD_PID('pid must be a decimal integer from 2 to 4194304 (PID 1 is the sandbox\'s init and is never killed)')
     await cli.kill(chatOf(request), pid)
     return { killed: true, pid }
   })
 
-  fastify.get<{ Params: ChatParams }>(`${BASE}/heartbeat`, get(HeartbeatReply), async request => {
+  fastify.get<{ Params: ChatParams }>(`${BASE}/heartbeat`, get('Records activity of a watching human; never starts a sandbox', HeartbeatReply), async request => {
     await service.heartbeat(chatOf(request))
     return { ok: true }
   })

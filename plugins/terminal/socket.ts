@@ -35,7 +35,7 @@ const socketRoutes: FastifyPluginAsync<TerminalSocketOptions> = async (fastify, 
     url: '/terminal/:chat/ws',
     // Checked by hand in onRequest, refusals as plain HTTP answers before the upgrade: HAND_CHECKED.
     ...HAND_CHECKED,
-    schema: { params: ChatParamsSchema, querystring: ChatQuery },
+    schema: { summary: 'WebSocket: a TTY on tmux session main in the sandbox (ttyd framing, subprotocol tty)', tags: ['terminal'], params: ChatParamsSchema, querystring: ChatQuery },
     onRequest: async request => {
       const chatId = chatOf(request)
       fastify.auth.authorizeChat(request, chatId, 'c')

@@ -12,14 +12,14 @@ const TEXT = 'text/plain; charset=utf-8'
 const cut = (s: string, max: number): string => Array.from(s).slice(0, max).join('')
 
 // Read leniently and checked by hand (a repeated key is an array; chat id 400 invalid_chat_id, then the key): HAND_CHECKED.
-const text = (querystring: unknown, description: string): RouteShorthandOptions =>
-  ({ ...HAND_CHECKED, schema: { tags: ['prompt'], querystring, headers: UserHeaders, produces: ['text/plain'], response: { 200: mediaReply(description, ['text/plain']) } } })
+const text = (summary: string, querystring: unknown, description: string): RouteShorthandOptions =>
+  ({ ...HAND_CHECKED, schema: { summary, tags: ['prompt'], querystring, headers: UserHeaders, produces: ['text/plain'], response: { 200: mediaReply(description, ['text/plain']) } } })
 
 const routes: FastifyPluginAsync<TierHttpRoutesOptions> = async (fastify, opts) => {
   const { prompts, links, auth } = fastify
 
   // Tier 6 (surface.md §4.4): the prompt over plain HTTP for clients that inject it themselves.
-  fastify.get<{ Querystring: LooseQuery }>('/system-prompt', text(SystemPromptQuery, 'the system prompt; X-Public-Base-URL, and with a chat X-Files-Base-URL, X-Archive-URL, X-Preview-URL'), async (request, reply) => {
+  fastify.get<{ Querystring: LooseQuery }>('/system-prompt', text('The system prompt as text; with a chat id (API key needed) also the chat\'s links as headers', SystemPromptQuery, 'the system prompt; X-Public-Base-URL, and with a chat X-Files-Base-URL, X-Archive-URL, X-Preview-URL'), async (request, reply) => {
     const chatId = resolveChat(request, request.query, opts.singleUserMode)
     // The chat form hands out capability tokens, so it needs the key; the legacy template does not,
     // but a caller that presents it is still known as the operator's (its settings-service headers count).
@@ -40,7 +40,7 @@ const routes: FastifyPluginAsync<TierHttpRoutesOptions> = async (fastify, opts) 
   })
 
   // §8.1 item 8: one line per skill; `format` is accepted for compatibility and has no effect.
-  fastify.get<{ Querystring: LooseQuery }>('/skill-list', text(SkillQuery, 'one line per skill: `- name: location - description`'), async (request, reply) => {
+  fastify.get<{ Querystring: LooseQuery }>('/skill-list', text('The skills the user\'s sandboxes see, one line each', SkillQuery, 'one line per skill: `- name: location - description`'), async (request, reply) => {
     await auth.requireApiKey(request, reply)
     const email = resolveEmail(request, request.query)
     const skills = await prompts.skills({ ...(email !== undefined && { email }), credentials: readUser(request.headers).credentials })
@@ -51,7 +51,7 @@ const routes: FastifyPluginAsync<TierHttpRoutesOptions> = async (fastify, opts) 
   // §8.1 item 9: the user's already cached skills as Docker bind specs; {} without an email. Never downloads.
   fastify.get<{ Querystring: LooseQuery }>('/skill-mounts', {
     ...HAND_CHECKED,
-    schema: { tags: ['prompt'], querystring: SkillQuery, headers: UserHeaders, response: { 200: SkillMountsReply } }
+    schema: { summary: 'The user\'s cached skills as Docker bind mounts (never downloads)', tags: ['prompt'], querystring: SkillQuery, headers: UserHeaders, response: { 200: SkillMountsReply } }
   }, async (request, reply) => {
     await auth.requireApiKey(request, reply)
     const email = resolveEmail(request, request.query)

@@ -43,6 +43,8 @@ const routes: FastifyPluginAsync<UploadsRoutesOptions> = async (fastify, opts) =
   fastify.post<{ Params: ChatParams }>('/api/uploads/:chat/*', {
     ...HAND_CHECKED,
     schema: {
+      summary: 'Stores one uploaded file (multipart field `file`) at the path below the chat\'s uploads',
+      tags: ['uploads'],
       consumes: ['multipart/form-data'],
       params: ChatPathParams,
       querystring: ChatQuery,
@@ -66,7 +68,7 @@ const routes: FastifyPluginAsync<UploadsRoutesOptions> = async (fastify, opts) =
 
   fastify.get<{ Params: ChatParams }>('/api/uploads/:chat/manifest', {
     ...HAND_CHECKED,
-    schema: { params: ChatParamsSchema, querystring: ChatQuery, response: { 200: ManifestReply } }
+    schema: { summary: 'MD5 of every uploaded file by path, to sync only what changed', tags: ['uploads'], params: ChatParamsSchema, querystring: ChatQuery, response: { 200: ManifestReply } }
   }, async (request, reply) => {
     reply.header('Cache-Control', NO_CACHE)
     return await service.manifest(chatOf(request))
@@ -74,7 +76,7 @@ const routes: FastifyPluginAsync<UploadsRoutesOptions> = async (fastify, opts) =
 
   fastify.get<{ Params: ChatParams }>('/api/uploads/:chat/list', {
     ...HAND_CHECKED,
-    schema: { params: ChatParamsSchema, querystring: ChatQuery, response: { 200: UploadListReply } }
+    schema: { summary: 'The uploaded files with size and time', tags: ['uploads'], params: ChatParamsSchema, querystring: ChatQuery, response: { 200: UploadListReply } }
   }, async (request, reply) => {
     reply.header('Cache-Control', NO_CACHE)
     const files = await service.list(chatOf(request))
