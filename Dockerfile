@@ -30,7 +30,7 @@ FROM ${NODE_IMAGE}
 ARG DOCKER_GID=999
 ENV NODE_ENV=production
 WORKDIR /app
-# Non-root (issue #8): the Docker socket needs its group, not root. Reuses a group that already has
+# Non-root: the Docker socket needs its group, not root. Reuses a group that already has
 # the gid under another name; /data is the default DATA_DIR, owned by the server user.
 RUN set -eu; \
     getent group "${DOCKER_GID}" >/dev/null || groupadd --system --gid "${DOCKER_GID}" docker; \

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Removes dead weight from a node_modules that build.sh installed for the image (issue #16: slim <= 1.5 GB).
+# Removes dead weight from a node_modules that build.sh installed for the image (slim <= 1.5 GB).
 #   trim-node-modules.sh DIR/node_modules
 # Part of the build hash (and of build.sh's install stamp), so a change here rebuilds node_modules and the image.
 # Only what nothing loads at run time: source maps and TypeScript declarations (about 6 MB over the browser

@@ -7,7 +7,7 @@ import { createChatStorage } from './service.js'
 export type { ChatStorageOptions } from './schemas.js'
 
 /**
- * Chat storage (issue #11 §1): where a chat's uploads, outputs and state files live, and the
+ * Chat storage (docs/contract.md#derived-names): where a chat's uploads, outputs and state files live, and the
  * descriptor-based operations on them. Decorates `fastify.chatStorage`; every plugin that reads or
  * writes chat data goes through it instead of building DATA_DIR paths, so another storage engine
  * (a Kubernetes volume, object storage) replaces this one plugin.

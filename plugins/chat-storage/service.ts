@@ -11,9 +11,9 @@ import { createStateFiles } from './state-files.js'
 import type { ChatArea, ChatStorageService, StateFiles } from './types.js'
 
 /*
- * The local-filesystem storage engine: DATA_DIR laid out as surface.md §1.5 says. This file and
+ * The local-filesystem storage engine: DATA_DIR laid out as docs/contract.md#derived-names says. This file and
  * state-files.ts are the only code (besides the sandbox driver's bind-mount sources) that knows the
- * layout; the modes are those of §5.1: nothing world-writable, outputs 0750 for the sandbox user.
+ * layout; the modes are those of docs/contract.md#sandbox-layout: nothing world-writable, outputs 0750 for the sandbox user.
  */
 
 export interface ChatStorageOptions { dataDir: string }

@@ -5,7 +5,7 @@ import type { WalkEntry, WalkOptions, WalkSummary } from '../../core/tree-walk.j
 export type { WalkEntry, WalkOptions, WalkSummary } from '../../core/tree-walk.js'
 
 /**
- * The two file areas of a chat that its sandbox sees (surface.md §5.1): `uploads` (the human's files,
+ * The two file areas of a chat that its sandbox sees (docs/contract.md#sandbox-layout): `uploads` (the human's files,
  * read-only in the sandbox) and `outputs` (written by the sandbox, so hostile: it may plant symlinks,
  * fifos or odd names there at any moment).
  */
@@ -60,7 +60,7 @@ export interface PrepareOptions {
 }
 
 /**
- * Where chat data lives and the only code that knows the layout below DATA_DIR (surface.md §1.5):
+ * Where chat data lives and the only code that knows the layout below DATA_DIR (docs/contract.md#derived-names):
  * `chats/{K}/{uploads,outputs,meta.json,<state>.json}` with K = sha256(chat id)[0:32] (the raw id never
  * appears in a path) and server-wide state directories such as `oauth/`. Every operation that touches a
  * file the sandbox can write goes by descriptor (core/safe-path.ts, core/tree-walk.ts). Consumers never

@@ -4,7 +4,7 @@ import type { EngineErrorReason, EngineFailure } from '../sandbox/types.js'
  * The adapter's one error type: what Docker answered (status) and whether the engine was reachable
  * at all. docker-client.ts and docker-monitor.ts throw nothing else.
  *
- * Three kinds of failure (issue #11): the engine answered with a status (`statusCode`); the engine is
+ * Three kinds of failure: the engine answered with a status (`statusCode`); the engine is
  * gone (`unavailable`: the socket is refused or missing, a proxy in front answers 502/503/504); the
  * engine is alive but slow or overloaded (`busy`: a request timed out or its connection was reset
  * while the engine answers other requests, a queue wait ran out, or dockerd itself reported a

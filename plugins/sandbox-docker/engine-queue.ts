@@ -1,7 +1,7 @@
 import { DockerError } from './docker-error.js'
 
 /*
- * Backpressure in front of the engine (issue #11): dockerd on a small host slows down for everyone
+ * Backpressure in front of the engine: dockerd on a small host slows down for everyone
  * when it gets hundreds of requests at once, and a request that waits in dockerd counts against its
  * time-out. So the adapter sends at most N requests of a kind at once (a lane: container lifecycle,
  * exec set-up, reads) and queues the rest in order of arrival here, where waiting is cheap and

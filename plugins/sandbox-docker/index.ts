@@ -8,7 +8,7 @@ import { SandboxDockerOptions } from './schemas.js'
 export type { SandboxDockerOptions } from './schemas.js'
 
 /**
- * The Docker engine of the sandbox core (issue #11 §1): decorates `fastify.sandboxEngine` with the
+ * The Docker engine of the sandbox core (docs/contract.md#engines): decorates `fastify.sandboxEngine` with the
  * SandboxEngine of plugins/sandbox/types.ts over dockerode (docker-client.ts). The `sandbox` plugin,
  * registered after it, owns the lifecycle and closes the engine when it closes. Building the engine
  * connects to nothing: boot never fails because Docker is down.

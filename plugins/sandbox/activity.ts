@@ -4,7 +4,7 @@ import { readMeta, writeMeta, type ChatMeta } from './data-dirs.js'
 import { describe, type Entry, type Registry } from './registry.js'
 
 /*
- * Activity and leases (surface.md §5.6 item 2) and the chat's meta.json (§5.5 item 5), cached on
+ * Activity and leases (docs/contract.md#idle-stop-max-age-and-purge) and the chat's meta.json (docs/contract.md#creation), cached on
  * its Entry: read once, rewritten on creation, when the caller changes, and at most once a minute
  * for last_active_at.
  */

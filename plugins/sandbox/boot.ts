@@ -50,7 +50,7 @@ export async function bootstrap (reg: Registry): Promise<void> {
   await reg.bootstrapping
 }
 
-/** §5.6 item 7: register every labelled container of our prefix; the boot time counts as activity. */
+/** docs/contract.md#idle-stop-max-age-and-purge: register every labelled container of our prefix; the boot time counts as activity. */
 async function readopt (reg: Registry): Promise<void> {
   const { chats, unclaimed } = await sortListing(reg, await reg.engine.list(ownerFilter(reg.opts.prefix)))
   let adopted = 0

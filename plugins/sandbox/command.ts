@@ -15,7 +15,7 @@ import { diagnose, memoryNotice, pidsNotice, pidsSuspicious, restartSandbox } fr
 import type { CommandOptions, CommandResult, SandboxNotice } from './types.js'
 
 /*
- * runCommand(), the bash_tool path (surface.md §3.3): `bash -c` inside a wrapper that reports bash's
+ * runCommand(), the bash_tool path (docs/contract.md#bash_tool): `bash -c` inside a wrapper that reports bash's
  * status on stderr and marks the end of its output on stdout (exec-stream.ts), so the call returns as
  * soon as bash exits and its output is in, even while background children hold stdout open. A
  * sandbox found gone is started again and the command runs once more (recovery.ts); one found
@@ -62,7 +62,7 @@ async function attempt (reg: Registry, entry: Entry, command: string, opts: Comm
   const env = toEnvList(opts.env, { PAGER: 'cat', GIT_PAGER: 'cat', DEBIAN_FRONTEND: 'noninteractive', CUBICLE_EXEC_ID: execId })
   let handle: ExecHandle
   try {
-    // The wait for an exec slot counts toward the command's timeout and ends with its signal (issue #11).
+    // The wait for an exec slot counts toward the command's timeout and ends with its signal.
     handle = await reg.engine.exec(entry.sandboxId ?? '', { argv: commandArgv(command), user: SANDBOX_USER, cwd: '/home/assistant', env, signal: opts.signal, deadline: t0 + opts.timeoutMs })
   } catch (err) {
     const e = execStartError(reg, entry, err)

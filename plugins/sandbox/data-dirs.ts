@@ -3,9 +3,9 @@ import { join } from 'node:path'
 import { chatPaths, type ChatPaths } from '../../core/chat-paths.js'
 
 /*
- * The chat's data directories on the server side (surface.md §1.5, §5.1): created by the server
+ * The chat's data directories on the server side (docs/contract.md#derived-names, docs/contract.md#sandbox-layout): created by the server
  * itself, `uploads` server-owned 0755, `outputs` owned by the sandbox user 0750, nothing
- * world-writable; plus meta.json (§5.5 item 5), which never holds a secret.
+ * world-writable; plus meta.json (docs/contract.md#creation), which never holds a secret.
  */
 
 export interface ChatMeta {

@@ -1,7 +1,7 @@
 import type { Duplex } from 'node:stream'
 
 /*
- * The engine interface (issue #11 §1): what the sandbox core asks of a container engine. The Docker
+ * The engine interface (docs/contract.md#engines): what the sandbox core asks of a container engine. The Docker
  * engine (plugins/sandbox-docker) is the first; a Kubernetes engine would implement the same calls
  * and pass the same contract suite (test/integration/engine-contract.ts). Engine-neutral words only:
  * a sandbox is whatever the engine runs (a container, a pod), ids are the engine's own.
@@ -143,7 +143,7 @@ export interface ExecSpec {
   /** attach stdin (the returned socket is writable; end() closes the process's stdin) */
   stdin?: boolean
   tty?: boolean
-  /** the caller's cancellation: also ends the wait for an exec slot (issue #11) */
+  /** the caller's cancellation: also ends the wait for an exec slot */
   signal?: AbortSignal
   /** absolute deadline (ms, Date.now clock) for the wait and the set-up: the caller's own timeout */
   deadline?: number

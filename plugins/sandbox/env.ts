@@ -67,7 +67,7 @@ export function subAgentEnvFromConfig (config: AppConfig): Record<string, string
   return env
 }
 
-/** The per-chat variables of §5.1: identity, git author/committer and GitLab when known. */
+/** The per-chat variables of docs/contract.md#sandbox-layout: identity, git author/committer and GitLab when known. */
 export function chatEnv (chatId: string, subagentCli: string, user: RequestUser | undefined): Record<string, string> {
   const env: Record<string, string> = { CHAT_ID: chatId, SUBAGENT_CLI: subagentCli }
   if (user?.name !== undefined && user.name !== '') {

@@ -89,7 +89,7 @@ export async function rawExec (reg: Registry, sandboxId: string, argv: string[],
   const stdin = opts.stdin === undefined ? undefined : Buffer.isBuffer(opts.stdin) ? opts.stdin : Buffer.from(opts.stdin, 'utf8')
   let handle: ExecHandle
   try {
-    // The wait for an exec slot counts toward the call's own timeout and ends with its signal (issue #11).
+    // The wait for an exec slot counts toward the call's own timeout and ends with its signal.
     const deadline = Date.now() + (opts.timeoutMs ?? reg.opts.commandTimeoutS * 1000)
     handle = await reg.engine.exec(sandboxId, { argv, user, cwd: opts.cwd ?? '/home/assistant', env, stdin: stdin !== undefined, signal: opts.signal, deadline })
   } catch (err) {

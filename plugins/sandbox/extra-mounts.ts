@@ -1,8 +1,8 @@
 /*
- * Extension (issue #16): extra read-only bind mounts asked of the registered MountProviders when a
+ * Extension (docs/contract.md#skills): extra read-only bind mounts asked of the registered MountProviders when a
  * sandbox is created or a stopped one is about to start (user skills at /mnt/skills/user/<name>).
  * The answer becomes part of the desired config, so a stopped sandbox whose mounts changed is
- * recreated by the drift check (§5.5 item 6) with its volume and data. A call without an email uses
+ * recreated by the drift check (docs/contract.md#creation) with its volume and data. A call without an email uses
  * the chat's last known user from meta.json, so one anonymous call does not strip a user's mounts.
  */
 import { posix } from 'node:path'

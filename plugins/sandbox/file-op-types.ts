@@ -1,6 +1,6 @@
 /* The in-sandbox agent's file operations (SandboxService.fileOp, agent-files.ts); re-exported by types.ts. */
 
-/** Extension (issue #11 §2): a file operation the in-sandbox agent serves as `assistant` (fileOp()). */
+/** Extension (docs/contract.md#in-sandbox-agent): a file operation the in-sandbox agent serves as `assistant` (fileOp()). */
 export type SandboxFileOp =
   /** stat, following symlinks (`link` says whether the path itself is one) */
   | { op: 'stat', path: string }

@@ -8,7 +8,7 @@ export type { SandboxOptions } from './schemas.js'
 export { subAgentEnvFromConfig } from './env.js'
 
 /**
- * The engine-neutral sandbox core (types.ts; surface.md §5; issue #11 §1). Decorates `fastify.sandbox`
+ * The engine-neutral sandbox core (types.ts; docs/contract.md#sandbox; docs/contract.md#engines). Decorates `fastify.sandbox`
  * over the engine an engine plugin decorated as `fastify.sandboxEngine` (sandbox-docker today), adds
  * the engine's readiness check (Docker: `docker`, fields docker, image, data_dir), connects at boot
  * (ensures the isolated network, re-adopts labelled sandboxes, fills the warm pool) and runs the

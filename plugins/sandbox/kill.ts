@@ -4,7 +4,7 @@ import { clampMs, describe, type Entry, type Registry } from './registry.js'
 import { diagnose, pidsNotice, restartSandbox } from './saturation.js'
 
 /*
- * The kill path of a timed-out or cancelled exec (surface.md §3.3 item 3): every exec of a chat
+ * The kill path of a timed-out or cancelled exec (docs/contract.md#bash_tool): every exec of a chat
  * carries CUBICLE_EXEC_ID=<hex>; a second exec signals the processes carrying that marker and the
  * process groups they lead (KILL_SCRIPT in exec-stream.ts).
  */

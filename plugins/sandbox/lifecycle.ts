@@ -19,7 +19,7 @@ import { changed, describe, engineUnavailable, entryOf, imageMissing, infoOf, ma
 import type { EnsureOptions, SandboxInfo, SandboxStatus } from './types.js'
 
 /*
- * ensure() (surface.md §5.5): per-chat single flight, create or start (recreating a stopped
+ * ensure() (docs/contract.md#creation): per-chat single flight, create or start (recreating a stopped
  * container whose settings drifted), 409 adoption, capacity, the ready probe, outputs ownership,
  * meta.json, then the onEnsure hooks once the lock is released (a hook may use the sandbox); status()
  * and remove().
@@ -169,7 +169,7 @@ async function create (reg: Registry, entry: Entry, user: RequestUser | undefine
   try {
     await reg.engine.start(created.id)
   } catch (err) {
-    // Busy or gone: the created container stays, the next ensure() starts it (issue #11).
+    // Busy or gone: the created container stays, the next ensure() starts it.
     if (transient(err)) throw err
     reg.log.error({ chat: entry.names.key, err: describe(err) }, 'a new sandbox did not start; removing it')
     await reg.engine.remove(created.id).catch(() => {})

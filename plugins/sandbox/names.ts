@@ -1,7 +1,7 @@
 import { chatKey, normalizeChatId } from '../../core/chat-id.js'
 
 /*
- * Every Docker name derives from the chat key K = sha256(chat id)[0:32] (surface.md §1.5); the raw chat
+ * Every Docker name derives from the chat key K = sha256(chat id)[0:32] (docs/contract.md#derived-names); the raw chat
  * id appears only in labels and in the sandbox's CHAT_ID.
  */
 export const MANAGED_BY = 'computer-use-server'
@@ -34,7 +34,7 @@ export function volumeLabels (prefix: string, chatId: string): Record<string, st
   }
 }
 
-/** Container labels of §5.2; `createdAt` is RFC 3339 (UTC, second precision). */
+/** Container labels of docs/contract.md#sandbox-configuration; `createdAt` is RFC 3339 (UTC, second precision). */
 export function containerLabels (prefix: string, chatId: string, image: string, createdAt: Date): Record<string, string> {
   return { ...volumeLabels(prefix, chatId), 'cu.created-at': rfc3339(createdAt), 'cu.image': image }
 }

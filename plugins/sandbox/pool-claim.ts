@@ -13,7 +13,7 @@ import { describe, sleep, type Entry, type Registry } from './registry.js'
 import { giveAgent } from './agent-client.js'
 
 /*
- * Claiming a warm sandbox for a new chat (issue #11 §3; design in the README, "Warm pool"). Under the
+ * Claiming a warm sandbox for a new chat (docs/contract.md#warm-pool; design in the README, "Warm pool"). Under the
  * chat's lock: take a ready slot (synchronous, so never twice), write the journal and the chat's record,
  * rename the container to `{prefix}-sbx-{K}` (a 409 means the name is taken: the slot goes back and the
  * create path adopts the other container), then move the slot's data dirs into the chat's place. The

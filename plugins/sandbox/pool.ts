@@ -14,7 +14,7 @@ import { readRecord, RECORD, SLOT, type BindingRecord } from './pool-record.js'
 import { describe, sleep, tooOld, type Entry, type Registry } from './registry.js'
 
 /*
- * The warm pool (issue #11 §3, SANDBOX_POOL_SIZE): started, ready sandboxes that belong to no chat yet,
+ * The warm pool (docs/contract.md#warm-pool, SANDBOX_POOL_SIZE): started, ready sandboxes that belong to no chat yet,
  * named `{prefix}-pool-{slot}`, each with its own home volume `{prefix}-home-pool-{slot}` and data dirs
  * `{DATA_DIR}/pool/{slot}/{uploads,outputs}`. A new chat claims one (pool-claim.ts); this file creates
  * them (one at a time, within MAX_RUNNING_SANDBOXES headroom, paused while the engine is unreachable or

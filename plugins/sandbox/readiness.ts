@@ -25,7 +25,7 @@ async function runProbe (reg: Registry, sandboxId: string): Promise<{ r: RawExec
 
 /**
  * Ready when an exec succeeds (≤ readyTimeoutMs of the engine's answers: time an attempt spent on a
- * busy engine is added back, up to the create timeout; issue #11).
+ * busy engine is added back, up to the create timeout).
  */
 export async function waitReady (reg: Registry, entry: Entry): Promise<SandboxIds | null> {
   let deadline = Date.now() + reg.opts.readyTimeoutMs
@@ -38,7 +38,7 @@ export async function waitReady (reg: Registry, entry: Entry): Promise<SandboxId
       if (ids !== null) return ids
       if (r.exitCode === 0) return null
       lastError = new Error(`ready probe exited with ${String(r.exitCode)}${r.timedOut ? ' (timed out)' : ''}`)
-      // A probe that ran out of time on a loaded engine is slow, not failed (issue #11).
+      // A probe that ran out of time on a loaded engine is slow, not failed.
       if (r.timedOut) deadline = Math.min(cap, deadline + (Date.now() - at))
     } catch (err) {
       const e = err as EngineFailure

@@ -13,7 +13,7 @@ import { loadBinding, sortListing } from './pool-claim.js'
 import { changed, describe, entryOf, notifyStop, stopEntry, tooOld, withLock, type Entry, type Registry } from './registry.js'
 
 /*
- * Server-driven lifecycle (surface.md §5.3 item 3, §5.6): the reaper pass (reconcile from one
+ * Server-driven lifecycle (docs/contract.md#isolation, docs/contract.md#idle-stop-max-age-and-purge): the reaper pass (reconcile from one
  * labelled `docker ps`, idle stop, max-age removal), the hourly data purge and the
  * MAX_RUNNING_SANDBOXES cap.
  */

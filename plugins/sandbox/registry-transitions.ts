@@ -86,7 +86,7 @@ export async function stopEntry (reg: Registry, entry: Entry, reason: StopReason
 
 /**
  * An adapter error as the contract's coded error: the engine gone (unavailable), the engine alive but
- * too busy to answer in time (retriable, engine-neutral: issue #11), or a failure logged in full and
+ * too busy to answer in time (retriable, engine-neutral), or a failure logged in full and
  * reported by reference.
  */
 export function mapError (reg: Registry, err: unknown): Error {

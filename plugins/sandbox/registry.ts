@@ -124,7 +124,7 @@ export interface Registry {
   readonly stopHooks: StopHook[]
   /** told each sandbox's address on the sandbox network (addresses.ts) */
   readonly addressHooks: AddressHook[]
-  /** extra mounts (issue #16, extra-mounts.ts) */
+  /** extra mounts (docs/contract.md#skills; extra-mounts.ts) */
   readonly mountProviders: MountProvider[]
   /** open exec sockets, ended by close() */
   readonly streams: Set<Duplex>

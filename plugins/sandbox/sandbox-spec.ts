@@ -6,7 +6,7 @@ import { chatEnv, containerEnvList, RUN_ONLY } from './env.js'
 import { containerLabels, sandboxNames, volumeLabels } from './names.js'
 
 /*
- * The engine-neutral spec of a chat's sandbox (surface.md §5.2) and drift detection: a stopped sandbox
+ * The engine-neutral spec of a chat's sandbox (docs/contract.md#sandbox-configuration) and drift detection: a stopped sandbox
  * whose image, mounts, limits, network or config-derived env changed is recreated at its next start
  * (volume and data kept). Each engine maps the spec to its own create call (Docker: docker-create-body.ts).
  */
@@ -51,7 +51,7 @@ export function tmpfsFor (s: Pick<SandboxSettings, 'diskLimit' | 'memLimit'>): R
 }
 
 /**
- * The spec of a chat's sandbox (surface.md §5.2). Pure: same inputs, same spec. `extra`: read-only
+ * The spec of a chat's sandbox (docs/contract.md#sandbox-configuration). Pure: same inputs, same spec. `extra`: read-only
  * mounts of extra-mounts.ts. `home`: the chat's home volume when it is not `{prefix}-home-{K}` (a volume
  * claimed from the warm pool, pool.ts), recorded in the `cu.home-volume` label.
  */
@@ -131,7 +131,7 @@ export type ExistingSandbox = Omit<SandboxDetails, keyof SandboxSummary | 'addre
 /**
  * Why an existing (stopped) container no longer matches the settings, or null. Settings fixed at
  * creation (mounts, env, limits, network, image) take effect by recreating it at its next start
- * (§5.5 item 6); the volume and data survive. `currentImageId` null = image unknown, not compared.
+ * (docs/contract.md#creation); the volume and data survive. `currentImageId` null = image unknown, not compared.
  */
 export function configDrift (existing: ExistingSandbox, desired: SandboxSpec, currentImageId: string | null): string | null {
   if (currentImageId !== null && existing.imageId !== currentImageId) return 'image changed'

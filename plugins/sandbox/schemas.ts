@@ -1,7 +1,7 @@
 import Type, { type Static } from 'typebox'
 
 /**
- * Options of the sandbox core plugin, fed from AppConfig by fastify.config.ts (surface.md §10). The
+ * Options of the sandbox core plugin, fed from AppConfig by fastify.config.ts (docs/contract.md#routes-and-settings). The
  * engine's own options (DOCKER_HOST) belong to the engine plugin (sandbox-docker/schemas.ts).
  * Everything after `sandboxEnv` exists for tests (fast reaper, fake clock) and has production defaults.
  */

@@ -3,7 +3,7 @@ import type { RequestUser } from '../../core/identity.js'
 
 import type { SandboxEngine } from './engine-types.js'
 
-/** The engine interface (issue #11 §1) is part of the contract: engine plugins import it from here. */
+/** The engine interface (docs/contract.md#engines) is part of the contract: engine plugins import it from here. */
 export type {
   DiskUsageReport, EngineErrorReason, EngineFailure, EngineNetwork, ExecHandle, ExecOutput, ExecSpec, ExecState, LeaseAnswer, LeaseHolder, LeaseRecord, ResourceStats,
   SandboxDetails, SandboxEngine, SandboxSpec, SandboxSummary, SpecMount, StorageInfo, VolumeSummary
@@ -19,7 +19,7 @@ export interface SandboxInfo {
   chatKey: string
   /** the engine's id of the sandbox (Docker: the container id) */
   sandboxId: string
-  /** the engine-level name, `{prefix}-sbx-{K}` (surface.md §5.2) */
+  /** the engine-level name, `{prefix}-sbx-{K}` (docs/contract.md#sandbox-configuration) */
   name: string
   /** RFC 3339, from the cu.created-at label */
   createdAt: string
@@ -104,7 +104,7 @@ export type StopHook = (chatId: string, reason: StopReason) => void
 /** A sandbox's address on the sandbox network (null: it has none any more: stopped, removed, gone). */
 export type AddressHook = (chatId: string, address: string | null) => void
 
-/** Extension (issue #16): a read-only bind mount a sandbox gets when it is created. */
+/** Extension (docs/contract.md#skills): a read-only bind mount a sandbox gets when it is created. */
 export interface SandboxMount {
   /** Absolute path as the Docker daemon sees it. */
   source: string
@@ -113,7 +113,7 @@ export interface SandboxMount {
 }
 
 /**
- * Extension (issue #16): asked each time a sandbox is created or a stopped one is about to start, with
+ * Extension (docs/contract.md#skills): asked each time a sandbox is created or a stopped one is about to start, with
  * the caller's identity (`email` falls back to the chat's meta.json). A stopped sandbox whose answer
  * changed is recreated (volume and data kept). It runs under the chat's lock: answer promptly; a
  * rejection counts as no mounts and is logged.
@@ -259,16 +259,16 @@ export interface SandboxService {
   onAddress? (hook: AddressHook): void
   /** Extension: a running sandbox's address on the sandbox network (of its current start), null when it has none. Never starts anything. */
   address? (chatId: string): Promise<string | null>
-  /** Extension (issue #16): extra read-only mounts per sandbox (user skills). Register while plugins load. */
+  /** Extension (docs/contract.md#skills): extra read-only mounts per sandbox (user skills). Register while plugins load. */
   addMounts? (provider: MountProvider): void
   /**
-   * Extension (issue #11 §2): a file operation through the in-sandbox agent as `assistant`, without
+   * Extension (docs/contract.md#in-sandbox-agent): a file operation through the in-sandbox agent as `assistant`, without
    * spawning a process; undefined when the agent cannot serve it now (old image, agent down, a write
    * larger than one frame, the stream lost mid-operation): run the equivalent command with exec().
    * Rejects like exec() (SANDBOX_NOT_RUNNING); a sandbox found gone is recovered first.
    */
   fileOp? (chatId: string, op: SandboxFileOp, opts: { timeoutMs: number, signal?: AbortSignal }): Promise<SandboxFileResult | undefined>
-  /** Extension (issue #11 §3): started, ready sandboxes waiting in the warm pool (no chat yet). */
+  /** Extension (docs/contract.md#warm-pool): started, ready sandboxes waiting in the warm pool (no chat yet). */
   pooled? (): number
 }
 

@@ -5,7 +5,7 @@
     skill_tool.py validate DIR                                     check it as the server will
     skill_tool.py package DIR [--out /mnt/user-data/outputs]       validate, then write NAME.zip
 
-The rules are the server's (surface spec 8.1): SKILL.md at the top of the folder, starting
+The rules are the server's (docs/contract.md#skills): SKILL.md at the top of the folder, starting
 with YAML front matter between two --- lines; `name` matches ^[a-z0-9][a-z0-9-]{0,63}$
 (and should equal the folder name); `description` has 1 to 1,024 characters once its
 whitespace is collapsed. The ZIP may hold no symlinks or special files, at most 5,000
