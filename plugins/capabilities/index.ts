@@ -4,7 +4,7 @@ import { parseOptions } from '../../core/config.js'
 import { CapabilitiesOptions } from './schemas.js'
 import { createLinkService } from './service.js'
 
-/** Capability links (surface.md §6.1, §6.2): mints and verifies per-chat tokens, builds public URLs. */
+/** Capability links (docs/contract.md#capability-tokens, docs/contract.md#url-shapes): mints and verifies per-chat tokens, builds public URLs. */
 const capabilities: FastifyPluginAsync<CapabilitiesOptions> = async (fastify, raw) => {
   const opts = parseOptions(CapabilitiesOptions, raw, 'capabilities')
   const links = createLinkService(opts)

@@ -16,7 +16,7 @@ export interface LinkServiceOptions {
 const DAY = 86400
 
 /*
- * The HMAC key of capability tokens (issue #8): scrypt(secret, fixed versioned salt), 32 bytes.
+ * The HMAC key of capability tokens: scrypt(secret, fixed versioned salt), 32 bytes.
  * scrypt rather than HKDF: a token the model sees is an offline oracle for the secret, and a
  * 32-character minimum says nothing about entropy (a passphrase qualifies). HKDF would cost an
  * attacker one HMAC per guess; scrypt at N=2^15, r=8 costs ~0.1 s and 32 MiB per guess, paid by
@@ -46,7 +46,7 @@ export function encodePath (relPath: string): string {
 
 export function createLinkService (opts: LinkServiceOptions): LinkService {
   const now = opts.now ?? Date.now
-  // Derived once, here at boot: restarts keep links valid; rotating either key revokes every link (§6.1 item 1).
+  // Derived once, here at boot: restarts keep links valid; rotating either key revokes every link (docs/contract.md#capability-tokens).
   const key = deriveSigningKey(opts.apiKey, opts.signingKey)
   const base = opts.publicBaseUrl.replace(/\/+$/, '')
 

@@ -1,7 +1,7 @@
 import type { ChatScope } from '../../core/auth.js'
 
 /**
- * Public URLs and capability tokens of a chat (surface.md §6.1, §6.2). In open mode no token is
+ * Public URLs and capability tokens of a chat (docs/contract.md#capability-tokens, docs/contract.md#url-shapes). In open mode no token is
  * minted and every URL has the reference shape. All absolute URLs start with PUBLIC_BASE_URL.
  */
 export interface LinkService {

@@ -1,6 +1,6 @@
 /*
  * The one adapter to the browser inside a sandbox (and the only importer of `ws`): a byte pipe over an
- * exec relay (`socat - TCP:127.0.0.1:<port>` with stdin attached, surface.md §5.3), HTTP GET of the
+ * exec relay (`socat - TCP:127.0.0.1:<port>` with stdin attached, docs/contract.md#isolation), HTTP GET of the
  * DevTools JSON endpoints over that pipe, and the backend WebSocket of a relayed CDP connection. Node's
  * http client and ws do the protocol work on the pipe: header limits, chunking, framing and close codes
  * come from them, not from hand parsing of what a hostile sandbox sends.

@@ -7,7 +7,7 @@ export const CDP_BROWSER_UNAVAILABLE = createError('CDP_BROWSER_UNAVAILABLE', 't
 /** 429 `too_many_viewers`: the chat (or the server) already has the maximum number of open browser sockets. */
 export const CDP_TOO_MANY_VIEWERS = createError('CDP_TOO_MANY_VIEWERS', 'too many open browser connections: %s', 429)
 
-/** 503 with the wire name of §7.1 (5xx errors otherwise answer `internal_error`). */
+/** 503 with the wire name of docs/contract.md#browser (5xx errors otherwise answer `internal_error`). */
 export function browserUnavailable (reason: string, cause?: unknown): Error {
   return Object.assign(new CDP_BROWSER_UNAVAILABLE(reason, cause === undefined ? undefined : { cause }), { wireCode: 'browser_unavailable' })
 }

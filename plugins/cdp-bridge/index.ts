@@ -6,7 +6,7 @@ import { createCdpService } from './service.js'
 import routes from './routes.js'
 
 /**
- * The live browser bridge (surface.md §7.1, §7.3): status, target list and version of the browser in
+ * The live browser bridge (docs/contract.md#browser, docs/contract.md#websocket-origin-and-auth): status, target list and version of the browser in
  * a chat's sandbox, and a CDP WebSocket relay to its pages, all through exec relays into the sandbox
  * (no published ports, no network changes). Decorates `cdp`. Never creates or starts a sandbox.
  */
@@ -15,7 +15,7 @@ const cdpBridge: FastifyPluginAsync<CdpBridgeOptions> = async (fastify, raw) => 
   const log = fastify.log.child({ plugin: 'cdp-bridge' })
   const { service, sandboxStopped, close } = createCdpService({ sandbox: fastify.sandbox, log }, opts)
   fastify.decorate('cdp', service)
-  // A stopped or removed sandbox (idle, max age, capacity) closes its viewers with 1001 (§5.6 item 5).
+  // A stopped or removed sandbox (idle, max age, capacity) closes its viewers with 1001 (docs/contract.md#idle-stop-max-age-and-purge).
   fastify.sandbox.onStop?.(chatId => { sandboxStopped(chatId) })
   // preClose: server.close() waits for upgraded sockets, which would hold the shutdown until the grace timer.
   fastify.addHook('preClose', close)

@@ -14,12 +14,12 @@ interface SocketRoute { Params: SocketParams }
 
 const NO_STORE = 'no-cache, no-store'
 
-/** The browser routes of surface.md §7.1: every one needs a control token or the API key. */
+/** The browser routes of docs/contract.md#browser: every one needs a control token or the API key. */
 const routes: FastifyPluginAsync<CdpRoutesOptions> = async (fastify, opts) => {
   const { auth, cdp } = fastify
   chatRouteCors(fastify, ['/browser/:chat/status', '/browser/:chat/json', '/browser/:chat/json/list', '/browser/:chat/json/version'])
 
-  /** Chat id (400), then credentials (401/403), before anything touches the sandbox (general rule 6). */
+  /** Chat id (400), then credentials (401/403), before anything touches the sandbox (docs/contract.md#general-http-rules). */
   const authorize = (request: FastifyRequest<ChatRoute>): { chatId: string, token: string | undefined } => {
     const chatId = requireChatId(request.params.chat)
     return { chatId, token: auth.authorizeChat(request, chatId, 'c') }
@@ -57,7 +57,7 @@ const routes: FastifyPluginAsync<CdpRoutesOptions> = async (fastify, opts) => {
     websocket: true,
     schema: { summary: 'WebSocket: CDP relay to one page of the sandbox\'s browser', tags: ['browser'], params: SocketParams, querystring: ChatQuery },
     // Everything that can refuse the handshake runs before the upgrade, so refusals are plain HTTP
-    // answers (§7.3 item 1): Origin 403 (chatRouteCors's hook, the terminal socket's rule), chat id
+    // answers (docs/contract.md#websocket-origin-and-auth): Origin 403 (chatRouteCors's hook, the terminal socket's rule), chat id
     // 400, credentials 401/403, then (after the schema checked the target id, 400) sandbox 404 and
     // the viewer caps 429.
     preValidation: async request => { authorize(request) },

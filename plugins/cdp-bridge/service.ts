@@ -22,7 +22,7 @@ export interface CdpServiceOptions {
 
 export interface CdpRuntime {
   service: CdpService
-  /** onStop hook of the sandbox service: the chat's sockets close with 1001 (§5.6 item 5). */
+  /** onStop hook of the sandbox service: the chat's sockets close with 1001 (docs/contract.md#idle-stop-max-age-and-purge). */
   sandboxStopped: (chatId: string) => void
   /** Closes every relayed socket with 1001 and frees everything; safe to call twice. */
   close: () => Promise<void>

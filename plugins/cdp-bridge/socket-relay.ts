@@ -1,6 +1,6 @@
 /*
  * One relayed CDP connection: the viewer's WebSocket on one side, the backend WebSocket to the target
- * inside the sandbox (over an exec relay) on the other (surface.md §7.1 item 2). Text and binary
+ * inside the sandbox (over an exec relay) on the other (docs/contract.md#browser). Text and binary
  * messages keep their kind; each direction has its own backpressure (a side whose queue towards the
  * other passes the high-water mark is paused until the queue drains below half of it); either side
  * closing closes the other; a backend that never opens closes the viewer with 1011.

@@ -1,7 +1,7 @@
 /*
  * What the DevTools HTTP endpoints of a sandbox's browser answer is attacker-controlled (the sandbox
  * runs whatever the model or a page put there, possibly a fake "browser" on the CDP port). Answers are
- * reduced to known fields of known types with bounded lengths; ids must pass the §7.1 pattern; every
+ * reduced to known fields of known types with bounded lengths; ids must pass the docs/contract.md#browser pattern; every
  * address the sandbox names (webSocketDebuggerUrl, devtoolsFrontendUrl, …) is dropped and the relay
  * URL is built by the server from PUBLIC_BASE_URL.
  */

@@ -28,7 +28,7 @@ export interface CdpTarget {
 export type CdpVersion = Record<string, string>
 
 /**
- * The CDP bridge of one server (surface.md §7.1). Reaches each chat's browser at 127.0.0.1:<CDP_PORT>
+ * The CDP bridge of one server (docs/contract.md#browser). Reaches each chat's browser at 127.0.0.1:<CDP_PORT>
  * inside its sandbox through an exec relay; never creates, starts or reconfigures a sandbox. Answers
  * from the sandbox are untrusted: bounded in size and time, parsed defensively, reduced to known fields.
  */

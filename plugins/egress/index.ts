@@ -13,7 +13,7 @@ import type { Lookup } from './proxy.js'
 export type { EgressOptions } from './schemas.js'
 
 /**
- * Sandbox egress (issue #13): sandboxes sit on an internal Docker network with no route out; their
+ * Sandbox egress (docs/contract.md#egress): sandboxes sit on an internal Docker network with no route out; their
  * only way out is this plugin's HTTP proxy (CONNECT and plain HTTP) on the network's gateway, which
  * decides every connection by the chat's policy (chat override > user default > server setting) after
  * DNS, logs it per chat, and caps connections. Overrides persist in the chat's storage (chat-storage).

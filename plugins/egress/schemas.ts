@@ -29,7 +29,7 @@ export const EgressOptions = Type.Object({
 })
 export type EgressOptions = Static<typeof EgressOptions>
 
-export const ChatParams = Type.Object({ chat: Type.String({ maxLength: 200, description: 'the chat id (surface.md §1.3)' }) })
+export const ChatParams = Type.Object({ chat: Type.String({ maxLength: 200, description: 'the chat id (docs/contract.md#chat-id-validation)' }) })
 export type ChatParams = Static<typeof ChatParams>
 
 export const OverrideBody = Type.Object({

@@ -16,7 +16,7 @@ export type SocksParse =
   | { state: 'error', message: string, reply: number | null, method?: boolean, host?: string, port?: number }
   | { state: 'done', host: string, port: number, used: number, greetingSize: number, command: number }
 
-/** RFC 1928 §6 reply codes */
+/** RFC 1928 section 6 reply codes */
 export const REP = { ok: 0x00, failure: 0x01, notAllowed: 0x02, networkUnreachable: 0x03, hostUnreachable: 0x04, refused: 0x05, ttlExpired: 0x06, commandNotSupported: 0x07, addressNotSupported: 0x08 } as const
 
 /** The method-selection answer: no authentication (0x00) when offered, else 0xff (no acceptable method). */

@@ -12,7 +12,7 @@ import { parseLayer, parseUserDefaults, type ParsedLayer, type UserDefaults } fr
  *   inactive chat removes it too): written atomically, read by descriptor (no symlinks, regular file,
  *   at most MAX_OVERRIDE bytes, a larger override is refused when written) and validated; a bad file
  *   is logged and ignored;
- * - the user of a chat, read from meta.json (surface.md §5.5 item 5) the same way;
+ * - the user of a chat, read from meta.json (docs/contract.md#creation) the same way;
  * - EGRESS_USERS, the operator's per-user defaults, re-read when its size or mtime changes.
  */
 

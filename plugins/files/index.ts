@@ -6,9 +6,9 @@ import { createFilesService } from './service.js'
 import routes from './routes.js'
 
 /**
- * Files out to the human (surface.md §6.3): downloads from the chat's outputs dir, the streamed zip archive
- * and the typed outputs listing. Every route takes the API key or a files token of that chat (§6.1) and
- * reads only through descriptors verified to lie inside the outputs dir (§6.4), which chat storage locates.
+ * Files out to the human (docs/contract.md#files-and-uploads): downloads from the chat's outputs dir, the streamed zip archive
+ * and the typed outputs listing. Every route takes the API key or a files token of that chat (docs/contract.md#capability-tokens) and
+ * reads only through descriptors verified to lie inside the outputs dir (docs/contract.md#path-rules), which chat storage locates.
  */
 const files: FastifyPluginAsync<FilesOptions> = async (fastify, raw) => {
   const opts = parseOptions(FilesOptions, raw, 'files')

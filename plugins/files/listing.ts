@@ -1,5 +1,5 @@
 /*
- * One walk of a chat's outputs for GET /api/outputs (surface.md §6.3). The walk is bounded three ways:
+ * One walk of a chat's outputs for GET /api/outputs (docs/contract.md#files-and-uploads). The walk is bounded three ways:
  * at most `scanLimit` files are examined, only the `maxEntries` newest are held (NewestHeap), and after
  * `budgetMs` the listing answers with what it has. Every bound that cuts the result sets `truncated`.
  */
@@ -12,7 +12,7 @@ import type { OutputEntry, OutputsListing } from './schemas.js'
 import { walkWithin } from './walk-budget.js'
 
 export interface ListingLimits {
-  /** Entries in the answer (§6.3: 5,000). */
+  /** Entries in the answer (docs/contract.md#files-and-uploads: 5,000). */
   maxEntries: number
   /** Files examined by one walk. */
   scanLimit: number
@@ -28,7 +28,7 @@ export interface NewestWalk {
   settled: Promise<void>
 }
 
-// U+0000–U+001F, U+007F and `\`: parseRelPath (§6.4 item 1) refuses them, so such a file has no working URL.
+// U+0000–U+001F, U+007F and `\`: parseRelPath (docs/contract.md#path-rules) refuses them, so such a file has no working URL.
 // eslint-disable-next-line no-control-regex
 const UNSERVABLE = /[\u0000-\u001f\u007f\\]/
 
@@ -49,7 +49,7 @@ export async function walkNewest (root: string, limits: ListingLimits): Promise<
   return { kept: heap.sorted(), truncated: walk.outOfTime || scanned > limits.scanLimit || heap.dropped > 0, settled: walk.settled }
 }
 
-/** The §6.3 body, serialised once: every waiter of a listing (and the cache) shares this one buffer. */
+/** The docs/contract.md#files-and-uploads body, serialised once: every waiter of a listing (and the cache) shares this one buffer. */
 export function serializeListing (chatId: string, walk: Pick<NewestWalk, 'kept' | 'truncated'>, links: LinkService): Buffer {
   const files: OutputEntry[] = walk.kept.map(e => {
     const name = e.relPath.slice(e.relPath.lastIndexOf('/') + 1)

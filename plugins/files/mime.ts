@@ -1,10 +1,10 @@
 import { extensionOf } from '../../core/mime.js'
 
 /*
- * How served files are treated by content type (surface.md §6.3): charset, the sandbox CSP for active
+ * How served files are treated by content type (docs/contract.md#files-and-uploads): charset, the sandbox CSP for active
  * types, stored-not-deflated in the archive, and the listing's type classes. The MIME table is core/mime.ts.
  */
-/** Served inline, these could run script; they get the sandbox CSP (§6.3 download details item 4). */
+/** Served inline, these could run script; they get the sandbox CSP (docs/contract.md#downloads). */
 const ACTIVE = new Set(['text/html', 'application/xhtml+xml', 'image/svg+xml', 'text/xml', 'application/xml'])
 /** Text-like types that get `; charset=utf-8`. */
 const TEXTUAL = /^(text\/|application\/(json|xml|xhtml\+xml|javascript)$|image\/svg\+xml$)/
@@ -42,7 +42,7 @@ export function isActive (mime: string): boolean { return ACTIVE.has(mime) }
 
 export function isCompressed (name: string): boolean { return COMPRESSED.has(extensionOf(name)) }
 
-/** The listing's `type` (§6.3 outputs listing item 5): extension first, then the MIME prefix, else `other`. */
+/** The listing's `type` (docs/contract.md#outputs-listing): extension first, then the MIME prefix, else `other`. */
 export function typeClassOf (name: string, mime: string): string {
   const byExt = CLASS_BY_EXT.get(extensionOf(name))
   if (byExt !== undefined) return byExt

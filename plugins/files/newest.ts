@@ -1,7 +1,7 @@
 /** The few fields of a walked file the listing keeps (no absolute path, no derived strings). */
 export interface Kept { relPath: string, size: number, mtimeMs: number }
 
-/** Listing order (§6.3 outputs listing item 2): newest first, ties by path so the order is stable. */
+/** Listing order (docs/contract.md#outputs-listing): newest first, ties by path so the order is stable. */
 export function newerFirst (a: Kept, b: Kept): number {
   return b.mtimeMs - a.mtimeMs || (a.relPath < b.relPath ? -1 : a.relPath > b.relPath ? 1 : 0)
 }

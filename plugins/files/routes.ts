@@ -18,7 +18,7 @@ export interface FilesRoutesOptions {
 interface ChatParams { chat: string, '*'?: string }
 type Query = Record<string, string | string[] | undefined>
 
-/** §1.3 on the (once-decoded) path segment; 400 invalid_chat_id before anything else (general rule 6). */
+/** docs/contract.md#chat-id-validation on the (once-decoded) path segment; 400 invalid_chat_id before anything else (docs/contract.md#general-http-rules). */
 const chatIdOf = requireChatId
 
 const flag = (value: unknown): boolean => value === '1' || value === 'true'
@@ -38,11 +38,11 @@ const routes: FastifyPluginAsync<FilesRoutesOptions> = async (fastify, opts) => 
 
   chatRouteCors(fastify, ['/files/:chat/*', '/api/outputs/:chat'])
 
-  // Chat id, token and path are checked by hand, in that order, with coded errors (§6.2): HAND_CHECKED.
+  // Chat id, token and path are checked by hand, in that order, with coded errors (docs/contract.md#url-shapes): HAND_CHECKED.
   fastify.get<{ Params: ChatParams, Querystring: Query }>('/files/:chat/*', {
     ...HAND_CHECKED,
     schema: {
-      summary: 'A published output file of the chat (the path may start with a capability token segment, §6.2), or `archive`: all outputs as a zip',
+      summary: 'A published output file of the chat (the path may start with a capability token segment, docs/contract.md#url-shapes), or `archive`: all outputs as a zip',
       tags: ['files'],
       params: ChatPathParams,
       querystring: FileQuery,
@@ -53,7 +53,7 @@ const routes: FastifyPluginAsync<FilesRoutesOptions> = async (fastify, opts) => 
     let rest = request.params['*'] ?? ''
     const slash = rest.indexOf('/')
     const first = slash === -1 ? rest : rest.slice(0, slash)
-    // A first segment of token shape after /files/{chat}/ is a capability token, never a file name (§6.2).
+    // A first segment of token shape after /files/{chat}/ is a capability token, never a file name (docs/contract.md#url-shapes).
     const pathToken = tokenOfPathSegment(first)
     if (pathToken !== undefined) rest = slash === -1 ? '' : rest.slice(slash + 1)
     fastify.auth.authorizeChat(request, chatId, 'f', pathToken)

@@ -27,13 +27,13 @@ export const FileQuery = Type.Object({
   raw: Type.Optional(Type.String({ description: '1 or true: serve a file named `archive` itself instead of the zip of all outputs' }))
 })
 
-/** One entry of GET /api/outputs/{chat} (surface.md §6.3). */
+/** One entry of GET /api/outputs/{chat} (docs/contract.md#files-and-uploads). */
 export const OutputEntry = Type.Object({
   name: Type.String(),
   path: Type.String({ description: 'relative to outputs, / separated' }),
   size: Type.Integer(),
   modified: Type.Number({ description: 'mtime, Unix seconds' }),
-  type: Type.String({ description: 'class of §6.3 item 5' }),
+  type: Type.String({ description: 'class of docs/contract.md#files-and-uploads' }),
   mime: Type.String(),
   url: Type.String({ description: 'relative URL with encoded segments (and the files token in protected mode)' })
 })

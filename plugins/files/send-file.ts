@@ -12,7 +12,7 @@ export interface SendOptions {
   download: boolean
 }
 
-/** `inline|attachment; filename="<ASCII fallback>"; filename*=UTF-8''<percent-encoded>` (§6.3 download item 1). */
+/** `inline|attachment; filename="<ASCII fallback>"; filename*=UTF-8''<percent-encoded>` (docs/contract.md#downloads). */
 export function contentDisposition (kind: 'inline' | 'attachment', name: string): string {
   const ascii = name.replace(/[^\x20-\x7e]|["\\%]/g, '_')
   const encoded = encodeURIComponent(name).replace(/['()*]/g, c => `%${c.charCodeAt(0).toString(16).toUpperCase()}`)
@@ -65,7 +65,7 @@ function rangeStillValid (request: FastifyRequest, etag: string, mtimeMs: number
 }
 
 /**
- * Sends an already verified, open file: headers of §6.3 (type, disposition, nosniff, CSP for active content,
+ * Sends an already verified, open file: headers of docs/contract.md#files-and-uploads (type, disposition, nosniff, CSP for active content,
  * validators), conditional GET (304) and a single byte range (206/416). The handle is closed in every case:
  * by the read stream when it ends or is destroyed, here otherwise. Reading happens only through the handle,
  * never by path, so a path swapped after verification cannot change what is sent.

@@ -16,10 +16,10 @@ import { walkWithin } from './walk-budget.js'
 export interface FilesService {
   /** realpath of the chat's outputs dir; undefined when it is missing or is not a real directory. */
   outputsRoot (chatId: string): Promise<string | undefined>
-  /** Opens `segments` below outputs with the §6.4 checks (404 / 400 directory / 403 escape). Caller closes. */
+  /** Opens `segments` below outputs with the docs/contract.md#path-rules checks (404 / 400 directory / 403 escape). Caller closes. */
   open (chatId: string, segments: string[]): Promise<{ handle: FileHandle, name: string }>
   /**
-   * The serialised listing of §6.3, newest first, capped. Concurrent and repeated calls for one chat share
+   * The serialised listing of docs/contract.md#files-and-uploads, newest first, capped. Concurrent and repeated calls for one chat share
    * one walk (single flight, short cache); walks across chats are limited; FILES_SERVER_BUSY (429) when no
    * walk slot frees up within `listingWaitMs`.
    */

@@ -6,7 +6,7 @@ import type { JSONRPCMessage, MessageExtraInfo, RequestId } from '@modelcontextp
  * request goes in, messages related to it come out (progress notifications, then the response).
  *
  * We implement the public Transport interface instead of using the SDK's StreamableHTTPServerTransport
- * because the wire contract (surface.md §2) needs things that transport does not do: JSON replies for
+ * because the wire contract (docs/contract.md#mcp-endpoint) needs things that transport does not do: JSON replies for
  * clients whose Accept lacks text/event-stream (it answers 406), keep-alive comments on tool-call
  * streams at our interval, dropping the response of a call cancelled from another HTTP request, and
  * no session bookkeeping at all.

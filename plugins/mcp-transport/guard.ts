@@ -7,11 +7,11 @@ const CORS_ALLOW_HEADERS = ['Authorization', 'Content-Type', 'Accept', 'Mcp-Sess
   'X-Gitlab-Token', 'X-OpenWebUI-Gitlab-Token', 'X-Gitlab-Host', 'X-OpenWebUI-Gitlab-Host', 'X-Anthropic-Api-Key',
   'X-OpenWebUI-Anthropic-Api-Key', 'X-Anthropic-Base-Url', 'X-OpenWebUI-Anthropic-Base-Url', 'X-Mcp-Tokens-Url',
   'X-OpenWebUI-Mcp-Tokens-Url', 'X-Mcp-Tokens-Api-Key', 'X-OpenWebUI-Mcp-Tokens-Api-Key', 'X-Mcp-Servers', 'X-OpenWebUI-Mcp-Servers'].join(', ')
-/** A browser script reads these response headers only when they are exposed (§2.1 item 2, §2.6 items 3 and 6). */
+/** A browser script reads these response headers only when they are exposed (docs/contract.md#transport, docs/contract.md#authentication-and-origin). */
 const CORS_EXPOSE_HEADERS = 'WWW-Authenticate, Mcp-Session-Id'
 
 /**
- * Origin check, CORS and authentication of /mcp (surface.md §2.6), in an onRequest hook: they run
+ * Origin check, CORS and authentication of /mcp (docs/contract.md#authentication-and-origin), in an onRequest hook: they run
  * before any body is parsed. Returns the preflight handler for the OPTIONS routes.
  */
 export function registerGuard (fastify: FastifyInstance, opts: Required<McpTransportOptions>): (request: FastifyRequest, reply: FastifyReply) => Promise<unknown> {

@@ -9,7 +9,7 @@ import { McpTransportOptions } from './schemas.js'
 import mcpRoutes from './routes.js'
 
 /**
- * MCP over Streamable HTTP, stateless (surface.md §2). Other plugins contribute tools, resources and
+ * MCP over Streamable HTTP, stateless (docs/contract.md#mcp-endpoint). Other plugins contribute tools, resources and
  * instructions through the `mcp` registry; none of them touches the SDK's server objects.
  */
 const mcpTransport: FastifyPluginAsync<McpTransportOptions> = async (fastify, raw) => {

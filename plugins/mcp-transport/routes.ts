@@ -34,7 +34,7 @@ export default async function mcpRoutes (fastify: FastifyInstance, { deps }: { d
   fastify.addContentTypeParser(/^application\/([a-z.+-]+\+)?json(\s*;.*)?$/i, { parseAs: 'buffer', bodyLimit: opts.maxBodyBytes },
     (_request, body, done) => { done(null, body) })
 
-  // Origin, CORS and auth run before any body parsing (§2.6).
+  // Origin, CORS and auth run before any body parsing (docs/contract.md#authentication-and-origin).
   const preflight = registerGuard(fastify, opts)
 
   const paths = opts.path.endsWith('/') ? [opts.path.slice(0, -1), opts.path] : [opts.path, `${opts.path}/`]
@@ -64,7 +64,7 @@ export default async function mcpRoutes (fastify: FastifyInstance, { deps }: { d
     }
     const msg = message as Rpc
     if (typeof msg.method !== 'string' || msg.id === undefined || msg.id === null) {
-      // Notifications and responses: 202, nothing else (§2.2). Cancellation is acted on.
+      // Notifications and responses: 202, nothing else (docs/contract.md#methods-on-mcp). Cancellation is acted on.
       if (msg.method === 'notifications/cancelled') cancel(request, msg)
       return await reply.code(202).send()
     }
@@ -84,7 +84,7 @@ export default async function mcpRoutes (fastify: FastifyInstance, { deps }: { d
     if (!acceptsSse && !/application\/json|\*\/\*|application\/\*/.test(accept)) {
       return await reply.code(406).send(rpcError(-32600, 'Not Acceptable: accept application/json or text/event-stream', msg.id))
     }
-    // Requests the SDK server would refuse for want of a declared capability are answered here (§2.4).
+    // Requests the SDK server would refuse for want of a declared capability are answered here (docs/contract.md#initialize-result).
     if (msg.method === 'prompts/list') return await reply.send({ jsonrpc: '2.0', id: msg.id, result: { prompts: [] } })
     if (msg.method === 'prompts/get') return await reply.send(rpcError(-32602, 'Prompt not found', msg.id))
     if (msg.method === 'tools/call') {
@@ -107,7 +107,7 @@ export default async function mcpRoutes (fastify: FastifyInstance, { deps }: { d
       const response = await exchange.deliver(msg, { requestInfo: { headers: request.headers } })
       await server.close()
       if (response === undefined) return await reply.code(204).send()
-      // Stateless, yet session-friendly (§2.1 item 2): a random id, stored nowhere, never required.
+      // Stateless, yet session-friendly (docs/contract.md#transport): a random id, stored nowhere, never required.
       if (isInitializeRequest(msg) && 'result' in response) reply.header('Mcp-Session-Id', issueSessionId(String(response.result.protocolVersion)))
       return await reply.type('application/json').send(response)
     }
@@ -157,7 +157,7 @@ export default async function mcpRoutes (fastify: FastifyInstance, { deps }: { d
     return reply
   }
 
-  // Open GET streams would keep close() waiting; end them first (house style §6).
+  // Open GET streams would keep close() waiting; end them first (docs/conventions.md#lifecycle).
   const openStreams = new Set<FastifyReply>()
   fastify.addHook('preClose', async () => { for (const r of openStreams) r.raw.end() })
 }

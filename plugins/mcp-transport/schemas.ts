@@ -29,7 +29,7 @@ export const RpcBody = Type.Object({
   params: Type.Optional(Type.Object({}, { additionalProperties: true }))
 }, { additionalProperties: true })
 
-/** The headers of surface.md §1.1 and §12.1 (X-OpenWebUI-* aliases accepted); auth is Authorization: Bearer. */
+/** The headers of docs/contract.md#request-headers and docs/contract.md#generic-mcp-client (X-OpenWebUI-* aliases accepted); auth is Authorization: Bearer. */
 export const McpHeaders = Type.Object({
   'x-chat-id': Type.Optional(Type.String({ description: 'the chat whose sandbox the tools use (alias X-OpenWebUI-Chat-Id); required unless SINGLE_USER_MODE' })),
   'x-user-email': Type.Optional(Type.String({ description: 'the user (alias X-OpenWebUI-User-Email)' })),

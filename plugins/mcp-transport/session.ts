@@ -7,7 +7,7 @@ const PRIMING_SINCE = '2025-11-25'
 const TAGGED = /\.(\d{4}-\d\d-\d\d)$/
 
 /**
- * The Mcp-Session-Id handed out by initialize (surface.md §2.1 item 2): random and stored nowhere.
+ * The Mcp-Session-Id handed out by initialize (docs/contract.md#transport): random and stored nowhere.
  * It ends with the protocol version negotiated there, so later requests of that client can be
  * framed for it without server state. Nothing ever requires or checks it.
  */

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import type { FastifyReply } from 'fastify'
 
-/** SSE framing of /mcp (surface.md §2.3). Every function here writes to a hijacked reply. */
+/** SSE framing of /mcp (docs/contract.md#reply-format). Every function here writes to a hijacked reply. */
 export const SSE_HEADERS = { 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-cache, no-transform', 'X-Accel-Buffering': 'no', Connection: 'keep-alive' }
 
 export interface StreamOptions {

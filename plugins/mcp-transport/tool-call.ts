@@ -70,7 +70,7 @@ export interface ToolRunner extends CallTracker {
 }
 
 /**
- * The one wrapper around every tool handler: chat resolution (§1.4), argument validation (§3.1 item 7),
+ * The one wrapper around every tool handler: chat resolution (docs/contract.md#single-user-mode), argument validation (docs/contract.md#common-tool-rules),
  * per-chat concurrency cap (item 10), cancellation (item 9), error shaping (item 6), lenient note (item 11).
  * Resolves undefined when the call was cancelled: no result is sent.
  */

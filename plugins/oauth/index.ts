@@ -13,7 +13,7 @@ import oauthRoutes from './routes.js'
 const PERSISTED = ['Client', 'Grant', 'RefreshToken', 'AccessToken', 'Account']
 
 /**
- * OAuth 2.1 authorization server for /mcp (issue #15): Claude connects by URL alone. Its access
+ * OAuth 2.1 authorization server for /mcp (docs/contract.md#oauth): Claude connects by URL alone. Its access
  * tokens are accepted on /mcp beside the static key through core auth's bearer-verifier hook, and
  * their subject becomes the user (core/identity.ts), so no other plugin knows OAuth exists.
  */

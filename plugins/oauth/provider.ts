@@ -8,7 +8,7 @@ import { renderErrorPage } from './pages.js'
 import { redirectHostsProblem } from './destination.js'
 
 /*
- * The one file that configures oidc-provider (a certified OpenID/OAuth implementation; issue #15
+ * The one file that configures oidc-provider (a certified OpenID/OAuth implementation; docs/contract.md#oauth
  * asks for a kept library instead of hand-rolled token crypto). Everything else of the plugin talks
  * to `AuthorizationServer`. The profile is OAuth 2.1 as MCP clients use it: authorization code with
  * PKCE S256 for every client, open dynamic registration (RFC 7591), opaque access tokens bound to the
@@ -50,7 +50,7 @@ export function checkRegistration (body: unknown, maxBytes: number): void {
   const size = Buffer.byteLength(JSON.stringify(body ?? {}), 'utf8')
   if (size > maxBytes) throw new errors.InvalidClientMetadata(`client metadata is ${size} bytes of JSON; at most ${maxBytes} are accepted`)
   const problem = redirectHostsProblem((body as { redirect_uris?: unknown } | undefined)?.redirect_uris)
-  // A description starting with redirect_uris makes the error invalid_redirect_uri (RFC 7591 §3.2.2).
+  // A description starting with redirect_uris makes the error invalid_redirect_uri (RFC 7591 section 3.2.2).
   if (problem !== undefined) throw new errors.InvalidClientMetadata(problem)
 }
 
@@ -137,7 +137,7 @@ export function createAuthorizationServer (store: OAuthStore, keys: OAuthKeys, o
   const provider = new Provider(opts.issuer, configuration(store, keys, opts))
   const publicUrl = new URL(opts.issuer)
   const mountPath = `${publicUrl.pathname.replace(/\/+$/, '')}${opts.prefix}`
-  // URLs in metadata and redirects come from PUBLIC_BASE_URL, never from the request's Host (§ general rule 5):
+  // URLs in metadata and redirects come from PUBLIC_BASE_URL, never from the request's Host (docs/contract.md#general-http-rules):
   // the provider (a Koa app) is told, through the proxy headers it trusts, exactly that origin.
   provider.proxy = true
   const callback = provider.callback()

@@ -19,7 +19,7 @@ function defaultPublicDir (): string {
 }
 
 /**
- * The preview page (surface.md §6.3 "Preview page", §7): GET /preview/{chat} serves an HTML shell with
+ * The preview page (docs/contract.md#preview-page, docs/contract.md#browser-and-terminal): GET /preview/{chat} serves an HTML shell with
  * the chat's config; the single-page app and its npm-vendored libraries come from /static/* (public, no
  * chat data). Agent content is shown only in sandboxed iframes or after DOMPurify.
  */
@@ -27,7 +27,7 @@ const preview: FastifyPluginAsync<PreviewOptions> = async (fastify, raw) => {
   const opts = parseOptions(PreviewOptions, raw, 'preview')
   const publicDir = opts.publicDir !== '' ? opts.publicDir : defaultPublicDir()
   // Public assets, no chat data: readable cross-origin, because the page may run in an opaque-origin
-  // iframe (§12.2 item 5), where its module script is a CORS request.
+  // iframe (docs/contract.md#open-webui), where its module script is a CORS request.
   const nosniff = (reply: FastifyReply): void => {
     reply.header('X-Content-Type-Options', 'nosniff').header('Access-Control-Allow-Origin', '*')
   }

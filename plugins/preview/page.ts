@@ -3,7 +3,7 @@ import type { FastifyReply } from 'fastify'
 import { escapeHtml } from '../../core/html.js'
 import type { PreviewConfig } from './schemas.js'
 
-/** JSON safe inside a `<script>` block: `<`, `>`, `&`, U+2028 and U+2029 escaped (§6.3 preview item 2). */
+/** JSON safe inside a `<script>` block: `<`, `>`, `&`, U+2028 and U+2029 escaped (docs/contract.md#preview-page). */
 export function scriptJson (value: unknown): string {
   return JSON.stringify(value)
     .replace(/</g, '\\u003c').replace(/>/g, '\\u003e').replace(/&/g, '\\u0026')
@@ -14,7 +14,7 @@ export function scriptJson (value: unknown): string {
 export const newNonce = (): string => randomBytes(16).toString('base64')
 
 /**
- * The response CSP of the page: §6.3 preview item 5, made stricter (see README "Deviations").
+ * The response CSP of the page: docs/contract.md#preview-page, made stricter (see README "Deviations").
  * - `script-src 'nonce-…' 'strict-dynamic'` instead of `'self'`: `'self'` also trusts every agent-written `.js`
  *   under `/files`; now only the page's own nonced module runs, plus what it loads itself (vendored libraries).
  * - `worker-src blob:`: the document parsers run in a dedicated worker the page builds from a blob bootstrap
@@ -25,7 +25,7 @@ export function pageCsp (frameAncestors: string, nonce: string): string {
   return `default-src 'self'; script-src 'nonce-${nonce}' 'strict-dynamic'; worker-src blob:; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; connect-src 'self'; frame-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors ${frameAncestors}`
 }
 
-/** Sends a page shell rendered with `nonce`: the page CSP, never cached, never sniffed (§6.3 preview item 5). */
+/** Sends a page shell rendered with `nonce`: the page CSP, never cached, never sniffed (docs/contract.md#preview-page). */
 export async function sendPage (reply: FastifyReply, html: string, frameAncestors: string, nonce: string): Promise<FastifyReply> {
   return await reply
     .header('Content-Type', 'text/html; charset=utf-8')

@@ -10,7 +10,7 @@ export interface PreviewRoutesOptions { frameAncestors: string, parseTimeoutMs: 
 const routes: FastifyPluginAsync<PreviewRoutesOptions> = async (fastify, opts) => {
   const { auth, links } = fastify
 
-  // Chat route: readable from the opaque-origin iframe Open WebUI embeds it in (§6.1 item 6, §12.2 item 5).
+  // Chat route: readable from the opaque-origin iframe Open WebUI embeds it in (docs/contract.md#capability-tokens, docs/contract.md#open-webui).
   chatRouteCors(fastify, ['/preview/:chat'])
 
   fastify.get<{ Params: { chat: string } }>('/preview/:chat', {

@@ -7,17 +7,17 @@ export const PreviewOptions = Type.Object({
 })
 export type PreviewOptions = Static<typeof PreviewOptions>
 
-/** The config the page reads from its `<script type="application/json" id="config">` block (§6.3 preview item 2). */
+/** The config the page reads from its `<script type="application/json" id="config">` block (docs/contract.md#preview-page). */
 export interface PreviewConfig {
   chatId: string
   apiUrl: string
   filesBase: string
   scope: 'files' | 'full'
   token: string | null
-  /** Extension of §6.3 item 2: the parser worker's time budget per document (a runaway parser is terminated). */
+  /** Extension of docs/contract.md#preview-page: the parser worker's time budget per document (a runaway parser is terminated). */
   parseTimeoutMs: number
   /**
-   * Extension (issue #13): the egress routes of the chat, each with the files token (read-only), for the
+   * Extension (docs/contract.md#egress): the egress routes of the chat, each with the files token (read-only), for the
    * Network view; null when the server has no egress proxy (the view is not offered).
    */
   egress: { policy: string, log: string } | null

@@ -26,7 +26,7 @@ ${pageHead(`Terminal · ${config.chatId}`, [
 /**
  * GET /terminal/{chat}: the terminal alone, full window (the terminal plugin serves the routes the
  * page talks to). A control token or the API key is required: a files token never opens a shell
- * (§6.1 item 4). Same CSP as the preview page (§6.3 preview item 5).
+ * (docs/contract.md#capability-tokens). Same CSP as the preview page (docs/contract.md#preview-page).
  */
 const terminalPage: FastifyPluginAsync<TerminalPageOptions> = async (fastify, opts) => {
   const { auth, links } = fastify

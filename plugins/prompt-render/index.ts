@@ -24,7 +24,7 @@ function bundledSkillsDir (): string {
   return fileURLToPath(new URL('../../sandbox-image/skills', import.meta.url))
 }
 
-/** The one prompt renderer (surface.md §4) behind every tier, with its render cache and skills index. */
+/** The one prompt renderer (docs/contract.md#prompt-tiers) behind every tier, with its render cache and skills index. */
 const promptRender: FastifyPluginAsync<PromptRenderOptions> = async (fastify, raw) => {
   const opts = parseOptions(PromptRenderOptions, raw, 'prompt-render')
   const skillsDir = opts.skillsDir.trim() !== '' ? opts.skillsDir.trim() : bundledSkillsDir()
@@ -35,7 +35,7 @@ const promptRender: FastifyPluginAsync<PromptRenderOptions> = async (fastify, ra
   // Per-user skills are optional: without the user-skills plugin every user gets the defaults.
   const userSkills = fastify.hasDecorator('userSkills') ? fastify.userSkills : undefined
   const prompts = await createPromptService({ links: fastify.links, log, ...(userSkills !== undefined && { userSkills }) }, { ...opts, skillsDir, tools })
-  // §4.5 item 2: a user's skill list changed (new configuration, a download landed).
+  // docs/contract.md#render-cache: a user's skill list changed (new configuration, a download landed).
   userSkills?.onChange(email => { prompts.invalidateUser(email) })
   log.info({ skills: (await prompts.skills()).map(s => s.name) }, 'skills indexed')
   fastify.decorate('prompts', prompts)

@@ -7,8 +7,8 @@ export const PromptRenderOptions = Type.Object({
   commandTimeoutSeconds: Type.Optional(Type.Integer({ default: 120, minimum: 1, description: 'COMMAND_TIMEOUT, quoted in the prompt' })),
   subagentCli: Type.Optional(Type.Union([Type.Literal('claude'), Type.Literal('codex'), Type.Literal('opencode')], { default: 'claude' })),
   networkEnabled: Type.Optional(Type.Boolean({ default: true, description: 'ENABLE_NETWORK, mentioned in the prompt' })),
-  ttlMs: Type.Optional(Type.Integer({ default: 60000, minimum: 1, description: 'Render cache TTL (§4.5)' })),
-  maxEntries: Type.Optional(Type.Integer({ default: 1000, minimum: 1, description: 'Render cache size (§4.5)' })),
+  ttlMs: Type.Optional(Type.Integer({ default: 60000, minimum: 1, description: 'Render cache TTL (docs/contract.md#render-cache)' })),
+  maxEntries: Type.Optional(Type.Integer({ default: 1000, minimum: 1, description: 'Render cache size (docs/contract.md#render-cache)' })),
   maxBytes: Type.Optional(Type.Integer({ default: 32768, minimum: 4096, description: 'Hard cap of one render in UTF-8 bytes; skills are dropped from the end to fit' }))
 })
 export type PromptRenderOptions = Static<typeof PromptRenderOptions>

@@ -53,7 +53,7 @@ interface Offered { skills: SkillEntry[], files: Map<string, string> }
 
 /**
  * Skills that teach one tool, listed only while that tool is registered: without the sub-agent plugin
- * the prompt never points at a sub_agent skill (issue #12).
+ * the prompt never points at a sub_agent skill (docs/contract.md#sub-agent-execution).
  */
 const TOOL_SKILLS: Readonly<Record<string, string>> = { 'sub-agent': 'sub_agent' }
 
@@ -69,7 +69,7 @@ export async function createPromptService (deps: PromptDeps, opts: PromptService
 
   const builtinFile = (s: SkillEntry): string => join(opts.skillsDir, s.location.slice(SANDBOX_SKILLS.length + 1))
 
-  /** Public skills always; examples when configured or enabled for the user; then the user's ready ZIP skills (§8.1 items 4, 6). */
+  /** Public skills always; examples when configured or enabled for the user; then the user's ready ZIP skills (docs/contract.md#skills). */
   async function offered (who: SkillsRequest): Promise<Offered> {
     const email = validEmail(who.email)
     const set = email !== undefined && deps.userSkills !== undefined

@@ -1,5 +1,5 @@
 /*
- * The built-in skills index (surface.md §8.1): every <category>/<dir>/SKILL.md below the skills root,
+ * The built-in skills index (docs/contract.md#skills): every <category>/<dir>/SKILL.md below the skills root,
  * parsed from its YAML front matter. The root is SKILLS_DIR, or the repository's sandbox-image/skills
  * tree, which the sandbox image copies verbatim to /mnt/skills (so the index matches the image).
  */
@@ -75,7 +75,7 @@ const escapeXml = (s: string): string => s.replace(/[&<>"']/g, c => XML[c] as st
 /** Cuts to `max` code points (never splitting a surrogate pair). */
 export const cut = (s: string, max: number): string => { const cps = Array.from(s); return cps.length <= max ? s : cps.slice(0, max).join('') }
 
-/** The `<available_skills>` block in the exact layout of §8.1 item 5. */
+/** The `<available_skills>` block in the exact layout of docs/contract.md#skills. */
 export function skillsBlock (skills: SkillEntry[]): string {
   const parts = skills.map(s => [
     '<skill>', '<name>', s.name, '</name>', '<description>', escapeXml(cut(collapse(s.description), 300).trimEnd()), '</description>',

@@ -1,5 +1,5 @@
 /*
- * The text of the per-chat prompt (surface.md §4.6), written for this server. One function builds both
+ * The text of the per-chat prompt (docs/contract.md#rendered-prompt-content), written for this server. One function builds both
  * the chat render and the legacy template: the template is the same text with `{chat_id}`,
  * `{file_base_url}` and `{archive_url}` left in place for clients that substitute them themselves.
  * Uploaded files are deliberately not listed (tier 5 carries them).

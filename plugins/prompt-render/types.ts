@@ -1,9 +1,9 @@
 import type { RequestCredentials } from '../../core/identity.js'
 
-/** Where a skill comes from; also its folder under /mnt/skills. `user` skills come from the user-skills plugin (§8.1 items 6–7). */
+/** Where a skill comes from; also its folder under /mnt/skills. `user` skills come from the user-skills plugin (docs/contract.md#skills). */
 export type SkillCategory = 'user' | 'public' | 'examples'
 
-/** One skill of the index, read from the front matter of its SKILL.md (surface.md §8.1). */
+/** One skill of the index, read from the front matter of its SKILL.md (docs/contract.md#skills). */
 export interface SkillEntry {
   /** The front matter `name` (^[a-z0-9][a-z0-9-]{0,63}$). */
   name: string
@@ -17,13 +17,13 @@ export interface SkillEntry {
 export interface RenderRequest {
   /** A validated chat id; absent → the legacy template with `{file_base_url}`, `{archive_url}`, `{chat_id}`. */
   chatId?: string
-  /** A validated user email (§1.1); invalid values are treated as absent. */
+  /** A validated user email (docs/contract.md#request-headers); invalid values are treated as absent. */
   email?: string
   /** The request's credentials; only the settings-service pair (X-Mcp-Tokens-Url / -Api-Key) is used, for the user's skills. */
   credentials?: RequestCredentials
 }
 
-/** Whose skills: an email (§1.1) and the request's credentials (for the X-Mcp-Tokens-* override). */
+/** Whose skills: an email (docs/contract.md#request-headers) and the request's credentials (for the X-Mcp-Tokens-* override). */
 export interface SkillsRequest {
   email?: string
   credentials?: RequestCredentials
@@ -46,19 +46,19 @@ export interface RenderStats {
 }
 
 /**
- * The one prompt renderer every tier derives from (surface.md §4). Renders are cached per (chat, email)
+ * The one prompt renderer every tier derives from (docs/contract.md#prompt-tiers). Renders are cached per (chat, email)
  * for the TTL (60 s) in a bounded LRU; concurrent misses for one key render once.
  */
 export interface PromptService {
   /**
    * The rendered prompt. Byte-stable within the cache window (links carry day-stable tokens). With
    * SINGLE_USER_MODE=true any given chat renders as `default`. Rejects CORE_INVALID_CHAT_ID for a chat
-   * id that fails §1.3.
+   * id that fails docs/contract.md#chat-id-validation.
    */
   render (req: RenderRequest): Promise<string>
   /** Drops the cached renders of one chat (or of every chat). The next render re-reads everything. */
   invalidate (chatId?: string): void
-  /** Drops the cached renders of every chat rendered for this email (its skill set changed, §4.5 item 2). */
+  /** Drops the cached renders of every chat rendered for this email (its skill set changed, docs/contract.md#render-cache). */
   invalidateUser (email: string): void
   /**
    * The skills offered to this user, in prompt order (user, public, examples; alphabetical within

@@ -22,7 +22,7 @@ export const RuntimeCliOptions = Type.Object({
 export type RuntimeCliOptions = Static<typeof RuntimeCliOptions>
 
 /**
- * GET /api/runtime/cli (surface.md §8.8): which sub-agent CLI is active and its resolved default
+ * GET /api/runtime/cli (docs/contract.md#runtime-cli-endpoint): which sub-agent CLI is active and its resolved default
  * model. Decorates `runtimeCli`, the one resolver the sub_agent tool uses too.
  */
 const runtimeCli: FastifyPluginAsync<RuntimeCliOptions> = async (fastify, raw) => {

@@ -1,6 +1,6 @@
 import type { SubagentCli } from '../../core/config.js'
 
-/** The settings model resolution reads (surface.md §8.3); empty strings count as unset. */
+/** The settings model resolution reads (docs/contract.md#model-resolution); empty strings count as unset. */
 export interface ModelSettings {
   SUB_AGENT_DEFAULT_MODEL: string
   CODEX_SUB_AGENT_DEFAULT_MODEL: string

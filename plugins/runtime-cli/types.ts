@@ -2,7 +2,7 @@ import type { SubagentCli } from '../../core/config.js'
 import type { ModelResult } from './model.js'
 
 /**
- * The active sub-agent CLI and its one model resolver (surface.md §8.2, §8.3), shared by
+ * The active sub-agent CLI and its one model resolver (docs/contract.md#sub-agent-cli-selection, docs/contract.md#model-resolution), shared by
  * GET /api/runtime/cli and the sub_agent tool so both always report and use the same model.
  */
 export interface RuntimeCliService {

@@ -1,7 +1,7 @@
 import type { SubagentCli } from '../../core/config.js'
 
 /*
- * The argv of each CLI (surface.md §8.4 item 6), pure. argv is written to the run directory and
+ * The argv of each CLI (docs/contract.md#sub-agent-execution), pure. argv is written to the run directory and
  * exec'd by bash from there, so no value is ever interpolated into shell text. Deviations forced by
  * the pinned CLI versions (sandbox-image/sub-agent): codex 0.171 has no --full-auto and its own
  * command sandbox (bubblewrap) cannot start in a sandbox without capabilities, so it runs with
@@ -15,13 +15,13 @@ export interface RunSpec {
   /** The caller's task (new run: with the system prompt; resume: the follow-up). */
   task: string
   system: string
-  /** Resolved model id (§8.3). */
+  /** Resolved model id (docs/contract.md#model-resolution). */
   model: string
   maxTurns: number
   workingDirectory: string
   runDir: string
   resumeSessionId?: string
-  /** claude: --mcp-config file when X-Mcp-Servers named servers (§8.6). */
+  /** claude: --mcp-config file when X-Mcp-Servers named servers (docs/contract.md#sub-agent-mcp-servers). */
   mcpConfigPath?: string
   /** codex: profile layered from CODEX_CONFIG_EXTRA. */
   codexProfile?: string
@@ -37,7 +37,7 @@ export interface Invocation {
   promptOnStdin: boolean
 }
 
-/** Above this many bytes of argv the prompt goes through stdin (§8.4 item 5; Linux caps one argument at 128 KiB). */
+/** Above this many bytes of argv the prompt goes through stdin (docs/contract.md#sub-agent-execution; Linux caps one argument at 128 KiB). */
 export const MAX_ARGV_BYTES = 100 * 1024
 
 export const lastMessagePath = (runDir: string): string => `${runDir}/last_message.txt`
@@ -50,7 +50,7 @@ const argvBytes = (argv: string[]): number => argv.reduce((n, a) => n + Buffer.b
 /** NUL cannot be passed in argv (the run directory's argv file is NUL-separated). */
 const noNul = (s: string): string => s.replace(/\0/g, '')
 
-/** The prompt text a CLI gets: codex and opencode take the system prompt in front of the task (§8.4). */
+/** The prompt text a CLI gets: codex and opencode take the system prompt in front of the task (docs/contract.md#sub-agent-execution). */
 export function promptText (spec: RunSpec): string {
   if (spec.cli === 'claude' || spec.resumeSessionId !== undefined) return noNul(spec.task)
   return noNul(`${spec.system}\n\n---\n\n${spec.task}`)

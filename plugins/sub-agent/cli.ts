@@ -3,7 +3,7 @@ import type { SubagentCli } from '../../core/config.js'
 /*
  * What the server knows about each sub-agent CLI: how it is named on a command line, and how it is
  * presented, and which image has it: the sandbox image installs claude and opencode under /usr/local/bin
- * in every target; codex only in the agents and full targets (sandbox-image/README.md, issue #16).
+ * in every target; codex only in the agents and full targets (sandbox-image/README.md, docs/contract.md#skills).
  */
 
 export interface CliInfo {
@@ -13,7 +13,7 @@ export interface CliInfo {
   bin: string
   /** npm packages whose scripts a runtime (node, bun) may run as the CLI. */
   packages: readonly string[]
-  /** Whether the CLI reports its cost (§8.8 supports_cost; §8.5 cost field). */
+  /** Whether the CLI reports its cost (docs/contract.md#runtime-cli-endpoint supports_cost; docs/contract.md#sub-agent-result cost field). */
   reportsCost: boolean
   /** Whether the default (slim) sandbox image has it; otherwise only the agents and full targets do. */
   inSlim: boolean

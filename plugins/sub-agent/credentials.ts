@@ -2,9 +2,9 @@ import type { SubagentCli } from '../../core/config.js'
 import type { RequestUser } from '../../core/identity.js'
 
 /*
- * Each run's environment and the CLI configuration written before it (surface.md §8.6, §8.7).
+ * Each run's environment and the CLI configuration written before it (docs/contract.md#sub-agent-mcp-servers, docs/contract.md#credential-allowlist).
  * `cliEnv` is the server's allowlisted row of the active CLI (subAgentEnvFromConfig: the only way provider credentials enter a sandbox); request headers
- * add per-exec credentials (§5.5 item 6) that never touch the container's own environment.
+ * add per-exec credentials (docs/contract.md#creation) that never touch the container's own environment.
  */
 
 const DEFAULT_ANTHROPIC_BASE_URL = 'https://api.anthropic.com'
@@ -14,7 +14,7 @@ export const SANDBOX_HOME = '/home/assistant'
 export const MCP_CONFIG_PATH = `${SANDBOX_HOME}/.mcp.json`
 export const CODEX_PROFILE_PATH = `${SANDBOX_HOME}/.codex/${CODEX_PROFILE}.config.toml`
 
-/** MCP server names never handed to the sub-agent (§8.6): Docker's AI gateway and this server itself. */
+/** MCP server names never handed to the sub-agent (docs/contract.md#sub-agent-mcp-servers): Docker's AI gateway and this server itself. */
 const MCP_BLOCKLIST = new Set(['docker_ai', 'docker-ai', 'computer-use-mcp'])
 
 /** Non-secret switches for unattended runs: no self-update, no telemetry, no background network chatter. */
@@ -31,13 +31,13 @@ export interface RunEnvInput {
   networkEnabled: boolean
 }
 
-/** The Anthropic endpoint a claude run talks to: the header's (only with the header's key, §1.1), else the server's. */
+/** The Anthropic endpoint a claude run talks to: the header's (only with the header's key, docs/contract.md#request-headers), else the server's. */
 export function anthropicBaseUrl (cliEnv: Readonly<Record<string, string>>, user: RequestUser): string {
   const fromHeader = user.credentials.anthropicApiKey !== undefined ? user.credentials.anthropicBaseUrl : undefined
   return fromHeader ?? (cliEnv.ANTHROPIC_BASE_URL !== undefined && cliEnv.ANTHROPIC_BASE_URL !== '' ? cliEnv.ANTHROPIC_BASE_URL : DEFAULT_ANTHROPIC_BASE_URL)
 }
 
-/** The per-exec environment of a run: only the active CLI's row (§8.7), header credentials winning. */
+/** The per-exec environment of a run: only the active CLI's row (docs/contract.md#credential-allowlist), header credentials winning. */
 export function runEnv (v: RunEnvInput): Record<string, string> {
   const env: Record<string, string> = { ...v.cliEnv, ...QUIET[v.cli], SUBAGENT_CLI: v.cli }
   const key = v.user.credentials.anthropicApiKey
@@ -62,11 +62,11 @@ export function secretsOf (env: Readonly<Record<string, string>>): string[] {
   return Object.entries(env).filter(([name]) => /KEY|TOKEN|SECRET|PASSWORD/.test(name)).map(([, value]) => value)
 }
 
-/** The validated X-Mcp-Servers names minus the blocklist (§8.6). */
+/** The validated X-Mcp-Servers names minus the blocklist (docs/contract.md#sub-agent-mcp-servers). */
 export const mcpServerNames = (user: RequestUser): string[] => user.mcpServers.filter(n => !MCP_BLOCKLIST.has(n))
 
 /**
- * ~/.mcp.json for claude (§8.6): each name behind the Anthropic gateway at `<base>/mcp/<name>`, with the
+ * ~/.mcp.json for claude (docs/contract.md#sub-agent-mcp-servers): each name behind the Anthropic gateway at `<base>/mcp/<name>`, with the
  * user's email and the gateway token, which claude expands from its environment (never written here).
  */
 export function mcpConfig (names: readonly string[], baseUrl: string, email: string | undefined): string {
@@ -93,7 +93,7 @@ function merge (base: JsonObject, extra: JsonObject): JsonObject {
 }
 
 /**
- * /tmp/opencode.json (OPENCODE_CONFIG, §8.7): no sharing or self-update (permissions are granted by
+ * /tmp/opencode.json (OPENCODE_CONFIG, docs/contract.md#credential-allowlist): no sharing or self-update (permissions are granted by
  * `run --auto`), the header's Anthropic endpoint when given, then OPENCODE_CONFIG_EXTRA
  * (a JSON object) merged over it. Returns the text and whether the extra config was unusable.
  */

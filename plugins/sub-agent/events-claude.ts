@@ -5,7 +5,7 @@ import { isObject, positive, sessionId, str } from './json.js'
 /*
  * claude -p --output-format stream-json --verbose (also plain --output-format json, one line):
  * `system/init` carries the session id, `assistant` messages carry text and tool_use blocks, the
- * last `result` object carries result, total_cost_usd, num_turns, is_error and session_id (§8.5).
+ * last `result` object carries result, total_cost_usd, num_turns, is_error and session_id (docs/contract.md#sub-agent-result).
  */
 export function createClaudeReader (): EventReader {
   const o: RunOutcome = { isError: false }

@@ -7,7 +7,7 @@ import { oneLine } from './text.js'
  * codex exec --json: `thread.started` (thread_id = the session id resume takes), `item.started` /
  * `item.completed` with items of type command_execution, file_change, agent_message, reasoning,
  * mcp_tool_call, web_search, error; `turn.completed`, `turn.failed`, top-level `error`. Text is the
- * last completed agent_message (§8.5); cost and turns are not reported.
+ * last completed agent_message (docs/contract.md#sub-agent-result); cost and turns are not reported.
  */
 export function createCodexReader (): EventReader {
   const o: RunOutcome = { isError: false }

@@ -5,7 +5,7 @@ import { isObject, positive, sessionId, str } from './json.js'
 /*
  * opencode run --format json: every event carries `sessionID`; `tool_use` parts (tool, state.input),
  * `text` parts, `step_finish` parts with the step's `cost` and tokens, `error` events. Text is the
- * text of the last message that had any (§8.5: the last completion); cost is the sum of step costs
+ * text of the last message that had any (docs/contract.md#sub-agent-result: the last completion); cost is the sum of step costs
  * (or a reported usage.total_cost); turns are the finished steps.
  */
 export function createOpencodeReader (): EventReader {

@@ -39,7 +39,7 @@ const RAW_TAIL_CHARS = 8192
 
 /**
  * Splits the decoded stdout stream into lines for a reader. Lines that are not JSON objects are kept
- * in a bounded tail (codex prints plain text on some failures; §8.5: stdout is a text fallback).
+ * in a bounded tail (codex prints plain text on some failures; docs/contract.md#sub-agent-result: stdout is a text fallback).
  */
 export class EventStream {
   private partial = ''

@@ -2,7 +2,7 @@ import type { RunOutcome } from './events.js'
 import { capHeadTail, cutTo, redact, stripControls } from './text.js'
 
 /*
- * The result text of surface.md §8.5. Completed runs show the agent's answer (capped head + tail);
+ * The result text of docs/contract.md#sub-agent-result. Completed runs show the agent's answer (capped head + tail);
  * runs that were killed, timed out or crashed without an answer get the Terminated form with the
  * reason, the last action seen and the end of the CLI's error output, so the caller can decide
  * whether to resume.
@@ -33,7 +33,7 @@ export interface FormatInput {
 
 const ERROR_OUTPUT_CHARS = 1500
 
-/** `$0.0042`; `unavailable` when unknown or 0; never `$0.00` or `$0.0000` (§8.5). */
+/** `$0.0042`; `unavailable` when unknown or 0; never `$0.00` or `$0.0000` (docs/contract.md#sub-agent-result). */
 export function formatCost (usd: number | undefined): string {
   if (usd === undefined || !Number.isFinite(usd) || usd <= 0) return 'unavailable'
   return usd < 0.00005 ? '<$0.0001' : `$${usd.toFixed(4)}`
@@ -41,7 +41,7 @@ export function formatCost (usd: number | undefined): string {
 
 export const formatDuration = (ms: number): string => `${(Math.max(0, ms) / 1000).toFixed(1)}s`
 
-/** Why a run ended without an answer (the Terminated reasons of §8.5), or undefined when it completed. */
+/** Why a run ended without an answer (the Terminated reasons of docs/contract.md#sub-agent-result), or undefined when it completed. */
 export function terminationReason (ending: Ending, outcome: RunOutcome, timeoutS: number): string | undefined {
   const { exitCode } = ending
   if (ending.timedOut || exitCode === 124) return `timed out after ${timeoutS}s`
@@ -56,7 +56,7 @@ export function terminationReason (ending: Ending, outcome: RunOutcome, timeoutS
 const sessionLine = (id: string | undefined): string[] =>
   id === undefined ? [] : ['', `**Session ID:** \`${id}\` (hint: pass it as resume_session_id to continue)`]
 
-/** The result text and whether it is an error (Completed (success) is the only non-error, §3.1 item 8). */
+/** The result text and whether it is an error (Completed (success) is the only non-error, docs/contract.md#common-tool-rules). */
 export function formatResult (input: FormatInput): { text: string, isError: boolean } {
   const { outcome, ending } = input
   const secrets = input.secrets ?? []

@@ -14,8 +14,8 @@ import type {} from '../runtime-cli/types.js'
 import type {} from '../prompt-render/types.js'
 
 /**
- * The fifth tool, sub_agent (surface.md §3, §8.2–§8.7): delegates a task to the active coding-agent
- * CLI inside the chat's sandbox. Decorates `subAgent`, which the terminal routes of §7.2 use to list
+ * The fifth tool, sub_agent (docs/contract.md#tools, docs/contract.md#skills-and-sub-agent): delegates a task to the active coding-agent
+ * CLI inside the chat's sandbox. Decorates `subAgent`, which the terminal routes of docs/contract.md#terminal use to list
  * and kill the active CLI's sessions and processes.
  */
 const subAgent: FastifyPluginAsync<SubAgentOptions> = async (fastify, raw) => {

@@ -4,7 +4,7 @@ export type Json = Record<string, unknown>
 export const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v)
 /** A non-empty string, else undefined. */
 export const str = (v: unknown): string | undefined => typeof v === 'string' && v !== '' ? v : undefined
-/** A finite number > 0, else undefined (a reported 0 counts as unknown, §8.5). */
+/** A finite number > 0, else undefined (a reported 0 counts as unknown, docs/contract.md#sub-agent-result). */
 export const positive = (v: unknown): number | undefined => typeof v === 'number' && Number.isFinite(v) && v > 0 ? v : undefined
 
 /** Session ids accepted from a CLI and as resume_session_id (no spaces, quotes or path separators). */

@@ -4,7 +4,7 @@ import { anthropicBaseUrl, MCP_CONFIG_PATH, mcpConfig, mcpServerNames, SANDBOX_H
 import { parseSetup, setupArgv, tarOf } from './setup.js'
 
 /**
- * §8.6 "written at creation": when a claude sandbox starts for a caller that named MCP servers
+ * docs/contract.md#sub-agent-mcp-servers "written at creation": when a claude sandbox starts for a caller that named MCP servers
  * (X-Mcp-Servers), ~/.mcp.json and ~/.claude/settings.local.json are written at once, so claude
  * started from the terminal finds them too. Every sub_agent run writes them again before it starts.
  */

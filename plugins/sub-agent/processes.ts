@@ -4,7 +4,7 @@ import { isCliCommand } from './cli.js'
 import { oneLine } from './text.js'
 
 /*
- * Processes of the active CLI (surface.md §7.2): listed with ps as the sandbox user (only that user's
+ * Processes of the active CLI (docs/contract.md#terminal): listed with ps as the sandbox user (only that user's
  * processes exist for it), filtered by command line, killed as that user, so the kernel itself refuses
  * anything else. ps output is untrusted: bounded, parsed line by line, no backtracking patterns.
  */

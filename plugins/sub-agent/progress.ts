@@ -1,7 +1,7 @@
 import type { ToolCallContext } from '../mcp-transport/types.js'
 
 /*
- * Progress of a run (surface.md §8.4 item 7): `progress` = elapsed seconds, `total` = the timeout,
+ * Progress of a run (docs/contract.md#sub-agent-execution): `progress` = elapsed seconds, `total` = the timeout,
  * message `<latest action> (<elapsed>)` or `Agent running... (<elapsed>)`. A new action is reported
  * at the next whole second (so at most one notification per second and `progress` always grows); with
  * nothing new, one goes out every interval. The first comes after one second. stop() ends it for good.

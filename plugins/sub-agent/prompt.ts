@@ -2,12 +2,12 @@ import { SANDBOX_HOME, SANDBOX_OUTPUTS, SANDBOX_SKILLS, SANDBOX_UPLOADS } from '
 import { oneLine } from './text.js'
 
 /*
- * What the sub-agent is told (surface.md §8.4): the system prompt (own words) and the task plan file
+ * What the sub-agent is told (docs/contract.md#sub-agent-execution): the system prompt (own words) and the task plan file
  * it reads first and re-reads. The task itself goes to the CLI as its prompt; the plan file keeps
  * it on disk so the agent can come back to it after long tool output has pushed it out of view.
  */
 
-/** A skill in the /skill-list line format (§8.1 item 8). */
+/** A skill in the /skill-list line format (docs/contract.md#skills). */
 export interface SkillLine { name: string, location: string, description: string }
 
 export interface SystemPromptInput {
@@ -19,7 +19,7 @@ export interface SystemPromptInput {
   timeoutS: number
 }
 
-/** `- <name>: <location> - <description cut to 120 chars>` (§8.1 item 8). */
+/** `- <name>: <location> - <description cut to 120 chars>` (docs/contract.md#skills). */
 export const skillListLine = (s: SkillLine): string => `- ${s.name}: ${s.location} - ${oneLine(s.description, 120)}`
 
 export function systemPrompt (v: SystemPromptInput): string {

@@ -34,7 +34,7 @@ export interface RunPlan {
   timeoutS: number
   killGraceMs: number
   progressIntervalS: number
-  /** codex: the last-message file, then plain stdout and stderr, stand in for a missing answer (§8.5). */
+  /** codex: the last-message file, then plain stdout and stderr, stand in for a missing answer (docs/contract.md#sub-agent-result). */
   textFallback: boolean
 }
 
@@ -95,7 +95,7 @@ export async function executeRun (deps: RunDeps, plan: RunPlan, ctx: Pick<ToolCa
     if (collected !== undefined) {
       const errorOutput = [events.rawText(), collected.stderr].filter(s => s.trim() !== '').join('\n')
       if (needsText && plan.textFallback) {
-        // codex (§8.5): the last completed message, else the last-message file, else stdout, then stderr;
+        // codex (docs/contract.md#sub-agent-result): the last completed message, else the last-message file, else stdout, then stderr;
         // plain output counts as text only when the CLI failed (on success it is just noise).
         const failed = result.exitCode !== 0 && result.exitCode !== null
         const fallback = collected.lastMessage.trim() !== '' ? collected.lastMessage : failed ? errorOutput : ''

@@ -15,13 +15,13 @@ export const SubAgentOptions = Type.Object({
     description: "The active CLI's allowlisted variables and the vision settings (subAgentEnvFromConfig); passed to every run, and only to runs: the container's own environment never has them."
   }),
   maxRunsPerChat: Type.Optional(Type.Integer({ minimum: 1, default: 1, description: 'Concurrent sub-agent runs per chat; excess calls get an isError result.' })),
-  killGraceMs: Type.Optional(Type.Integer({ minimum: 0, default: 10000, description: 'SIGTERM → SIGKILL delay on timeout or cancellation (§8.4: 10 s).' })),
-  processesCacheMs: Type.Optional(Type.Integer({ minimum: 0, maximum: 2000, default: 2000, description: 'How long a process listing for the terminal routes is reused (§7.2: ≤ 2 s).' })),
+  killGraceMs: Type.Optional(Type.Integer({ minimum: 0, default: 10000, description: 'SIGTERM → SIGKILL delay on timeout or cancellation (docs/contract.md#sub-agent-execution: 10 s).' })),
+  processesCacheMs: Type.Optional(Type.Integer({ minimum: 0, maximum: 2000, default: 2000, description: 'How long a process listing for the terminal routes is reused (docs/contract.md#terminal: ≤ 2 s).' })),
   probeTimeoutMs: Type.Optional(Type.Integer({ minimum: 100, default: 10000, description: 'Bound on the helper execs that list sessions and processes.' }))
 })
 export type SubAgentOptions = Static<typeof SubAgentOptions>
 
-/** §3.2, property order as listed there. */
+/** docs/contract.md#input-schemas, property order as listed there. */
 export const SubAgentInput = Type.Object({
   task: Type.String({
     description: 'The complete, self-contained task for the agent: goal, relevant files and paths, constraints, and how to check that it is done. ' +

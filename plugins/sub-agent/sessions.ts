@@ -4,7 +4,7 @@ import { isObject, sessionId } from './json.js'
 import { oneLine } from './text.js'
 
 /*
- * Sessions of the active CLI (surface.md §7.2), read from the CLI's own store in the sandbox user's
+ * Sessions of the active CLI (docs/contract.md#terminal), read from the CLI's own store in the sandbox user's
  * home by one python3 helper (the image's; without python3 the list is empty):
  *
  *   claude    ~/.claude/projects/<project>/<session id>.jsonl            (JSON lines: user, assistant, summary)

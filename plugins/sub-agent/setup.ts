@@ -2,9 +2,9 @@ import tar from 'tar-stream'
 
 /*
  * Preparing a run inside the sandbox with one exec as the sandbox user: check the working directory
- * and the CLI, create the run directory (§8.4 item 4: plan, argv, stdin and markers per run, so
+ * and the CLI, create the run directory (docs/contract.md#sub-agent-execution: plan, argv, stdin and markers per run, so
  * concurrent runs never clobber each other), unpack the run's files from a tar stream on stdin (no
- * shell interpolation of any value), and enable MCP servers for claude (§8.6). Everything runs as
+ * shell interpolation of any value), and enable MCP servers for claude (docs/contract.md#sub-agent-mcp-servers). Everything runs as
  * `assistant`, so a link the agent planted can only ever lead to its own files.
  */
 
@@ -90,7 +90,7 @@ export const argvFile = (argv: readonly string[]): string => argv.map(a => a.rep
 
 /**
  * After a run: the end of the CLI's stderr and, for codex, its last-message file (the text fallback
- * of §8.5), separated by a per-call nonce so file content cannot pose as the separator.
+ * of docs/contract.md#sub-agent-result), separated by a per-call nonce so file content cannot pose as the separator.
  */
 export const COLLECT_SCRIPT = `
 run=$1; nonce=$2

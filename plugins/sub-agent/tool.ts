@@ -11,7 +11,7 @@ import type { RunRegistry } from './service.js'
 import { cutTo } from './text.js'
 
 /*
- * The sub_agent tool (surface.md §3.2, §8.2–§8.5): argument checks, the per-chat cap, the prologue
+ * The sub_agent tool (docs/contract.md#input-schemas, docs/contract.md#skills-and-sub-agent): argument checks, the per-chat cap, the prologue
  * (lease, ensure within CONTAINER_CREATE_TIMEOUT), then prepare → run → format. Our own failures are
  * `Error: …` results; SANDBOX_* errors are shaped the same way by the transport.
  */

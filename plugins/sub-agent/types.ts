@@ -1,6 +1,6 @@
 import type { SubagentCli } from '../../core/config.js'
 
-/** One session of the active CLI, read from its own store in the sandbox (GET /terminal/{chat}/sessions, §7.2). */
+/** One session of the active CLI, read from its own store in the sandbox (GET /terminal/{chat}/sessions, docs/contract.md#terminal). */
 export interface CliSession {
   /** The id `resume_session_id` takes (^[A-Za-z0-9_.:-]{1,128}$). */
   session_id: string
@@ -11,7 +11,7 @@ export interface CliSession {
   label: string
 }
 
-/** One process of the active CLI (GET /terminal/{chat}/processes, §7.2). Never PID 1; always the sandbox user's. */
+/** One process of the active CLI (GET /terminal/{chat}/processes, docs/contract.md#terminal). Never PID 1; always the sandbox user's. */
 export interface CliProcess {
   pid: number
   elapsed_minutes: number
@@ -28,7 +28,7 @@ export interface ActiveRun {
 }
 
 /**
- * The sub-agent CLI's knowledge that other plugins need (the terminal routes of §7.2 list and kill
+ * The sub-agent CLI's knowledge that other plugins need (the terminal routes of docs/contract.md#terminal list and kill
  * the **active** CLI's sessions and processes through it). Nothing here creates or starts a sandbox,
  * and none of it counts as activity. Errors are coded: SUB_AGENT_BAD_PID (400),
  * SUB_AGENT_SANDBOX_NOT_RUNNING (404); sandbox errors pass through with their SANDBOX_* codes.

@@ -4,7 +4,7 @@ import type { CliProcess, CliSession, SubAgentService } from '../sub-agent/types
 import { TERMINAL_BAD_PID, TERMINAL_NO_SUB_AGENT, TERMINAL_SANDBOX_NOT_RUNNING, TERMINAL_SANDBOX_TIMEOUT } from './errors.js'
 
 /*
- * The active CLI's sessions and processes for the routes of surface.md §7.2, through the sub-agent
+ * The active CLI's sessions and processes for the routes of docs/contract.md#terminal, through the sub-agent
  * plugin's `subAgent` service (which owns the CLI knowledge: stores, ps matching, the TERM → KILL
  * script, the 2 s cache, bounded probes). The sub-agent plugin is optional: without it there is no
  * CLI to list (empty lists) and nothing to kill (404 `no_sub_agent`). Its errors are renamed to the

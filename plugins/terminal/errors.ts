@@ -2,7 +2,7 @@ import { createError } from '@fastify/error'
 
 /*
  * Coded errors of the terminal routes. The wire name is the code without its prefix, lowercased
- * (core/errors.ts): TERMINAL_NO_STOPPED_CONTAINER → `no_stopped_container` (surface.md §7.2).
+ * (core/errors.ts): TERMINAL_NO_STOPPED_CONTAINER → `no_stopped_container` (docs/contract.md#terminal).
  */
 export const TERMINAL_SANDBOX_NOT_RUNNING = createError('TERMINAL_SANDBOX_NOT_RUNNING', 'the sandbox of this chat is not running', 404)
 export const TERMINAL_NO_STOPPED_CONTAINER = createError('TERMINAL_NO_STOPPED_CONTAINER', 'this chat has no stopped sandbox to restart', 404)

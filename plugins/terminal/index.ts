@@ -12,7 +12,7 @@ import socketRoutes from './socket.js'
 export type { TerminalOptions } from './schemas.js'
 
 /**
- * The web terminal (surface.md §7.2, §7.3): the human shares the chat's shell live. Each viewer's
+ * The web terminal (docs/contract.md#terminal, docs/contract.md#websocket-origin-and-auth): the human shares the chat's shell live. Each viewer's
  * WebSocket (ttyd framing) drives its own TTY exec of `tmux -u new-session -A -s main` as the
  * sandbox user, so all viewers share session `main`, which survives them. Control routes start,
  * stop and inspect it. Decorates `fastify.terminal`. The active CLI's sessions and processes come

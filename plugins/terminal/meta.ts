@@ -3,7 +3,7 @@ import { validEmail, type RequestUser } from '../../core/identity.js'
 import { clip } from './text.js'
 
 /*
- * The user recorded in a chat's meta.json (surface.md §5.5 item 5), for resurrect-container: the
+ * The user recorded in a chat's meta.json (docs/contract.md#creation), for resurrect-container: the
  * sandbox is recreated for the same person (git author, README). The file lives in the chat's
  * storage, outside every sandbox mount, but is still read defensively (chat storage: by descriptor,
  * no symlinks, at most 64 KiB) and every field validated like the request header it came from.

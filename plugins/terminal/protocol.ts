@@ -1,5 +1,5 @@
 /*
- * ttyd's WebSocket framing (surface.md §7.2), pure so it is unit-tested on its own. Every message
+ * ttyd's WebSocket framing (docs/contract.md#terminal), pure so it is unit-tested on its own. Every message
  * starts with one ASCII command byte; text and binary frames mean the same (ttyd's client sends
  * UTF-8 text as binary frames).
  */

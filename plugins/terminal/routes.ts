@@ -36,8 +36,8 @@ function dangerousMode (body: unknown): boolean {
 }
 
 /**
- * The terminal's HTTP routes (surface.md §7.2). Every one needs a control token of the chat or the
- * API key (§6.1), checked in onRequest, before a body is read; chat id first (400), then
+ * The terminal's HTTP routes (docs/contract.md#terminal). Every one needs a control token of the chat or the
+ * API key (docs/contract.md#capability-tokens), checked in onRequest, before a body is read; chat id first (400), then
  * credentials (401/403), only then the sandbox's state (404/409). Handlers are thin: the service
  * does the work and never starts a sandbox except for restart and resurrect; sessions, processes and
  * kill go to the sub-agent plugin's service (cli.ts).

@@ -22,7 +22,7 @@ export const ChatParams = Type.Object({ chat: Type.String() })
 export type ChatParams = Static<typeof ChatParams>
 
 export const KillParams = Type.Object({
-  chat: Type.String({ description: 'the chat id (surface.md §1.3)' }),
+  chat: Type.String({ description: 'the chat id (docs/contract.md#chat-id-validation)' }),
   pid: Type.String({ description: 'decimal integer from 2 to 4194304 (PID 1 is never killed); 400 bad_pid otherwise' })
 })
 export type KillParams = Static<typeof KillParams>

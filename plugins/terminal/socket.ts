@@ -20,7 +20,7 @@ function offersTty (header: string | undefined): boolean {
 }
 
 /**
- * WS /terminal/{chat}/ws (surface.md §7.2, §7.3). Everything is decided before the upgrade, in
+ * WS /terminal/{chat}/ws (docs/contract.md#terminal, docs/contract.md#websocket-origin-and-auth). Everything is decided before the upgrade, in
  * onRequest, so a refusal is a plain HTTP answer: 403 Origin (core's chat-route rule, the same as the
  * browser socket's), 400 bad chat id or subprotocol, 401/403 credentials, 404 sandbox not running,
  * 429 viewer cap. A plain GET gets 426.

@@ -1,7 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify'
 import type { WebSocket } from 'ws'
 
-/** GET /terminal/{chat}/status (surface.md §7.2) plus `running`, which tells "no sandbox" from "no session". */
+/** GET /terminal/{chat}/status (docs/contract.md#terminal) plus `running`, which tells "no sandbox" from "no session". */
 export interface TerminalStatus {
   active: boolean
   running: boolean
@@ -10,7 +10,7 @@ export interface TerminalStatus {
 }
 
 /**
- * The web terminal of a chat (surface.md §7.2): every viewer attaches its own TTY exec running
+ * The web terminal of a chat (docs/contract.md#terminal): every viewer attaches its own TTY exec running
  * `tmux -u new-session -A -s main` as the sandbox user, so all viewers share tmux session `main`,
  * which outlives them. Nothing here creates or starts a sandbox except restart() and resurrect().
  * The active CLI's sessions and processes are the sub-agent plugin's (`fastify.subAgent`).

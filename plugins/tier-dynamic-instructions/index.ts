@@ -5,7 +5,7 @@ import { capInstructions } from './cap.js'
 import { DYNAMIC_PRIORITY, TierDynamicInstructionsOptions } from './schemas.js'
 
 /**
- * Prompt tier 4 (surface.md §2.5): the chat's full rendered prompt as InitializeResult.instructions,
+ * Prompt tier 4 (docs/contract.md#dynamic-instructions): the chat's full rendered prompt as InitializeResult.instructions,
  * per request. No resolved chat (strict mode, invalid id) or a failed render → undefined, so tier 3
  * answers; a failure is logged, never a JSON-RPC error.
  */

@@ -5,8 +5,8 @@ import { TierHttpOptions } from './schemas.js'
 import routes from './routes.js'
 
 /**
- * Prompt tier 6 (surface.md §4.4): GET /system-prompt for clients outside MCP (Open WebUI filters, n8n,
- * LiteLLM deployments), plus the skill listing routes of §8.1 items 8–9.
+ * Prompt tier 6 (docs/contract.md#tier-6-get-system-prompt): GET /system-prompt for clients outside MCP (Open WebUI filters, n8n,
+ * LiteLLM deployments), plus the skill listing routes of docs/contract.md#skills
  */
 const tierHttp: FastifyPluginAsync<TierHttpOptions> = async (fastify, raw) => {
   const opts = parseOptions(TierHttpOptions, raw, 'tier-http')

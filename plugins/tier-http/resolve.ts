@@ -13,7 +13,7 @@ export function queryValue (value: QueryValue): string | undefined {
 
 /**
  * Last non-empty path segment of a files base URL (decoded once), skipping a trailing `~token`:
- * a capability token segment (§6.2) is never a chat id, the chat is the segment before it.
+ * a capability token segment (docs/contract.md#url-shapes) is never a chat id, the chat is the segment before it.
  */
 export function chatFromFileBaseUrl (raw: string): string {
   let path = raw
@@ -25,9 +25,9 @@ export function chatFromFileBaseUrl (raw: string): string {
 }
 
 /**
- * The chat of a /system-prompt request (surface.md §1.2): X-Chat-Id → X-OpenWebUI-Chat-Id → query
+ * The chat of a /system-prompt request (docs/contract.md#where-the-chat-id-comes-from): X-Chat-Id → X-OpenWebUI-Chat-Id → query
  * chat_id → last segment of query file_base_url → none. An invalid id is 400 invalid_chat_id. Under
- * SINGLE_USER_MODE=true any given chat means `default` (§1.4), without validation.
+ * SINGLE_USER_MODE=true any given chat means `default` (docs/contract.md#single-user-mode), without validation.
  */
 export function resolveChat (request: FastifyRequest, query: { chat_id?: QueryValue, file_base_url?: QueryValue }, mode: string): string | undefined {
   const fileBase = queryValue(query.file_base_url)

@@ -18,7 +18,7 @@ const text = (summary: string, querystring: unknown, description: string): Route
 const routes: FastifyPluginAsync<TierHttpRoutesOptions> = async (fastify, opts) => {
   const { prompts, links, auth } = fastify
 
-  // Tier 6 (surface.md §4.4): the prompt over plain HTTP for clients that inject it themselves.
+  // Tier 6 (docs/contract.md#tier-6-get-system-prompt): the prompt over plain HTTP for clients that inject it themselves.
   fastify.get<{ Querystring: LooseQuery }>('/system-prompt', text('The system prompt as text; with a chat id (API key needed) also the chat\'s links as headers', SystemPromptQuery, 'the system prompt; X-Public-Base-URL, and with a chat X-Files-Base-URL, X-Archive-URL, X-Preview-URL'), async (request, reply) => {
     const chatId = resolveChat(request, request.query, opts.singleUserMode)
     // The chat form hands out capability tokens, so it needs the key; the legacy template does not,
@@ -39,7 +39,7 @@ const routes: FastifyPluginAsync<TierHttpRoutesOptions> = async (fastify, opts) 
     return text
   })
 
-  // §8.1 item 8: one line per skill; `format` is accepted for compatibility and has no effect.
+  // docs/contract.md#skills: one line per skill; `format` is accepted for compatibility and has no effect.
   fastify.get<{ Querystring: LooseQuery }>('/skill-list', text('The skills the user\'s sandboxes see, one line each', SkillQuery, 'one line per skill: `- name: location - description`'), async (request, reply) => {
     await auth.requireApiKey(request, reply)
     const email = resolveEmail(request, request.query)
@@ -48,7 +48,7 @@ const routes: FastifyPluginAsync<TierHttpRoutesOptions> = async (fastify, opts) 
     return skills.map(s => `- ${s.name}: ${s.location} - ${cut(s.description, 120)}\n`).join('')
   })
 
-  // §8.1 item 9: the user's already cached skills as Docker bind specs; {} without an email. Never downloads.
+  // docs/contract.md#skills: the user's already cached skills as Docker bind specs; {} without an email. Never downloads.
   fastify.get<{ Querystring: LooseQuery }>('/skill-mounts', {
     ...HAND_CHECKED,
     schema: { summary: 'The user\'s cached skills as Docker bind mounts (never downloads)', tags: ['prompt'], querystring: SkillQuery, headers: UserHeaders, response: { 200: SkillMountsReply } }

@@ -4,7 +4,7 @@ import { parseOptions } from '../../core/config.js'
 import { TierReadmeOptions } from './schemas.js'
 import { createReadmeHook } from './service.js'
 
-/** Prompt tier 2 (surface.md §4.1): the rendered prompt as /home/assistant/README.md inside the sandbox. */
+/** Prompt tier 2 (docs/contract.md#tier-2-the-sandbox-readme): the rendered prompt as /home/assistant/README.md inside the sandbox. */
 const tierReadme: FastifyPluginAsync<TierReadmeOptions> = async (fastify, raw) => {
   const opts = parseOptions(TierReadmeOptions, raw, 'tier-readme')
   const log = fastify.log.child({ plugin: 'tier-readme' })

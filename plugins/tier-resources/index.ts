@@ -9,10 +9,10 @@ import type {} from '../prompt-render/types.js'
 import type {} from '../user-skills/types.js'
 
 /**
- * Prompt tier 5 (surface.md §4.3): every upload of the request's chat as an MCP resource, and
+ * Prompt tier 5 (docs/contract.md#tier-5-uploads-as-mcp-resources): every upload of the request's chat as an MCP resource, and
  * notifications/resources/list_changed on that chat's open GET /mcp streams after each upload; and,
  * when prompt-render is loaded, the skills offered to the request's user as skill://<category>/<name>
- * (issue #16), with list_changed to the chats of a user whose skill set changed (a new configuration
+ * (docs/contract.md#skills), with list_changed to the chats of a user whose skill set changed (a new configuration
  * from the settings service, a user skill download that landed).
  */
 const tierResources: FastifyPluginAsync<TierResourcesOptions> = async (fastify, raw) => {

@@ -9,11 +9,11 @@ import type { UploadService } from '../uploads/types.js'
 import { isTextMime } from './mime.js'
 import { parseUploadUri, uploadUri } from './uri.js'
 
-/** JSON-RPC "internal error": the spec's answer for a file too large to read this way (§4.3 item 5). */
+/** JSON-RPC "internal error": the contract's answer for a file too large to read this way (docs/contract.md#tier-5-uploads-as-mcp-resources). */
 const INTERNAL_ERROR = -32603
 
 /**
- * Tier 5 (surface.md §4.3): the uploads of the request's chat, computed from the filesystem on every
+ * Tier 5 (docs/contract.md#tier-5-uploads-as-mcp-resources): the uploads of the request's chat, computed from the filesystem on every
  * call (correct after restarts, no global registry). Another chat's URI, a missing file, a symlink or
  * anything unreadable is simply "not ours" (undefined), which the transport answers with -32002
  * without revealing whether the file exists elsewhere.

@@ -1,5 +1,5 @@
 /*
- * Which chats to tell when a user's skill set changes (issue #16). A chat is remembered under its
+ * Which chats to tell when a user's skill set changes (docs/contract.md#skills). A chat is remembered under its
  * user's email when it lists or reads skill resources (only such a client has a list to refresh);
  * when user-skills reports a change for that email, each remembered chat gets
  * notifications/resources/list_changed on its open GET /mcp streams. Bounded: at most `maxChats`

@@ -6,7 +6,7 @@ import type { PromptService, SkillCategory, SkillsRequest } from '../prompt-rend
 import type { SkillWatchers } from './skill-watchers.js'
 
 /*
- * Skills as MCP resources (issue #16, beyond the reference): every skill offered to the request's user
+ * Skills as MCP resources (docs/contract.md#skills; beyond the reference): every skill offered to the request's user
  * (the same list as the prompt: user skills, public, examples) as `skill://<category>/<name>`, whose
  * contents are its SKILL.md. MCP-native clients can show and attach them without a shell round trip.
  * A skill the user is not offered is "not ours" (undefined → -32002), like another chat's upload.

@@ -1,5 +1,5 @@
 /*
- * Upload resource URIs (surface.md §4.3 item 1): file://uploads/{chat}/{enc}, where enc is the relative
+ * Upload resource URIs (docs/contract.md#tier-5-uploads-as-mcp-resources): file://uploads/{chat}/{enc}, where enc is the relative
  * path as UTF-8 with every byte outside A–Z a–z 0–9 - _ . ~ percent-encoded in uppercase hex, so `/`
  * becomes %2F and the whole path is one URI segment.
  */

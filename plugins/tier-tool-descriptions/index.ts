@@ -4,7 +4,7 @@ import { parseOptions } from '../../core/config.js'
 import { TierToolDescriptionsOptions } from './schemas.js'
 
 /**
- * Prompt tier 1 (surface.md §3.1 item 12, §4): a recovery hint in the descriptions of bash_tool and
+ * Prompt tier 1 (docs/contract.md#common-tool-rules, docs/contract.md#prompt-tiers): a recovery hint in the descriptions of bash_tool and
  * view, for clients that drop the instructions and never read resources. Tools not registered are
  * simply not touched.
  */

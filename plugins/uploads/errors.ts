@@ -8,7 +8,7 @@ export const UPLOAD_WRITE_FAILED = createError('UPLOAD_WRITE_FAILED', 'the uploa
 export const UPLOAD_NOT_FOUND = createError('UPLOAD_NOT_FOUND', 'upload not found', 404)
 export const UPLOAD_READ_TOO_LARGE = createError('UPLOAD_READ_TOO_LARGE', 'the file has %d bytes, more than the %d that can be read at once', 413)
 
-/** 413 with the wire shape of §6.3: `{"error":"payload_too_large","detail":…,"limit":<bytes>}`. */
+/** 413 with the wire shape of docs/contract.md#files-and-uploads: `{"error":"payload_too_large","detail":…,"limit":<bytes>}`. */
 export function tooLarge (limit: number): Error {
   return Object.assign(new UPLOAD_TOO_LARGE(limit), { wireCode: 'payload_too_large', extra: { limit } })
 }

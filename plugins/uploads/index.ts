@@ -6,7 +6,7 @@ import { createUploadsService } from './service.js'
 import routes from './routes.js'
 
 /**
- * Uploads (surface.md §6.3): streamed, size-limited, atomically replaced files in the chat's uploads area
+ * Uploads (docs/contract.md#files-and-uploads): streamed, size-limited, atomically replaced files in the chat's uploads area
  * (chat storage), which the sandbox sees read-only at /mnt/user-data/uploads without a restart. Needs the sandbox service
  * (an upload touches the chat's sandbox; no Docker call) and the prompt renderer (its cache is invalidated).
  */

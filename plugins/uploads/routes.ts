@@ -17,7 +17,7 @@ const NO_CACHE = 'no-cache, no-store, must-revalidate'
 
 /**
  * Chat id (400) → credentials (401/403) before the body is read, so a refused upload never reaches the
- * disk (general rule 6; §6.1: uploads need the control scope).
+ * disk (docs/contract.md#general-http-rules; docs/contract.md#capability-tokens: uploads need the control scope).
  */
 async function authorize (request: FastifyRequest, reply: FastifyReply): Promise<void> {
   if (request.method === 'OPTIONS') return

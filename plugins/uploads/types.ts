@@ -1,6 +1,6 @@
 import type { Readable } from 'node:stream'
 
-/** One uploaded file as GET /api/uploads/{chat}/list reports it (surface.md §6.3). */
+/** One uploaded file as GET /api/uploads/{chat}/list reports it (docs/contract.md#files-and-uploads). */
 export interface UploadListEntry {
   /** Base name. */
   name: string

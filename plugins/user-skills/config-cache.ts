@@ -1,5 +1,5 @@
 /*
- * A user's configuration (surface.md §8.1 item 6): memory for `memoryTtlMs`, then the last good answer
+ * A user's configuration (docs/contract.md#skills): memory for `memoryTtlMs`, then the last good answer
  * on disk, then the defaults. Requests are single flight per (service, email); a caller waits at most
  * `waitMs` and then gets the fallback while the request goes on (its answer serves the next call). A
  * failure is remembered for `failureTtlMs`, so a service that is down costs no waiting at all, and it

@@ -6,7 +6,7 @@ import { createUserSkillsService } from './service.js'
 import type {} from '../sandbox/types.js'
 
 /**
- * Per-user skills (surface.md §8.1 items 6–7): the settings service client, its caches and the user
+ * Per-user skills (docs/contract.md#skills): the settings service client, its caches and the user
  * ZIP skill store. Decorates `fastify.userSkills`, which prompt-render, tier-http and tier-resources
  * consult; gives a sandbox driver that supports extra mounts (sandbox-docker's `addMounts`) the
  * user's ready skills, read-only at /mnt/skills/user/<name>, whenever it creates a sandbox.

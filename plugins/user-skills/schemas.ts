@@ -1,6 +1,6 @@
 import Type, { type Static } from 'typebox'
 
-/** Options of the user-skills plugin (surface.md §8.1 items 6–7, §10). */
+/** Options of the user-skills plugin (docs/contract.md#skills, docs/contract.md#routes-and-settings). */
 export const UserSkillsOptions = Type.Object({
   tokensUrl: Type.Optional(Type.String({ default: '', description: 'MCP_TOKENS_URL; empty = no settings service unless an authenticated request brings an allowed header pair' })),
   tokensApiKey: Type.Optional(Type.String({ default: '', description: 'MCP_TOKENS_API_KEY, sent as X-Internal-Api-Key' })),
@@ -9,10 +9,10 @@ export const UserSkillsOptions = Type.Object({
   cacheDir: Type.Optional(Type.String({ default: '/data/skills-cache', minLength: 1, description: 'SKILLS_CACHE_DIR (server view)' })),
   cacheHostDir: Type.Optional(Type.String({ default: '', description: 'SKILLS_CACHE_HOST_PATH (daemon view); empty = cacheDir' })),
   memoryTtlMs: Type.Optional(Type.Integer({ default: 60000, minimum: 1, description: 'How long a fetched configuration is used without asking again' })),
-  requestTimeoutMs: Type.Optional(Type.Integer({ default: 5000, minimum: 1, description: 'Timeout of one configuration request (§8.1 item 6)' })),
+  requestTimeoutMs: Type.Optional(Type.Integer({ default: 5000, minimum: 1, description: 'Timeout of one configuration request (docs/contract.md#skills)' })),
   waitMs: Type.Optional(Type.Integer({ default: 1500, minimum: 0, description: 'How long a prompt render or tool call waits for the configuration before using the disk copy or the defaults' })),
   failureTtlMs: Type.Optional(Type.Integer({ default: 15000, minimum: 0, description: 'After a failed request, the fallback is used without asking again for this long (no stall while the service is down)' })),
-  downloadTimeoutMs: Type.Optional(Type.Integer({ default: 30000, minimum: 1, description: 'Timeout of one ZIP download (§8.1 item 7)' })),
+  downloadTimeoutMs: Type.Optional(Type.Integer({ default: 30000, minimum: 1, description: 'Timeout of one ZIP download (docs/contract.md#skills)' })),
   maxZipBytes: Type.Optional(Type.Integer({ default: 52428800, minimum: 1, description: 'Largest ZIP downloaded (50 MiB)' })),
   maxExtractBytes: Type.Optional(Type.Integer({ default: 209715200, minimum: 1, description: 'Largest total uncompressed size of one skill' })),
   maxEntries: Type.Optional(Type.Integer({ default: 5000, minimum: 1, description: 'Most entries in one skill ZIP' })),

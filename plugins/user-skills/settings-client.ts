@@ -1,5 +1,5 @@
 /*
- * The settings service's wire (surface.md §8.1 items 6–7): the only code that talks to it. Every
+ * The settings service's wire (docs/contract.md#skills): the only code that talks to it. Every
  * answer is bounded in time and size; redirects are refused, since the internal API key must never
  * follow a redirect to another host.
  */

@@ -1,7 +1,7 @@
 import type { RequestCredentials } from '../../core/identity.js'
 
 /**
- * Who asks for skills: the validated email of §1.1 and the request's credentials, of which only the
+ * Who asks for skills: the validated email of docs/contract.md#request-headers and the request's credentials, of which only the
  * settings-service pair (`mcpTokensUrl` + `mcpTokensApiKey`, X-Mcp-Tokens-Url / -Api-Key) is used,
  * and only for an authenticated caller (`mcpTokensCaller`) and an allowed origin (settings-source.ts).
  */
@@ -27,7 +27,7 @@ export interface UserSkill {
 /** Where a user's skill configuration came from this time. */
 export type SkillSetOrigin = 'service' | 'memory' | 'disk' | 'defaults'
 
-/** A user's skills as the settings service enabled them (surface.md §8.1 item 6). */
+/** A user's skills as the settings service enabled them (docs/contract.md#skills). */
 export interface UserSkillSet {
   origin: SkillSetOrigin
   /** Built-in skills enabled by name; missing default public skills are added by the consumer anyway. */
@@ -60,7 +60,7 @@ export interface UserSkillsService {
   forUser (who: SkillUser): Promise<UserSkillSet>
   /**
    * Like forUser, but never downloads, and answers from the configuration already known (memory,
-   * then disk) when the service is slow: for GET /skill-mounts (§8.1 item 9).
+   * then disk) when the service is slow: for GET /skill-mounts (docs/contract.md#skills).
    */
   cached (who: SkillUser): Promise<UserSkillSet>
   /**

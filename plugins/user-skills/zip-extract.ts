@@ -1,5 +1,5 @@
 /*
- * Safe extraction of a user skill ZIP (surface.md §8.1 item 7, §11 zip-slip). yauzl reads the central
+ * Safe extraction of a user skill ZIP (docs/contract.md#skills; zip-slip, docs/contract.md#reference-weaknesses-we-do-not-repeat). yauzl reads the central
  * directory lazily and streams each entry with size and CRC checks, without loading the archive. The
  * whole directory is checked before the first byte is written: an absolute path, a `..` or empty
  * segment, a backslash, a control character, a symlink, a device/FIFO/socket, an encrypted or unknown

@@ -2,7 +2,7 @@ import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js'
 import type { SandboxNotice } from '../sandbox/types.js'
 import { cpLength, cutTo, firstCodePoints, isBlank, stripAnsi } from './text.js'
 
-/** Exit status 1 of these commands is information, not failure (§3.3). */
+/** Exit status 1 of these commands is information, not failure (docs/contract.md#bash_tool). */
 const SEMANTIC: Record<string, string> = {
   grep: 'No matches found',
   rg: 'No matches found',
@@ -100,7 +100,7 @@ export const SANDBOX_STOPPED = 'Error: the command ended without an exit status:
 /** Output shown before an unknown-status error, at most (code points, the end is kept). */
 const ERROR_OUTPUT_CHARS = 1000
 
-/** The result table of §3.3, with the sandbox notices as trailing `[Note: …]` lines. */
+/** The result table of docs/contract.md#bash_tool, with the sandbox notices as trailing `[Note: …]` lines. */
 export function bashResult (o: BashOutcome): CallToolResult {
   const text = (body: string): CallToolResult => ({ content: [{ type: 'text', text: body }] })
   const blank = isBlank(o.output)
@@ -199,7 +199,7 @@ function lastCodePoints (text: string, n: number): string {
   return cps.length <= n ? cps.join('') : cps.slice(-n).join('')
 }
 
-/** `45s`, `2m`, `2m 15s` (§3.3 progress). */
+/** `45s`, `2m`, `2m 15s` (docs/contract.md#bash_tool progress). */
 export function formatElapsed (seconds: number): string {
   const s = Math.max(0, Math.floor(seconds))
   if (s < 60) return `${s}s`

@@ -7,10 +7,10 @@ import { appendOutputLinks, bashResult, progressMessage } from './bash-result.js
 import { changedOutputs, snapshotOutputs, type OutputsWalker } from './outputs-snapshot.js'
 import type { WalkOptions } from '../chat-storage/types.js'
 
-/** §3.3: the whole result stays ≤ 32,000 chars; room is left for the transport's lenient note. */
+/** docs/contract.md#bash_tool: the whole result stays ≤ 32,000 chars; room is left for the transport's lenient note. */
 const RESULT_LIMIT = 32_000
 const NOTE_RESERVE = 600
-/** The first progress notification comes early so clients show liveness at once (the spec's floor is 15 s). */
+/** The first progress notification comes early so clients show liveness at once (the contract's interval is 15 s). */
 export const FIRST_PROGRESS_MS = 1000
 const EXEC_ENV = { PAGER: 'cat', GIT_PAGER: 'cat', DEBIAN_FRONTEND: 'noninteractive' }
 

@@ -29,13 +29,13 @@ export function hasImageMagic (b: Buffer): boolean {
   return b.length >= 10 && b[0] === 0x42 && b[1] === 0x4d && b.readUInt32LE(6) === 0
 }
 
-/** NUL in the first 8 KiB (§3.4). */
+/** NUL in the first 8 KiB (docs/contract.md#view). */
 export function looksBinary (b: Buffer): boolean {
   return b.subarray(0, 8192).includes(0)
 }
 
 /**
- * The §3.4 hint for files view cannot show, chosen by extension (Office/PDF → the skill to read,
+ * The docs/contract.md#view hint for files view cannot show, chosen by extension (Office/PDF → the skill to read,
  * archives → the listing command). `undefined` when the extension is not one of them.
  */
 export function knownBinaryHint (path: string): string | undefined {

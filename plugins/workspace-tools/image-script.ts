@@ -1,7 +1,7 @@
 import { shellQuote } from './text.js'
 
 /*
- * Image conversion for `view` (surface.md §3.4) runs INSIDE the sandbox with the image's python3 +
+ * Image conversion for `view` (docs/contract.md#view) runs INSIDE the sandbox with the image's python3 +
  * Pillow: decoding untrusted images is the classic parser attack surface, and doing it in the chat's
  * own container keeps image parsers (and decompression bombs) out of the server process. The script is
  * a constant passed as `python3 -c SCRIPT path maxPixels maxSide`; the path travels as argv only.

@@ -4,7 +4,7 @@ import { parseOptions } from '../../core/config.js'
 import { WorkspaceToolsOptions } from './schemas.js'
 import { createWorkspaceTools } from './service.js'
 
-/** bash_tool, view, create_file and str_replace (surface.md §3.1–3.6), run in the chat's sandbox. */
+/** bash_tool, view, create_file and str_replace (docs/contract.md#common-tool-rules), run in the chat's sandbox. */
 const workspaceTools: FastifyPluginAsync<WorkspaceToolsOptions> = async (fastify, raw) => {
   const opts = parseOptions(WorkspaceToolsOptions, raw, 'workspace-tools')
   const deps = {

@@ -2,7 +2,7 @@ import { compactSize } from '../../core/sizes.js'
 import { cutTo } from './text.js'
 
 /*
- * Directory listings of `view` (surface.md §3.4): two levels deep, dot-entries and bulky directories
+ * Directory listings of `view` (docs/contract.md#view): two levels deep, dot-entries and bulky directories
  * shown but not descended, at most 500 lines. The sandbox runs `find` with argv (the path is one
  * argument, never shell text) and prints NUL-separated records; everything else happens here.
  */

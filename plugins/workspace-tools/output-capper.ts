@@ -20,7 +20,7 @@ export interface OutputCapper {
   finish (): CappedOutput
 }
 
-/** The marker between head and tail (§3.3: contains `truncated`, the total, both kept counts and a hint). */
+/** The marker between head and tail (docs/contract.md#bash_tool: contains `truncated`, the total, both kept counts and a hint). */
 export function truncationMarker (total: number, head: number, tail: number): string {
   return `\n\n[... output truncated: ${total} characters in total, showing the first ${head} and the last ${tail}. ` +
     'To see the rest, rerun with the output redirected to a file (cmd > /tmp/out.txt 2>&1) and read parts of it ' +
@@ -29,7 +29,7 @@ export function truncationMarker (total: number, head: number, tail: number): st
 
 /**
  * Keeps the first `maxChars/2` code points, a rolling window of the last `maxChars - maxChars/2`, and the
- * total count, so a command printing gigabytes costs a bounded amount of memory (§3.3 item 4). A lone
+ * total count, so a command printing gigabytes costs a bounded amount of memory (docs/contract.md#bash_tool). A lone
  * high surrogate at the end of a chunk is held back until its partner arrives, so pairs are never split.
  */
 export function createOutputCapper (maxChars: number): OutputCapper {

@@ -15,7 +15,7 @@ export const SNAPSHOT_MAX_ENTRIES = 2000
 /** Walks one chat's outputs (chatStorage.walk bound to the chat). */
 export type OutputsWalker = (opts: WalkOptions) => AsyncGenerator<WalkEntry, WalkSummary, undefined>
 
-/** undefined when the directory is missing or holds more than `maxEntries` entries (§3.3: skipped). */
+/** undefined when the directory is missing or holds more than `maxEntries` entries (docs/contract.md#bash_tool: skipped). */
 export async function snapshotOutputs (walker: OutputsWalker, maxEntries = SNAPSHOT_MAX_ENTRIES): Promise<OutputsSnapshot | undefined> {
   const files: OutputsSnapshot = new Map()
   const walk = walker({ maxEntries })

@@ -6,7 +6,7 @@ import type { WorkspaceDeps, WorkspaceSettings } from './types.js'
 
 const MAX_ERROR_CHARS = 2000
 
-/** An isError result with one text block beginning `Error:` (§3.1 item 6), at most 2,000 chars. */
+/** An isError result with one text block beginning `Error:` (docs/contract.md#common-tool-rules), at most 2,000 chars. */
 export function errorResult (text: string): CallToolResult {
   const body = text.startsWith('Error:') ? text : `Error: ${text}`
   return { isError: true, content: [{ type: 'text', text: cutTo(body, MAX_ERROR_CHARS) }] }
@@ -18,7 +18,7 @@ export const textResult = (text: string): CallToolResult => ({ content: [{ type:
 export interface SandboxCall { files: SandboxFiles }
 
 /**
- * Prologue of every tool (§3.1 item 5): hold a lease for the whole call so the idle reaper never stops
+ * Prologue of every tool (docs/contract.md#common-tool-rules): hold a lease for the whole call so the idle reaper never stops
  * the sandbox under it, ensure the sandbox within CONTAINER_CREATE_TIMEOUT, then run. Our own coded
  * failures become `Error: …` results here; SANDBOX_* errors are shaped the same way by the transport.
  */

@@ -4,7 +4,7 @@ import { countNewlines, offsetAfterNewlines, originalOffset, stripWhitespace } f
 import { createSearcher, findYielding, occurrences } from './text-search.js'
 
 /*
- * The text logic of str_replace (surface.md §3.6). Checks run in the spec's order; the sandbox I/O
+ * The text logic of str_replace (docs/contract.md#str_replace). Checks run in the contract's order; the sandbox I/O
  * around them lives in str-replace-tool.ts. The file (≤ 16 MiB) and old_str (≤ the request body) are
  * agent-controlled: every pass here is linear and yields to the event loop between slices
  * (text-scan.ts), and no regular expression is built from either of them.

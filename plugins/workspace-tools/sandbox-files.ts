@@ -7,7 +7,7 @@ import { shellQuote } from './text.js'
 /*
  * File I/O inside the chat's sandbox, always as user `assistant`. Paths travel only as argv elements
  * (after `--`, or as "$1" of a constant script) and content only through stdin/stdout: no user string
- * is ever interpolated into shell text (surface.md §3.4 deviation). When the sandbox runs the
+ * is ever interpolated into shell text (docs/contract.md#view). When the sandbox runs the
  * in-sandbox agent, stat, reads and writes are its file operations instead (no process spawned); any
  * answer but success or "nothing there" runs the command as well, so errors read exactly the same.
  */

@@ -11,7 +11,7 @@ export type WorkspaceToolsOptions = Static<typeof WorkspaceToolsOptions>
 
 const description = (what: string) => Type.String({ description: what })
 
-/** §3.2, property order as listed there. */
+/** docs/contract.md#input-schemas, property order as listed there. */
 export const BashToolInput = Type.Object({
   command: Type.String({ description: 'The bash command or script to run (bash -c; multi-line scripts are fine).' }),
   description: description('Why you are running this command, in a few words; shown to the user while it runs.')

@@ -18,7 +18,7 @@ export function createStrReplaceTool (deps: WorkspaceDeps, settings: WorkspaceSe
     annotations: { title: 'Edit a file', readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false },
     handler: async (args, ctx) => {
       const newStr = args.new_str ?? ''
-      // §3.6: these need no file, so they are answered before Docker is touched.
+      // docs/contract.md#str_replace: these need no file, so they are answered before Docker is touched.
       const bad = checkReplaceArgs(args.old_str, newStr)
       if (bad !== undefined) return errorResult(bad)
       const resolved = resolveSandboxPath(args.path)

@@ -1,5 +1,5 @@
 /*
- * Text helpers that count Unicode code points (surface.md §3.3: "characters are Unicode code points;
+ * Text helpers that count Unicode code points (docs/contract.md#bash_tool: "characters are Unicode code points;
  * surrogate pairs are never split"). JavaScript strings are UTF-16, so every length and cut here
  * treats a high+low surrogate pair as one character.
  */

@@ -2,7 +2,7 @@ import { cpLength, firstCodePoints } from './text.js'
 import { countCodePoints, countNewlines, offsetAfterNewlines } from './text-scan.js'
 
 /*
- * Text rendering of `view` (surface.md §3.4): cat -n style numbering with real line numbers, view_range
+ * Text rendering of `view` (docs/contract.md#view): cat -n style numbering with real line numbers, view_range
  * validation, and head/tail truncation cut at line boundaries. A file of up to 16 MiB is never split into
  * an array of lines: lines are counted and located with linear, yielding scans (text-scan.ts), and only
  * the lines that are shown are cut out of the text.

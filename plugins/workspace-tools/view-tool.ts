@@ -13,7 +13,7 @@ import { checkRange, rangeBeyondEnd, renderNumbered, textBlock, viewText, type V
 import { compactSize } from '../../core/sizes.js'
 import { yieldToLoop } from './text-scan.js'
 
-/** The most of a file the server ever holds (§3.4). */
+/** The most of a file the server ever holds (docs/contract.md#view). */
 export const READ_MAX_BYTES = 16 * 1024 * 1024
 /** Larger files are shown from separate head and tail reads. */
 const PART_BYTES = 256 * 1024

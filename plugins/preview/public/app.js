@@ -1,6 +1,6 @@
 // Preview single-page app: lists the chat's outputs (newest first), refreshes on its own and previews
 // the selected file. Every remote string reaches the DOM through textContent or after DOMPurify; agent
-// HTML only runs inside a sandboxed iframe without allow-same-origin (surface.md §6.3 preview item 4);
+// HTML only runs inside a sandboxed iframe without allow-same-origin (docs/contract.md#preview-page);
 // agent documents are parsed only in a token-less worker (parse.js). The token stays in this module.
 import { el } from './dom.js'
 import { badgeFor, renderPreview } from './renderers.js'

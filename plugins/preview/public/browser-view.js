@@ -1,5 +1,5 @@
 // Browser view of the preview app (full scope only): the chat's shared browser live, through the CDP
-// bridge (surface.md §7.1). A screencast of the selected tab, its tabs and URL, and "Take over", which
+// bridge (docs/contract.md#browser). A screencast of the selected tab, its tabs and URL, and "Take over", which
 // forwards mouse, wheel and keyboard to the page with coordinates scaled from the shown frame to the
 // page's viewport. The viewer never changes the agent's page: no device-metrics override, no request
 // interception, and the socket (which holds the sandbox awake) is open only while the view is shown.

@@ -1,4 +1,4 @@
-// Network view (issue #13): the chat's egress policy and its recent connections through the egress
+// Network view (docs/contract.md#egress): the chat's egress policy and its recent connections through the egress
 // proxy (time, host, port, decision and reason, bytes), newest first, refreshed while the view is
 // shown and the tab visible. Both routes are read with the page's files token (read-only); every
 // remote string reaches the DOM through textContent (el()), and at most MAX_ROWS rows are drawn.

@@ -1,4 +1,4 @@
-// ttyd's WebSocket protocol (surface.md §7.2) between an xterm.js terminal and /terminal/{chat}/ws:
+// ttyd's WebSocket protocol (docs/contract.md#terminal) between an xterm.js terminal and /terminal/{chat}/ws:
 // binary frames led by one command byte. Output is written to xterm with ttyd-style flow control
 // (pause when xterm falls behind, resume once it caught up), so a flood in the sandbox never piles
 // up in the tab either.

@@ -1,5 +1,5 @@
 // Terminal view: the chat's shell (tmux session `main`, shared with every other viewer) in xterm.js,
-// over the terminal plugin's routes (surface.md §7.2). Handles resize, copy and paste, reconnects
+// over the terminal plugin's routes (docs/contract.md#terminal). Handles resize, copy and paste, reconnects
 // with backoff, and explains a stopped or removed sandbox with a button that starts it. Every
 // remote string reaches the DOM through textContent.
 import { Terminal } from '../vendor/xterm/lib/xterm.mjs'
