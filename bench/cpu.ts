@@ -1,5 +1,5 @@
 /*
- * Where the machine's CPU went during a window, measured (issue #11: "explain any goal not met with a
+ * Where the machine's CPU went during a window, measured ("explain any goal not met with a
  * measured profile"): the whole machine (root cpuacct cgroup), dockerd, containerd, the
  * containerd-shims of the run's containers (with the runc processes they reaped), the run's containers
  * themselves (their cpuacct cgroups: agent, bash, the command), the server and the bench process;

@@ -1,5 +1,5 @@
 /*
- * Where a new chat's first bash_tool result spends its time (issue #11 goals (b) and (i)), measured:
+ * Where a new chat's first bash_tool result spends its time (goals (b) and (i) of bench/run.ts), measured:
  * the server runs with bench/server-probe.mjs tracing its Docker API requests; new chats call one after
  * another (nothing else of ours runs), each step of each first call is timed (bench/timeline.ts), and
  * the raw baseline (create, start, exec with dockerode) is timed step by step in alternation.

@@ -5,7 +5,7 @@
  * on: SANDBOX_AGENT=true unless BENCH_AGENT=false) and talks MCP to it with the official SDK client;
  * the baselines use dockerode directly against the same daemon and image.
  *
- *   (a) bash_tool `echo` round trip over HTTP  ÷ raw exec in the same container       goal ≤ 0.25 (issue #11 §2:
+ *   (a) bash_tool `echo` round trip over HTTP  ÷ raw exec in the same container       goal ≤ 0.25 (docs/contract.md#in-sandbox-agent:
  *       through the in-sandbox agent; the docker execs the server made meanwhile are counted: 0 with the agent);
  *       8 parallel bash_tool calls of one chat (its limit) ÷ 8 parallel raw execs (wall)
  *   (b) new chat's first bash_tool result, pool empty (SANDBOX_POOL_SIZE=0: the same create path)
@@ -15,7 +15,7 @@
  *   (e) outputs listing of a 20k-file chat (bench/listing.ts)
  *   (f) CDP through the bridge ÷ direct in the sandbox; screencast fps (bench/browser.ts)
  *   (g) terminal keystroke echo ÷ a direct `docker exec -it` (bench/terminal.ts)
- *   (h) 100 chats × 10 calls concurrently (issue #11, bench/load.ts): errors by message (goal 0),
+ *   (h) 100 chats × 10 calls concurrently (bench/load.ts): errors by message (goal 0),
  *       containers (100), p50/p99 (goal ≤ 2 s) split into first and later calls, server RSS at 100 live
  *       chats (goal ≤ 150 MiB) with its heap/external split per chat, the machine's CPU by process;
  *       BENCH_PROFILE=1 adds the server's CPU profile and the first calls' steps. `h50`: the same at 50.
@@ -25,7 +25,7 @@
  * BENCH_ONLY=a,h,i runs those sections alone (any of a–i and h50; empty runs a–i). BENCH_H=20x5
  * changes (h)'s chats × calls. The server is built first (tsc; BENCH_NO_BUILD=1 reuses dist/,
  * BENCH_SERVER=tsx runs the sources); BENCH_NODE_ARGS replaces the server's node flags (default: those of `npm start`,
- * --optimize-for-size; `BENCH_NODE_ARGS=` runs it without any). The goals of issue #11 are printed together at the end, met or not.
+ * --optimize-for-size; `BENCH_NODE_ARGS=` runs it without any). The goals are printed together at the end, met or not.
  * Where the time of (b)/(i) goes: bench/profile-first-call.ts.
  */
 import { mkdtempSync, rmSync } from 'node:fs'
@@ -196,7 +196,7 @@ async function main (): Promise<void> {
     console.log(`\nCubicle bench (same machine, same run)\n${header}`)
     for (const line of results) console.log(line)
     if (goals.length > 0) {
-      console.log('Goals (issue #11):')
+      console.log('Goals:')
       for (const g of goals) console.log(`  ${g.met ? 'met    ' : 'NOT MET'}  ${g.what}: ${g.value} (goal ${g.goal})`)
     }
   }

@@ -50,7 +50,7 @@ export interface SocketTimeouts {
 }
 
 /**
- * Socket timeouts (issue #8). `requestTimeout` bounds how long a client may take to *send* a
+ * Socket timeouts. `requestTimeout` bounds how long a client may take to *send* a
  * request (headers and body: slow uploads, slowloris); it never cuts a response, so SSE streams,
  * long tool calls and WebSockets (which leave the HTTP parser on upgrade) are unaffected.
  * No idle-socket timeout (`connectionTimeout` stays 0): a tool call answered as plain JSON is
@@ -97,7 +97,7 @@ export async function buildApp (config: AppConfig, entries: Entry[], opts: Build
     pluginTimeout: 60_000
   })
 
-  // A mirror of every route lets the not-found handler answer 405 with Allow for a known path (§ general rule 2).
+  // A mirror of every route lets the not-found handler answer 405 with Allow for a known path (docs/contract.md#general-http-rules).
   const mirror = FindMyWay()
   app.addHook('onRoute', route => {
     const methods = Array.isArray(route.method) ? route.method : [route.method]
@@ -110,7 +110,7 @@ export async function buildApp (config: AppConfig, entries: Entry[], opts: Build
     reply.header('Referrer-Policy', 'no-referrer')
   })
   // Every 401 carries the challenge core/auth.ts computes for its route (RFC 9728 resource_metadata
-  // where a plugin accepts its own tokens, issue #15), whoever answered: the error handler, or a
+  // where a plugin accepts its own tokens, docs/contract.md#oauth), whoever answered: the error handler, or a
   // route that replies 401 itself (mcp-transport answers before any body parsing).
   app.addHook('onSend', async (request, reply, payload) => {
     if (reply.statusCode === 401) reply.header('WWW-Authenticate', app.auth.challenge(request))

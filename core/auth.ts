@@ -4,7 +4,7 @@ import { CORE_FORBIDDEN, CORE_TOO_MANY_FAILURES, CORE_UNAUTHORIZED } from './err
 import { createFailureThrottle } from './failure-throttle.js'
 import { attachApiKey, attachPrincipal, type Principal } from './identity.js'
 
-/** What a chat route needs: `f` read-only files, `c` full control (surface.md §6.1). */
+/** What a chat route needs: `f` read-only files, `c` full control (docs/contract.md#capability-tokens). */
 export type ChatScope = 'f' | 'c'
 
 /** Outcome of a token check by a verifier another plugin registers (capability links). */
@@ -13,7 +13,7 @@ export type TokenVerifier = (token: string, chatId: string, scope: ChatScope) =>
 
 /**
  * A second kind of bearer token for some routes, registered by a plugin while plugins load (the
- * OAuth authorization server for /mcp, issue #15). The static key keeps working beside it.
+ * OAuth authorization server for /mcp, docs/contract.md#oauth). The static key keeps working beside it.
  */
 export interface BearerVerifier {
   /** Route URLs exactly as registered (`request.routeOptions.url`, e.g. '/mcp' and '/mcp/') where these tokens count. */
@@ -51,8 +51,8 @@ export interface AuthService {
   /**
    * Authorises a chat route: the API key as a Bearer header, or a capability token for this chat
    * and scope from the Authorization header, the `t` query parameter or `pathToken` (the `~token`
-   * path form). The API key in `t` or a path is not accepted (§6.1). Missing → 401, wrong
-   * chat/scope/expired/tampered → 403 (§6.1 item 3), both counted as failures of the client
+   * path form). The API key in `t` or a path is not accepted (docs/contract.md#capability-tokens). Missing → 401, wrong
+   * chat/scope/expired/tampered → 403 (docs/contract.md#capability-tokens), both counted as failures of the client
    * address and answered 429 (Retry-After carried by the error's `headers`) over the limit.
    * Valid credentials are never throttled. Returns the token used, if any.
    */
@@ -64,7 +64,7 @@ export interface AuthService {
   /**
    * The `WWW-Authenticate` value of a 401 answer to this request: `Bearer`, and on a route a
    * verifier claims its auth-params plus `error="invalid_token"` when a token other than the key
-   * was presented (RFC 6750 §3.1). Core sets it on every 401 reply (core/app.ts, onSend), so routes
+   * was presented (RFC 6750 section 3.1). Core sets it on every 401 reply (core/app.ts, onSend), so routes
    * that answer 401 themselves need not know about OAuth.
    */
   challenge (request: FastifyRequest): string
@@ -90,7 +90,7 @@ export function createAuthService (opts: AuthOptions): AuthService {
   }
   const throttle = createFailureThrottle({ limit: opts.maxFailuresPerMinute ?? 30, now: opts.now ?? Date.now })
 
-  // Called only after the credential failed (issue #8): counts the failure and answers 429 once the
+  // Called only after the credential failed: counts the failure and answers 429 once the
   // address is over its limit, else the given 401/403. A valid credential never gets here.
   function refuse (request: FastifyRequest, reply: FastifyReply | undefined, err: Error): never {
     const verdict = throttle.fail(request.ip)
@@ -133,7 +133,7 @@ export function createAuthService (opts: AuthOptions): AuthService {
     authorizeChat (request, chatId, scope, pathToken) {
       if (keyDigest === null) return undefined
       const bearer = service.bearer(request)
-      // The master key only ever travels in the Authorization header (§6.1): in a URL it would end
+      // The master key only ever travels in the Authorization header (docs/contract.md#capability-tokens): in a URL it would end
       // up in browser history, proxies and Referer-less logs of other servers.
       if (service.isApiKey(bearer)) { attachApiKey(request.headers); return undefined }
       const fromQuery = (request.query as Record<string, unknown> | undefined)?.t

@@ -5,7 +5,7 @@ const CHAT_ID = /^[a-z0-9][a-z0-9_:-]{0,63}$/
 
 /**
  * Normalises a chat id (trim ASCII whitespace, lowercase ASCII) and validates it against the strict
- * allowlist of surface.md §1.3. Returns null for anything else; an invalid id never reaches Docker,
+ * allowlist of docs/contract.md#chat-id-validation. Returns null for anything else; an invalid id never reaches Docker,
  * the filesystem or the renderer.
  */
 export function normalizeChatId (raw: string): string | null {

@@ -1,7 +1,7 @@
 import { join } from 'node:path'
 import { chatKey } from './chat-id.js'
 
-/** Where a chat's data lives (surface.md §1.5). Only the hash-derived key appears in paths. */
+/** Where a chat's data lives (docs/contract.md#derived-names). Only the hash-derived key appears in paths. */
 export interface ChatPaths {
   key: string
   /** `{root}/chats/{K}` */
@@ -18,7 +18,7 @@ export function chatPaths (root: string, chatId: string): ChatPaths {
   return { key, dir, uploads: join(dir, 'uploads'), outputs: join(dir, 'outputs'), meta: join(dir, 'meta.json') }
 }
 
-/** Paths inside every sandbox (surface.md §5.1). */
+/** Paths inside every sandbox (docs/contract.md#sandbox-layout). */
 export const SANDBOX_HOME = '/home/assistant'
 export const SANDBOX_UPLOADS = '/mnt/user-data/uploads'
 export const SANDBOX_OUTPUTS = '/mnt/user-data/outputs'

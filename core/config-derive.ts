@@ -7,7 +7,7 @@ import { parseTrustProxy, type TrustProxy } from './trust-proxy.js'
  * to listen, the public base URL, OAuth/OIDC and the user skill cache as the Docker daemon sees it.
  */
 
-/** Shortest accepted MCP_API_KEY / LINK_SIGNING_KEY: tokens signed with them can be attacked offline (issue #8). */
+/** Shortest accepted MCP_API_KEY / LINK_SIGNING_KEY: tokens signed with them can be attacked offline. */
 export const MIN_KEY_LENGTH = 32
 const GENERATE_KEY = 'generate one with: openssl rand -hex 32   or: node -e "console.log(require(\'node:crypto\').randomBytes(32).toString(\'hex\'))"'
 
@@ -29,7 +29,7 @@ export function deriveNetwork (raw: RawConfig): Pick<AppConfig, 'host' | 'hostDe
     throw new CORE_INVALID_CONFIG('TRUST_PROXY', (err as Error).message)
   }
   const host = raw.HOST.trim()
-  // Open mode is for development: without an explicit HOST it stays off the network (issue #8).
+  // Open mode is for development: without an explicit HOST it stays off the network.
   const loopback = host === '' && raw.MCP_API_KEY === ''
   return { host: host !== '' ? host : loopback ? '127.0.0.1' : '0.0.0.0', hostDefaultedToLoopback: loopback, trustProxy }
 }
@@ -48,7 +48,7 @@ export function derivePublicBaseUrl (raw: RawConfig): string {
 
 const LOOPBACK_HOSTS = new Set(['127.0.0.1', 'localhost', '[::1]'])
 
-/** OAUTH_* and OIDC_*: what the authorization server needs to be safe (issue #15). */
+/** OAUTH_* and OIDC_*: what the authorization server needs to be safe (docs/contract.md#oauth). */
 export function deriveOAuth (raw: RawConfig, publicBaseUrl: string): string[] {
   const allowed = raw.OIDC_ALLOWED_EMAILS.split(',').map(s => s.trim().toLowerCase()).filter(Boolean)
     .map(s => s === '*' || s.startsWith('@') || s.includes('@') ? s : `@${s}`)

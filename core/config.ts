@@ -7,7 +7,7 @@ import { checkKey, deriveNetwork, deriveOAuth, derivePublicBaseUrl, settingsOrig
 export { MIN_KEY_LENGTH } from './config-derive.js'
 
 /*
- * Every setting the server reads from the environment, with its default, in one schema (surface.md §10).
+ * Every setting the server reads from the environment, with its default, in one schema (docs/contract.md#routes-and-settings).
  * `x-kind` tells the loader how to turn the raw string into the typed value: booleans accept
  * true|false|1|0|yes|no, sizes accept a k|m|g suffix (binary multiples). Unparsable values stop the boot.
  */

@@ -10,7 +10,7 @@ export const CORE_FORBIDDEN = createError('CORE_FORBIDDEN', '%s', 403)
 export const CORE_FORBIDDEN_ORIGIN = createError('CORE_FORBIDDEN_ORIGIN', 'this page\'s Origin may not use this route: only pages of PUBLIC_BASE_URL and ALLOWED_ORIGINS may, and an embedded (opaque-origin) page only with a capability token', 403)
 export const CORE_TOO_MANY_FAILURES = createError('CORE_TOO_MANY_FAILURES', 'too many failed authentication attempts; retry later', 429)
 
-/** Every non-MCP error body (surface.md, general rule 1). */
+/** Every non-MCP error body (docs/contract.md#general-http-rules). */
 export const ErrorResponse = Type.Object({
   error: Type.String({ description: 'snake_case code' }),
   detail: Type.String({ description: 'human readable explanation' })

@@ -2,7 +2,7 @@ import { isIPv4, isIPv6 } from 'node:net'
 
 /*
  * Counts failed authentication attempts per client address in fixed one-minute windows
- * (surface.md §2.6 item 4). Only failures are counted, and the caller checks the credential
+ * (docs/contract.md#authentication-and-origin). Only failures are counted, and the caller checks the credential
  * first, so a valid credential is never refused however many failures its address has.
  */
 

@@ -4,13 +4,13 @@ import { normalizeChatId } from './chat-id.js'
 import type { SingleUserMode } from './config.js'
 
 /**
- * Who a plugin-verified bearer token belongs to (an OAuth access token on /mcp, issue #15). Set by
+ * Who a plugin-verified bearer token belongs to (an OAuth access token on /mcp, docs/contract.md#oauth). Set by
  * core/auth.ts once the token is verified; read by readUser and resolveMcpChat below.
  */
 export interface Principal {
   /** The token's subject: the user, stable across sign-ins (an email where the sign-in gave one). */
   subject: string
-  /** The user's email (§1.1 rules); it replaces any X-User-Email header of the request. */
+  /** The user's email (the rules of docs/contract.md#request-headers); it replaces any X-User-Email header of the request. */
   email?: string
   /** Display name for git author/committer; a header name is used when absent. */
   name?: string
@@ -47,7 +47,7 @@ export function callerOf (headers: IncomingHttpHeaders): Caller | undefined {
 }
 
 /**
- * The chat of an OAuth user who sends no X-Chat-Id (surface.md §1.2, Revised): `user:` and 20 hex
+ * The chat of an OAuth user who sends no X-Chat-Id (docs/contract.md#where-the-chat-id-comes-from): `user:` and 20 hex
  * characters of SHA-256 over the subject. Stable across sign-ins, restarts and clients, so one
  * person keeps one computer, and two people never share one (the subject is unique per user).
  */
@@ -55,7 +55,7 @@ export function userChatId (subject: string): string {
   return `user:${createHash('sha256').update(`cubicle-user\0${subject}`, 'utf8').digest('hex').slice(0, 20)}`
 }
 
-/** Header value by direct name, then alias (surface.md §1.1): trimmed, empty counts as absent. */
+/** Header value by direct name, then alias (docs/contract.md#request-headers): trimmed, empty counts as absent. */
 export function headerValue (headers: IncomingHttpHeaders, name: string, alias?: string): string | undefined {
   for (const key of alias === undefined ? [name] : [name, alias]) {
     const raw = headers[key.toLowerCase()]
@@ -66,7 +66,7 @@ export function headerValue (headers: IncomingHttpHeaders, name: string, alias?:
 }
 
 const EMAIL_BAD = /[\s<>"'\\]/
-/** Validates a user email per §1.1; invalid values count as absent. */
+/** Validates a user email per docs/contract.md#request-headers; invalid values count as absent. */
 export function validEmail (raw: string | undefined): string | undefined {
   if (raw === undefined || raw.length > 254 || EMAIL_BAD.test(raw)) return undefined
   return raw.split('@').length === 2 && !raw.startsWith('@') && !raw.endsWith('@') ? raw : undefined
@@ -119,7 +119,7 @@ function httpUrl (raw: string | undefined): string | undefined {
 }
 
 /**
- * Reads the user-related headers of §1.1, each with its X-OpenWebUI-* alias. For a request
+ * Reads the user-related headers of docs/contract.md#request-headers, each with its X-OpenWebUI-* alias. For a request
  * authenticated by an OAuth token the token's identity wins: its email replaces X-User-Email (a
  * header must not let one user act as another) and its name, when known, replaces X-User-Name.
  */
@@ -138,7 +138,7 @@ export function readUser (headers: IncomingHttpHeaders): RequestUser {
   set('gitlabHost', host !== undefined && GITLAB_HOST.test(host) ? host : undefined)
   set('anthropicApiKey', anthropicApiKey)
   // A client-chosen URL is honoured only with a client-supplied credential: a server-held secret
-  // is never sent to an address the client picked (§1.1 deviation).
+  // is never sent to an address the client picked (docs/contract.md#request-headers).
   if (anthropicApiKey !== undefined) set('anthropicBaseUrl', httpUrl(headerValue(headers, 'x-anthropic-base-url', 'x-openwebui-anthropic-base-url')))
   set('mcpTokensApiKey', mcpTokensApiKey)
   if (mcpTokensApiKey !== undefined) {
@@ -164,7 +164,7 @@ export const OPEN_WEBUI_CHAT_ID_SWITCH = 'ENABLE_FORWARD_USER_INFO_HEADERS=true'
 export const CHAT_ID_HINT = 'send X-Chat-Id (or X-OpenWebUI-Chat-Id) with an id that names the chat; ' +
   `with Open WebUI's native MCP connection, start Open WebUI with ${OPEN_WEBUI_CHAT_ID_SWITCH} so that it sends X-OpenWebUI-Chat-Id`
 
-/** How a request's chat was decided on /mcp (§1.2, §1.4). */
+/** How a request's chat was decided on /mcp (docs/contract.md#where-the-chat-id-comes-from, docs/contract.md#single-user-mode). */
 export type ChatResolution =
   | { kind: 'chat', chatId: string, /** lenient mode without header: results get the note */ lenientNote: boolean }
   | { kind: 'invalid', reason: string }
@@ -175,7 +175,7 @@ export type ChatResolution =
  * An OAuth-authenticated request (a principal is attached) stays among its user's own chats: without
  * a header it gets the user's chat (userChatId), and a header names a chat below it,
  * `user:<hex>:<header id>`, so no header can reach another person's sandbox. SINGLE_USER_MODE=true
- * still means one computer, `default`, for everybody (§1.4: prompts always render for `default`).
+ * still means one computer, `default`, for everybody (docs/contract.md#single-user-mode: prompts always render for `default`).
  */
 export function resolveMcpChat (headers: IncomingHttpHeaders, mode: SingleUserMode): ChatResolution {
   if (mode === 'true') return { kind: 'chat', chatId: 'default', lenientNote: false }
@@ -192,7 +192,7 @@ export function resolveMcpChat (headers: IncomingHttpHeaders, mode: SingleUserMo
 function resolveUserChat (home: string, raw: string | undefined): ChatResolution {
   if (raw === undefined) return { kind: 'chat', chatId: home, lenientNote: false }
   const chatId = normalizeChatId(`${home}:${raw}`)
-  // The header must be a valid id on its own (§1.3), and `home:` takes 26 of the 64 characters.
+  // The header must be a valid id on its own (docs/contract.md#chat-id-validation), and `home:` takes 26 of the 64 characters.
   if (chatId === null || normalizeChatId(raw) === null) {
     return { kind: 'invalid', reason: `must match ^[a-z0-9][a-z0-9_:-]{0,${63 - home.length - 1}}$ after lowercasing (OAuth users' chat ids are kept below their own)` }
   }

@@ -1,6 +1,6 @@
 /*
- * The one extension → MIME table of the server, used for serving files (surface.md §6.3) and for the
- * upload resources (§4.3 item 4). A fixed table rather than a MIME library: what is served inline, and
+ * The one extension → MIME table of the server, used for serving files (docs/contract.md#files-and-uploads) and for the
+ * upload resources (docs/contract.md#tier-5-uploads-as-mcp-resources). A fixed table rather than a MIME library: what is served inline, and
  * with which type, is a security decision kept in one place. Source code is `text/plain` (`.ts` is
  * TypeScript here, not MPEG-TS, and text/plain is what every browser shows inline without guessing).
  */

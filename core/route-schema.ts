@@ -3,7 +3,7 @@ import Type from 'typebox'
 
 /**
  * Route schema pieces shared by the chat routes, and the marker for inputs a handler checks itself.
- * Every route declares its params, query and body (issue #14: the OpenAPI description at
+ * Every route declares its params, query and body (the OpenAPI description at
  * /openapi.json is generated from them; test/core/openapi-routes.test.ts holds every route to it).
  */
 
@@ -17,7 +17,7 @@ const alwaysValid = (): true => true
  */
 export const HAND_CHECKED: { validatorCompiler: FastifySchemaCompiler<unknown> } = { validatorCompiler: () => alwaysValid }
 
-const chat = Type.String({ description: 'the chat id (surface.md §1.3: 1–64 of a-z 0-9 _ : -, case-insensitive); 400 invalid_chat_id otherwise' })
+const chat = Type.String({ description: 'the chat id (docs/contract.md#chat-id-validation: 1–64 of a-z 0-9 _ : -, case-insensitive); 400 invalid_chat_id otherwise' })
 
 /** `/…/:chat` */
 export const ChatParams = Type.Object({ chat })
@@ -28,7 +28,7 @@ export const ChatPathParams = Type.Object({
   '*': Type.String({ description: 'relative path inside the chat\'s directory (no `..`, no empty or dot segments)' })
 })
 
-/** `?t=`: a capability token of the chat (the alternative to `Authorization: Bearer`, surface.md §6.1). */
+/** `?t=`: a capability token of the chat (the alternative to `Authorization: Bearer`, docs/contract.md#capability-tokens). */
 export const TokenQuery = {
   t: Type.Optional(Type.String({ description: 'capability token of this chat (files or control scope), instead of Authorization: Bearer' }))
 }

@@ -1,5 +1,5 @@
 /*
- * Path rules for every route and tool that maps a client path onto a host directory (surface.md §6.4).
+ * Path rules for every route and tool that maps a client path onto a host directory (docs/contract.md#path-rules).
  * Three layers, each closing a different hole:
  *   parseRelPath   – syntax: no traversal segments, no control characters, bounded sizes (400)
  *   resolveInside  – realpath of the candidate must stay below realpath(base) (403)
@@ -15,7 +15,7 @@ import { createError } from '@fastify/error'
 import { errnoCode } from './errno.js'
 import { CORE_FORBIDDEN } from './errors.js'
 
-/** 400 `invalid_path`: the path breaks a syntax rule of §6.4 item 1. */
+/** 400 `invalid_path`: the path breaks a syntax rule of docs/contract.md#path-rules. */
 export const CORE_INVALID_PATH = createError('CORE_INVALID_PATH', 'invalid path: %s', 400)
 /** 400 `is_directory`: the path names a directory where a file is required. */
 export const CORE_PATH_IS_DIRECTORY = createError('CORE_PATH_IS_DIRECTORY', 'the path is a directory, not a file', 400)
@@ -25,7 +25,7 @@ export const CORE_PATH_NOT_FOUND = createError('CORE_PATH_NOT_FOUND', 'file not 
 export const MAX_SEGMENT_BYTES = 255
 export const MAX_PATH_BYTES = 1024
 
-// U+0000–U+001F and U+007F (§6.4 item 1); NUL is in that range.
+// U+0000–U+001F and U+007F (docs/contract.md#path-rules); NUL is in that range.
 // eslint-disable-next-line no-control-regex
 const CONTROL = /[\u0000-\u001f\u007f]/
 

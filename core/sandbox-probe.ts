@@ -1,7 +1,7 @@
 import type { Duplex } from 'node:stream'
 
 /*
- * Short helper commands in a running sandbox that must not count as activity (surface.md §5.6 item 3:
+ * Short helper commands in a running sandbox that must not count as activity (docs/contract.md#idle-stop-max-age-and-purge:
  * status, processes and sessions polls never keep a sandbox alive): the sandbox service's exec()
  * records activity, so probes run over its openStream() without a lease. Output is untrusted: at most
  * `maxBytes` of stdout is kept, stderr is dropped, a stuck command is abandoned after `timeoutMs`, and

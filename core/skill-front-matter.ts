@@ -1,5 +1,5 @@
 /*
- * The SKILL.md front matter rules of surface.md §8.1 item 2, shared by the built-in index
+ * The SKILL.md front matter rules of docs/contract.md#skills, shared by the built-in index
  * (prompt-render) and the user skill store (user-skills), so both accept and refuse the same files.
  */
 import { parse as parseYaml } from 'yaml'

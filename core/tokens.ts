@@ -1,14 +1,14 @@
 import type { ChatScope } from './auth.js'
 
 /*
- * The one definition of the capability token shape (surface.md §6.1, §6.2) and of how tokens are
+ * The one definition of the capability token shape (docs/contract.md#capability-tokens, docs/contract.md#url-shapes) and of how tokens are
  * kept out of logs. Plugins that mint, verify or strip tokens use these instead of their own copies.
  */
 
 /** A whole capability token `v1.<scope>.<exp>.<sig>`: groups scope, exp (Unix seconds), sig (22 base64url chars). */
 export const CAPABILITY_TOKEN = /^v1\.([fc])\.([0-9]{1,12})\.([A-Za-z0-9_-]{22})$/
 
-/** A path segment `~<token>` (the files base of §6.2): always a token, never a file name. */
+/** A path segment `~<token>` (the files base of docs/contract.md#url-shapes): always a token, never a file name. */
 export const TOKEN_PATH_SEGMENT = /^~v1\.[fc]\.[0-9]{1,12}\.[A-Za-z0-9_-]{22}$/
 
 export interface ParsedToken { scope: ChatScope, exp: number, sig: string }
@@ -66,7 +66,7 @@ function redactPair (pair: string): string {
 }
 
 /**
- * The URL of a request as it may be logged (§ general rule 4): `~token` path segments, the `t`
+ * The URL of a request as it may be logged (docs/contract.md#general-http-rules): `~token` path segments, the `t`
  * query parameter and anything token-shaped are redacted after percent-decoding, so `%7E`,
  * `%2E`, `?%74=` and `?T=` spellings are caught as well. Linear in the URL length (which Node
  * bounds by its header size limit).

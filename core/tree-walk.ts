@@ -1,6 +1,6 @@
 /*
- * Walks a directory tree that a sandbox may change while we look (surface.md §6.3 archive item 1, §6.4;
- * issue #8): the sandbox can swap any directory for a symlink (to another chat's outputs, to a host
+ * Walks a directory tree that a sandbox may change while we look (docs/contract.md#archive, docs/contract.md#path-rules):
+ * the sandbox can swap any directory for a symlink (to another chat's outputs, to a host
  * directory) between the moment we list its parent and the moment we descend. A walk by path would
  * follow that symlink in the server's namespace and report foreign names, sizes and mtimes.
  *

@@ -1,7 +1,7 @@
 import { isIP } from 'node:net'
 
 /*
- * TRUST_PROXY (surface.md §2.6 item 4, Revised): which X-Forwarded-For entries name the client.
+ * TRUST_PROXY (docs/contract.md#authentication-and-origin): which X-Forwarded-For entries name the client.
  * `false` trusts none; a hop count trusts that many proxies in front of the server; a list of
  * addresses/CIDRs trusts only proxies at those addresses (each hop is checked, from the socket
  * peer backwards). A bare `true`, which would let any client forge its address, is refused.

@@ -6,7 +6,7 @@ import manifest from '../fastify.config.js'
 
 export const TEST_IMAGE = process.env.DOCKER_IMAGE ?? 'computer-use-sandbox:latest'
 
-/** An MCP_API_KEY the boot accepts (at least 32 characters, issue #8). */
+/** An MCP_API_KEY the boot accepts (at least 32 characters). */
 export const TEST_API_KEY = 'test-api-key-0123456789abcdef-0123456789'
 /** A second valid key, for rotation and "another server" cases. */
 export const OTHER_API_KEY = 'other-api-key-fedcba9876543210-987654321'

@@ -10,7 +10,7 @@ license: Apache-2.0
 # enable it, and attach it to the models that have the Cubicle tool (or make it global).
 # Python standard library only (pydantic is used for the Valves when present, as in Open WebUI).
 #
-# Wire contract: surface.md §12.2 of the Cubicle server.
+# Wire contract: docs/contract.md#open-webui of the Cubicle server.
 #   inlet:  GET <CUBICLE_URL>/system-prompt?chat_id=<id>&user_email=<email> with the bearer key; the body
 #           becomes a block of the system message (a previous Cubicle block is replaced, never stacked);
 #           the headers X-Public-Base-URL, X-Preview-URL, X-Archive-URL, X-Files-Base-URL carry the links.

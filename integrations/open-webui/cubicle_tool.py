@@ -9,7 +9,7 @@ license: Apache-2.0
 # Paste this file into Open WebUI: Workspace -> Tools -> "+" (see integrations/README.md).
 # Python standard library only (Open WebUI ships pydantic, which is used for the Valves when present).
 #
-# Wire contract: surface.md §12.2 of the Cubicle server. Per call the tool is an MCP client:
+# Wire contract: docs/contract.md#open-webui of the Cubicle server. Per call the tool is an MCP client:
 # initialize -> notifications/initialized -> tools/call, answers as JSON or as an SSE stream, sending
 # Authorization, X-Chat-Id, X-User-Email, X-User-Name (percent-encoded) and X-Mcp-Servers. Before each
 # call the chat's files are synced: GET /api/uploads/{chat}/manifest, then POST (multipart field
@@ -125,7 +125,7 @@ def _clean(value: Any, limit: int = 1024) -> str:
 
 
 def _safe_name(raw: Any) -> str:
-    """An upload file name the server accepts (surface.md §6.4): one segment, no controls, <= 255 bytes."""
+    """An upload file name the server accepts (docs/contract.md#path-rules): one segment, no controls, <= 255 bytes."""
     name = _clean(raw, 1024).replace("/", "_").replace("\\", "_")
     if name in ("", ".", ".."):
         name = "file"

@@ -60,7 +60,7 @@ t.test('the throttle stays bounded under many addresses', async t => {
   t.equal(throttle.fail('198.51.100.1').throttled, false, 'the table started over instead of growing')
 })
 
-// issue #8: check first, count only failures, never refuse a valid credential
+// check first, count only failures, never refuse a valid credential
 t.test('40 bad credentials from one address: bad ones get 429 with Retry-After, valid ones still pass', async t => {
   const server = await app(t)
   const addr = '198.51.100.9'
@@ -88,7 +88,7 @@ t.test('successes are not counted: 100 valid requests, then failures are answere
   t.equal((await server.inject(from('198.51.100.20', { url: '/key', headers: bearer('wrong') }))).statusCode, 401)
 })
 
-// issue #8 (§6.1 table): the master key is a Bearer header only
+// the master key is a Bearer header only
 t.test('the API key is refused as ?t= and as a ~ path segment on chat routes', async t => {
   const server = await app(t)
   const query = await server.inject({ url: '/chat/chat-a/x', query: { t: TEST_API_KEY } })
@@ -99,7 +99,7 @@ t.test('the API key is refused as ?t= and as a ~ path segment on chat routes', a
   t.equal((await server.inject({ url: '/chat/chat-b/x', headers: { authorization: `bearer   ${TEST_API_KEY}  ` } })).statusCode, 200)
 })
 
-// issue #8: TRUST_PROXY as a hop count or address list, never "trust any X-Forwarded-For"
+// TRUST_PROXY as a hop count or address list, never "trust any X-Forwarded-For"
 t.test('TRUST_PROXY unset: a forged X-Forwarded-For changes neither the address nor the count', async t => {
   const server = await app(t)
   for (let i = 0; i < 30; i++) {

@@ -5,7 +5,7 @@ import { createAuthService } from '../../core/auth.js'
 import { socketTimeouts } from '../../core/app.js'
 import { TEST_API_KEY } from '../helper.js'
 
-t.test('defaults match the configuration table of §10', async t => {
+t.test('defaults match the configuration table of docs/contract.md#routes-and-settings', async t => {
   const c = loadConfig({})
   t.equal(c.PORT, 8081)
   t.equal(c.publicBaseUrl, 'http://computer-use-server:8081')
@@ -59,7 +59,7 @@ t.test('API key comparison and chat authorisation order: 401 without credentials
   t.equal((await app.inject({ url: '/c/a', headers: { authorization: 'Bearer tok-a-f' } })).statusCode, 403)
 })
 
-// issue #8: weak keys stop the boot with a message that says how to make a good one
+// weak keys stop the boot with a message that says how to make a good one
 t.test('MCP_API_KEY and LINK_SIGNING_KEY under 32 characters are refused, without echoing them', async t => {
   for (const name of ['MCP_API_KEY', 'LINK_SIGNING_KEY']) {
     const weak = 'hunter2-but-longer-29-chars!!'
@@ -78,7 +78,7 @@ t.test('MCP_API_KEY and LINK_SIGNING_KEY under 32 characters are refused, withou
   t.equal(loadConfig({ LINK_SIGNING_KEY: '' }).LINK_SIGNING_KEY, '', 'empty stays allowed (open mode / derived)')
 })
 
-// issue #8: TRUST_PROXY is a hop count or an address list, never a blanket true
+// TRUST_PROXY is a hop count or an address list, never a blanket true
 t.test('TRUST_PROXY parsing', async t => {
   t.equal(loadConfig({}).trustProxy, false, 'default: no proxy trusted')
   for (const off of ['false', 'no', '0', '']) t.equal(loadConfig({ TRUST_PROXY: off }).trustProxy, false, `'${off}'`)
@@ -93,7 +93,7 @@ t.test('TRUST_PROXY parsing', async t => {
   t.throws(() => loadConfig({ TRUST_PROXY: '99' }), /TRUST_PROXY.*hops/)
 })
 
-// issue #8: open mode stays on loopback unless HOST says otherwise
+// open mode stays on loopback unless HOST says otherwise
 t.test('HOST defaults to 127.0.0.1 in open mode and 0.0.0.0 with a key; an explicit HOST wins', async t => {
   t.match(loadConfig({}), { host: '127.0.0.1', hostDefaultedToLoopback: true })
   t.match(loadConfig({ HOST: '  ' }), { host: '127.0.0.1', hostDefaultedToLoopback: true })
@@ -102,7 +102,7 @@ t.test('HOST defaults to 127.0.0.1 in open mode and 0.0.0.0 with a key; an expli
   t.match(loadConfig({ HOST: '127.0.0.1', MCP_API_KEY: TEST_API_KEY }), { host: '127.0.0.1', hostDefaultedToLoopback: false })
 })
 
-// issue #8: a request timeout that bounds receiving only
+// a request timeout that bounds receiving only
 t.test('REQUEST_TIMEOUT: 300 s by default; headers timeout and check interval follow it', async t => {
   t.equal(loadConfig({}).REQUEST_TIMEOUT, 300)
   t.same(socketTimeouts(300), { requestTimeout: 300_000, connectionTimeout: 0, keepAliveTimeout: 72_000, http: { headersTimeout: 60_000, connectionsCheckingInterval: 30_000 } })

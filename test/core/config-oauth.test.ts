@@ -2,7 +2,7 @@ import t from 'tap'
 import { loadConfig } from '../../core/config.js'
 import { TEST_API_KEY } from '../helper.js'
 
-// issue #15: an OAuth server that would be unsafe, or that nobody could sign in to, never boots.
+// an OAuth server that would be unsafe, or that nobody could sign in to, never boots.
 const base = { OAUTH_ENABLED: 'true', MCP_API_KEY: TEST_API_KEY, PUBLIC_BASE_URL: 'https://cubicle.example' }
 const oidc = { OIDC_ISSUER: 'https://accounts.example', OIDC_CLIENT_ID: 'cubicle', OIDC_ALLOWED_EMAILS: '*' }
 

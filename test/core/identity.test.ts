@@ -3,7 +3,7 @@ import { chatKey, normalizeChatId } from '../../core/chat-id.js'
 import { attachApiKey, attachPrincipal, callerOf, cleanUserName, readUser, resolveMcpChat, userChatId, validEmail } from '../../core/identity.js'
 import { chatPaths } from '../../core/chat-paths.js'
 
-t.test('chat ids: the accepted, normalised and rejected tables of §1.3', async t => {
+t.test('chat ids: the accepted, normalised and rejected tables of docs/contract.md#chat-id-validation', async t => {
   for (const ok of ['default', 'abc123', 'my-session-123', 'local:9fz_x-1', 'n8n_42', 'a'.repeat(64)]) t.equal(normalizeChatId(ok), ok, ok)
   t.equal(normalizeChatId('A1B2C3D4-E5F6-7890-ABCD-EF1234567890'), 'a1b2c3d4-e5f6-7890-abcd-ef1234567890')
   t.equal(normalizeChatId('  my-chat  '), 'my-chat')
@@ -55,7 +55,7 @@ t.test('SINGLE_USER_MODE resolution: absence decides, not the value', async t =>
   t.equal(resolveMcpChat({ 'x-chat-id': 'a/b' }, 'lenient').kind, 'invalid')
 })
 
-// issue #15: an OAuth token's subject is the user, and its chats stay below the user's own.
+// an OAuth token's subject is the user, and its chats stay below the user's own.
 t.test('OAuth principals: the token decides the user and keeps the chat among their own', async t => {
   const home = userChatId('alice@example.com')
   t.match(home, /^user:[0-9a-f]{20}$/)

@@ -10,7 +10,7 @@ t.test('the extension is lowercased, without the dot, from the last path segment
   t.equal(extensionOf('dir.v2/README'), '', 'a dot in a directory name is not an extension')
 })
 
-// issue #11: one MIME table for serving files and for upload resources (they disagreed on .ts)
+// one MIME table for serving files and for upload resources (they disagreed on .ts)
 t.test('one MIME table: source code is text/plain, unknown is octet-stream', async t => {
   t.equal(mimeOf('a/b/report.PDF'), 'application/pdf')
   t.equal(mimeOf('notes.txt'), 'text/plain')

@@ -1,4 +1,4 @@
-// issue #14: routes get real TypeBox schemas for params/query/body, so /openapi.json describes every input.
+// routes get real TypeBox schemas for params/query/body, so /openapi.json describes every input.
 import t from 'tap'
 import fp from 'fastify-plugin'
 import type { RouteOptions } from 'fastify'

@@ -2,8 +2,8 @@ import t from 'tap'
 import type { FastifyRequest } from 'fastify'
 import { createOriginPolicy, createOriginService } from '../../core/origin.js'
 
-// surface.md §2.6 item 6 (Revised): loopback spellings of the public origin are the same origin; with
-// PUBLIC_BASE_URL unset, http loopback origins on the listening port are ours. // issue #8
+// docs/contract.md#authentication-and-origin: loopback spellings of the public origin are the same origin; with
+// PUBLIC_BASE_URL unset, http loopback origins on the listening port are ours.
 
 t.test('PUBLIC_BASE_URL unset: http loopback origins on the listening port are own, nothing else', async t => {
   const verdict = createOriginPolicy({ publicBaseUrl: 'http://computer-use-server:8081', publicBaseUrlSet: false, allowedOrigins: [] })

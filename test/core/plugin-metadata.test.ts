@@ -6,7 +6,7 @@ import mcpTransport from '../../plugins/mcp-transport/index.js'
 import oauth from '../../plugins/oauth/index.js'
 import sandbox from '../../plugins/sandbox/index.js'
 
-// issue #11: services a plugin takes from core (auth, readiness) are declared in its fastify-plugin
+// services a plugin takes from core (auth, readiness) are declared in its fastify-plugin
 // metadata, so a registration without them stops the boot with a clear error instead of a TypeError later.
 const CASES: Array<[string, FastifyPluginAsync<any>, string]> = [
   ['capabilities', capabilities, 'auth'],

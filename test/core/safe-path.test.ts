@@ -38,7 +38,7 @@ t.test('parseRelPath accepts nested paths and keeps percent signs literal', asyn
   t.same(parseRelPath('über file.txt'), ['über file.txt'])
 })
 
-t.test('parseRelPath rejects every §6.4 violation with 400 CORE_INVALID_PATH', async t => {
+t.test('parseRelPath rejects every docs/contract.md#path-rules violation with 400 CORE_INVALID_PATH', async t => {
   const bad = ['', '/abs', 'a//b', 'a/', '.', '..', 'a/../b', './a', 'a\\b', 'a\u0000b', 'a\nb', 'a\u007fb', 'a\u001fb',
     'x'.repeat(256), `${'a'.repeat(200)}/`.repeat(6) + 'z']
   for (const raw of bad) {

@@ -31,7 +31,7 @@ function fakeOpen (chunks: Buffer[], hang = false) {
 
 const timeout = (): Error => Object.assign(new Error('timed out'), { code: 'X_TIMEOUT' })
 
-t.test('stdout is kept up to maxBytes, the stream is closed, the sandbox user runs it with EOF on stdin', async t => { // issue #11
+t.test('stdout is kept up to maxBytes, the stream is closed, the sandbox user runs it with EOF on stdin', async t => {
   const fake = fakeOpen([Buffer.alloc(3000, 'a'), Buffer.alloc(3000, 'b')])
   const probe = createProbe(fake.open, 2, 'test', timeout)
   const out = await probe('c1', ['ps'], { timeoutMs: 1000, maxBytes: 4096 })

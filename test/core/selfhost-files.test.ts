@@ -21,7 +21,7 @@ function envFile (text: string): Map<string, string> {
 /** Variables compose.yaml itself reads (interpolation), not the server. */
 const COMPOSE_ONLY = new Set(['DOCKER_GID', 'HOST_PORT', 'NODE_IMAGE', 'SERVER_IMAGE'])
 
-// issue #14: .env.example documents every variable that matters, and the server accepts it as is
+// .env.example documents every variable that matters, and the server accepts it as is
 t.test('.env.example: every server variable exists in the config schema, is commented, and boots once a key is set', async t => {
   const text = read('.env.example')
   const env = envFile(text)
@@ -60,7 +60,7 @@ t.test('compose.yaml: socket, its group, the data dir at the same path inside an
   t.ok(grace > loadConfig({}).CLOSE_GRACE_MS, 'docker waits longer than the server\'s own shutdown bound')
 })
 
-// issue #11 (server RSS at 100 live chats): npm start, the image's CMD and the bench run the server alike.
+// npm start, the image's CMD and the bench run the server alike.
 t.test('npm start and the Dockerfile\'s CMD give the server the same node flags (--optimize-for-size)', async t => {
   const start = (JSON.parse(read('package.json')) as { scripts: Record<string, string> }).scripts.start ?? ''
   const m = /^node ((?:--[a-z-]+(?:=\S+)? )*)dist\/core\/server\.js$/.exec(start)

@@ -21,7 +21,7 @@ t.test('the one token definition: exact shape, fields, path segment form', async
   t.equal(tokenOfPathSegment(`~${TOKEN}.txt`), undefined)
 })
 
-// issue #8: redaction after percent-decoding, in every spelling a client or proxy may use
+// redaction after percent-decoding, in every spelling a client or proxy may use
 t.test('redactUrl hides tokens in the path and the query in any encoding', async t => {
   const cases: Array<[string, string]> = [
     [`/files/chat-a/~${TOKEN}/a.txt`, '/files/chat-a/~[redacted]/a.txt'],
@@ -75,7 +75,7 @@ t.test('redactUrl is linear on hostile input (no backtracking)', async t => {
   t.ok(ratio < 4, `the same number of characters costs ${ratio.toFixed(2)}x in 16 KiB URLs as in 2 KiB ones (linear ≈ 1, quadratic ≈ 8)`)
 })
 
-// issue #8: what reaches the log, through the server's own logger configuration
+// what reaches the log, through the server's own logger configuration
 t.test('the request log line never carries a token or the key, however it is encoded', async t => {
   const lines: string[] = []
   const config = testConfig({ MCP_API_KEY: TEST_API_KEY, LOG_LEVEL: 'info', DATA_DIR: '/nonexistent-cubicle-data' })

@@ -1,6 +1,6 @@
 /*
  * walkRegularFiles against a tree that changes between listing a directory and examining its entries
- * (issue #8, item 2): the afterList hook swaps directories and files for symlinks at exactly that moment,
+ * the afterList hook swaps directories and files for symlinks at exactly that moment,
  * deterministically. Nothing outside the base may come out: no names, no sizes, no mtimes.
  */
 import { mkdir, mkdtemp, readdir, realpath, rename, rm, symlink, writeFile } from 'node:fs/promises'
@@ -46,7 +46,7 @@ t.test('without changes: every regular file, sorted, files before subdirectories
   t.match(summary, { found: true, entries: 6, exceeded: false, limited: false })
 })
 
-// issue #8: a directory swapped for a symlink between readdir and the walk into it.
+// a directory swapped for a symlink between readdir and the walk into it.
 t.test('a directory swapped for a symlink after its parent was listed is not followed', async t => {
   const { base, secret } = await tree(t)
   const { files } = await walk(base, {

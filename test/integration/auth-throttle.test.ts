@@ -1,5 +1,5 @@
 /*
- * Failed-auth throttling over a real socket (issue #8, surface.md §2.6 item 4 Revised): 30+ bad
+ * Failed-auth throttling over a real socket (docs/contract.md#authentication-and-origin): 30+ bad
  * credentials from one address must never lock out the valid key or a valid token, on /mcp (via
  * the official SDK client) and on chat routes; only the failures get 429 with Retry-After. The
  * client address comes from X-Forwarded-For only for trusted proxy hops (TRUST_PROXY).
@@ -54,7 +54,6 @@ function assertThrottled (t: Test, res: Response, what: string): void {
   t.ok(retry >= 1 && retry <= 60, `${what}: Retry-After ${retry} s`)
 }
 
-// issue #8
 t.test('35 bad credentials from one address: the valid key and tokens still get 200, bad ones 429', async t => {
   const { app, url } = await server(t)
   await awayFromMinuteEdge()
@@ -80,7 +79,6 @@ t.test('35 bad credentials from one address: the valid key and tokens still get 
   assertThrottled(t, await mcp(url, { authorization: 'Bearer still-bad' }), 'bad ones stay throttled')
 })
 
-// issue #8
 t.test('TRUST_PROXY=1: the throttled address is the client named by X-Forwarded-For', async t => {
   const { url } = await server(t, { TRUST_PROXY: '1' })
   await awayFromMinuteEdge()
@@ -90,7 +88,6 @@ t.test('TRUST_PROXY=1: the throttled address is the client named by X-Forwarded-
   t.equal((await mcp(url, { authorization: `Bearer ${TEST_API_KEY}`, 'x-forwarded-for': '203.0.113.7' })).status, 200, 'the throttled client with the valid key')
 })
 
-// issue #8
 t.test('TRUST_PROXY unset: a forged X-Forwarded-For does not change the address', async t => {
   const { url } = await server(t)
   await awayFromMinuteEdge()

@@ -33,7 +33,7 @@ const bad: Array<[string, string, RegExp]> = [
   ['ENABLE_NETWORK', 'perhaps', /FATAL.*ENABLE_NETWORK.*boolean/],
   ['CONTAINER_MEM_LIMIT', '2 gigs', /FATAL.*CONTAINER_MEM_LIMIT.*size/],
   ['PUBLIC_BASE_URL', 'not a url', /FATAL.*PUBLIC_BASE_URL/],
-  // issue #8: weak keys and a blanket TRUST_PROXY stop the boot, saying what to do instead
+  // weak keys and a blanket TRUST_PROXY stop the boot, saying what to do instead
   ['MCP_API_KEY', 'weak-key-hunter2', /FATAL.*MCP_API_KEY.*16 characters; at least 32.*openssl rand -hex 32.*node -e/],
   ['LINK_SIGNING_KEY', 'weak-link-key', /FATAL.*LINK_SIGNING_KEY.*at least 32.*openssl rand -hex 32/],
   ['TRUST_PROXY', 'true', /FATAL.*TRUST_PROXY.*would trust any X-Forwarded-For/],
@@ -57,7 +57,7 @@ t.test('boot warns about an empty MCP_API_KEY and the default PUBLIC_BASE_URL, l
   t.match(stdout, /Server listening/)
 })
 
-// issue #8: open mode listens on loopback unless HOST is set, and says so
+// open mode listens on loopback unless HOST is set, and says so
 t.test('open mode without HOST listens on 127.0.0.1 and says how to listen on all interfaces', async t => {
   const { stdout } = await boot({ HOST: '' }, /Server listening/)
   t.match(stdout, /open mode: listening on 127\.0\.0\.1 only/)

@@ -1,4 +1,4 @@
-// issue #9: the CDP bridge on real Docker and real Chromium: status, /json, a CDP client through
+// the CDP bridge on real Docker and real Chromium: status, /json, a CDP client through
 // /browser/{chat}/devtools/page/{id}, refused handshakes, and chat isolation.
 import t from 'tap'
 import WebSocket from 'ws'

@@ -1,4 +1,4 @@
-// issue #9: a hostile sandbox. A fake "browser" on the CDP port answers /json with huge or garbage
+// a hostile sandbox. A fake "browser" on the CDP port answers /json with huge or garbage
 // bodies and floods the relayed socket; the server answers cleanly and its memory stays bounded.
 import t from 'tap'
 import WebSocket from 'ws'

@@ -1,4 +1,4 @@
-// issue #9: the human watches the model's browser in the preview's Browser view (real Chromium, the
+// the human watches the model's browser in the preview's Browser view (real Chromium, the
 // preview embedded in an opaque-origin iframe as Open WebUI does), takes over, types, and the model
 // reads what the human typed; closing the viewer leaves the agent's page usable at its original size.
 import t from 'tap'

@@ -1,4 +1,4 @@
-// issue #9: the model drives the chat's browser from bash_tool with the `browser` CLI of the image.
+// the model drives the chat's browser from bash_tool with the `browser` CLI of the image.
 import t from 'tap'
 import type { CallToolResult, ImageContent } from '@modelcontextprotocol/sdk/types.js'
 import { dockerOrSkip } from './docker.js'

@@ -1,6 +1,6 @@
 /*
- * issue #14: the copy-paste client configs of integrations/ are checked against the server itself.
- * LiteLLM (integrations/litellm/config.yaml, §12.5): parsed as YAML; every forwarded header name,
+ * the copy-paste client configs of integrations/ are checked against the server itself.
+ * LiteLLM (integrations/litellm/config.yaml, docs/contract.md#litellm): parsed as YAML; every forwarded header name,
  * sent lowercased as LiteLLM forwards it, has its effect on a live /mcp; allowed_tools is exactly
  * the server's tools/list. (Claude Desktop's JSON is run through mcp-remote by mcp-remote.test.ts;
  * Claude Code's line is the README's.) No Docker needed: listing tools does not start sandboxes.
@@ -32,7 +32,7 @@ async function rpc (url: string, headers: Record<string, string>, method: string
   return await res.json() as { result: { tools?: Array<{ name: string }> } }
 }
 
-t.test('LiteLLM: the server entry has the shape of §12.5', async t => {
+t.test('LiteLLM: the server entry has the shape of docs/contract.md#litellm', async t => {
   t.match(litellm.url, /^https?:\/\/[^/]+\/mcp$/, 'the internal URL of /mcp')
   t.equal(litellm.transport, 'http', 'Streamable HTTP')
   t.equal(litellm.auth_type, 'bearer_token')

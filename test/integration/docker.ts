@@ -114,7 +114,7 @@ export async function buildSandboxApp (t: Test, prefix: string, options: Partial
     dataDir: dir,
     memLimit: 512 * 1024 * 1024,
     // No warm pool unless a test asks (sandbox-pool.test.ts): these files test the create path, whose
-    // containers carry the chat labels of §5.2 (a claimed pool container keeps its pool labels).
+    // containers carry the chat labels of docs/contract.md#sandbox-configuration (a claimed pool container keeps its pool labels).
     poolSize: 0,
     ...core
   })], { logger: process.env.TEST_LOG === '1' ? { level: 'debug' } : false })

@@ -1,5 +1,5 @@
 /*
- * Per-user defaults and persisted per-chat overrides on a real engine (issue #13): the user default
+ * Per-user defaults and persisted per-chat overrides on a real engine (docs/contract.md#egress): the user default
  * (EGRESS_USERS) decides a chat without an override; an override set through the API survives a
  * server restart and decides the next connection; clearing it brings the user default back.
  * Traffic goes only to a server this test starts on loopback.
@@ -24,7 +24,7 @@ const CHAT = 'egress-persist'
 const { skip } = await dockerOrSkip()
 const ALICE: RequestUser = { email: 'alice@example.com', emailRejected: false, mcpServers: [], credentials: {} }
 
-t.test('user defaults and overrides that survive a restart (real Docker)', { skip }, async t => { // issue #13
+t.test('user defaults and overrides that survive a restart (real Docker)', { skip }, async t => {
   await cleanupPrefix(t, PREFIX)
   let hits = 0
   const server = http.createServer((_req, res) => { hits++; res.end('hello from canary\n') })

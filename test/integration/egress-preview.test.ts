@@ -1,5 +1,5 @@
 /*
- * The preview page's Network view in real Chromium (issue #13): a real sandbox makes an allowed and a
+ * The preview page's Network view in real Chromium (docs/contract.md#egress): a real sandbox makes an allowed and a
  * denied connection through the egress proxy, to servers this test starts on loopback, and the page
  * (holding only its capability token) shows both with their reasons, escaped, refreshing while open.
  */
@@ -33,7 +33,7 @@ async function canary (t: Test, name: string): Promise<{ port: number, hits: () 
   return { port: (server.address() as AddressInfo).port, hits: () => hits }
 }
 
-t.test('the preview page shows the chat\'s egress log (real sandbox, real Chromium)', { skip: gate.skip || chromium.skip }, async t => { // issue #13
+t.test('the preview page shows the chat\'s egress log (real sandbox, real Chromium)', { skip: gate.skip || chromium.skip }, async t => {
   await cleanupPrefix(t, PREFIX)
   const a = await canary(t, 'canary-a')
   const b = await canary(t, 'canary-b')

@@ -1,5 +1,5 @@
 /*
- * Sandbox egress on a real engine (issue #13): the sandbox network has no route out, the only way out
+ * Sandbox egress on a real engine (docs/contract.md#egress): the sandbox network has no route out, the only way out
  * is the server's policy proxy. Traffic goes only to servers this test starts on this machine.
  */
 import t from 'tap'
@@ -102,7 +102,7 @@ except OSError as e:
     t.equal(b.seen.length, 0, 'the refused canary never saw a request')
   })
 
-  t.test('SOCKS5 on the same port: curl --socks5-hostname and ALL_PROXY reach the allowed canary; the other is refused', async t => { // issue #13
+  t.test('SOCKS5 on the same port: curl --socks5-hostname and ALL_PROXY reach the allowed canary; the other is refused', async t => {
     t.equal((await sh('echo "$ALL_PROXY|$all_proxy"')).out.trim(), `socks5h://${net?.gateway}:3128|socks5h://${net?.gateway}:3128`)
     t.match(await sh(`curl -sS -m 20 --socks5-hostname ${net?.gateway}:3128 http://canary-a.test:${a.port}/socks`), { out: 'hello from canary-a\n', code: 0 })
     t.match(await sh(`env -u http_proxy -u HTTP_PROXY curl -sS -m 20 http://canary-a.test:${a.port}/all-proxy`), { out: 'hello from canary-a\n', code: 0 }, 'ALL_PROXY alone')

@@ -1,5 +1,5 @@
 /*
- * The engine contract (issue #11 §1): what the sandbox core relies on from a SandboxEngine
+ * The engine contract (docs/contract.md#engines): what the sandbox core relies on from a SandboxEngine
  * (plugins/sandbox/types.ts), checked against a real engine. Every engine runs it: Docker today
  * (engine-docker.test.ts), a Kubernetes engine tomorrow. Everything it creates carries
  * `cu.prefix=<prefix>`, so the caller cleans up by label.

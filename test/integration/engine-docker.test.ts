@@ -1,5 +1,5 @@
 /*
- * The Docker engine against the shared engine contract (engine-contract.ts; issue #11 §1): what the
+ * The Docker engine against the shared engine contract (engine-contract.ts; docs/contract.md#engines): what the
  * sandbox core relies on, on the real engine. Skips loudly without Docker; REQUIRE_DOCKER=1 fails.
  */
 import t from 'tap'
@@ -10,7 +10,7 @@ import { cleanupPrefix, DOCKER_HOST, dockerOrSkip, TEST_IMAGE } from './docker.j
 const PREFIX = 'tengdock'
 const { skip } = await dockerOrSkip()
 
-t.test('the Docker engine passes the engine contract', { skip }, async t => { // issue #11
+t.test('the Docker engine passes the engine contract', { skip }, async t => {
   await cleanupPrefix(t, PREFIX)
   await engineContract(t, {
     engine: () => createDockerEngine(DOCKER_HOST),

@@ -18,14 +18,14 @@ t.test('the default manifest lists exactly the built-in tools in the contract or
   const { url } = await listen(t, { DOCKER_HOST: 'unix:///nonexistent.sock' })
   const client = await connect(t, url, { 'X-Chat-Id': 'plain' })
   const tools = (await client.listTools()).tools
-  t.same(tools.map(x => x.name), ['bash_tool', 'view', 'create_file', 'str_replace', 'sub_agent'], 'the five tools of §3.1 item 1 (issue #12)')
+  t.same(tools.map(x => x.name), ['bash_tool', 'view', 'create_file', 'str_replace', 'sub_agent'], 'the five tools of docs/contract.md#common-tool-rules')
   t.match(tools.find(x => x.name === 'bash_tool')?.description, /README\.md/)
   t.match(tools.find(x => x.name === 'bash_tool')?.description, /\/home\/assistant/)
   t.match(tools.find(x => x.name === 'view')?.description, /README\.md/)
   for (const tool of tools) t.notOk('outputSchema' in tool, `${tool.name} declares no outputSchema`)
 })
 
-// issue #12: removing the sub-agent line of the manifest leaves the other four tools and a prompt that never mentions sub_agent
+// removing the sub-agent line of the manifest leaves the other four tools and a prompt that never mentions sub_agent
 t.test('without the sub-agent plugin: four tools, and neither the prompt nor the instructions name sub_agent', async t => {
   const { url, app } = await listen(t, { DOCKER_HOST: 'unix:///nonexistent.sock' }, config => {
     const all = manifest(config)

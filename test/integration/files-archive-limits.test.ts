@@ -1,5 +1,5 @@
 /*
- * issue #8 item 4: archive amplification over a real socket. One archive per chat and a global limit
+ * archive amplification over a real socket. One archive per chat and a global limit
  * (429 with Retry-After after a short wait), and a reader that stops reading cannot keep a descriptor of
  * the outputs dir or an archive slot: a client that goes away closes them at once, a stalled one is cut off.
  */

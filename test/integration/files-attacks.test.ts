@@ -1,5 +1,5 @@
 /*
- * The hidden-path attack list (surface.md §6.4) over a real socket, so paths reach the server byte for
+ * The hidden-path attack list (docs/contract.md#path-rules) over a real socket, so paths reach the server byte for
  * byte (no client-side normalisation of `..` or `%2e`). Every case runs against every route shape with
  * the master key AND with a files token: nothing outside the chat's outputs dir may ever come back.
  */

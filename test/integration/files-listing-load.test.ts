@@ -1,5 +1,5 @@
 /*
- * issue #8 item 4: 100 parallel listings of a 100,000-file outputs dir (the sandbox holds a files token, so
+ * 100 parallel listings of a 100,000-file outputs dir (the sandbox holds a files token, so
  * it can send them) must not multiply the server's memory, must still answer the correct newest 5,000, and
  * must leave another chat's listing answering meanwhile. The server runs in its own process
  * (files-server.ts) so that its RSS is measured without this test's client buffers. Numbers are written to
@@ -123,7 +123,7 @@ t.test('100 parallel listings of a 100k-file outputs dir: bounded RSS, right ans
   t.equal(other.status, 200)
   t.equal((JSON.parse(other.body ?? '{}') as { files: unknown[] }).files.length, 1)
   t.ok(otherWhileBig, 'the other chat answered while the big listings were still running')
-  // Measured 0.5–0.8 s on a loaded 2-core machine (the code before issue #8: 14.6 s at only 20k files).
+  // Measured 0.5–0.8 s on a loaded 2-core machine (the code before the walk was bounded: 14.6 s at only 20k files).
   t.ok(other.ms < 2000, `the other chat answered in ${other.ms.toFixed(0)} ms (< 2 s)`)
   t.ok(growth < RSS_BOUND_MIB, `server RSS grew ${growth.toFixed(1)} MiB (bound ${RSS_BOUND_MIB} MiB)`)
 })

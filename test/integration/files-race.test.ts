@@ -1,5 +1,5 @@
 /*
- * issue #8, item 2: a sandbox that swaps a directory of its outputs for a symlink, over and over, while
+ * a sandbox that swaps a directory of its outputs for a symlink, over and over, while
  * the server walks the tree. The symlinks point at another chat's outputs and at a host directory, both
  * holding files with unique marker names (and a same-named subdirectory, so a walk redirected below the
  * swapped directory would find something). For 10 s the outputs listing, the archive (its plan is a walk)
@@ -38,7 +38,7 @@ while time.time() < end:
 print(n)
 `
 
-t.test('a sandbox swapping directories for symlinks never leaks foreign names (issue #8)', gate, async t => {
+t.test('a sandbox swapping directories for symlinks never leaks foreign names', gate, async t => {
   const prefix = `tr-${randomBytes(3).toString('hex')}`
   const dataDir = await realpath(await mkdtemp(join(tmpdir(), `${prefix}-data-`)))
   const hostDir = await realpath(await mkdtemp(join(tmpdir(), `${prefix}-host-`)))

@@ -1,5 +1,5 @@
 /*
- * Symlinks planted from inside a real sandbox (surface.md §6.4): the agent controls its outputs dir
+ * Symlinks planted from inside a real sandbox (docs/contract.md#path-rules): the agent controls its outputs dir
  * and can point links at the host's /etc or, with a relative link that only makes sense on the host,
  * at another chat's outputs. The server follows none of them out of the chat's folder.
  */
@@ -67,7 +67,7 @@ t.test('symlinks created inside the sandbox never lead out of its outputs (real 
   t.same(readZip(zip.rawPayload).map(e => [e.name, e.content.toString()]), [['ok.txt', 'VICTIM-OK\n']], 'the archive has exactly the real output')
 })
 
-// issue #8 (Low): a name with backslashes, written by the agent, made the archive a 500.
+// a name with backslashes, written by the agent, made the archive a 500.
 t.test('odd names written inside the sandbox: the archive renames them, the listing shows what downloads (real Docker)', { skip }, async t => {
   await cleanupPrefix(t, PREFIX)
   const { app: sandboxApp, dataDir } = await buildSandboxApp(t, PREFIX)

@@ -10,8 +10,8 @@ import { startServer } from '../fixtures/server-process.js'
 
 // The official MCP conformance suite (@modelcontextprotocol/conformance, pinned with the Node >= 22 it
 // needs in test/conformance/package.json) against the real server in open mode, PUBLIC_BASE_URL
-// unset: the setup in which issue #8 found dns-rebinding-protection failing and server-sse-polling
-// warning. // issue #8
+// unset: the setup in which a review found dns-rebinding-protection failing and server-sse-polling
+// warning.
 
 const run = promisify(execFile)
 
@@ -33,17 +33,17 @@ for (const name of ['tools-call-sampling', 'tools-call-elicitation', 'elicitatio
   NOT_APPLICABLE[name] = suiteFixtureTool('a fixture tool that asks the client for sampling or elicitation; this server never sends requests to the client')
 }
 for (const name of ['logging-set-level', 'tools-call-with-logging']) {
-  NOT_APPLICABLE[name] = { why: 'no logging capability (§2.4): logs stay on the server', failure: /Method not found/ }
+  NOT_APPLICABLE[name] = { why: 'no logging capability (docs/contract.md#initialize-result): logs stay on the server', failure: /Method not found/ }
 }
 NOT_APPLICABLE['completion-complete'] = { why: 'no completions capability: no prompts or resource templates to complete', failure: /Method not found/ }
 for (const name of ['resources-read-text', 'resources-read-binary', 'resources-templates-read']) {
-  NOT_APPLICABLE[name] = { why: 'reads fixture URIs (test://…); resources are a chat\'s uploads (§4.3), covered by the tier-resources tests', failure: /Resource not found/ }
+  NOT_APPLICABLE[name] = { why: 'reads fixture URIs (test://…); resources are a chat\'s uploads (docs/contract.md#tier-5-uploads-as-mcp-resources), covered by the tier-resources tests', failure: /Resource not found/ }
 }
 for (const name of ['resources-subscribe', 'resources-unsubscribe']) {
-  NOT_APPLICABLE[name] = { why: 'subscribe: false by contract (§2.4); upload changes go out as resources/list_changed', failure: /Method not found/ }
+  NOT_APPLICABLE[name] = { why: 'subscribe: false by contract (docs/contract.md#initialize-result); upload changes go out as resources/list_changed', failure: /Method not found/ }
 }
 for (const name of ['prompts-get-simple', 'prompts-get-with-args', 'prompts-get-embedded-resource', 'prompts-get-with-image']) {
-  NOT_APPLICABLE[name] = { why: 'no prompts by contract (§2.4: prompts/list is empty)', failure: /Prompt not found/ }
+  NOT_APPLICABLE[name] = { why: 'no prompts by contract (docs/contract.md#initialize-result: prompts/list is empty)', failure: /Prompt not found/ }
 }
 
 interface Check { id: string, status: string, errorMessage?: string }

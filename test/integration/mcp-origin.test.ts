@@ -3,8 +3,8 @@ import { request } from 'node:http'
 import { listen } from '../helper.js'
 import { connect, kernelManifest, textOf } from '../fixtures/mcp-probe.js'
 
-// DNS-rebinding defence of /mcp (surface.md §2.6 item 6, Revised). Requests go through node:http so
-// that Host and Origin are exactly what a browser under a rebinding attack would send. // issue #8
+// DNS-rebinding defence of /mcp (docs/contract.md#authentication-and-origin). Requests go through node:http so
+// that Host and Origin are exactly what a browser under a rebinding attack would send.
 
 const PING = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' })
 

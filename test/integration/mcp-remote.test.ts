@@ -8,14 +8,14 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { listen, TEST_API_KEY as KEY } from '../helper.js'
 import { kernelManifest, textOf } from '../fixtures/mcp-probe.js'
 
-// Claude Desktop reaches the server through the mcp-remote bridge (surface.md §12.4): a stdio MCP
+// Claude Desktop reaches the server through the mcp-remote bridge (docs/contract.md#claude-desktop): a stdio MCP
 // server that forwards to /mcp with the configured headers. It carries its own MCP client, which
-// must parse our primed SSE streams and live with our session ids. // issue #8
+// must parse our primed SSE streams and live with our session ids.
 
 const proxy = createRequire(import.meta.url).resolve('mcp-remote/dist/proxy.js')
 
 interface DesktopEntry { command: string, args: string[], env: Record<string, string> }
-/** The entry of integrations/claude-desktop/claude_desktop_config.json, the file users copy. // issue #14 */
+/** The entry of integrations/claude-desktop/claude_desktop_config.json, the file users copy. */
 const desktopConfig = JSON.parse(await readFile(new URL('../../integrations/claude-desktop/claude_desktop_config.json', import.meta.url), 'utf8')) as
   { mcpServers?: Record<string, DesktopEntry> }
 const found = desktopConfig.mcpServers?.['computer-use']
@@ -30,7 +30,7 @@ t.test('Claude Desktop\'s mcp-remote bridge lists tools and runs a streamed call
   const transport = new StdioClientTransport({
     command: process.execPath,
     // Exactly the copy-paste config: `npx -y mcp-remote <url> --header Name:${VAR} …` with the key in
-    // its env block (the header form of §12.4: Name:value, no space after the colon; mcp-remote
+    // its env block (the header form of docs/contract.md#claude-desktop: Name:value, no space after the colon; mcp-remote
     // expands ${VAR}). Only the placeholders a user fills in are replaced.
     args: [proxy, ...desktop.args.slice(desktop.args.indexOf('mcp-remote') + 1).map(a => a === 'https://cubicle.example.com/mcp' ? `${url}/mcp` : a)],
     env: { ...desktop.env, CU_KEY: KEY, PATH: process.env.PATH ?? '', HOME: configDir, MCP_REMOTE_CONFIG_DIR: configDir },

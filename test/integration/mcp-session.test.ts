@@ -4,8 +4,8 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { listen } from '../helper.js'
 import { kernelManifest, textOf } from '../fixtures/mcp-probe.js'
 
-// Stateless but session-friendly (surface.md §2.1 item 2, Revised): initialize hands out a random
-// Mcp-Session-Id that is stored nowhere; any or no session id on later requests is fine. // issue #8
+// Stateless but session-friendly (docs/contract.md#transport): initialize hands out a random
+// Mcp-Session-Id that is stored nowhere; any or no session id on later requests is fine.
 
 const INIT = { jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'smoke', version: '1' } } }
 const JSON_AND_SSE = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' }

@@ -4,8 +4,8 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { listen } from '../helper.js'
 import { kernelManifest, textOf, type Probe } from '../fixtures/mcp-probe.js'
 
-// SSE framing of /mcp (surface.md §2.3, Revised): a POST stream starts with a priming event (an id
-// and empty data) and carries a retry field (protocol 2025-11-25, SEP-1699). // issue #8
+// SSE framing of /mcp (docs/contract.md#reply-format): a POST stream starts with a priming event (an id
+// and empty data) and carries a retry field (protocol 2025-11-25, SEP-1699).
 
 const PRIMING = /^id: [A-Za-z0-9_-]{8,}\nretry: 2000\ndata: \n\n/
 const newProbe = (): Probe => ({ calls: [], aborted: [] })

@@ -33,7 +33,7 @@ async function scrape (t: Test, url: string, headers: Record<string, string> = A
   return await res.text()
 }
 
-// issue #14: /metrics — requests per route, tool calls per tool and outcome, auth failures, bytes; bearer-protected
+// /metrics — requests per route, tool calls per tool and outcome, auth failures, bytes; bearer-protected
 t.test('/metrics counts HTTP requests, tool calls by outcome and auth failures, with no chat id or token in a label', async t => {
   const probe: Probe = { calls: [], aborted: [] }
   const { url } = await listen(t, { MCP_API_KEY: TEST_API_KEY, DOCKER_HOST: 'unix:///nonexistent.sock' },
@@ -79,7 +79,7 @@ t.test('open mode: /metrics needs no key; the connection page links it and the O
   t.match(page, /GET \/metrics/)
 })
 
-// issue #14: an OpenAPI description generated from the route schemas, at /openapi.json
+// an OpenAPI description generated from the route schemas, at /openapi.json
 t.test('GET /openapi.json describes the routes of the full manifest from their schemas', async t => {
   const { url } = await listen(t, { MCP_API_KEY: TEST_API_KEY, DOCKER_HOST: 'unix:///nonexistent.sock' })
   const res = await fetch(`${url}/openapi.json`)
@@ -101,7 +101,7 @@ t.test('GET /openapi.json describes the routes of the full manifest from their s
 
 const gate = await dockerOrSkip()
 
-// issue #14: tool calls per tool, sandboxes by state, exec latency on a real sandbox
+// tool calls per tool, sandboxes by state, exec latency on a real sandbox
 t.test('bash_tool on real Docker: a tool call, a sandbox start, a running sandbox; a stop moves it to stopped', gate, async t => {
   const prefix = `t-${randomBytes(4).toString('hex')}`
   const dataDir = await mkdtemp(join(tmpdir(), 'metrics-data-'))

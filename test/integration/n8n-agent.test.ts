@@ -1,5 +1,5 @@
 /*
- * issue #14: the n8n AI Agent example. Headless n8n imports integrations/n8n's agent workflow: an AI
+ * the n8n AI Agent example. Headless n8n imports integrations/n8n's agent workflow: an AI
  * Agent whose chat model is an OpenAI-compatible model (a scripted mock on loopback) and whose tool is
  * the MCP Client Tool node on this server's /mcp (HTTP Streamable, "Multiple Headers" credential with
  * Authorization and X-Chat-Id). The model calls bash_tool, the command runs in the chat's real

@@ -1,5 +1,5 @@
 /*
- * Headless n8n for the n8n integration tests (issue #14): the install gate and a throwaway n8n user
+ * Headless n8n for the n8n integration tests: the install gate and a throwaway n8n user
  * folder per test. scripts/n8n-install.sh installs n8n 2.41.1 on Node 24 from the npm registry into
  * a cache; the gate skips loudly when that fails (even under REQUIRE_DOCKER=1: the install needs the
  * registry, not the engine), and a test fails when n8n is installed and the call fails.

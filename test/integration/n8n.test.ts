@@ -1,5 +1,5 @@
 /*
- * issue #14: n8n as a real client. Headless n8n (scripts/n8n-install.sh: n8n 2.41.1 on Node 24 from
+ * n8n as a real client. Headless n8n (scripts/n8n-install.sh: n8n 2.41.1 on Node 24 from
  * the npm registry, cached) imports integrations/n8n's credential and workflow and runs the
  * standalone MCP Client node against this server: bash_tool in a real sandbox. Skips loudly when n8n
  * cannot be installed (even under REQUIRE_DOCKER=1); fails when it is installed and the call fails.

@@ -1,5 +1,5 @@
 /*
- * The authorization server's protocol rules over real HTTP (issue #15), without Docker or a
+ * The authorization server's protocol rules over real HTTP (docs/contract.md#oauth), without Docker or a
  * browser: metadata, PKCE and resource binding, refresh rotation and reuse, deleted clients,
  * restarts, CSRF, rate limits, and that the static key keeps working beside OAuth.
  */
@@ -165,7 +165,7 @@ t.test('a restart keeps users connected: state and keys persist in DATA_DIR', as
   t.same((await (await fetch(`${second.base}/oauth/jwks`)).json() as typeof jwks).keys.map(k => k.kid), jwks.keys.map(k => k.kid), 'the same signing keys')
 })
 
-// issue #15: the /mcp failure throttle (30 failures a minute per address) counts wrong OAuth tokens
+// the /mcp failure throttle (30 failures a minute per address) counts wrong OAuth tokens
 // like wrong keys, and, like the key, a valid OAuth token is never refused by it.
 t.test('wrong tokens on /mcp are throttled per address; a valid OAuth token and the key still pass', async t => {
   const { base } = await startOAuthServer(t)

@@ -1,5 +1,5 @@
 /*
- * Teams sign in as themselves (issue #15): the OAuth login page hands off to an upstream OpenID
+ * Teams sign in as themselves (docs/contract.md#oauth): the OAuth login page hands off to an upstream OpenID
  * Connect issuer (here a local oidc-provider with its development login form, on loopback), and only
  * allowed, verified emails come back signed in. Driven in real Chromium.
  */

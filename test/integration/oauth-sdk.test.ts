@@ -1,5 +1,5 @@
 /*
- * Claude's way in, end to end (issue #15): the official MCP SDK client with its OAuth support
+ * Claude's way in, end to end (docs/contract.md#oauth): the official MCP SDK client with its OAuth support
  * meets a protected server with no key: discovery from the 401, dynamic registration, the
  * authorization step through the real login page in Chromium, code exchange with PKCE, then
  * tools/call bash_tool in the user's own sandbox on real Docker. Then refresh, revocation, a token

@@ -1,5 +1,5 @@
 /*
- * Helpers of the OAuth integration tests (issue #15): a server with OAUTH_ENABLED on a loopback
+ * Helpers of the OAuth integration tests (docs/contract.md#oauth): a server with OAUTH_ENABLED on a loopback
  * port that is also its PUBLIC_BASE_URL, an SDK OAuthClientProvider kept in memory, and the two
  * ways through the login page: real Chromium (the tests the issue names) and a cookie-keeping
  * fetch (protocol details, fast).
@@ -253,7 +253,7 @@ export async function exchangeCode (base: string, clientId: string, redirect: st
 
 /**
  * The authentication layer of /mcp alone: a POST with this bearer token. Authentication runs before
- * any MCP parsing (§2.6 item 3), so the status says whether the token was accepted (401 or not).
+ * any MCP parsing (docs/contract.md#authentication-and-origin), so the status says whether the token was accepted (401 or not).
  */
 export async function probeMcp (base: string, token: string, path = '/mcp'): Promise<Response> {
   return await fetch(`${base}${path}`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: '{"jsonrpc":"2.0","id":1,"method":"ping"}' })

@@ -1,5 +1,5 @@
 /*
- * The default (slim) image does office work (issue #16): python-docx, openpyxl, reportlab, pypdf,
+ * The default (slim) image does office work (docs/contract.md#skills): python-docx, openpyxl, reportlab, pypdf,
  * matplotlib and pandas from Debian, pptxgenjs for Node.js, each producing a real file in a sandbox
  * through bash_tool that is then read back (inside with the libraries, outside by its bytes).
  */
@@ -48,7 +48,7 @@ deck.addSlide().addText("Next steps", { x: 1, y: 1 })
 deck.writeFile({ fileName: "${OUT}/deck.pptx" }).then(f => console.log("pptx:", f))
 ' && python3 -c "import zipfile; n = sorted(x for x in zipfile.ZipFile('${OUT}/deck.pptx').namelist() if x.startswith('ppt/slides/slide')); print('slides:', n)"`
 
-// issue #16: the office libraries produce docx/xlsx/pptx/pdf in a sandbox of the default image
+// the office libraries produce docx/xlsx/pptx/pdf in a sandbox of the default image
 t.test('the sandbox image makes docx, xlsx, pdf, png with Python and pptx with Node.js', gate, async t => {
   await cleanupPrefix(t, prefix)
   const dataDir = await mkdtemp(join(tmpdir(), `${prefix}-data-`))
@@ -74,7 +74,7 @@ t.test('the sandbox image makes docx, xlsx, pdf, png with Python and pptx with N
   t.equal((await readFile(join(outputs, 'hello.pdf'))).subarray(0, 5).toString('latin1'), '%PDF-')
   t.equal((await readFile(join(outputs, 'chart.png'))).subarray(1, 4).toString('latin1'), 'PNG')
 
-  // issue #16: the pptx skill's scripts, run as its SKILL.md says, make a deck that reads back with the right slides
+  // the pptx skill's scripts, run as its SKILL.md says, make a deck that reads back with the right slides
   t.test('the pptx skill: outline → make_deck.js → read_deck.js', async t => {
     const skill = await sh(c, 'cat /mnt/skills/public/pptx/SKILL.md')
     const outline = /```json\n([\s\S]*?)```/.exec(skill)?.[1]

@@ -1,5 +1,5 @@
 /*
- * issue #14: the Open WebUI tool and filter of integrations/open-webui, called by Python harnesses
+ * the Open WebUI tool and filter of integrations/open-webui, called by Python harnesses
  * (test/fixtures/open-webui/*.py, standard library only) exactly as Open WebUI calls them — Tools()
  * and Filter() instances with Valves, `await tools.bash_tool(command=…, __user__=…, __metadata__=…,
  * __files__=…, __event_emitter__=…)`, `await filter.inlet(body, …)` / `outlet(body, …)` — against

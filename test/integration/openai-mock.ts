@@ -1,5 +1,5 @@
 /*
- * A scripted OpenAI Chat Completions model on loopback for agent tests (issue #14: the n8n AI Agent).
+ * A scripted OpenAI Chat Completions model on loopback for agent tests (the n8n AI Agent).
  * POST /v1/chat/completions, streamed (SSE) or not: while the conversation does not end in a tool
  * result, the model calls `tool` with `args`; once it does, it answers with `final(result)`, the
  * result being the text of the last tool message. GET /v1/models lists the one model. Every request

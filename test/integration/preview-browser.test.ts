@@ -66,7 +66,7 @@ t.test('the preview page opened with a files token renders every preview type an
     t.same(await page.$$eval('#preview table.sheet tbody tr:first-child td', td => td.map(c => c.textContent)), ['laptop', '1200'])
     await shot(page, 'xlsx')
   })
-  // issue #8: xlsx 0.18.5 was replaced by read-excel-file (in the parser worker); it must read what Excel writes.
+  // xlsx 0.18.5 was replaced by read-excel-file (in the parser worker); it must read what Excel writes.
   await t.test('a workbook with several sheets, shared strings, dates, booleans and formula results', async t => {
     await open(page, 'data/quarters.xlsx')
     t.same(await page.$$eval('#preview .tabs .tab', tabs => tabs.map(b => b.textContent)), ['Q1', 'Q2 & notes'])
@@ -179,7 +179,7 @@ t.test('the page works embedded in an opaque-origin sandboxed iframe of another 
   await frame.click('#file-list li[data-path="data/table.csv"] button')
   await frame.waitForSelector('#preview[data-rendered="data/table.csv"] table.sheet')
   t.equal(await frame.textContent('#preview table.sheet tbody tr:first-child td'), 'Berlin', 'cross-origin fetches of listing and file work (CORS *)')
-  // issue #8: the parser worker starts from a blob bootstrap, which works where a URL worker cannot (origin null).
+  // the parser worker starts from a blob bootstrap, which works where a URL worker cannot (origin null).
   await frame.click('#file-list li[data-path="data/book.xlsx"] button')
   await frame.waitForSelector('#preview[data-rendered="data/book.xlsx"] table.sheet')
   t.same(await frame.$$eval('#preview table.sheet tbody tr:first-child td', td => td.map(c => c.textContent)), ['laptop', '1200'], 'xlsx parsed in the worker')

@@ -1,4 +1,4 @@
-// issue #8 (Medium 7 and the preview CSP item): agent-written documents are parsed only in a token-less
+// agent-written documents are parsed only in a token-less
 // worker with a time budget, their HTML cannot escape its box, and no script outside the page's own runs.
 import t from 'tap'
 import { createServer } from 'node:http'

@@ -1,5 +1,5 @@
 /*
- * REQUEST_TIMEOUT (issue #8) over real sockets, with a 1 s limit: a client that takes longer to
+ * REQUEST_TIMEOUT over real sockets, with a 1 s limit: a client that takes longer to
  * *send* its request (slow upload body, slow headers, nothing at all) gets 408 and is closed, while
  * everything that is slow on the response side runs on: an SSE tool call, a silent JSON tool call,
  * the GET /mcp event stream and a WebSocket, each kept open three times as long as the limit.
@@ -63,7 +63,6 @@ async function slowClient (port: number, head: string, drip: string): Promise<{ 
   })
 }
 
-// issue #8
 t.test('a request that takes longer than REQUEST_TIMEOUT to arrive gets 408 and is closed', async t => {
   const { port, dataDir } = await server(t)
   const boundary = 'cubicleboundary'
@@ -83,7 +82,7 @@ t.test('a request that takes longer than REQUEST_TIMEOUT to arrive gets 408 and 
   t.ok(idle.ms < 2900, `a connection that sends nothing is closed after ${idle.ms} ms`)
 })
 
-// issue #8: response-side work is never cut by the request timeout
+// response-side work is never cut by the request timeout
 t.test('SSE tool calls, silent JSON tool calls, the GET stream and WebSockets outlive REQUEST_TIMEOUT', async t => {
   const { url, port } = await server(t)
   const client = await connect(t, url, { 'X-Chat-Id': 'chat-a' })

@@ -1,5 +1,5 @@
 /*
- * The in-sandbox agent (issue #11 §2) on a real engine: commands and execs travel over one agent
+ * The in-sandbox agent (docs/contract.md#in-sandbox-agent) on a real engine: commands and execs travel over one agent
  * stream per sandbox (no docker exec per call), concurrently and in order; the kill path and
  * cancellation still work; a killed or lying agent costs its own chat one lost call at most, and the
  * next calls work (docker exec meanwhile, the agent opened again after the backoff); an image without
@@ -51,7 +51,7 @@ t.test('in-sandbox agent (real Docker)', { skip }, async t => {
     t.equal(execs.length, 1)
   })
 
-  t.test('file operations: stat, bounded reads and atomic writes as assistant, no docker exec', async t => { // issue #11 §2
+  t.test('file operations: stat, bounded reads and atomic writes as assistant, no docker exec', async t => { // docs/contract.md#in-sandbox-agent
     const op = sandbox.fileOp
     if (op === undefined) { t.fail('the driver has no fileOp'); return }
     const file = async (o: Parameters<typeof op>[1]): Promise<Awaited<ReturnType<typeof op>>> => await op(chat, o, { timeoutMs: 10_000 })

@@ -1,5 +1,5 @@
 /*
- * kill -9 of the real server process in the middle of a bash_tool call (issue #8): no workspace data
+ * kill -9 of the real server process in the middle of a bash_tool call: no workspace data
  * is lost, and the restarted server re-adopts the sandbox (one container, the same one, the command
  * started before the crash still running) and the next call works. Spawns `node --import tsx
  * core/server.ts` with its environment, as an operator would run it, and talks MCP over HTTP.
@@ -51,7 +51,7 @@ async function stop (server: Server, signal: NodeJS.Signals): Promise<void> {
   await exited
 }
 
-t.test('kill -9 of the server mid-bash_tool loses no data; the restarted server re-adopts the sandbox', gate, async t => { // issue #8
+t.test('kill -9 of the server mid-bash_tool loses no data; the restarted server re-adopts the sandbox', gate, async t => {
   const prefix = `tcrash-${randomBytes(3).toString('hex')}`
   const dataDir = await mkdtemp(join(tmpdir(), 'crash-data-'))
   t.teardown(async () => {

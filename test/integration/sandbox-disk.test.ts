@@ -1,6 +1,6 @@
 /*
  * SANDBOX_DISK_LIMIT on this machine's engine (overlay2 on ext4: no writable-layer quota, so the
- * tmpfs and the watchdog do the work), through the MCP SDK client over HTTP (issue #8): a `dd` of
+ * tmpfs and the watchdog do the work), through the MCP SDK client over HTTP: a `dd` of
  * 80 MB in a 50 MiB chat gets the chat stopped, the next result says why, freeing space works.
  */
 import t, { type Test } from 'tap'
@@ -69,7 +69,7 @@ t.test('a chat over its disk limit is stopped, told why, and can free space', ga
     return { used: Number(m?.[1] ?? NaN), home: Number(m?.[2] ?? NaN) }
   }
 
-  t.test('dd of 80 MB into home: the watchdog stops the chat, the next result says why', async t => { // issue #8
+  t.test('dd of 80 MB into home: the watchdog stops the chat, the next result says why', async t => {
     const first = textOf(await bash(c, 'dd if=/dev/zero of=~/big bs=1M count=80 status=none; echo wrote'))
     // On a loaded machine a pass may catch dd before it is done: then its result is cut off and says why.
     if (first !== 'wrote\n') t.match(first, /^Error: the command was cut off\. The exit status of the command is unknown\. This chat had \d+ MiB used of its 50 MiB disk limit/, 'cut off mid-write, and says why')
@@ -101,7 +101,7 @@ t.test('a chat over its disk limit is stopped, told why, and can free space', ga
     t.ok(figures(r).used > before + 16, `the note counts the new file (${before} → ${figures(r).used} MiB)`)
   })
 
-  t.test('rm frees space: the warnings stop', async t => { // issue #8
+  t.test('rm frees space: the warnings stop', async t => {
     t.match(textOf(await bash(c, 'rm ~/big ~/more; echo freed')), /^freed\n/)
     let text = ''
     for (let i = 0; i < 20; i++) {
@@ -113,7 +113,7 @@ t.test('a chat over its disk limit is stopped, told why, and can free space', ga
     t.ok((await container()).running)
   })
 
-  t.test('a command still writing when the limit is crossed is cut off, and its result says why', async t => { // issue #8
+  t.test('a command still writing when the limit is crossed is cut off, and its result says why', async t => {
     const r = await bash(c, 'for i in $(seq 1 300); do head -c 1048576 /dev/zero >> ~/slow; sleep 0.05; done; echo finished')
     t.equal(r.isError, true)
     t.match(textOf(r), /^Error: the command was cut off\. The exit status of the command is unknown\. This chat had \d+ MiB used of its 50 MiB disk limit: \/home\/assistant \d+ MiB/)

@@ -1,5 +1,5 @@
 /*
- * Execution semantics against a real engine (surface.md §3.3): runCommand (bash_tool's engine) and
+ * Execution semantics against a real engine (docs/contract.md#bash_tool): runCommand (bash_tool's engine) and
  * exec(): exit codes, merged output, UTF-8, timeout SIGTERM → SIGKILL within T+10 s, background
  * children, abort, streaming without buffering, putFile.
  */

@@ -1,5 +1,5 @@
 /*
- * Isolation and limits against a real engine (surface.md §5.1–§5.3, §8.7): two chats cannot see each
+ * Isolation and limits against a real engine (docs/contract.md#sandbox-layout, docs/contract.md#sandbox-configuration, docs/contract.md#isolation, docs/contract.md#credential-allowlist): two chats cannot see each
  * other's files or processes nor reach each other over the network; limits are visible inside; a
  * fork bomb is contained; the environment carries only the active CLI's allowlist.
  */
@@ -85,7 +85,7 @@ t.test('sandbox isolation (real Docker)', { skip }, async t => {
 
     // Foreground bomb: the top-level bash never exits. Its fork failures make the driver ask the
     // engine, which confirms the pids limit is exhausted: the sandbox is restarted and the call ends
-    // with a pids-limit notice (issue #8); if the timeout comes first, the kill path ends it.
+    // with a pids-limit notice; if the timeout comes first, the kill path ends it.
     let t0 = performance.now()
     const r = await app.sandbox.runCommand(chat, 'bomb() { bomb | bomb; }; bomb', { timeoutMs: 3000, onOutput: () => {} })
     let ms = performance.now() - t0

@@ -1,7 +1,7 @@
 /*
  * sandbox-docker against a real engine: creation, naming, labels, data dirs, single flight,
  * 409 adoption, persistence, re-adoption after a restart, recreation on a failed start, create
- * timeout, missing image and Docker outages (surface.md §5.2, §5.4–§5.6, §9).
+ * timeout, missing image and Docker outages (docs/contract.md#sandbox-configuration, docs/contract.md#lifecycle, docs/contract.md#creation, docs/contract.md#idle-stop-max-age-and-purge, docs/contract.md#other-endpoints-and-startup).
  */
 import t from 'tap'
 import { readFile, stat } from 'node:fs/promises'

@@ -1,5 +1,5 @@
 /*
- * The warm pool against a real engine (issue #11 §3, SANDBOX_POOL_SIZE): a claim gives the layout of a
+ * The warm pool against a real engine (docs/contract.md#warm-pool, SANDBOX_POOL_SIZE): a claim gives the layout of a
  * fresh sandbox, concurrent new chats get one container each, the pool refills, a restart re-adopts
  * pooled and claimed sandboxes (and finishes or rolls back an interrupted claim), stop/start, drift
  * recreation and a removal behind the server's back keep home and outputs, purge removes the claimed
@@ -43,7 +43,7 @@ t.test('warm pool (real Docker)', { skip }, async t => {
   const poolContainers = async (): Promise<string[]> => (await client.list([`cu.prefix=${PREFIX}`]))
     .filter(c => c.name.startsWith(`${PREFIX}-pool-`)).map(c => c.id).sort()
 
-  // issue #11 §3: the layout of a freshly created sandbox, as the reference.
+  // docs/contract.md#warm-pool: the layout of a freshly created sandbox, as the reference.
   const user = { email: 'ann@example.com', emailRejected: false, name: 'Ann', mcpServers: [], credentials: { gitlabToken: 'tok' } }
   const fresh = await buildSandboxApp(t, PREFIX)
   await fresh.service.ensure('pool-fresh', { user })

@@ -1,5 +1,5 @@
 /*
- * Server-driven lifecycle against a real engine (surface.md §5.3 item 3, §5.6): idle stop, leases,
+ * Server-driven lifecycle against a real engine (docs/contract.md#isolation, docs/contract.md#idle-stop-max-age-and-purge): idle stop, leases,
  * max-age removal keeping the volume, the data purge and the running-sandbox cap. The clock is
  * injected, so passes run instantly; one test lets the real timer fire.
  */

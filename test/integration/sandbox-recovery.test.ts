@@ -1,5 +1,5 @@
 /*
- * A sandbox changed behind the server's back (issue #8), on real Docker through the MCP SDK client
+ * A sandbox changed behind the server's back, on real Docker through the MCP SDK client
  * over HTTP: removed (docker rm -f), stopped (docker stop), killed (docker kill), before or during a
  * call. The first call after it recovers (same volume, same data) and says what happened.
  */
@@ -26,7 +26,7 @@ t.test('a sandbox changed behind the server\'s back: the first call recovers it'
   }
   t.equal(textOf(await bash(c, 'echo kept > ~/keep.txt && echo out > /mnt/user-data/outputs/o.txt && echo ok')).split('\n')[0], 'ok')
 
-  t.test('docker rm -f between calls: recreated on the same workspace, and said so once', async t => { // issue #8
+  t.test('docker rm -f between calls: recreated on the same workspace, and said so once', async t => {
     const before = await only()
     await docker.remove(before.id)
     const r = await bash(c, 'cat ~/keep.txt /mnt/user-data/outputs/o.txt')
@@ -38,7 +38,7 @@ t.test('a sandbox changed behind the server\'s back: the first call recovers it'
     t.equal(textOf(await bash(c, 'echo again')), 'again\n', 'reported once')
   })
 
-  t.test('docker stop and docker kill between calls: started again, same container', async t => { // issue #8
+  t.test('docker stop and docker kill between calls: started again, same container', async t => {
     for (const how of ['stop', 'kill'] as const) {
       const before = await only()
       await bash(c, 'nohup sleep 500 >/dev/null 2>&1 &')
@@ -51,7 +51,7 @@ t.test('a sandbox changed behind the server\'s back: the first call recovers it'
     }
   })
 
-  t.test('killed while a command runs: the result says so, the next call starts it again', async t => { // issue #8
+  t.test('killed while a command runs: the result says so, the next call starts it again', async t => {
     const pending = bash(c, 'echo started; sleep 60; echo never')
     await sleep(1500)
     await docker.kill((await only()).id)
@@ -61,7 +61,7 @@ t.test('a sandbox changed behind the server\'s back: the first call recovers it'
     t.equal(textOf(await bash(c, 'cat ~/keep.txt')), 'kept\n')
   })
 
-  t.test('the driver API recovers too: exec after docker rm, putFile after docker stop', async t => { // issue #8
+  t.test('the driver API recovers too: exec after docker rm, putFile after docker stop', async t => {
     const sandbox = app.sandbox as CoreSandboxService
     await docker.remove((await only()).id)
     const r = await sandbox.exec(chat, ['cat', '/home/assistant/keep.txt'])

@@ -1,5 +1,5 @@
 /*
- * A saturated sandbox on real Docker (issue #8): a fork bomb whose processes outlive its command, a
+ * A saturated sandbox on real Docker: a fork bomb whose processes outlive its command, a
  * silent one, a memory hog. The chat keeps working, each result says what happened, /health and
  * another chat keep answering meanwhile, and the kill path of a timeout copes with thousands of
  * processes. Through the MCP SDK client over HTTP, except the kill-path test (the driver directly).
@@ -36,7 +36,7 @@ t.test('a fork bomb no longer bricks its chat', gate, async t => {
     }
   }
 
-  t.test('the issue\'s bomb: its processes outlive the command, the chat recovers and is told', async t => { // issue #8
+  t.test('the issue\'s bomb: its processes outlive the command, the chat recovers and is told', async t => {
     const c = await client(t, url, 'sat-bomb')
     t.equal(textOf(await bash(c, 'echo data > ~/keep.txt; echo warm')), 'warm\n')
     const [before] = await containersOfChat(prefix, chatKey('sat-bomb'))
@@ -60,7 +60,7 @@ t.test('a fork bomb no longer bricks its chat', gate, async t => {
     t.ok(stats.pids.current < 50, `pids back to normal: ${stats.pids.current}`)
   })
 
-  t.test('a silent bomb (output discarded): caught at the end of its command or by the next call', async t => { // issue #8
+  t.test('a silent bomb (output discarded): caught at the end of its command or by the next call', async t => {
     const c = await client(t, url, 'sat-silent')
     await bash(c, 'echo data > ~/keep.txt')
     const bomb = await bash(c, `${BOMB} >/dev/null 2>&1; echo launched`)
@@ -78,7 +78,7 @@ t.test('a fork bomb no longer bricks its chat', gate, async t => {
     t.equal(textOf(await bash(c, 'echo fine')), 'fine\n', 'nothing left to report')
   })
 
-  t.test('a bomb that starts after its command returned: the next call recovers the chat', async t => { // issue #8
+  t.test('a bomb that starts after its command returned: the next call recovers the chat', async t => {
     const c = await client(t, url, 'sat-late')
     await bash(c, 'echo data > ~/keep.txt')
     const launch = await bash(c, "nohup bash -c 'sleep 2; bomb() { bomb | bomb & }; bomb' >/dev/null 2>&1 & echo launched")
@@ -98,7 +98,7 @@ t.test('a fork bomb no longer bricks its chat', gate, async t => {
     t.equal(textOf(await bash(c, 'echo fine')), 'fine\n', 'nothing left to report')
   })
 
-  t.test('a memory hog: the result says the sandbox ran out of memory', async t => { // issue #8
+  t.test('a memory hog: the result says the sandbox ran out of memory', async t => {
     const c = await client(t, url, 'sat-mem')
     const r = await bash(c, 'python3 -c "b = bytearray(1 << 30)"')
     t.notOk(r.isError)
@@ -107,7 +107,7 @@ t.test('a fork bomb no longer bricks its chat', gate, async t => {
   })
 })
 
-t.test('a bomb and a memory hog in one chat leave /health and another chat answering', gate, async t => { // issue #8
+t.test('a bomb and a memory hog in one chat leave /health and another chat answering', gate, async t => {
   const { url } = await toolsApp(t, { CONTAINER_MEM_LIMIT: '512m' })
   const a = await client(t, url, 'load-a')
   const b = await client(t, url, 'load-b')
@@ -155,7 +155,7 @@ t.test('a bomb and a memory hog in one chat leave /health and another chat answe
   t.ok(Math.max(...calls) < 10_000, `the other chat's calls stay under 10 s (max ${Math.max(...calls).toFixed(0)} ms)`)
 })
 
-t.test('the kill path of a timeout copes with 3,000 processes that ignore SIGTERM', gate, async t => { // issue #8
+t.test('the kill path of a timeout copes with 3,000 processes that ignore SIGTERM', gate, async t => {
   const PREFIX = 'tsatkill'
   await cleanupPrefix(t, PREFIX)
   // 3,000 processes can need more than the default 512 MiB (the kernel then OOM-kills instead): this tests the kill path.

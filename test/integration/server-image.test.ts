@@ -1,5 +1,5 @@
 /*
- * issue #14: the server's own image, built here with no image registry (scripts/build-server-image.sh:
+ * the server's own image, built here with no image registry (scripts/build-server-image.sh:
  * debootstrap base + Node.js from the npm registry) and run against the host's dockerd exactly as the
  * README says; then a whole session through it with the official MCP SDK client and Chromium.
  * Heavy: the image build is cached by Docker's layer cache; SERVER_IMAGE=<tag> reuses a built image.

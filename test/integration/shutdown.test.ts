@@ -32,7 +32,7 @@ async function until (what: () => boolean, ms = 20000): Promise<void> {
   }
 }
 
-// issue #14: graceful shutdown — in-flight tool calls finish or are cancelled cleanly within a bound
+// graceful shutdown — in-flight tool calls finish or are cancelled cleanly within a bound
 t.test('app.close() lets a running tool call finish within the drain time', async t => {
   // CLOSE_GRACE_MS 6000: calls get 2000 ms to finish, then up to 3000 ms to stop.
   const { app, url, probe, events } = await kernel(t, { CLOSE_GRACE_MS: '6000' })

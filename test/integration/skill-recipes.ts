@@ -1,5 +1,5 @@
 /*
- * Shared setup of the library-skill tests (issue #16): a server with the Docker sandbox and the
+ * Shared setup of the library-skill tests (docs/contract.md#skills): a server with the Docker sandbox and the
  * workspace tools over real HTTP, one chat, its host-side uploads/outputs folders, and the commands
  * a SKILL.md shows, taken from the file inside the sandbox so the tests run exactly what it says.
  */

@@ -1,5 +1,5 @@
 /*
- * doc-coauthoring and the pptx skill's editing, followed literally in a real sandbox (issue #16):
+ * doc-coauthoring and the pptx skill's editing, followed literally in a real sandbox (docs/contract.md#skills):
  * the commands are the lines the SKILL.md shows; drafts are written and edited with the workspace
  * tools the model uses (create_file, str_replace), results are read back with python-docx and
  * the deck's own XML.
@@ -43,7 +43,7 @@ t.test('doc-coauthoring and pptx editing as their SKILL.md says', gate, async t 
   const chat = await skillChat(t, 'docs')
   const { sh, tool } = chat
 
-  // issue #16: the doc-coauthoring workflow keeps versions, shows diffs and exports a Word file
+  // the doc-coauthoring workflow keeps versions, shows diffs and exports a Word file
   t.test('doc-coauthoring', async t => {
     const md = await sh('cat /mnt/skills/public/doc-coauthoring/SKILL.md')
     const S = 'python3 /mnt/skills/public/doc-coauthoring/scripts/doc_tool.py'
@@ -75,7 +75,7 @@ print([[c.text for c in r.cells] for r in d.tables[0].rows])"`)
     t.match(back, "[['Item', 'Cost'], ['Lighting', '12,000']]")
   })
 
-  // issue #16: the pptx skill edits an uploaded deck (text replaced, a slide deleted), the original untouched
+  // the pptx skill edits an uploaded deck (text replaced, a slide deleted), the original untouched
   t.test('pptx: read and edit an uploaded deck', async t => {
     const md = await sh('cat /mnt/skills/public/pptx/SKILL.md')
     await tool('create_file', { description: 'deck outline', path: '/tmp/pitch.json', file_text: DECK })

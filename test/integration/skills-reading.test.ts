@@ -1,5 +1,5 @@
 /*
- * The reading skills of the image, followed literally (issue #16): file-reading, pdf-reading and
+ * The reading skills of the image, followed literally (docs/contract.md#skills): file-reading, pdf-reading and
  * describe-image. The inputs are real files made inside the sandbox (python-docx, openpyxl,
  * reportlab, Pillow), placed in the chat's uploads; the commands are the lines the SKILL.md shows.
  */
@@ -37,7 +37,7 @@ t.test('file-reading, pdf-reading and describe-image as their SKILL.md says', ga
   t.match(await sh(MAKE_INPUTS), 'inputs ready')
   for (const f of await readdir(join(chat.outputs, 'src'))) await copyFile(join(chat.outputs, 'src', f), join(chat.uploads, f))
 
-  // issue #16: file-reading identifies an upload and extracts the text of docx/xlsx/pdf made in the test
+  // file-reading identifies an upload and extracts the text of docx/xlsx/pdf made in the test
   t.test('file-reading', async t => {
     const md = await sh('cat /mnt/skills/public/file-reading/SKILL.md')
     const S = 'python3 /mnt/skills/public/file-reading/scripts/file_summary.py'
@@ -57,7 +57,7 @@ t.test('file-reading, pdf-reading and describe-image as their SKILL.md says', ga
     t.match(await sh(`${summary.replace('report.docx', 'missing.txt')}; echo rc=$?`), /not a regular file[\s\S]*rc=2/)
   })
 
-  // issue #16: pdf-reading finds the scanned page, extracts text and tables, renders pages for view, and says whether OCR is there
+  // pdf-reading finds the scanned page, extracts text and tables, renders pages for view, and says whether OCR is there
   t.test('pdf-reading', async t => {
     const md = await sh('cat /mnt/skills/public/pdf-reading/SKILL.md')
     const S = 'python3 /mnt/skills/public/pdf-reading/scripts/pdf_read.py'
@@ -79,7 +79,7 @@ t.test('file-reading, pdf-reading and describe-image as their SKILL.md says', ga
     t.match(await sh(`${S} text /mnt/user-data/uploads/report.pdf --pages 9; echo rc=$?`), /pages 9 outside 1-2[\s\S]*rc=2/)
   })
 
-  // issue #16: describe-image's crop script produces an image of the right size that view shows
+  // describe-image's crop script produces an image of the right size that view shows
   t.test('describe-image', async t => {
     const md = await sh('cat /mnt/skills/public/describe-image/SKILL.md')
     const S = 'python3 /mnt/skills/public/describe-image/scripts/image_tool.py'

@@ -1,6 +1,6 @@
 /*
  * webapp-testing, frontend-design and skill-creator, followed literally in a real sandbox
- * (issue #16): the commands are the lines the SKILL.md shows. The skill-creator's ZIP is then
+ * (docs/contract.md#skills): the commands are the lines the SKILL.md shows. The skill-creator's ZIP is then
  * checked with the server's own user-skill code (zip-extract + the shared front matter rules).
  */
 import { createHash } from 'node:crypto'
@@ -42,7 +42,7 @@ t.test('webapp-testing, frontend-design and skill-creator as their SKILL.md says
   const chat = await skillChat(t, 'web')
   const { sh, tool } = chat
 
-  // issue #16: webapp-testing starts a tiny server in the sandbox and its check passes, then fails on a broken app
+  // webapp-testing starts a tiny server in the sandbox and its check passes, then fails on a broken app
   t.test('webapp-testing', async t => {
     const md = await sh('cat /mnt/skills/public/webapp-testing/SKILL.md')
     await tool('create_file', { description: 'the app', path: '/home/assistant/app/index.html', file_text: TODO_APP })
@@ -65,7 +65,7 @@ t.test('webapp-testing, frontend-design and skill-creator as their SKILL.md says
       /exited before answering[\s\S]*boom[\s\S]*rc=1/, 'a crashing app is reported with its log')
   })
 
-  // issue #16: frontend-design previews a single-file artifact at two sizes and refuses outside dependencies
+  // frontend-design previews a single-file artifact at two sizes and refuses outside dependencies
   t.test('frontend-design', async t => {
     const md = await sh('cat /mnt/skills/public/frontend-design/SKILL.md')
     await tool('create_file', { description: 'the artifact', path: '/mnt/user-data/outputs/dashboard.html', file_text: DASHBOARD })
@@ -81,7 +81,7 @@ t.test('webapp-testing, frontend-design and skill-creator as their SKILL.md says
     t.match(bad, /rc=1/)
   })
 
-  // issue #16: skill-creator's ZIP passes the server's own user-ZIP-skill verifier
+  // skill-creator's ZIP passes the server's own user-ZIP-skill verifier
   t.test('skill-creator', async t => {
     const md = await sh('cat /mnt/skills/public/skill-creator/SKILL.md')
     const S = 'python3 /mnt/skills/public/skill-creator/scripts/skill_tool.py'
@@ -111,7 +111,7 @@ t.test('webapp-testing, frontend-design and skill-creator as their SKILL.md says
     t.match(await sh(`${commandOf(t, md, S, 'package ~/skills/weekly-report')}; echo rc=$?`), /passwd is a symlink[\s\S]*INVALID[\s\S]*rc=1/, 'a symlink is refused before packaging')
   })
 
-  // issue #16: the validator and the server agree on front matter (both accept or both refuse)
+  // the validator and the server agree on front matter (both accept or both refuse)
   t.test('skill_tool.py validate agrees with the server on front matter', async t => {
     const cases = [
       'name: a-b\ndescription: Plain text', 'name: a-b\r\ndescription: CRLF', 'name: a-b\ndescription: >\n  Folded\n  lines',

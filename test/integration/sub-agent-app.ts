@@ -21,12 +21,12 @@ import { connect } from '../fixtures/mcp-probe.js'
 import { dockerOrSkip, removeByPrefix, TEST_IMAGE, testDockerClient } from './docker.js'
 
 export const MOCK_PORT = 4010
-/** The image with codex, which slim leaves out for its size (issue #16): build.sh's agents target (slim + codex). */
+/** The image with codex, which slim leaves out for its size (docs/contract.md#skills): build.sh's agents target (slim + codex). */
 export const AGENTS_IMAGE = process.env.AGENTS_IMAGE ?? 'computer-use-sandbox:agents'
 export const MOCK_URL = `http://127.0.0.1:${MOCK_PORT}`
 const MOCK_SCRIPT = fileURLToPath(new URL('../fixtures/mock-llm/server.mjs', import.meta.url))
 
-/** Every CLI's credential row, set on the server at once (§8.7: only the active CLI's row may reach a sandbox). */
+/** Every CLI's credential row, set on the server at once (docs/contract.md#credential-allowlist: only the active CLI's row may reach a sandbox). */
 export const ALL_CREDENTIALS: Record<string, string> = {
   ANTHROPIC_AUTH_TOKEN: 'server-claude-token-0001',
   ANTHROPIC_BASE_URL: MOCK_URL,

@@ -1,5 +1,5 @@
 /*
- * Checks every CLI's integration test shares (issue #12): progress notifications, the §8.7 credential
+ * Checks every CLI's integration test shares (docs/contract.md#sub-agent-execution): progress notifications, the docs/contract.md#credential-allowlist credential
  * rows, and the ways a run stops early: the per-chat cap, a kill from the terminal service, the
  * client's cancellation and the timeout (on a second app with a short SUB_AGENT_TIMEOUT).
  */
@@ -33,7 +33,7 @@ export function checkNoRowInSandbox (t: Test, env: string, cli: 'claude' | 'code
 
 const ELAPSED = /\((\d+s|\d+m \d\ds|\d+h \d\dm)\)$/
 
-/** §8.4 item 7: elapsed seconds, increasing, total = the timeout, `<action|Agent running...> (<elapsed>)`. */
+/** docs/contract.md#sub-agent-execution: elapsed seconds, increasing, total = the timeout, `<action|Agent running...> (<elapsed>)`. */
 export function checkProgress (t: Test, progress: Progress[], totalS: number, minCount = 1): void {
   t.ok(progress.length >= minCount, `${progress.length} progress notifications`)
   for (const p of progress) {

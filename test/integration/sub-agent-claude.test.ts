@@ -1,4 +1,4 @@
-// issue #12: sub_agent with the real claude CLI (Claude Code) in a real sandbox, against the mock LLM.
+// sub_agent with the real claude CLI (Claude Code) in a real sandbox, against the mock LLM.
 import t from 'tap'
 import { dockerOrSkip } from './docker.js'
 import {
@@ -8,14 +8,14 @@ import { checkNoRowInSandbox, checkProgress, checkStopPaths } from './sub-agent-
 
 const gate = await dockerOrSkip()
 
-t.test('sub_agent runs claude in the chat sandbox (issue #12)', gate, async t => {
+t.test('sub_agent runs claude in the chat sandbox', gate, async t => {
   const { app, url } = await subAgentApp(t, 'claude')
   const headers = { 'X-User-Email': 'ada@example.com', 'X-Mcp-Servers': 'github,docker_ai,Jira', 'X-Anthropic-Api-Key': 'header-claude-key-0009' }
   const c = await chatClient(t, url, 'sa-claude', headers)
   await startMock(c)
 
   let session: string | undefined
-  t.test('a new run writes the scripted file and reports §8.5 fields, with progress', async t => {
+  t.test('a new run writes the scripted file and reports docs/contract.md#sub-agent-result fields, with progress', async t => {
     const call = await subAgent(c, { task: scripted('out/hello.txt', 'Hello from claude', 'All done: wrote out/hello.txt', 'MOCK_PAUSE 2') })
     t.comment(`claude run: ${call.ms} ms`)
     t.notOk(call.result.isError, call.text)
@@ -45,7 +45,7 @@ t.test('sub_agent runs claude in the chat sandbox (issue #12)', gate, async t =>
     t.match(await bash(c, 'stat -c %a /home/assistant/.sub_agent'), /^700/)
   })
 
-  t.test('X-Mcp-Servers becomes ~/.mcp.json behind the gateway, blocklisted names dropped (§8.6)', async t => {
+  t.test('X-Mcp-Servers becomes ~/.mcp.json behind the gateway, blocklisted names dropped (docs/contract.md#sub-agent-mcp-servers)', async t => {
     const mcp = JSON.parse(await bash(c, 'cat /home/assistant/.mcp.json')) as { mcpServers: Record<string, { type: string, url: string, headers: Record<string, string> }> }
     t.same(Object.keys(mcp.mcpServers), ['github', 'jira'])
     t.same(mcp.mcpServers.github, {
@@ -59,7 +59,7 @@ t.test('sub_agent runs claude in the chat sandbox (issue #12)', gate, async t =>
     t.equal(await bash(c, 'printf "[%s:%s]" "$SUBAGENT_CLI" "$ANTHROPIC_AUTH_TOKEN"'), '[claude:]')
   })
 
-  t.test('resume keeps the session and runs the new task (§8.4)', async t => {
+  t.test('resume keeps the session and runs the new task (docs/contract.md#sub-agent-execution)', async t => {
     t.ok(session !== undefined)
     const call = await subAgent(c, { task: scripted('out/second.txt', 'Second task text', 'Resumed and wrote out/second.txt'), resume_session_id: session })
     t.notOk(call.result.isError, call.text)

@@ -1,16 +1,16 @@
-// issue #12: sub_agent with the real codex CLI (OpenAI Codex) in a real sandbox, against the mock LLM (Responses API).
+// sub_agent with the real codex CLI (OpenAI Codex) in a real sandbox, against the mock LLM (Responses API).
 import t from 'tap'
 import { dockerOrSkip, TEST_IMAGE } from './docker.js'
 import { agentsImageOrSkip, bash, chatClient, mockRequests, scripted, sessionOf, startMock, subAgent, subAgentApp, waitFor } from './sub-agent-app.js'
 import { checkNoRowInSandbox, checkProgress, checkStopPaths } from './sub-agent-checks.js'
 
-// codex is not in the default slim image (issue #16): its runs use the agents image (slim + codex).
+// codex is not in the default slim image (docs/contract.md#skills): its runs use the agents image (slim + codex).
 const gate = await agentsImageOrSkip()
 const slimGate = await dockerOrSkip()
 const agentCalls = async (c: Parameters<typeof mockRequests>[0]): Promise<Array<Record<string, unknown>>> =>
   (await mockRequests(c)).filter(r => r.path === '/v1/responses' && r.method === 'POST')
 
-t.test('sub_agent runs codex in the chat sandbox (issue #12)', gate, async t => {
+t.test('sub_agent runs codex in the chat sandbox', gate, async t => {
   const { app, url } = await subAgentApp(t, 'codex')
   const c = await chatClient(t, url, 'sa-codex')
   await startMock(c)
@@ -67,7 +67,7 @@ t.test('sub_agent runs codex in the chat sandbox (issue #12)', gate, async t => 
   await checkStopPaths(t, { cli: 'codex', app, client: c, chatId: 'sa-codex', processName: /(^|\/)codex /, waitFor })
 })
 
-// issue #16: the default image has no codex; the tool says which image to build and set instead of failing obscurely.
+// the default image has no codex; the tool says which image to build and set instead of failing obscurely.
 t.test('on the slim image SUBAGENT_CLI=codex answers with the image that has codex', slimGate, async t => {
   const { url } = await subAgentApp(t, 'codex', { DOCKER_IMAGE: TEST_IMAGE })
   const c = await chatClient(t, url, 'sa-codex-slim')

@@ -1,4 +1,4 @@
-// issue #12: sub_agent with the real opencode CLI in a real sandbox, against the mock LLM (Chat Completions).
+// sub_agent with the real opencode CLI in a real sandbox, against the mock LLM (Chat Completions).
 import t from 'tap'
 import { dockerOrSkip } from './docker.js'
 import { bash, chatClient, mockRequests, scripted, sessionOf, startMock, subAgent, subAgentApp, waitFor } from './sub-agent-app.js'
@@ -8,7 +8,7 @@ const gate = await dockerOrSkip()
 const agentCalls = async (c: Parameters<typeof mockRequests>[0]): Promise<Array<Record<string, unknown>>> =>
   (await mockRequests(c)).filter(r => r.path === '/v1/chat/completions' && Array.isArray(r.tools) && (r.tools as unknown[]).length > 0)
 
-t.test('sub_agent runs opencode in the chat sandbox (issue #12)', gate, async t => {
+t.test('sub_agent runs opencode in the chat sandbox', gate, async t => {
   const { app, url } = await subAgentApp(t, 'opencode')
   const c = await chatClient(t, url, 'sa-opencode')
   await startMock(c)

@@ -56,7 +56,7 @@ t.test('the preview page\'s Terminal view in real Chromium', { skip: gate.skip |
   t.equal(await page.getAttribute('#views [data-view="terminal"]', 'aria-selected'), 'true')
   t.equal(await page.isHidden('main.layout'), true, 'the outputs view is hidden')
 
-  await t.test('a command typed through xterm.js runs and its output shows', async t => { // issue #10
+  await t.test('a command typed through xterm.js runs and its output shows', async t => {
     await typeLine(page, 'echo hi-from-$((40+2))')
     const screen = await waitForText(page, /^hi-from-42\s*$/m)
     t.match(screen, /\$ echo hi-from-\$\(\(40\+2\)\)/, 'the typed line is echoed')
@@ -119,7 +119,7 @@ t.test('the preview page\'s Terminal view in real Chromium', { skip: gate.skip |
     t.equal(await page.getAttribute('.term-view', 'data-state'), 'open', 'the same connection, no reconnect')
   })
 
-  await t.test('a stopped sandbox shows "start it?", and the button brings the terminal back', async t => { // issue #10
+  await t.test('a stopped sandbox shows "start it?", and the button brings the terminal back', async t => {
     await app.sandbox.stop(CHAT)
     await page.waitForSelector('.term-overlay h3:has-text("The sandbox is stopped")', { timeout: 30000 })
     await shot(page, 'stopped')

@@ -15,7 +15,7 @@ const RSS_BOUND_MIB = 192
 /** Another chat's keystroke echo while the flood runs (a starved event loop would show here first). */
 const ECHO_BOUND_MS = 2000
 
-t.test('a 1 GB output flood in the terminal keeps server memory bounded and starves no other chat', gate, async t => { // issue #10
+t.test('a 1 GB output flood in the terminal keeps server memory bounded and starves no other chat', gate, async t => {
   const { app, url, token } = await terminalStack(t)
   await Promise.all([app.sandbox.ensure('flood-a'), app.sandbox.ensure('flood-b')])
   const reader = await TermClient.open(t, url, 'flood-a', token('flood-a'), { columns: 120, rows: 40 })

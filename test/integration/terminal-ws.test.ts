@@ -33,7 +33,7 @@ t.test('web terminal on real Docker', gate, async t => {
   }
   await bash('true') // the model's first call creates the sandbox
 
-  t.test('typing echo hi + Enter prints hi', async t => { // issue #10
+  t.test('typing echo hi + Enter prints hi', async t => {
     const term = await TermClient.open(t, url, CHAT, token(CHAT))
     await term.waitFor(/\$ /)
     term.type('echo hi-$((20+22))\r')
@@ -43,7 +43,7 @@ t.test('web terminal on real Docker', gate, async t => {
     await term.close()
   })
 
-  t.test('resizing to 100x30 makes tput cols print 100', async t => { // issue #10
+  t.test('resizing to 100x30 makes tput cols print 100', async t => {
     const term = await TermClient.open(t, url, CHAT, token(CHAT), { columns: 80, rows: 24 })
     await term.waitFor(/\$ /)
     term.resize(100, 30)
@@ -56,7 +56,7 @@ t.test('web terminal on real Docker', gate, async t => {
     await term.close()
   })
 
-  t.test('two viewers share session main and see the same output', async t => { // issue #10
+  t.test('two viewers share session main and see the same output', async t => {
     const a = await TermClient.open(t, url, CHAT, token(CHAT))
     const b = await TermClient.open(t, url, CHAT, token(CHAT))
     await a.waitFor(/\$ /)
@@ -70,7 +70,7 @@ t.test('web terminal on real Docker', gate, async t => {
     await b.close()
   })
 
-  t.test('bash_tool sees files made in the terminal, and the terminal sees the model\'s', async t => { // issue #10
+  t.test('bash_tool sees files made in the terminal, and the terminal sees the model\'s', async t => {
     const term = await TermClient.open(t, url, CHAT, token(CHAT))
     await term.waitFor(/\$ /)
     term.type('echo from-the-human > ~/human.txt && echo written-$((1+1))\r')
@@ -83,7 +83,7 @@ t.test('web terminal on real Docker', gate, async t => {
     await term.close()
   })
 
-  t.test('closing the last viewer leaves tmux and what runs in it; no tmux client is left behind', async t => { // issue #10
+  t.test('closing the last viewer leaves tmux and what runs in it; no tmux client is left behind', async t => {
     const term = await TermClient.open(t, url, CHAT, token(CHAT))
     await term.waitFor(/\$ /)
     term.type('sleep 7777 & echo "bg=$!"; echo $$ > /tmp/term-shell.pid\r')
@@ -104,7 +104,7 @@ t.test('web terminal on real Docker', gate, async t => {
     await again.close()
   })
 
-  t.test('refused without a token, with another chat\'s token, with a bad Origin', async t => { // issue #10
+  t.test('refused without a token, with another chat\'s token, with a bad Origin', async t => {
     t.equal(await refusal(TermClient.open(t, url, CHAT, '')), 401, 'no token')
     t.equal(await refusal(TermClient.open(t, url, CHAT, token('other-chat'))), 403, 'another chat\'s token')
     t.equal(await refusal(TermClient.open(t, url, CHAT, token(CHAT, 'f'))), 403, 'a files token')
@@ -114,7 +114,7 @@ t.test('web terminal on real Docker', gate, async t => {
     await ok.close()
   })
 
-  t.test('no route and no socket ever starts a sandbox', async t => { // issue #10
+  t.test('no route and no socket ever starts a sandbox', async t => {
     const FRESH = 'term-never-started'
     const h = { Authorization: `Bearer ${token(FRESH)}` }
     for (const [method, path] of [['GET', 'status'], ['POST', 'start-ttyd'], ['POST', 'stop-ttyd'], ['GET', 'sessions'], ['GET', 'processes'],
@@ -127,7 +127,7 @@ t.test('web terminal on real Docker', gate, async t => {
     t.same((await api('status')).json, { active: true, running: true })
   })
 
-  t.test('processes and kill: only the active CLI, never PID 1, TERM then KILL after 2 s', async t => { // issue #10
+  t.test('processes and kill: only the active CLI, never PID 1, TERM then KILL after 2 s', async t => {
     await bash('mkdir -p ~/bin && cp /bin/sleep ~/bin/claude')
     await bash('nohup ~/bin/claude 600 >/dev/null 2>&1 & nohup bash -c \'trap "" TERM; exec -a claude sleep 601\' >/dev/null 2>&1 & nohup sleep 602 >/dev/null 2>&1 & true')
     await new Promise(resolve => setTimeout(resolve, 2100)) // past the 2 s cache

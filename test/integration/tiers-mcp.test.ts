@@ -16,7 +16,7 @@ async function serve (t: Test, env: Record<string, string> = {}, log: FakeSandbo
   return { app, url, dataDir }
 }
 
-/** Upload resources only: since issue #16 the list also carries the user's skills (skill://…, user-skills.test.ts). */
+/** Upload resources only: the list also carries the user's skills (skill://…, user-skills.test.ts). */
 const files = <R extends { uri: string }>(list: { resources: R[] }): R[] => list.resources.filter(r => r.uri.startsWith('file://'))
 
 /** The text or blob of a resources/read content item. */

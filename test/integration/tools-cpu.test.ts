@@ -1,5 +1,5 @@
 /*
- * issue #8, item 1: one chat's str_replace must not freeze the server. The real transport, Docker
+ * one chat's str_replace must not freeze the server. The real transport, Docker
  * sandbox and tools over HTTP with the SDK client; /health is polled during each call and the event
  * loop's delay is measured. Bounds are relative to the same measurements just before (this machine is
  * shared and loaded), with absolute floors: the old code held the loop for 31 s on the first attack.
@@ -42,7 +42,7 @@ function watch (url: string): Watch {
   }
 }
 
-t.test('str_replace on adversarial input keeps the server answering (issue #8)', gate, async t => {
+t.test('str_replace on adversarial input keeps the server answering', gate, async t => {
   const { url } = await toolsApp(t)
   const c = await client(t, url, 'wt-cpu')
   /** The call's wall time and the CPU time of this process (server and client) while it ran. */

@@ -27,7 +27,7 @@ t.test('view, create_file and str_replace over MCP on real Docker', gate, async 
     t.equal(textOf(await bash(c, 'a/b/c/run.sh; stat -c %a a/b/c/run.sh; ls -A a/b/c')), 'v2\n750\nrun.sh\n', 'mode kept, no temp file left')
   })
 
-  t.test('with the in-sandbox agent, view, create_file and str_replace of a file spawn no process', async t => { // issue #11
+  t.test('with the in-sandbox agent, view, create_file and str_replace of a file spawn no process', async t => {
     const sandbox = app.sandbox
     const realExec = sandbox.exec.bind(sandbox)
     const realFileOp = sandbox.fileOp?.bind(sandbox)

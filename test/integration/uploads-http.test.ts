@@ -67,7 +67,7 @@ t.test('a text upload is stored with its md5, listed and in the manifest', async
   const { url, dataDir, sandbox } = await server(t)
   const res = await upload(url, 'chat-a', 'notes.txt', form('hello uploads\n'))
   t.equal(res.status, 200)
-  t.same(sandbox.touched, ['chat-a'], 'an upload keeps the chat\'s sandbox alive (issue #11: a declared dependency)')
+  t.same(sandbox.touched, ['chat-a'], 'an upload keeps the chat\'s sandbox alive (a declared dependency)')
   t.same(res.json, { status: 'success', filename: 'notes.txt', size: 14, md5: md5('hello uploads\n') })
   const dir = chatPaths(dataDir, 'chat-a').uploads
   t.equal(await readFile(join(dir, 'notes.txt'), 'utf8'), 'hello uploads\n')

@@ -1,5 +1,5 @@
 /*
- * Per-user skills on real Docker (issue #16): a fake settings service on loopback enables a user ZIP
+ * Per-user skills on real Docker (docs/contract.md#skills): a fake settings service on loopback enables a user ZIP
  * skill for Ann; it reaches her prompt, /skill-list, /skill-mounts and her sandbox (read-only at
  * /mnt/skills/user/<name>), never Bob's; a changed set reaches a stopped sandbox at its next start
  * with the workspace kept; a hanging service costs a bounded wait and gives the defaults.
@@ -56,7 +56,7 @@ t.test('per-user skills on real Docker', gate, async t => {
   const chatB = `skills-b-${randomBytes(3).toString('hex')}`
   const notesDir = join(dataDir, 'skills-cache', 'skills', sha256(notesZip))
 
-  // issue #16: /skill-mounts reports cached skills only and never downloads
+  // /skill-mounts reports cached skills only and never downloads
   t.test('/skill-mounts before any download: {} and no download started', async t => {
     const r = await get('/skill-mounts?user_email=ann@example.com')
     t.equal(r.status, 200)
@@ -65,7 +65,7 @@ t.test('per-user skills on real Docker', gate, async t => {
     t.equal((await fetch(`${url}/skill-mounts?user_email=ann@example.com`)).status, 401, 'bearer required')
   })
 
-  // issue #16: the user's skill appears inside that user's sandbox, read-only
+  // the user's skill appears inside that user's sandbox, read-only
   t.test('Ann\'s sandbox has her skill read-only at /mnt/skills/user/team-notes', async t => {
     const ann = await connect(t, url, { ...auth, 'X-Chat-Id': chatA, 'X-User-Email': 'ann@example.com' })
     t.equal(await sh(ann, 'cat /mnt/skills/user/team-notes/SKILL.md'), skillMd('team-notes', 'Ann\'s team note format (user skill).'))
@@ -76,7 +76,7 @@ t.test('per-user skills on real Docker', gate, async t => {
     t.equal(fake.hits.download, 1)
   })
 
-  // issue #16: the user's skill appears in the prompt (first), /skill-list and /skill-mounts
+  // the user's skill appears in the prompt (first), /skill-list and /skill-mounts
   t.test('prompt, /skill-list and /skill-mounts list Ann\'s skill first', async t => {
     const list = await get('/skill-list?user_email=ann@example.com')
     t.equal(list.text.split('\n')[0], '- team-notes: /mnt/skills/user/team-notes/SKILL.md - Ann\'s team note format (user skill).')
@@ -89,7 +89,7 @@ t.test('per-user skills on real Docker', gate, async t => {
     t.same(mounts, { [notesDir]: { bind: '/mnt/skills/user/team-notes', mode: 'ro' } })
   })
 
-  // issue #16: skills as MCP resources, per chat and per user
+  // skills as MCP resources, per chat and per user
   t.test('skill resources: Ann lists and reads hers next to the built-ins; Bob cannot read it', async t => {
     const ann = await connect(t, url, { ...auth, 'X-Chat-Id': chatA, 'X-User-Email': 'ann@example.com' })
     const { resources } = await ann.listResources()
@@ -109,7 +109,7 @@ t.test('per-user skills on real Docker', gate, async t => {
     }
   })
 
-  // issue #16: another user's sandbox never sees them
+  // another user's sandbox never sees them
   t.test('Bob sees none of it', async t => {
     const bob = await connect(t, url, { ...auth, 'X-Chat-Id': chatB, 'X-User-Email': 'bob@example.com' })
     t.equal(await sh(bob, 'ls /mnt/skills/user 2>&1; echo rc=$?'), 'ls: cannot access \'/mnt/skills/user\': No such file or directory\nrc=2\n')
@@ -120,7 +120,7 @@ t.test('per-user skills on real Docker', gate, async t => {
     t.same(JSON.parse((await get('/skill-mounts')).text), {}, '{} without an email')
   })
 
-  // issue #16: a changed skill set reaches the sandbox on its next start without losing the workspace
+  // a changed skill set reaches the sandbox on its next start without losing the workspace
   t.test('a newly enabled skill reaches Ann\'s sandbox at its next start; the workspace is kept', async t => {
     const ann = await connect(t, url, { ...auth, 'X-Chat-Id': chatA, 'X-User-Email': 'ann@example.com' })
     await sh(ann, 'echo kept > /home/assistant/work.txt')
@@ -133,7 +133,7 @@ t.test('per-user skills on real Docker', gate, async t => {
     t.equal(await sh(ann, 'cat /mnt/skills/user/second/SKILL.md'), skillMd('second', 'A skill enabled later.'), 'a ZIP without a top folder')
   })
 
-  // issue #16: the service down -> defaults, no stall
+  // the service down -> defaults, no stall
   t.test('a hanging settings service: the prompt and a new sandbox answer within the wait bound, with the defaults', async t => {
     fake.mode = 'hang'
     const started = Date.now()

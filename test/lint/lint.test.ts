@@ -1,6 +1,6 @@
 /*
- * issue #11 §4: conventions enforced. The whole tree passes neostandard (eslint.config.js), and the module
- * boundaries of house-style §2 hold: a plugin imports another plugin only as `import type` from its types.ts,
+ * docs/conventions.md#how-plugins-talk: conventions enforced. The whole tree passes neostandard (eslint.config.js), and the module
+ * boundaries of docs/conventions.md#how-plugins-talk hold: a plugin imports another plugin only as `import type` from its types.ts,
  * and core/ never imports plugins/.
  */
 import t from 'tap'
@@ -24,7 +24,7 @@ const probes = {
 const run = await promisify(execFile)(process.execPath, [child, JSON.stringify(probes), 'tree'], { maxBuffer: 64 << 20, timeout: 300_000 })
 const result = JSON.parse(run.stdout) as { probes: Record<keyof typeof probes, string[]>, findings: string[] }
 
-t.test('the boundary rule refuses what house-style §2 forbids and allows what it allows', async t => {
+t.test('the boundary rule refuses what docs/conventions.md#how-plugins-talk forbids and allows what it allows', async t => {
   const hit = (name: keyof typeof probes): boolean => result.probes[name].includes(RESTRICTED)
   t.ok(hit('otherModule'), 'a plugin importing another plugin\'s module is refused')
   t.ok(hit('valueOfTypes'), 'a value import of another plugin\'s types.ts is refused')

@@ -20,7 +20,7 @@ t.test('a token has the v1.<scope>.<exp>.<22-char base64url sig> format', async 
   t.equal(parseCapabilityToken(svc.token('chat-a', 'c') ?? '')?.scope, 'c')
 })
 
-// issue #8: the HMAC key comes from scrypt over the secret with a fixed, versioned salt (not a plain HMAC of it)
+// the HMAC key comes from scrypt over the secret with a fixed, versioned salt (not a plain HMAC of it)
 t.test('the signature is the first 16 bytes of HMAC-SHA256(scrypt(MCP_API_KEY or LINK_SIGNING_KEY), "v1|scope|exp|chat")', async t => {
   const scrypt = (secret: string): Buffer => scryptSync(secret, 'cubicle/link-signing/v2', 32, { N: 2 ** 15, r: 8, p: 1, maxmem: 64 * 1024 * 1024 })
   const token = links({ now: at('2026-03-10T12:00:00Z') }).token('chat-a', 'f') as string
@@ -35,7 +35,6 @@ t.test('the signature is the first 16 bytes of HMAC-SHA256(scrypt(MCP_API_KEY or
   t.equal(withSigningKey.split('.')[3], sig2, 'LINK_SIGNING_KEY goes through the same derivation when set')
 })
 
-// issue #8
 t.test('a secret under 32 characters is refused when the service is built', async t => {
   t.throws(() => links({ apiKey: 'x'.repeat(31) }), /MCP_API_KEY must be at least 32 characters/)
   t.throws(() => links({ signingKey: 'short-signing-key' }), /LINK_SIGNING_KEY must be at least 32 characters/)
@@ -95,7 +94,7 @@ t.test('protected-mode URLs carry a files token; paths are encoded per segment',
   t.equal(svc.archiveUrl('chat-a'), `${BASE}/files/chat-a/~${f}/archive`)
   t.equal(svc.previewUrl('chat-a', 'f'), `${BASE}/preview/chat-a?t=${f}`)
   t.match(svc.previewUrl('chat-a'), /\?t=v1\.c\./, 'the preview defaults to a control token')
-  t.ok(svc.fileUrl('chat-a', 'x').startsWith(`${BASE}/files/chat-a/`), 'Open WebUI outlet prefix holds (§12.2 item 4)')
+  t.ok(svc.fileUrl('chat-a', 'x').startsWith(`${BASE}/files/chat-a/`), 'Open WebUI outlet prefix holds (docs/contract.md#open-webui)')
 })
 
 t.test('open mode mints no tokens and builds reference-shaped URLs', async t => {

@@ -6,7 +6,7 @@ import { fakeSandbox } from './fake-sandbox.js'
 
 const KEY = TEST_API_KEY
 
-// issue #9: the prompt and /system-prompt give the human a way to the Browser view.
+// the prompt and /system-prompt give the human a way to the Browser view.
 t.test('/system-prompt sends X-Browser-URL (preview on its Browser view, control token) when cdp-bridge is loaded', async t => {
   for (const withBridge of [true, false]) {
     const fake = fakeSandbox()

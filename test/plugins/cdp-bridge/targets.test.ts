@@ -7,7 +7,7 @@ t.test('relay URLs follow PUBLIC_BASE_URL: scheme, host, path prefix, encoded ch
   t.equal(publicSocketUrl('https://x.example:8443/cu/', 'local:a', 'ABC', 'v1.c.1.s+/'), 'wss://x.example:8443/cu/browser/local%3Aa/devtools/page/ABC?t=v1.c.1.s%2B%2F')
 })
 
-t.test('target ids must match the §7.1 pattern', async t => {
+t.test('target ids must match the docs/contract.md#browser pattern', async t => {
   for (const ok of ['A', 'a_b-C9', 'x'.repeat(64)]) t.ok(TARGET_ID.test(ok), ok)
   for (const bad of ['', 'a.b', 'a/b', '../x', 'x'.repeat(65), 'a b', 'é']) t.notOk(TARGET_ID.test(bad), bad)
 })

@@ -11,7 +11,7 @@ import { parseRelPath } from '../../../core/safe-path.js'
 import chatStoragePlugin from '../../../plugins/chat-storage/index.js'
 import { createChatStorage } from '../../../plugins/chat-storage/service.js'
 
-// issue #11: uploads and outputs are reached through the storage service, by descriptor; the sandbox is hostile.
+// uploads and outputs are reached through the storage service, by descriptor; the sandbox is hostile.
 
 async function dataDir (t: Test): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), 'chat-storage-areas-'))

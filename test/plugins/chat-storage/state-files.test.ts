@@ -7,7 +7,7 @@ import { join } from 'node:path'
 import { chatKey } from '../../../core/chat-id.js'
 import { createChatStorage } from '../../../plugins/chat-storage/service.js'
 
-// issue #11: chat storage is an explicit service; its state files are read by descriptor, bounded and atomic.
+// chat storage is an explicit service; its state files are read by descriptor, bounded and atomic.
 
 async function dataDir (t: Test): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), 'chat-storage-state-'))

@@ -4,7 +4,7 @@ import { combine, parseLayer, parseUserDefaults, userDefault } from '../../../pl
 import { decide } from '../../../plugins/egress/policy.js'
 import { parseRules } from '../../../plugins/egress/rules.js'
 
-// issue #13: per-user defaults and their precedence (chat override > user default > server), as pure functions.
+// per-user defaults and their precedence (chat override > user default > server), as pure functions.
 
 const server = { mode: 'open' as const, rules: parseRules('mirror.corp:3141') }
 const USERS = parseUserDefaults({

@@ -3,7 +3,7 @@ import { addressSet, classify, formatIp, parseIp } from '../../../plugins/egress
 import { decide, precheck, type Policy } from '../../../plugins/egress/policy.js'
 import { parseRules } from '../../../plugins/egress/rules.js'
 
-// issue #13: the policy engine is a pure function; every address class and rule form, no traffic.
+// the policy engine is a pure function; every address class and rule form, no traffic.
 
 const HOST = addressSet(['192.0.2.2', '172.18.0.1', 'fe80::42:acff:fe12:1', '2a01:4f8::10', '127.0.0.1', '8.8.4.4'])
 const policy = (mode: Policy['mode'], allow = ''): Policy => ({ mode, rules: parseRules(allow), hostAddresses: HOST })

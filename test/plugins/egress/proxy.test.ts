@@ -9,7 +9,7 @@ import { parseRules } from '../../../plugins/egress/rules.js'
 import type { Policy } from '../../../plugins/egress/policy.js'
 import type { ConnectionRecord } from '../../../plugins/egress/types.js'
 
-// issue #13: the proxy on loopback only; upstreams are servers this test starts.
+// the proxy on loopback only; upstreams are servers this test starts.
 
 const LIMITS: ProxyLimits = { maxConnectionsPerChat: 3, maxConnections: 100, idleTimeoutMs: 400, connectTimeoutMs: 2000, headTimeoutMs: 1000, bytesPerSecond: 0 }
 

@@ -9,7 +9,7 @@ import { parseRules } from '../../../plugins/egress/rules.js'
 import { parseSocks } from '../../../plugins/egress/socks.js'
 import type { ConnectionRecord } from '../../../plugins/egress/types.js'
 
-// issue #13: SOCKS5 CONNECT on the proxy's port, on the same policy path; BIND and UDP ASSOCIATE refused. Loopback only.
+// SOCKS5 CONNECT on the proxy's port, on the same policy path; BIND and UDP ASSOCIATE refused. Loopback only.
 
 async function setup (t: Test) {
   const server = http.createServer((req, res) => { res.end(`canary ${req.url ?? ''}`) })

@@ -11,7 +11,7 @@ import { createChatStorage } from '../../../plugins/chat-storage/service.js'
 import { Value } from 'typebox/value'
 import { EgressOptions } from '../../../plugins/egress/schemas.js'
 
-// issue #13: per-chat overrides persist (atomic, by descriptor, validated) and per-user defaults come from EGRESS_USERS.
+// per-chat overrides persist (atomic, by descriptor, validated) and per-user defaults come from EGRESS_USERS.
 
 interface Line { level: number, msg: string }
 

@@ -1,5 +1,5 @@
 /*
- * The check-then-open race of §6.4 item 3, made deterministic: the path is resolved (or the tree walked)
+ * The check-then-open race of docs/contract.md#path-rules, made deterministic: the path is resolved (or the tree walked)
  * while it is a regular file, then swapped for a symlink before the open. Only the fd verification stands
  * between that swap and a foreign file.
  */

@@ -1,4 +1,4 @@
-// issue #8: N listings of one chat cost one walk; the cache is short-lived and bounded by bytes.
+// N listings of one chat cost one walk; the cache is short-lived and bounded by bytes.
 import t from 'tap'
 import { createListingCache, type Produced } from '../../../plugins/files/listing-cache.js'
 

@@ -1,5 +1,5 @@
 /*
- * issue #8 item 4: listing amplification. Parallel listings of a chat share one walk, walks across chats are
+ * listing amplification. Parallel listings of a chat share one walk, walks across chats are
  * limited (429 with Retry-After when no slot frees up), and a walk is bounded by files examined and by time.
  */
 import t from 'tap'

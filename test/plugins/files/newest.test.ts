@@ -1,4 +1,4 @@
-// issue #8: the listing keeps only the newest N of a walk, whatever order the walk yields them in.
+// the listing keeps only the newest N of a walk, whatever order the walk yields them in.
 import t from 'tap'
 import { NewestHeap, newerFirst, type Kept } from '../../../plugins/files/newest.js'
 

@@ -1,4 +1,4 @@
-// issue #8: the semaphores behind the listing-walk and archive limits.
+// the semaphores behind the listing-walk and archive limits.
 import t from 'tap'
 import { createKeyedSlots, createSlots } from '../../../plugins/files/slots.js'
 

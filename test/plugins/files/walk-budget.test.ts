@@ -1,4 +1,4 @@
-// issue #8 item 4: a walk is bounded in time even when the tree yields no file for a long stretch.
+// a walk is bounded in time even when the tree yields no file for a long stretch.
 import t from 'tap'
 import type { Test } from 'tap'
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'

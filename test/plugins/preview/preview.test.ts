@@ -29,9 +29,9 @@ function configOf (html: string): Record<string, unknown> {
   return JSON.parse(m[1] as string) as Record<string, unknown>
 }
 
-// issue #8 (Low): `script-src 'self'` also trusted agent-written .js under /files. The CSP is §6.3 item 5 made
+// `script-src 'self'` also trusted agent-written .js under /files. The CSP of docs/contract.md#preview-page is made
 // stricter: a per-response nonce with 'strict-dynamic', workers from blob: only (the parser worker), no plugins,
-// no <base>; everything else exactly as the spec has it.
+// no <base>; everything else exactly as docs/contract.md#preview-page has it.
 const CSP = (nonce: string, ancestors: string): string => `default-src 'self'; script-src 'nonce-${nonce}' 'strict-dynamic'; worker-src blob:; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; connect-src 'self'; frame-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors ${ancestors}`
 
 function nonceOf (csp: unknown): string {
@@ -173,7 +173,7 @@ t.test('HEAD and OPTIONS work on the page route', async t => {
   t.notOk(pre.headers['access-control-allow-credentials'])
 })
 
-t.test('with the egress plugin the page offers the Network view, reading both routes with the files token only', async t => { // issue #13
+t.test('with the egress plugin the page offers the Network view, reading both routes with the files token only', async t => {
   const fakeEgress = fp(async f => { f.decorate('egress', {} as never) }, { name: 'egress' })
   const server = await build(t, { MCP_API_KEY: KEY }, config => [
     entry(capabilities, { apiKey: config.MCP_API_KEY, signingKey: '', tokenTtlSeconds: config.LINK_TOKEN_TTL, publicBaseUrl: config.publicBaseUrl }),

@@ -27,7 +27,7 @@ async function app (t: Test, env: Record<string, string> = {}, opts: PromptRende
   return a
 }
 
-t.test('a chat render carries every topic of §4.6 and the chat\'s own links', async t => {
+t.test('a chat render carries every topic of docs/contract.md#rendered-prompt-content and the chat\'s own links', async t => {
   const a = await app(t, {}, { commandTimeoutSeconds: 77, subagentCli: 'codex' }, true)
   const text = await a.prompts.render({ chatId: 'chat-a', email: 'ann@example.com' })
   const [first] = text.split('\n')
@@ -48,7 +48,7 @@ t.test('a chat render carries every topic of §4.6 and the chat\'s own links', a
   t.match(text, '<location>\n/mnt/skills/public/docx/SKILL.md\n</location>')
   t.match(text, 'OpenAI Codex CLI (`codex`)')
   t.match(text, 'resume_session_id')
-  t.match(text, '<location>\n/mnt/skills/public/sub-agent/SKILL.md\n</location>', 'the sub-agent skill is listed with its tool (issue #12)')
+  t.match(text, '<location>\n/mnt/skills/public/sub-agent/SKILL.md\n</location>', 'the sub-agent skill is listed with its tool (docs/contract.md#sub-agent-execution)')
   t.ok((await a.prompts.skills()).some(s => s.name === 'sub-agent'))
   t.match(text, /pdfinfo/)
   t.match(text, /exit status 1/i)
@@ -63,7 +63,7 @@ t.test('the prompt names only the tools that exist: no sub_agent section without
   t.match(text, 'through four tools: `bash_tool` (run shell commands), `view` (read files, list directories, look at images), `create_file` (write a whole file) and `str_replace` (edit a file).')
   t.notMatch(text, 'sub_agent')
   t.notMatch(text, 'resume_session_id')
-  // issue #12: a skill that teaches a missing tool is not listed either
+  // a skill that teaches a missing tool is not listed either
   t.notMatch(text, '/mnt/skills/public/sub-agent/')
   t.notOk((await a.prompts.skills()).some(s => s.name === 'sub-agent'))
 })

@@ -60,7 +60,7 @@ t.test('the index orders public before examples, alphabetically, and skips inval
   t.ok(lines.some(l => l.dir === 'broken' && l.level === 40), 'broken skill logged at warn')
 })
 
-t.test('the <available_skills> block has the exact layout of §8.1 item 5', async t => {
+t.test('the <available_skills> block has the exact layout of docs/contract.md#skills', async t => {
   const block = skillsBlock([
     { name: 'docx', description: 'Word <docs> & "more"', category: 'public', location: '/mnt/skills/public/docx/SKILL.md' },
     { name: 'pdf', description: `  many\n\n  words ${'y'.repeat(400)}`, category: 'public', location: '/mnt/skills/public/pdf/SKILL.md' }

@@ -14,7 +14,7 @@ const none: ModelSettings = {
   ANTHROPIC_DEFAULT_HAIKU_MODEL: ''
 }
 
-t.test('model resolution follows the per-CLI chains of §8.3', async t => {
+t.test('model resolution follows the per-CLI chains of docs/contract.md#model-resolution', async t => {
   t.match(resolveModel('claude', '', none), { model: 'claude-sonnet-4-6', display: 'sonnet' })
   t.match(resolveModel('claude', ' OPUS ', none), { model: 'claude-opus-4-6', display: 'opus' })
   t.match(resolveModel('claude', 'haiku', { ...none, ANTHROPIC_DEFAULT_HAIKU_MODEL: 'my-haiku' }), { model: 'my-haiku' })

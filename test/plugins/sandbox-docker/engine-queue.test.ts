@@ -1,5 +1,5 @@
 /*
- * Backpressure in front of the engine without an engine (issue #11): the classification of failures
+ * Backpressure in front of the engine without an engine: the classification of failures
  * (gone vs busy vs answered), the lanes' order, bound, deadline and cancellation, the sharing of
  * identical reads, and run()'s retries within the caller's budget (over a fake dockerode: pure logic).
  */
@@ -16,8 +16,8 @@ const coded = (code: string): Error => Object.assign(new Error(`connect ${code}`
 const status = (statusCode: number, message: string): Error => Object.assign(new Error(message), { statusCode, json: { message } })
 const timeout = (): Error => Object.assign(new Error('The operation was aborted due to timeout'), { name: 'TimeoutError', code: 23 })
 
-t.test('classification: gone, cut off, answered (issue #11)', async t => {
-  // issue #11: a timeout while dockerd answers others was reported as "not reachable"
+t.test('classification: gone, cut off, answered', async t => {
+  // a timeout while dockerd answers others was reported as "not reachable"
   t.equal(failureKind(coded('ECONNREFUSED')), 'unreachable')
   t.equal(failureKind(coded('ENOENT')), 'unreachable')
   t.equal(failureKind(status(502, 'bad gateway')), 'unreachable', 'a proxy in front of a dead daemon')
@@ -49,7 +49,7 @@ t.test('classification: gone, cut off, answered (issue #11)', async t => {
   t.notOk(transient(new Error('x')))
 })
 
-t.test('mapError: busy is a clear retriable error, never internal or "not reachable" (issue #11)', async t => {
+t.test('mapError: busy is a clear retriable error, never internal or "not reachable"', async t => {
   const reg = { engineUp: true, engine: { label: { engine: 'the Docker engine', host: 'Docker' } }, log: { error () {}, warn () {} } } as never
   const busy = mapError(reg, toDockerError(timeout(), 'exec create', true)) as Error & { code: string, statusCode: number }
   t.equal(busy.code, 'SANDBOX_ENGINE_BUSY')
@@ -60,7 +60,7 @@ t.test('mapError: busy is a clear retriable error, never internal or "not reacha
   t.equal((reg as { engineUp: boolean }).engineUp, true, 'a busy engine is still up')
   const gone = mapError(reg, toDockerError(coded('ECONNREFUSED'), 'ping')) as Error & { code: string }
   t.equal(gone.code, 'SANDBOX_ENGINE_UNAVAILABLE')
-  t.equal(gone.message, 'the Docker engine is not reachable; try again shortly', 'the words users saw before the neutral code (issue #11)')
+  t.equal(gone.message, 'the Docker engine is not reachable; try again shortly', 'the words users saw before the neutral code')
   t.equal((reg as { engineUp: boolean }).engineUp, false)
 })
 

@@ -1,7 +1,7 @@
 /*
  * cubicle-agent.py itself (the script, run by the host's python3: no Docker needed), driven over
  * its framed stdin/stdout by a server that reads slowly, as a loaded server or another call's flood
- * on the same stream makes it (issue #11 §2). Output a process wrote before it exited must arrive
+ * on the same stream makes it (docs/contract.md#in-sandbox-agent). Output a process wrote before it exited must arrive
  * whole, while a background child that floods after the exit still ends the request soon.
  */
 import t from 'tap'
@@ -56,7 +56,7 @@ function startAgent (slow: Set<number>, slowMs: number): Agent {
 }
 
 t.test('output written before the exit is not dropped while the stream is slow', { skip }, async t => {
-  // issue #11 §2: the quiet rule (200 ms) used to fire while a pump waited for the stream behind a
+  // docs/contract.md#in-sandbox-agent: the quiet rule (200 ms) used to fire while a pump waited for the stream behind a
   // flood: 'seq 5000' next to it came back empty and the flood's tail was cut.
   const agent = startAgent(new Set([1]), 300)
   t.teardown(agent.close)

@@ -1,5 +1,5 @@
 /*
- * SANDBOX_DISK_LIMIT without an engine (issue #8): the quota decision, the /tmp tmpfs, drift, the
+ * SANDBOX_DISK_LIMIT without an engine: the quota decision, the /tmp tmpfs, drift, the
  * host-side outputs walk and the watchdog's verdicts (on a fake SandboxEngine: logic above the adapter).
  */
 import t from 'tap'
@@ -129,7 +129,7 @@ function fakeDocker (): FakeDocker {
   return { client, killed, df }
 }
 
-t.test('watchdog: a chat over its limit is killed once, warned while over, killed again only when it grows', async t => { // issue #8
+t.test('watchdog: a chat over its limit is killed once, warned while over, killed again only when it grows', async t => {
   const dataDir = await mkdtemp(join(tmpdir(), 'disk-wd-'))
   t.teardown(async () => { await rm(dataDir, { recursive: true, force: true }) })
   const opts = parseOptions(SandboxOptions, { prefix: 'cu', dataDir, diskLimit: 50 * MiB }, 'sandbox')
@@ -187,7 +187,7 @@ t.test('watchdog: a chat over its limit is killed once, warned while over, kille
   t.same(fake.killed, ['cid-1', 'cid-1'], 'a stopped chat is not measured')
 })
 
-t.test('watchdog: what the writer adds until it is killed is measured after the kill, so its restart is not stopped again', async t => { // issue #8
+t.test('watchdog: what the writer adds until it is killed is measured after the kill, so its restart is not stopped again', async t => {
   const dataDir = await mkdtemp(join(tmpdir(), 'disk-wd-'))
   t.teardown(async () => { await rm(dataDir, { recursive: true, force: true }) })
   const opts = parseOptions(SandboxOptions, { prefix: 'cu', dataDir, diskLimit: 50 * MiB }, 'sandbox')

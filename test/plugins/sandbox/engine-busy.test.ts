@@ -1,5 +1,5 @@
 /*
- * The internal-error paths the 100-chat load found (issue #11), on a fake engine above the adapter:
+ * The internal-error paths the 100-chat load found, on a fake engine above the adapter:
  * a ready probe that runs out of time on a loaded engine, and a create conflict whose container is
  * not visible yet (a create the engine finished after our request gave up). Both answered
  * "internal error (ref …)"; a busy engine now means waiting, or a clear retriable error.
@@ -35,7 +35,7 @@ function registry (client: Partial<SandboxEngine>, extra: Record<string, unknown
   return createRegistry({ ...opts, dataDirHost: '/nonexistent', now: Date.now }, client as SandboxEngine, pino({ level: 'silent' }))
 }
 
-t.test('a ready probe that times out on a loaded engine is slow, not failed', async t => { // issue #11
+t.test('a ready probe that times out on a loaded engine is slow, not failed', async t => {
   let probes = 0
   const client: Partial<SandboxEngine> = {
     async exec (_id: string, _spec: ExecSpec) {
@@ -55,7 +55,7 @@ t.test('a ready probe that times out on a loaded engine is slow, not failed', as
   t.equal(probes, 2)
 })
 
-t.test('a ready probe on a busy engine waits; the extension is capped by the create timeout', async t => { // issue #11
+t.test('a ready probe on a busy engine waits; the extension is capped by the create timeout', async t => {
   let probes = 0
   const client: Partial<SandboxEngine> = {
     async exec () { probes++; throw new DockerError('engine exec queue: waited 0.2 s behind 9 engine requests', undefined, false, undefined, true) }
@@ -72,7 +72,7 @@ t.test('a ready probe on a busy engine waits; the extension is capped by the cre
   t.equal(mapped.code, 'SANDBOX_ENGINE_BUSY', 'the tool sees a retriable busy error, not an internal error')
 })
 
-t.test('a create conflict whose container is not visible yet is waited for and adopted', async t => { // issue #11
+t.test('a create conflict whose container is not visible yet is waited for and adopted', async t => {
   let inspects = 0
   const client: Partial<SandboxEngine> = {
     async inspect (name: string) { return ++inspects < 4 ? null : details(name) }

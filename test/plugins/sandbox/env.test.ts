@@ -2,7 +2,7 @@ import t from 'tap'
 import { loadConfig } from '../../../core/config.js'
 import { chatEnv, containerEnvList, RUN_ONLY, subAgentEnvFromConfig, toEnvList } from '../../../plugins/sandbox/env.js'
 
-// Every variable of §8.7 set on the host, plus the server secrets.
+// Every variable of docs/contract.md#credential-allowlist set on the host, plus the server secrets.
 const ALL: Record<string, string> = {
   ANTHROPIC_AUTH_TOKEN: 'a-tok',
   ANTHROPIC_BASE_URL: 'https://gw',
@@ -34,7 +34,7 @@ const ALL: Record<string, string> = {
 }
 const SECRETS = ['MCP_API_KEY', 'LINK_SIGNING_KEY', 'MCP_TOKENS_API_KEY']
 
-t.test('claude row only (§8.7)', async t => {
+t.test('claude row only (docs/contract.md#credential-allowlist)', async t => {
   const env = subAgentEnvFromConfig(loadConfig({ ...ALL, SUBAGENT_CLI: 'claude' }))
   t.same(Object.keys(env).sort(), ['ANTHROPIC_AUTH_TOKEN', 'ANTHROPIC_BASE_URL', 'ANTHROPIC_DEFAULT_HAIKU_MODEL', 'ANTHROPIC_DEFAULT_OPUS_MODEL',
     'ANTHROPIC_DEFAULT_SONNET_MODEL', 'ANTHROPIC_MODEL', 'CLAUDE_CODE_DISABLE_EXPERIMENTAL_BETAS', 'CLAUDE_CODE_SUBAGENT_MODEL',

@@ -48,7 +48,7 @@ t.test('sentinel parser finds the exit line and passes everything else on', asyn
   t.equal(p.pids, undefined, 'no process count without one on the line')
 })
 
-t.test('sentinel parser reads the process count the wrapper appends (a hint)', async t => { // issue #8
+t.test('sentinel parser reads the process count the wrapper appends (a hint)', async t => {
   let code: number | undefined
   const p = new SentinelParser(() => {}, c => { code = c })
   p.push(Buffer.from('__cubicle_exit:0 513\n'))

@@ -21,7 +21,7 @@ const settings: SandboxSettings = {
   diskLimit: 0
 }
 
-t.test('names derive from the chat key only (§1.5)', async t => {
+t.test('names derive from the chat key only (docs/contract.md#derived-names)', async t => {
   const key = chatKey('My-Chat'.toLowerCase())
   const n = sandboxNames('cu', 'my-chat')
   t.equal(n.key, key)
@@ -33,7 +33,7 @@ t.test('names derive from the chat key only (§1.5)', async t => {
   t.equal(sandboxNames('cu', 'local:9fz_x-1').container.length, 'cu-sbx-'.length + 32)
 })
 
-t.test('labels are exactly those of §5.2; the volume gets the first five', async t => {
+t.test('labels are exactly those of docs/contract.md#sandbox-configuration; the volume gets the first five', async t => {
   const created = new Date('2026-01-02T03:04:05.678Z')
   t.same(containerLabels('cu', 'abc', 'img:1', created), {
     'managed-by': 'computer-use-server',
@@ -61,10 +61,10 @@ t.test('re-adoption accepts consistent labels only', async t => {
   t.match(readLabels('cu', undefined), { ok: false })
 })
 
-t.test('container config follows §5.2', async t => {
+t.test('container config follows docs/contract.md#sandbox-configuration', async t => {
   const now = new Date('2026-03-04T05:06:07Z')
   const user = { email: 'ann@example.com', emailRejected: false, name: 'Ann Example', mcpServers: [], credentials: { gitlabToken: 'glpat', gitlabHost: 'git.example' } }
-  // The Docker engine's create body of the neutral spec: every field as before the split (issue #11).
+  // The Docker engine's create body of the neutral spec: every field as before the split.
   const c = dockerCreateBody(buildSandboxSpec(settings, 'chat-1', user, now))
   const key = chatKey('chat-1')
   t.equal(c.name, `cu-sbx-${key}`)

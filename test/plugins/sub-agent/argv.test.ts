@@ -1,4 +1,4 @@
-// issue #12: argv of each CLI (surface.md §8.4 item 6), stdin fallback, no shell anywhere.
+// argv of each CLI (docs/contract.md#sub-agent-execution), stdin fallback, no shell anywhere.
 import t from 'tap'
 import { buildInvocation, MAX_ARGV_BYTES, promptText, type RunSpec } from '../../../plugins/sub-agent/argv.js'
 import { argvFile, RUN_SCRIPT } from '../../../plugins/sub-agent/setup.js'

@@ -1,4 +1,4 @@
-// issue #16: slim leaves codex out for its size; a server configured for a CLI its image lacks gets told which image has it.
+// slim leaves codex out for its size; a server configured for a CLI its image lacks gets told which image has it.
 import t from 'tap'
 import { CLIS, missingCliHint } from '../../../plugins/sub-agent/cli.js'
 

@@ -1,4 +1,4 @@
-// issue #12: per-run environment (§8.7), MCP servers (§8.6), CLI configuration files.
+// per-run environment (docs/contract.md#credential-allowlist), MCP servers (docs/contract.md#sub-agent-mcp-servers), CLI configuration files.
 import t from 'tap'
 import { codexProfile, mcpConfig, mcpServerNames, opencodeConfig, runEnv, secretsOf } from '../../../plugins/sub-agent/credentials.js'
 import type { RequestUser } from '../../../core/identity.js'
@@ -24,7 +24,7 @@ t.test('claude: the server row, quiet switches, header key with its URL, the ema
   t.equal(keyOnly.ANTHROPIC_BASE_URL, 'https://api.anthropic.com', 'default endpoint when a token exists')
 })
 
-t.test('a header URL without a header key never redirects the server token (§1.1)', async t => {
+t.test('a header URL without a header key never redirects the server token (docs/contract.md#request-headers)', async t => {
   const env = runEnv({ cli: 'claude', cliEnv: { ANTHROPIC_AUTH_TOKEN: 'server-token', ANTHROPIC_BASE_URL: 'https://gw.example' }, user: user({ credentials: { anthropicBaseUrl: 'https://evil.example' } }), networkEnabled: true })
   t.equal(env.ANTHROPIC_BASE_URL, 'https://gw.example')
   t.equal(env.ANTHROPIC_AUTH_TOKEN, 'server-token')

@@ -1,4 +1,4 @@
-// issue #12: result parsing of claude JSON, codex JSONL and opencode JSONL (surface.md §8.5), from real CLI output.
+// result parsing of claude JSON, codex JSONL and opencode JSONL (docs/contract.md#sub-agent-result), from real CLI output.
 import { readFileSync } from 'node:fs'
 import t from 'tap'
 import { EventStream, MAX_LINE_CHARS, parseOutput } from '../../../plugins/sub-agent/events.js'

@@ -1,4 +1,4 @@
-// issue #12: the result format of surface.md §8.5.
+// the result format of docs/contract.md#sub-agent-result.
 import t from 'tap'
 import { formatCost, formatDuration, formatResult, terminationReason, type FormatInput } from '../../../plugins/sub-agent/format.js'
 import { capHeadTail } from '../../../plugins/sub-agent/text.js'

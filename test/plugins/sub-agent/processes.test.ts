@@ -2,7 +2,7 @@ import t from 'tap'
 import { isCliCommand } from '../../../plugins/sub-agent/cli.js'
 import { cliProcesses, killArgv, parsePs, validPid } from '../../../plugins/sub-agent/processes.js'
 
-t.test('a command line belongs to the active CLI only when it runs the CLI itself', async t => { // issue #11
+t.test('a command line belongs to the active CLI only when it runs the CLI itself', async t => {
   const yes: Array<[string, string]> = [
     ['claude', 'claude -p hello'],
     ['claude', '/home/assistant/.local/bin/claude --resume x'],

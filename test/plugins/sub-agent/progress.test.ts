@@ -1,4 +1,4 @@
-// issue #12: progress notifications of a run (surface.md §8.4 item 7) on an injected clock.
+// progress notifications of a run (docs/contract.md#sub-agent-execution) on an injected clock.
 import t from 'tap'
 import { formatElapsed, startRunProgress } from '../../../plugins/sub-agent/progress.js'
 

@@ -56,7 +56,7 @@ t.test('claude: id from the file name, model, first real user message or the sum
   ], 'the symlink is not followed')
 })
 
-t.test('codex: both rollout formats, environment wrappers skipped', { skip: !python && 'python3 is not installed on this host' }, async t => { // issue #11
+t.test('codex: both rollout formats, environment wrappers skipped', { skip: !python && 'python3 is not installed on this host' }, async t => {
   const id = '0199a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b'
   const old = '11111111-2222-3333-4444-555555555555'
   const newFile = `.codex/sessions/2025/10/01/rollout-2025-10-01T10-00-00-${id}.jsonl`

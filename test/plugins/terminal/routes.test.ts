@@ -27,7 +27,7 @@ function sandboxScript (session = { on: true }): ProbeAnswer {
 
 const auth = { authorization: `Bearer ${KEY}` }
 
-t.test('status answers every state of §7.2 without starting anything or counting as activity', async t => {
+t.test('status answers every state of docs/contract.md#terminal without starting anything or counting as activity', async t => {
   const session = { on: true }
   const fake = fakeSandbox(sandboxScript(session))
   const { app, writeMeta } = await terminalApp(t, fake)
@@ -82,7 +82,7 @@ t.test('every route refuses a missing, foreign or files-only credential before l
   t.notOk(fake.calls.length > 0 || fake.probes.length > 0, 'the sandbox was never asked anything')
 })
 
-t.test('nothing but restart and resurrect ever starts a sandbox', async t => { // issue #10
+t.test('nothing but restart and resurrect ever starts a sandbox', async t => {
   const fake = fakeSandbox(sandboxScript())
   const { app } = await terminalApp(t, fake)
   fake.setState('stopped-chat', 'stopped')
@@ -112,7 +112,7 @@ t.test('start-ttyd creates session main once, with NO_AUTOSTART=1 in dangerous m
   t.same(first.json(), { started: true })
   const create = fake.probes.find(p => (p.argv[2] ?? '').includes('new-session -d'))
   t.match(create?.argv[2], /-e NO_AUTOSTART=1/)
-  t.equal(create?.opts.env?.ANTHROPIC_AUTH_TOKEN, 'tok', 'the session gets the CLI credentials (§8.7) as exec environment')
+  t.equal(create?.opts.env?.ANTHROPIC_AUTH_TOKEN, 'tok', 'the session gets the CLI credentials (docs/contract.md#credential-allowlist) as exec environment')
   t.equal(create?.opts.env?.SUBAGENT_CLI, 'claude')
   t.same((await start()).json(), { started: false, already_running: true })
   session.on = false
@@ -162,7 +162,7 @@ t.test('resurrect-container recreates from meta.json only when no container exis
   t.same((await app.inject({ method: 'POST', url: '/terminal/r2/resurrect-container', headers: auth })).json(), { resurrected: true, user_email: null })
 })
 
-t.test('resurrect-container never follows a meta.json replaced by a symlink to another chat\'s record', async t => { // issue #11
+t.test('resurrect-container never follows a meta.json replaced by a symlink to another chat\'s record', async t => {
   const fake = fakeSandbox(sandboxScript())
   const { app, writeMeta, dataDir } = await terminalApp(t, fake)
   writeMeta('victim', { chat_id: 'victim', user_email: 'victim@example.com' })
@@ -245,7 +245,7 @@ t.test('a known path with another method answers 405 and preflights are answered
   t.equal(pre.headers['access-control-allow-origin'], 'null', 'protected mode: the preview in an opaque-origin iframe may send its Bearer token')
 })
 
-t.test('sessions come from the sub-agent service: its lister runs as the sandbox user, its answer is re-validated', async t => { // issue #11
+t.test('sessions come from the sub-agent service: its lister runs as the sandbox user, its answer is re-validated', async t => {
   const fake = fakeSandbox(argv => argv[0] === '/usr/bin/python3'
     ? [
         JSON.stringify({ id: 'older', model: 'claude-sonnet-4-6', ts: 1700000000, label: 'first task' }),
@@ -264,7 +264,7 @@ t.test('sessions come from the sub-agent service: its lister runs as the sandbox
   t.same(fake.calls.filter(c => /^(ensure|touch|lease)/.test(c)), [], 'listing is not activity')
 })
 
-t.test('kill: SIGKILL after the grace is reported as killed, a process that changed is 400, a kill is activity', async t => { // issue #11
+t.test('kill: SIGKILL after the grace is reported as killed, a process that changed is 400, a kill is activity', async t => {
   let answer = 'kill\n'
   const base = sandboxScript()
   const fake = fakeSandbox((argv, opts) => argv[3] === 'cubicle-kill' ? answer : base(argv, opts))
@@ -285,7 +285,7 @@ t.test('kill: SIGKILL after the grace is reported as killed, a process that chan
   t.equal(stopped.json().error, 'sandbox_not_running', 'the sub-agent\'s error keeps the terminal\'s wire name')
 })
 
-t.test('without the sub-agent plugin the server boots, lists nothing and refuses kill clearly', async t => { // issue #11
+t.test('without the sub-agent plugin the server boots, lists nothing and refuses kill clearly', async t => {
   const fake = fakeSandbox(sandboxScript())
   const { app } = await terminalApp(t, fake, { subAgent: false })
   t.notOk(app.hasDecorator('subAgent'))

@@ -56,7 +56,7 @@ async function open (t: Test, fake: FakeSandbox, url: string, token: string, siz
   return { ws, f, tty }
 }
 
-t.test('the handshake is refused with HTTP statuses before any upgrade', async t => { // issue #10
+t.test('the handshake is refused with HTTP statuses before any upgrade', async t => {
   const fake = fakeSandbox()
   const { url, token } = await terminalApp(t, fake, { maxViewers: 2 })
   const ws = (chat: string, tok?: string): string => `${url}/terminal/${chat}/ws${tok === undefined ? '' : `?t=${tok}`}`
@@ -182,7 +182,7 @@ t.test('ttyd framing: size, title, preferences, input, output, resize, pause and
   t.same(fake.calls.filter(c => c.startsWith('ensure') || c.startsWith('touch')), [])
 })
 
-t.test('a client that stops reading pauses the sandbox output instead of buffering it', async t => { // issue #10
+t.test('a client that stops reading pauses the sandbox output instead of buffering it', async t => {
   const fake = fakeSandbox()
   const { url, token } = await terminalApp(t, fake, { highWaterBytes: 256 * 1024, lowWaterBytes: 64 * 1024 })
   fake.setState('c1', 'running')

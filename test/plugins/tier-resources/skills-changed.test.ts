@@ -1,5 +1,5 @@
 /*
- * notifications/resources/list_changed when a user's skill set changes (issue #16): a fake settings
+ * notifications/resources/list_changed when a user's skill set changes (docs/contract.md#skills): a fake settings
  * service enables a user ZIP skill; when its download lands, and again when the configuration adds a
  * skill, the chats of that user that look at skill resources are told on their GET /mcp streams
  * (official MCP SDK client over real HTTP); another user's chat hears nothing.
@@ -76,13 +76,13 @@ t.test('a changed skill set reaches the user\'s chats as resources/list_changed,
   await sleep(200)
   const bobBefore = bob.heard()
   await ann.client.listResources() // starts the download of team-notes, off the request path
-  // issue #16: the download landing changes Ann's skill set: her chat is told, lists again and sees it
+  // the download landing changes Ann's skill set: her chat is told, lists again and sees it
   t.ok(await waitFor(async () => (await userSkillUris(ann.client)).includes('skill://user/team-notes') && ann.heard() > 0), 'Ann heard list_changed and sees her skill')
   t.equal(bob.heard(), bobBefore, 'Bob heard nothing of Ann\'s change')
   t.equal(annIdle.heard(), 0, 'a chat that never looked at resources is not told')
   t.same(await userSkillUris(bob.client), [], 'Bob does not see Ann\'s skill')
 
-  // issue #16: a configuration that enables another skill is announced too
+  // a configuration that enables another skill is announced too
   const before = ann.heard()
   fake.users.set('ann@example.com', [enabled('team-notes', notesZip), enabled('second', secondZip)])
   await sleep(400) // past the 300 ms memory TTL: the next request refreshes the configuration

@@ -1,5 +1,5 @@
 /*
- * user-skills without Docker (issue #16): the settings service client, its caches and the ZIP store,
+ * user-skills without Docker (docs/contract.md#skills): the settings service client, its caches and the ZIP store,
  * against a fake settings service on loopback. Every refused ZIP is checked to leave nothing behind.
  */
 import { readdir, readFile, stat } from 'node:fs/promises'
@@ -34,7 +34,7 @@ t.test('a valid ZIP is downloaded, verified, extracted below one stripped folder
   t.same((await svc.cached({ email: 'bob@example.com' })).ready, [], 'another user does not get it')
 })
 
-// issue #16: a ZIP with a bad hash, a ../ entry, an absolute path or a symlink is refused with a warning and never extracted
+// a ZIP with a bad hash, a ../ entry, an absolute path or a symlink is refused with a warning and never extracted
 const hostile: Array<[string, RawEntry[], RegExp]> = [
   ['a ../ entry', [{ name: 'SKILL.md', data: skillMd('evil', 'x') }, { name: '../escape.txt', data: 'pwned' }], /unsafe or corrupt|climbs out/],
   ['a nested ../ entry', [{ name: 'SKILL.md', data: skillMd('evil', 'x') }, { name: 'a/../../escape.txt', data: 'pwned' }], /unsafe or corrupt|climbs out/],
@@ -81,7 +81,7 @@ t.test('size and entry caps refuse a ZIP; a download over the byte cap is cut of
   t.same(await leftovers(zipCap.cacheDir), [])
 })
 
-// issue #16: the service down → defaults, no stall, one warning
+// the service down → defaults, no stall, one warning
 t.test('settings service down: defaults at once, one warning for many calls', async t => {
   const { svc, fake, logs } = await setup(t)
   fake.mode = 'down'

@@ -1,5 +1,5 @@
 /*
- * bash_tool result texts for what happened to the sandbox (issue #8): every notice says what really
+ * bash_tool result texts for what happened to the sandbox: every notice says what really
  * happened and what was lost, an unknown exit status names its cause, and notes fit the result limit.
  */
 import t from 'tap'
@@ -22,7 +22,7 @@ t.test('sizes in binary units', async t => {
   t.equal(formatBytes(10 * 1024 * MiB), '10 GiB')
 })
 
-t.test('a successful command keeps its exact output and gets one note per event', async t => { // issue #8
+t.test('a successful command keeps its exact output and gets one note per event', async t => {
   const r = bashResult({ ...base, notices: [{ kind: 'sandbox-stopped', action: 'recreated', removed: true, by: 'outside' }] })
   t.notOk(r.isError)
   t.match(textOf(r), /^hi\n\n\n\[Note: The sandbox had been removed outside this server \(by an administrator, or an engine restart\); a new one was created for this command on the same workspace\. Files in \/home\/assistant and \/mnt\/user-data\/outputs are kept; files elsewhere \(such as installed packages\) and all processes are gone\.\]$/)
@@ -32,7 +32,7 @@ t.test('a successful command keeps its exact output and gets one note per event'
   t.match(two, /\n\n\[Note: This chat is over its disk limit \(81 MiB used of its 50 MiB disk limit: \/home\/assistant 80 MiB, \/mnt\/user-data\/outputs 512 KiB, other files 512 KiB\)\. Free space now: .*du -sh .*rm; while it stays over the limit, the sandbox is stopped as soon as it writes more\.\]$/)
 })
 
-t.test('an unknown exit status names its cause instead of "the sandbox stopped"', async t => { // issue #8
+t.test('an unknown exit status names its cause instead of "the sandbox stopped"', async t => {
   const lost = (notices: SandboxNotice[], output = ''): CallToolResult => bashResult({ ...base, exitCode: null, output, notices })
   const pids = lost([{ kind: 'pids-limit', action: 'restarted', limit: 512 }])
   t.equal(pids.isError, true)

@@ -44,7 +44,7 @@ t.test('semantic messages apply only to exit status 1 of grep/rg/find/diff/test/
   t.equal(semanticMessage('grep x', null), undefined)
 })
 
-t.test('result table of §3.3', async t => {
+t.test('result table of docs/contract.md#bash_tool', async t => {
   const base = { command: 'echo hello', timeoutSeconds: 120, timedOut: false }
   t.same(bashResult({ ...base, exitCode: 0, output: 'hello\n' }), { content: [{ type: 'text', text: 'hello\n' }] }, 'exit 0 output unchanged')
   t.equal(textOf(bashResult({ ...base, exitCode: 0, output: '' })), '[No output]')
@@ -58,7 +58,7 @@ t.test('result table of §3.3', async t => {
   t.equal(textOf(bashResult({ ...base, exitCode: 143, timedOut: true, output: '', timeoutSeconds: 3 })), '[Command timed out after 3 seconds]')
   const lost = bashResult({ ...base, exitCode: null, output: 'half' })
   t.equal(lost.isError, true)
-  // issue #8: an unknown status says what is known (the driver's notices give the cause when it has one)
+  // an unknown status says what is known (the driver's notices give the cause when it has one)
   t.equal(textOf(lost), `${SANDBOX_STOPPED}\n\nOutput before that (last 1000 characters at most):\nhalf`)
   t.match(SANDBOX_STOPPED, /^Error: the command ended without an exit status/)
   t.equal(bashResult({ ...base, exitCode: 7, output: '' }).isError, undefined, 'a non-zero exit is not an isError')

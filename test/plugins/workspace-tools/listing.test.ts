@@ -59,7 +59,7 @@ t.test('at most 500 entry lines, then [... N more entries]', async t => {
   t.equal(cut[cut.length - 1], '[... at least 734 more entries]')
 })
 
-// issue #8 audit: up to 8 MiB of records from the sandbox are ordered without sorting them all.
+// up to 8 MiB of records from the sandbox are ordered without sorting them all.
 t.test('the first 500 of many entries are the same as a full sort would give', async t => {
   let seed = 8
   const random = (): number => { seed = (Math.imul(seed, 1103515245) + 12345) >>> 0; return seed / 4294967296 }

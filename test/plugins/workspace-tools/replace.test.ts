@@ -54,8 +54,8 @@ t.test('whitespace-insensitive search handles CRLF and regex metacharacters', as
   t.equal(await whitespaceInsensitiveLine('abc', '   '), undefined)
 })
 
-// issue #8: the hint no longer builds a regex; it must still find the line of real whitespace differences.
-t.test('the hint finds the right line for tabs vs spaces, CRLF and re-indented blocks (issue #8)', async t => {
+// the hint no longer builds a regex; it must still find the line of real whitespace differences.
+t.test('the hint finds the right line for tabs vs spaces, CRLF and re-indented blocks', async t => {
   const py = ['import os', '', 'class A:', '\tdef run(self):', '\t\tif self.x:', '\t\t\treturn 1', '\t\treturn 2', ''].join('\n')
   t.equal(await whitespaceInsensitiveLine(py, '    def run(self):\n        if self.x:'), 4, 'spaces where the file has tabs')
   const crlf = 'first\r\nsecond line\r\nthird\r\n'

@@ -1,5 +1,5 @@
 /*
- * The workspace tools' file I/O over the in-sandbox agent's file operations (issue #11 §2): the agent
+ * The workspace tools' file I/O over the in-sandbox agent's file operations (docs/contract.md#in-sandbox-agent): the agent
  * answers the happy path without a process; "nothing there" is answered directly; any other failure,
  * a directory to list, a file too big for one agent read and an agent that cannot serve the call run
  * the command instead, so results and error texts are those of the exec path.
@@ -93,7 +93,7 @@ t.test('the agent\'s RESULT is checked: unknown kinds, bad numbers and messages 
   t.equal(parseFileResult({ ok: true, size: 2 ** 60 }, Buffer.alloc(0)).size, undefined, 'unsafe integers dropped')
 })
 
-t.test('a hostile agent: DATA beyond what was asked, or a frame of another kind, ends the stream; the call falls back', async t => { // issue #11 §2
+t.test('a hostile agent: DATA beyond what was asked, or a frame of another kind, ends the stream; the call falls back', async t => { // docs/contract.md#in-sandbox-agent
   const { PassThrough } = await import('node:stream')
   const { AgentConnection } = await import('../../../plugins/sandbox/agent-client.js')
   const { encodeJson, T_DATA, T_EXIT, T_RESULT } = await import('../../../plugins/sandbox/agent-protocol.js')

@@ -32,7 +32,7 @@ function fileSystem (files: Record<string, string | Buffer>) {
   }
 }
 
-t.test('tools/list order, names and schemas of §3.2', async t => {
+t.test('tools/list order, names and schemas of docs/contract.md#input-schemas', async t => {
   const { defs } = tools(fakeSandbox().sandbox)
   t.same(defs.map(d => [d.name, d.order]), [['bash_tool', 10], ['view', 20], ['create_file', 30], ['str_replace', 40]])
   const props = (i: number): string[] => Object.keys((defs[i]?.inputSchema as unknown as { properties: object }).properties)
@@ -301,7 +301,7 @@ t.test('bash_tool appends links to files created or modified under outputs', asy
 t.test('bash_tool: an unknown exit status is an isError result', async t => {
   const fake = fakeSandbox({ run: async () => ({ exitCode: null, timedOut: false, cancelled: false }) })
   const r = await tools(fake.sandbox).call('bash_tool', { command: 'x', description: 'd' })
-  // issue #8: without a cause from the driver, the text says only what is known
+  // without a cause from the driver, the text says only what is known
   t.same(r, { isError: true, content: [{ type: 'text', text: 'Error: the command ended without an exit status: the sandbox stopped or the connection to it was lost, and its state could not be checked' }] })
   const told = fakeSandbox({ run: async () => ({ exitCode: null, timedOut: false, cancelled: false, notices: [{ kind: 'sandbox-stopped', action: 'stopped', removed: false, by: 'outside' }] }) })
   const why = await tools(told.sandbox).call('bash_tool', { command: 'x', description: 'd' })

@@ -1,5 +1,5 @@
 /*
- * Untrusted text handled in the server (issue #8 audit): what in-sandbox helpers print (a planted PIL
+ * Untrusted text handled in the server (hostile inputs from the sandbox): what in-sandbox helpers print (a planted PIL
  * module, a flood of error lines) costs one look at the last line, never a split or a parse of megabytes;
  * a view_range string is parsed only when it could be a pair of numbers.
  */

@@ -109,7 +109,7 @@ t.test('separate head and tail blocks of a huge file keep the real numbers of th
   t.match(text, /File truncated \(50000000 bytes, 1000000 lines\)/)
 })
 
-// issue #8 audit: a file is not split into an array of lines; lines are counted and located by linear scans.
+// a file is not split into an array of lines; lines are counted and located by linear scans.
 t.test('hundreds of thousands of short lines: counts, real numbers and ranges stay exact', async t => {
   const lines = 600_000
   const text = Array.from({ length: lines }, (_, i) => String(i + 1)).join('\n') + '\n'
