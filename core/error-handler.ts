@@ -1,9 +1,15 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify'
-import { wireCode } from './errors.js'
+import { wireCodeOf } from './errors.js'
 
-/** The one place errors become HTTP replies: `{"error","detail"}`, 401 as `{"error":"Unauthorized"}`, 5xx without details. */
-export function errorHandler (err: FastifyError & { wireCode?: string, extra?: Record<string, unknown>, headers?: Record<string, string> }, request: FastifyRequest, reply: FastifyReply): FastifyReply {
-  // Headers an error carries (e.g. Retry-After of a 429), as Fastify's default handler applies them.
+/** What an error may carry beyond FastifyError: body fields (`extra`) and headers (e.g. Retry-After of a 429). */
+type HandledError = FastifyError & { extra?: Record<string, unknown>, headers?: Record<string, string> }
+
+/**
+ * The one place errors become HTTP replies: `{"error": <wire code>, "detail"}` (docs/errors.md), 401 with
+ * `WWW-Authenticate: Bearer`, 5xx without details (the log has them, the body a reference).
+ */
+export function errorHandler (err: HandledError, request: FastifyRequest, reply: FastifyReply): FastifyReply {
+  // Headers an error carries, as Fastify's default handler applies them.
   if (err.headers !== undefined && err.statusCode !== undefined && err.statusCode < 500) reply.headers(err.headers)
   if (err.validation !== undefined) {
     return reply.code(400).send({ error: 'bad_request', detail: err.message })
@@ -12,9 +18,8 @@ export function errorHandler (err: FastifyError & { wireCode?: string, extra?: R
   if (status === 401) {
     return reply.code(401).header('WWW-Authenticate', 'Bearer').send({ error: 'Unauthorized', detail: err.message })
   }
-  if (status < 500) {
-    return reply.code(status).send({ error: err.wireCode ?? wireCode(err.code, status), detail: err.message, ...err.extra })
-  }
+  const error = wireCodeOf(err, status)
+  if (status < 500) return reply.code(status).send({ error, detail: err.message, ...err.extra })
   request.log.error({ err }, 'request failed')
-  return reply.code(status).send({ error: err.wireCode ?? 'internal_error', detail: `internal error (ref ${request.id})` })
+  return reply.code(status).send({ error, detail: `internal error (ref ${request.id})` })
 }

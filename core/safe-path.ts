@@ -11,16 +11,8 @@
 import { constants, type Stats } from 'node:fs'
 import { lstat, open, readlink, realpath, stat, type FileHandle } from 'node:fs/promises'
 import { join, sep } from 'node:path'
-import { createError } from '@fastify/error'
 import { errnoCode } from './errno.js'
-import { CORE_FORBIDDEN } from './errors.js'
-
-/** 400 `invalid_path`: the path breaks a syntax rule of docs/contract.md#path-rules. */
-export const CORE_INVALID_PATH = createError('CORE_INVALID_PATH', 'invalid path: %s', 400)
-/** 400 `is_directory`: the path names a directory where a file is required. */
-export const CORE_PATH_IS_DIRECTORY = createError('CORE_PATH_IS_DIRECTORY', 'the path is a directory, not a file', 400)
-/** 404 `path_not_found`: nothing at that path (or a parent is not a directory). */
-export const CORE_PATH_NOT_FOUND = createError('CORE_PATH_NOT_FOUND', 'file not found', 404)
+import { CORE_FORBIDDEN, CORE_INVALID_PATH, CORE_PATH_IS_DIRECTORY, CORE_PATH_NOT_FOUND } from './errors.js'
 
 export const MAX_SEGMENT_BYTES = 255
 export const MAX_PATH_BYTES = 1024

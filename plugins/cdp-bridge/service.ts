@@ -1,7 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify'
 import type { SandboxService } from '../sandbox/types.js'
 import { getJson, relayArgv, relayPipe } from './cdp-client.js'
-import { browserUnavailable, CDP_SANDBOX_NOT_RUNNING, CDP_TOO_MANY_VIEWERS } from './errors.js'
+import { CDP_BROWSER_UNAVAILABLE, CDP_SANDBOX_NOT_RUNNING, CDP_TOO_MANY_VIEWERS } from './errors.js'
 import { startRelay, type SocketRelay } from './socket-relay.js'
 import { pagesOf, parseTargets, parseVersion } from './targets.js'
 import type { CdpService } from './types.js'
@@ -62,7 +62,7 @@ export function createCdpService (deps: CdpDeps, opts: CdpServiceOptions): CdpRu
     } catch (err) {
       if (errCode(err) === 'SANDBOX_NOT_RUNNING') throw new CDP_SANDBOX_NOT_RUNNING()
       const reason = abort.signal.aborted ? `no answer within ${opts.timeoutMs} ms` : (err as Error).message
-      throw browserUnavailable(reason, err)
+      throw new CDP_BROWSER_UNAVAILABLE(reason, { cause: err })
     } finally {
       clearTimeout(timer)
     }
@@ -81,7 +81,7 @@ export function createCdpService (deps: CdpDeps, opts: CdpServiceOptions): CdpRu
 
   const targets = async (chatId: string): Promise<ReturnType<typeof parseTargets>> => {
     const raw = await fetchJson(chatId, '/json/list')
-    try { return parseTargets(raw, opts.maxTargets) } catch (err) { throw browserUnavailable((err as Error).message) }
+    try { return parseTargets(raw, opts.maxTargets) } catch (err) { throw new CDP_BROWSER_UNAVAILABLE((err as Error).message) }
   }
 
   function freeSlot (chatId: string): () => void {
@@ -108,7 +108,7 @@ export function createCdpService (deps: CdpDeps, opts: CdpServiceOptions): CdpRu
     targets,
     async version (chatId) {
       const raw = await fetchJson(chatId, '/json/version')
-      try { return parseVersion(raw) } catch (err) { throw browserUnavailable((err as Error).message) }
+      try { return parseVersion(raw) } catch (err) { throw new CDP_BROWSER_UNAVAILABLE((err as Error).message) }
     },
     async reserve (chatId) {
       const used = slots.get(chatId) ?? 0

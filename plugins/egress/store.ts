@@ -3,6 +3,7 @@ import { open } from 'node:fs/promises'
 import type { FastifyBaseLogger } from 'fastify'
 import { validEmail } from '../../core/identity.js'
 import type { ChatStorageService } from '../chat-storage/types.js'
+import { EGRESS_OVERRIDE_TOO_LARGE } from './errors.js'
 import { parseLayer, parseUserDefaults, type ParsedLayer, type UserDefaults } from './layers.js'
 
 /*
@@ -67,8 +68,14 @@ export function createOverrideStore (storage: Pick<ChatStorageService, 'chatStat
     async write (chatId, layer) {
       const state = storage.chatState(chatId)
       if (layer === null) { await state.remove('egress.json'); return }
-      // Refused (CHAT_STORAGE_TOO_LARGE, 413) rather than stored and then ignored when read back.
-      await state.writeJson('egress.json', { chatId, mode: layer.layer.mode, allow: layer.layer.allow }, { maxBytes: MAX_OVERRIDE, mode: 0o644 })
+      // Refused (413) rather than stored and then ignored when read back. Chat storage's error names the
+      // file below the data directory, which is for the log: the client is told what to change.
+      try {
+        await state.writeJson('egress.json', { chatId, mode: layer.layer.mode, allow: layer.layer.allow }, { maxBytes: MAX_OVERRIDE, mode: 0o644 })
+      } catch (err) {
+        if ((err as { code?: unknown }).code === 'CHAT_STORAGE_TOO_LARGE') throw new EGRESS_OVERRIDE_TOO_LARGE(MAX_OVERRIDE, { cause: err })
+        throw err
+      }
     },
     async email (chatId) {
       try {

@@ -1,5 +1,6 @@
 import { ErrorCode, type CallToolResult, type RequestId } from '@modelcontextprotocol/sdk/types.js'
 import { CHAT_ID_HINT } from '../../core/identity.js'
+import { errorResult } from '../../core/tool-result.js'
 import { protocolError } from './errors.js'
 import type { CompiledTool, RegistryInternals } from './registry.js'
 import { validateArguments } from './registry.js'
@@ -12,13 +13,6 @@ export const LENIENT_NOTE = '\n\n---\nNote: this request carried no chat id (X-C
 
 /** The strict-mode (SINGLE_USER_MODE=false) answer to a tool call without a chat id. */
 export const MISSING_CHAT_TEXT = `X-Chat-Id header is required (SINGLE_USER_MODE=false). To use this chat's own sandbox, ${CHAT_ID_HINT}. Nothing was run.`
-
-const MAX_ERROR_CHARS = 2000
-
-export function errorResult (text: string): CallToolResult {
-  const body = text.startsWith('Error:') ? text : `Error: ${text}`
-  return { isError: true, content: [{ type: 'text', text: body.length > MAX_ERROR_CHARS ? `${body.slice(0, MAX_ERROR_CHARS - 1)}…` : body }] }
-}
 
 interface ExposedError { message: string, expose?: boolean, code?: unknown, statusCode?: number, name?: string }
 

@@ -8,7 +8,8 @@ import { formatResult } from './format.js'
 import { executeRun, prepareRun } from './run.js'
 import { buildRunPlan, type PlanDeps, type PlanSettings } from './plan.js'
 import type { RunRegistry } from './service.js'
-import { cutTo } from './text.js'
+import { errorResult } from '../../core/tool-result.js'
+import { SUB_AGENT_FAILED } from './errors.js'
 
 /*
  * The sub_agent tool (docs/contract.md#input-schemas, docs/contract.md#skills-and-sub-agent): argument checks, the per-chat cap, the prologue
@@ -24,10 +25,6 @@ export interface ToolSettings extends PlanSettings {
 
 /** Largest task accepted (UTF-8 bytes); bigger prompts belong in a file the task points to. */
 export const MAX_TASK_BYTES = 1024 * 1024
-const MAX_ERROR_CHARS = 2000
-
-const errorResult = (text: string): CallToolResult =>
-  ({ isError: true, content: [{ type: 'text', text: cutTo(text.startsWith('Error:') ? text : `Error: ${text}`, MAX_ERROR_CHARS) }] })
 
 const minutes = (s: number): string => s % 60 === 0 ? `${s / 60} minutes` : `${s} seconds`
 
@@ -77,8 +74,7 @@ export function createSubAgentTool (deps: PlanDeps, settings: ToolSettings, runs
       try {
         return await runInSandbox(deps, settings, ctx, { ...checked, runId, model, args })
       } catch (err) {
-        const e = err as { code?: unknown, message?: unknown }
-        if (e?.code === 'SUB_AGENT_FAILED' && typeof e.message === 'string') return errorResult(e.message)
+        if (err instanceof SUB_AGENT_FAILED) return errorResult(err.message)
         throw err
       } finally {
         release()

@@ -1,14 +1,14 @@
 import type { FastifyBaseLogger } from 'fastify'
 import type { SandboxService } from '../sandbox/types.js'
 import type { CliProcess, CliSession, SubAgentService } from '../sub-agent/types.js'
-import { TERMINAL_BAD_PID, TERMINAL_NO_SUB_AGENT, TERMINAL_SANDBOX_NOT_RUNNING, TERMINAL_SANDBOX_TIMEOUT } from './errors.js'
+import { TERMINAL_NO_SUB_AGENT } from './errors.js'
 
 /*
  * The active CLI's sessions and processes for the routes of docs/contract.md#terminal, through the sub-agent
  * plugin's `subAgent` service (which owns the CLI knowledge: stores, ps matching, the TERM → KILL
  * script, the 2 s cache, bounded probes). The sub-agent plugin is optional: without it there is no
- * CLI to list (empty lists) and nothing to kill (404 `no_sub_agent`). Its errors are renamed to the
- * terminal's wire names (`bad_pid`, `sandbox_not_running`).
+ * CLI to list (empty lists) and nothing to kill (404 `no_sub_agent`). Its errors reach the client as
+ * they are: each carries its own wire code (`bad_pid`, `sandbox_not_running`; docs/errors.md).
  */
 
 export interface CliControl {
@@ -23,12 +23,6 @@ export function parsePid (raw: string): number | null {
   return /^[1-9][0-9]{0,6}$/.test(raw) && raw !== '1' ? Number(raw) : null
 }
 
-const RENAMED: Record<string, (message: string, cause: unknown) => Error> = {
-  SUB_AGENT_BAD_PID: (message, cause) => new TERMINAL_BAD_PID(message, { cause }),
-  SUB_AGENT_SANDBOX_NOT_RUNNING: (_message, cause) => new TERMINAL_SANDBOX_NOT_RUNNING({ cause }),
-  SUB_AGENT_SANDBOX_TIMEOUT: (_message, cause) => new TERMINAL_SANDBOX_TIMEOUT({ cause })
-}
-
 export function createCliControl (
   subAgent: () => SubAgentService | undefined,
   sandbox: Pick<SandboxService, 'touch'>,
@@ -41,15 +35,9 @@ export function createCliControl (
     async kill (chatId, pid) {
       const service = subAgent()
       if (service === undefined) throw new TERMINAL_NO_SUB_AGENT()
-      try {
-        const { signal } = await service.kill(chatId, pid, { graceMs: opts.killGraceMs })
-        sandbox.touch(chatId)
-        log.info({ chatId, pid, signal }, 'CLI process killed from the terminal')
-      } catch (err) {
-        const code = (err as { code?: unknown }).code
-        const rename = typeof code === 'string' ? RENAMED[code] : undefined
-        throw rename === undefined ? err : rename((err as Error).message, err)
-      }
+      const { signal } = await service.kill(chatId, pid, { graceMs: opts.killGraceMs })
+      sandbox.touch(chatId)
+      log.info({ chatId, pid, signal }, 'CLI process killed from the terminal')
     }
   }
 }

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import type { FastifyBaseLogger } from 'fastify'
 import type { SubagentCli } from '../../core/config.js'
+import { isNamedFailure } from '../../core/errors.js'
 import type { SandboxService } from '../sandbox/types.js'
 import type { ChatStorageService } from '../chat-storage/types.js'
 import {
@@ -35,14 +36,6 @@ const SESSION_SCRIPT = (create: string): string[] => ['/bin/sh', '-c',
   `tmux has-session -t =main 2>/dev/null && { echo exists; exit 0; }; ${create} && echo created`, 'cubicle-terminal']
 const HAS_SESSION = ['/bin/sh', '-c', 'tmux has-session -t =main 2>/dev/null && echo yes || echo no']
 const KILL_SESSION = ['/bin/sh', '-c', 'tmux kill-session -t =main 2>/dev/null; echo done']
-
-/** Wire names for why restart/resurrect failed (5xx bodies carry no detail, so the code must say it). */
-const START_FAILURE: Record<string, string> = {
-  SANDBOX_CAPACITY: 'capacity_reached',
-  SANDBOX_IMAGE_MISSING: 'image_missing',
-  SANDBOX_ENGINE_UNAVAILABLE: 'docker_unavailable',
-  SANDBOX_CREATE_TIMEOUT: 'create_timeout'
-}
 
 export function createTerminalService (sandbox: SandboxService, storage: Pick<ChatStorageService, 'chatState'>, log: FastifyBaseLogger, opts: TerminalServiceOptions): TerminalServiceInternals {
   const { openStream } = sandbox
@@ -82,10 +75,11 @@ export function createTerminalService (sandbox: SandboxService, storage: Pick<Ch
     try {
       await sandbox.ensure(chatId, user === null ? {} : { user })
     } catch (err) {
-      const code = (err as { code?: string }).code ?? ''
+      // 5xx bodies carry no detail, so a failure a person can act on (capacity_reached, …) is answered as itself.
+      if (isNamedFailure(err)) throw err
       const wrapped = new TERMINAL_START_FAILED((err as Error).message, { cause: err })
       const status = (err as { statusCode?: number }).statusCode ?? 500
-      Object.assign(wrapped, { statusCode: status >= 500 ? status : 500, wireCode: START_FAILURE[code] ?? 'start_failed' })
+      wrapped.statusCode = status >= 500 ? status : 500
       throw wrapped
     }
   }

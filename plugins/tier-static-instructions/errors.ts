@@ -1,3 +1,3 @@
-import { createError } from '@fastify/error'
+import { defineError, INTERNAL_ERROR } from '../../core/errors.js'
 
-export const TIER_STATIC_BAD_TEXT = createError('TIER_STATIC_BAD_TEXT', 'tier-static-instructions: %s', 500, TypeError)
+export const TIER_STATIC_BAD_TEXT = defineError('TIER_STATIC_BAD_TEXT', INTERNAL_ERROR, 'tier-static-instructions: %s', 500, TypeError)

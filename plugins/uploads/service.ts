@@ -7,7 +7,10 @@ import QuickLRU from 'quick-lru'
 import { SANDBOX_UPLOADS } from '../../core/chat-paths.js'
 import { parseRelPath } from '../../core/safe-path.js'
 import type { ChatStorageService, WrittenFile } from '../chat-storage/types.js'
-import { tooLarge, UPLOAD_NOT_FOUND, UPLOAD_READ_TOO_LARGE, UPLOAD_TARGET_IS_DIRECTORY, writeFailed } from './errors.js'
+import * as coreErrors from '../../core/errors.js'
+import { isOneOf } from '../../core/errors.js'
+import * as uploadErrors from './errors.js'
+import { tooLarge, UPLOAD_NOT_FOUND, UPLOAD_READ_TOO_LARGE, UPLOAD_TARGET_IS_DIRECTORY, UPLOAD_TOO_LARGE, UPLOAD_WRITE_FAILED } from './errors.js'
 import type { SavedUpload, UploadFile, UploadHook, UploadListEntry, UploadService } from './types.js'
 
 export interface UploadsDeps { log: FastifyBaseLogger, storage: ChatStorageService }
@@ -51,13 +54,14 @@ export function createUploadsService (deps: UploadsDeps, opts: UploadsServiceOpt
     const code = (err as { code?: string }).code
     if (code === 'CHAT_STORAGE_IS_DIRECTORY') return new UPLOAD_TARGET_IS_DIRECTORY()
     if (!started) {
-      if (typeof code === 'string' && code.startsWith('CORE_')) return err // bad or escaping path: 400/403/404
+      if (isOneOf(err, coreErrors)) return err // bad or escaping path: 400/403/404
       source.resume() // the temporary file could not be made: drain the body
-      return writeFailed(err)
+      return new UPLOAD_WRITE_FAILED({ cause: err })
     }
-    if (code === 'UPLOAD_TOO_LARGE' || code === 'FST_REQ_FILE_TOO_LARGE') return tooLarge(opts.maxBytes)
-    if (typeof code === 'string' && code.startsWith('UPLOAD_')) return err
-    return writeFailed(err)
+    // @fastify/multipart's own error at its fileSize limit
+    if (err instanceof UPLOAD_TOO_LARGE || code === 'FST_REQ_FILE_TOO_LARGE') return tooLarge(opts.maxBytes)
+    if (isOneOf(err, uploadErrors)) return err
+    return new UPLOAD_WRITE_FAILED({ cause: err })
   }
 
   async function save (chatId: string, segments: string[], source: Readable): Promise<SavedUpload> {

@@ -1,7 +1,8 @@
 import type { ToolDefinition } from '../mcp-transport/types.js'
 import { CreateFileInput } from './schemas.js'
 import type { WorkspaceDeps, WorkspaceSettings } from './types.js'
-import { errorResult, inSandbox, textResult } from './prologue.js'
+import { errorResult } from '../../core/tool-result.js'
+import { inSandbox, textResult } from './prologue.js'
 import { outputsRelative, resolveSandboxPath } from './paths.js'
 
 export const CREATE_MAX_BYTES = 10 * 1024 * 1024

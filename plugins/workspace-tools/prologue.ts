@@ -1,16 +1,10 @@
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js'
 import type { ToolCallContext } from '../mcp-transport/types.js'
-import { cutTo } from './text.js'
+import { isOneOf } from '../../core/errors.js'
+import { errorResult } from '../../core/tool-result.js'
+import * as workspaceErrors from './errors.js'
 import { createSandboxFiles, type SandboxFiles } from './sandbox-files.js'
 import type { WorkspaceDeps, WorkspaceSettings } from './types.js'
-
-const MAX_ERROR_CHARS = 2000
-
-/** An isError result with one text block beginning `Error:` (docs/contract.md#common-tool-rules), at most 2,000 chars. */
-export function errorResult (text: string): CallToolResult {
-  const body = text.startsWith('Error:') ? text : `Error: ${text}`
-  return { isError: true, content: [{ type: 'text', text: cutTo(body, MAX_ERROR_CHARS) }] }
-}
 
 export const textResult = (text: string): CallToolResult => ({ content: [{ type: 'text', text }] })
 
@@ -30,8 +24,7 @@ export async function inSandbox (deps: WorkspaceDeps, settings: WorkspaceSetting
     const files = createSandboxFiles({ sandbox: deps.sandbox, chatId: ctx.chatId, signal: ctx.signal, timeoutS: settings.commandTimeoutS })
     return await run({ files })
   } catch (err) {
-    const e = err as { code?: unknown, message?: unknown }
-    if (typeof e?.code === 'string' && e.code.startsWith('WORKSPACE_') && typeof e.message === 'string') return errorResult(e.message)
+    if (isOneOf(err, workspaceErrors)) return errorResult((err as Error).message)
     throw err
   } finally {
     release()
