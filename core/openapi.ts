@@ -29,7 +29,11 @@ export function openapiOptions (publicBaseUrl: string): SwaggerOptions {
         { name: 'files', description: 'published outputs, archive and listing' },
         { name: 'uploads', description: 'the user\'s uploaded files' },
         { name: 'prompt', description: 'the system prompt and skills for clients outside MCP' },
-        { name: 'operations', description: 'health, readiness, metrics, API description' }
+        { name: 'operations', description: 'health, readiness, metrics, API description' },
+        { name: 'egress', description: 'the per-chat egress policy of the sandbox proxy and its connection log' },
+        { name: 'browser', description: 'the live browser of the sandbox over CDP' },
+        { name: 'terminal', description: 'the web terminal: tmux session main in the sandbox' },
+        { name: 'oauth', description: 'the OAuth 2.1 authorization server for /mcp (with OAUTH_ENABLED)' }
       ]
     },
     // Preflight answers are not API surface.

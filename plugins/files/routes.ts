@@ -42,7 +42,7 @@ const routes: FastifyPluginAsync<FilesRoutesOptions> = async (fastify, opts) => 
   fastify.get<{ Params: ChatParams, Querystring: Query }>('/files/:chat/*', {
     ...HAND_CHECKED,
     schema: {
-      summary: 'A published output file of the chat (the path may start with a capability token segment, docs/contract.md#url-shapes), or `archive`: all outputs as a zip',
+      summary: 'A published output file of the chat (the path may start with a `~<token>` segment), or `archive`: all outputs as a zip',
       tags: ['files'],
       params: ChatPathParams,
       querystring: FileQuery,
