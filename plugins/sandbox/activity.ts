@@ -1,7 +1,7 @@
 import { chatPaths } from '../../core/chat-paths.js'
 import type { RequestUser } from '../../core/identity.js'
 import { readMeta, writeMeta, type ChatMeta } from './data-dirs.js'
-import { describe, type Entry, type Registry } from './registry.js'
+import { type Entry, type Registry } from './registry.js'
 
 /*
  * Activity and leases (docs/contract.md#idle-stop-max-age-and-purge) and the chat's meta.json (docs/contract.md#creation), cached on
@@ -69,6 +69,6 @@ export async function saveMeta (reg: Registry, entry: Entry, user?: RequestUser,
   try {
     await writeMeta(path, meta)
   } catch (err) {
-    reg.log.warn({ chat: entry.names.key, err: describe(err) }, 'could not write meta.json')
+    reg.log.warn({ chat: entry.names.key, err }, 'could not write meta.json')
   }
 }

@@ -22,7 +22,7 @@ export function publishAddress (reg: Registry, entry: Entry, ip: string | null):
   const id = entry.sandboxId
   entry.address = ip === null || id === undefined ? undefined : { sandboxId: id, ip }
   for (const hook of reg.addressHooks) {
-    try { hook(entry.names.chatId, ip) } catch (err) { reg.log.warn({ chat: entry.names.key, err: err instanceof Error ? err.message : String(err) }, 'an onAddress hook failed') }
+    try { hook(entry.names.chatId, ip) } catch (err) { reg.log.warn({ chat: entry.names.key, err }, 'an onAddress hook failed') }
   }
 }
 

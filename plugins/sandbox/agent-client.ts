@@ -192,7 +192,7 @@ function failure (reg: Registry, st: AgentState, why: string, err?: unknown): vo
   st.failures++
   const wait = Math.min(BACKOFF_MAX_MS, 1000 * 2 ** Math.min(st.failures - 1, 16))
   st.retryAt = Date.now() + wait
-  reg.log.warn({ chat: st.owner, why, err: err === undefined ? undefined : describe(err), retryInMs: wait },
+  reg.log.warn({ chat: st.owner, why, err, retryInMs: wait },
     'sandbox agent unavailable; using docker exec')
 }
 

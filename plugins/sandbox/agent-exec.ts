@@ -7,7 +7,7 @@ import { toEnvList } from './env.js'
 import { chatExecEnv } from './pool-claim.js'
 import { relieve, restartedSince, RESULT_GRACE_MS, type RawExecResult } from './exec.js'
 import { terminate } from './kill.js'
-import { armDeadline, describe, type Entry, type Registry } from './registry.js'
+import { armDeadline, type Entry, type Registry } from './registry.js'
 import type { CommandOptions, CommandResult, ExecOptions, SandboxNotice } from './types.js'
 
 /*
@@ -163,7 +163,7 @@ export async function agentCommand (reg: Registry, entry: Entry, command: string
   let relieving: Promise<boolean> | undefined
   const sink = outputSink(reg, opts.onOutput, () => {
     relieving ??= relieve(reg, entry, true).catch(err => {
-      reg.log.warn({ chat: entry.names.key, err: describe(err) }, 'restarting a saturated sandbox failed')
+      reg.log.warn({ chat: entry.names.key, err }, 'restarting a saturated sandbox failed')
       return false
     })
   })

@@ -7,7 +7,7 @@ import type { SandboxSummary } from './engine-types.js'
 import { ownerFilter, readLabels, sandboxNames } from './names.js'
 import { drainPool, maintain } from './pool.js'
 import { bindListed, sortListing } from './pool-claim.js'
-import { changed, describe, entryOf, type Entry, type Registry } from './registry.js'
+import { changed, entryOf, type Entry, type Registry } from './registry.js'
 import { prepareNetwork } from './network.js'
 import { releaseLease, takeLease } from './prefix-lease.js'
 import { SandboxSetupRefused } from './errors.js'
@@ -60,7 +60,7 @@ async function readopt (reg: Registry): Promise<void> {
   const volumes = await reg.engine.listVolumes(ownerFilter(reg.opts.prefix)).catch(() => [])
   reg.log.info({ containers: adopted, running: chats.filter(c => c.running).length, volumes: volumes.length, pool: unclaimed.length }, 're-adopted sandboxes')
   // Unclaimed pool sandboxes: kept when they still match, else replaced; then the pool fills up.
-  void maintain(reg, unclaimed).catch(err => { reg.log.warn({ err: describe(err) }, 'warm pool: re-adoption failed') })
+  void maintain(reg, unclaimed).catch(err => { reg.log.warn({ err }, 'warm pool: re-adoption failed') })
 }
 
 /** Registers a listed container when its labels are consistent; mismatches are logged, never touched. */
@@ -114,15 +114,15 @@ export async function startService (reg: Registry, reap: () => Promise<void>, pu
     // An unsafe setup refuses the boot (the message says what to fix); an engine that is down does not.
     if (err instanceof SandboxSetupRefused) { await releaseLease(reg); reg.engine.close(); throw err }
     if (reg.engineUp === true) {
-      reg.log.error({ err: describe(err), engine: reg.engine.name }, 'the sandbox setup did not finish at boot; the next tool call and the reaper try again')
+      reg.log.error({ err, engine: reg.engine.name }, 'the sandbox setup did not finish at boot; the next tool call and the reaper try again')
     } else {
-      reg.log.error({ err: describe(err), engine: reg.engine.name },
+      reg.log.error({ err, engine: reg.engine.name },
         `${reg.engine.label.engine} is unavailable at boot; sandboxes will be created once it answers (/ready reports ${reg.engine.name}: unavailable)`)
     }
   }
-  reg.reaperTimer = setInterval(() => { void reap().catch(err => reg.log.warn({ err: describe(err) }, 'reaper pass failed')) }, reg.opts.reaperIntervalMs)
+  reg.reaperTimer = setInterval(() => { void reap().catch(err => reg.log.warn({ err }, 'reaper pass failed')) }, reg.opts.reaperIntervalMs)
   reg.reaperTimer.unref()
-  reg.purgeTimer = setInterval(() => { void purge().catch(err => reg.log.warn({ err: describe(err) }, 'purge pass failed')) }, reg.opts.purgeIntervalMs)
+  reg.purgeTimer = setInterval(() => { void purge().catch(err => reg.log.warn({ err }, 'purge pass failed')) }, reg.opts.purgeIntervalMs)
   reg.purgeTimer.unref()
   if (reg.opts.diskLimit > 0) {
     reg.diskTimer = setInterval(() => { void diskPass(reg) }, reg.opts.diskCheckIntervalMs)

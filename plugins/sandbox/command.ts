@@ -10,7 +10,7 @@ import { commandArgv, EofFilter, SentinelParser, STDOUT } from './exec-stream.js
 import { terminate } from './kill.js'
 import { eventSince, takeNotices } from './notices.js'
 import { notRunning, recoverVanished, runningEntry } from './recovery.js'
-import { armDeadline, describe, execStartError, sleep, type Entry, type Registry } from './registry.js'
+import { armDeadline, execStartError, sleep, type Entry, type Registry } from './registry.js'
 import { diagnose, memoryNotice, pidsNotice, pidsSuspicious, restartSandbox } from './saturation.js'
 import type { CommandOptions, CommandResult, SandboxNotice } from './types.js'
 
@@ -77,7 +77,7 @@ async function attempt (reg: Registry, entry: Entry, command: string, opts: Comm
   let relieving: Promise<boolean> | undefined
   const relieveNow = (confirm: boolean): void => {
     relieving ??= relieve(reg, entry, confirm).catch(err => {
-      reg.log.warn({ chat: entry.names.key, err: describe(err) }, 'restarting a saturated sandbox failed')
+      reg.log.warn({ chat: entry.names.key, err }, 'restarting a saturated sandbox failed')
       return false
     })
   }
@@ -147,7 +147,7 @@ async function restartFor (reg: Registry, entry: Entry, notice: SandboxNotice, o
   } catch (err) {
     // Killed but not started again: the next call starts it (the chat is marked recoverable).
     notice.action = 'stopped'
-    reg.log.warn({ chat: entry.names.key, err: describe(err) }, 'restarting a saturated sandbox failed')
+    reg.log.warn({ chat: entry.names.key, err }, 'restarting a saturated sandbox failed')
   }
 }
 
@@ -279,7 +279,7 @@ export function outputSink (reg: Registry, onOutput: (text: string) => void, onF
       if (window.includes('Killed')) hints.killed = true
       tail = text.slice(-HINT_CARRY)
     }
-    try { onOutput(text) } catch (err) { reg.log.warn({ err: describe(err) }, 'onOutput threw') }
+    try { onOutput(text) } catch (err) { reg.log.warn({ err }, 'onOutput threw') }
   }
   return { emit, hints, total: () => total, head: () => head }
 }

@@ -1,6 +1,6 @@
 import type { SandboxSettings } from './sandbox-spec.js'
 import { isEngineFailure } from './engine-error.js'
-import { describe, type Registry } from './registry.js'
+import { type Registry } from './registry.js'
 import type { DiskUsage } from './types.js'
 
 /*
@@ -34,7 +34,7 @@ export async function detectQuota (reg: Registry): Promise<void> {
         ? 'disk limit: writable-layer quota will be tried; /tmp is a sized tmpfs; the watchdog measures home, outputs and the writable layer'
         : 'disk limit: this storage driver has no writable-layer quota; /tmp is a sized tmpfs and the watchdog measures home, outputs and the writable layer')
   } catch (err) {
-    reg.log.warn({ err: describe(err) }, 'cannot read the storage driver; no writable-layer quota is used')
+    reg.log.warn({ err }, 'cannot read the storage driver; no writable-layer quota is used')
     reg.quota = 'no'
   }
 }
@@ -54,5 +54,5 @@ export function quotaOutcome (reg: Registry, ok: boolean, err?: unknown): void {
   if (reg.quota !== 'try') return
   reg.quota = ok ? 'yes' : 'no'
   if (ok) reg.log.info({ diskLimit: reg.opts.diskLimit }, 'disk limit: the writable layer of every sandbox has a hard quota')
-  else reg.log.warn({ err: describe(err) }, 'disk limit: the storage driver refused a writable-layer quota; sandboxes are created without one (the watchdog still applies)')
+  else reg.log.warn({ err }, 'disk limit: the storage driver refused a writable-layer quota; sandboxes are created without one (the watchdog still applies)')
 }

@@ -3,7 +3,7 @@ import { treeUsage } from './disk-usage.js'
 import { MANAGED_BY } from './names.js'
 import { killKeepingFiles } from './kill-keeping-files.js'
 import { report } from './notices.js'
-import { describe, notifyStop, type Entry, type Registry } from './registry.js'
+import { notifyStop, type Entry, type Registry } from './registry.js'
 import type { DiskUsage } from './types.js'
 
 /*
@@ -30,7 +30,7 @@ const POKE_MS = 1000
 export async function diskPass (reg: Registry): Promise<void> {
   if (reg.opts.diskLimit <= 0) return
   reg.diskPass ??= passOnce(reg)
-    .catch(err => { reg.log.warn({ err: describe(err) }, 'disk watchdog pass failed') })
+    .catch(err => { reg.log.warn({ err }, 'disk watchdog pass failed') })
     .finally(() => { reg.diskPass = null })
   await reg.diskPass
 }
@@ -67,7 +67,7 @@ async function engineUsage (reg: Registry): Promise<EngineUsage | null> {
   try {
     return await reg.engine.diskUsage()
   } catch (err) {
-    reg.log.debug({ err: describe(err) }, 'disk watchdog: the engine did not report disk usage; pass skipped')
+    reg.log.debug({ err }, 'disk watchdog: the engine did not report disk usage; pass skipped')
     return null
   }
 }
@@ -105,7 +105,7 @@ async function judge (reg: Registry, entry: Entry, usage: DiskUsage): Promise<vo
   try {
     await killKeepingFiles(reg, entry)
   } catch (err) {
-    reg.log.error({ chat: entry.names.key, err: describe(err) }, 'stopping a chat over its disk limit failed')
+    reg.log.error({ chat: entry.names.key, err }, 'stopping a chat over its disk limit failed')
     return
   }
   notifyStop(reg, entry, 'disk-limit')

@@ -10,7 +10,7 @@ import { agentExec } from './agent-exec.js'
 import { terminate } from './kill.js'
 import { notRunning, recoverVanished, runningEntry } from './recovery.js'
 import { eventSince } from './notices.js'
-import { armDeadline, changed, describe, execStartError, sleep, type Entry, type Registry } from './registry.js'
+import { armDeadline, changed, execStartError, sleep, type Entry, type Registry } from './registry.js'
 import { diagnose, memoryNotice, pidsNotice, restartSandbox } from './saturation.js'
 import type { ExecOptions, ExecResult, SandboxStream, StreamOptions } from './types.js'
 
@@ -103,7 +103,7 @@ export async function rawExec (reg: Registry, sandboxId: string, argv: string[],
     ? undefined
     : (seen: () => boolean) => watchStart(reg, handle.id, seen, () => {
         stalled = true
-        void relieve(reg, entry).catch(err => { reg.log.warn({ chat: entry.names.key, err: describe(err) }, 'restarting a saturated sandbox failed') })
+        void relieve(reg, entry).catch(err => { reg.log.warn({ chat: entry.names.key, err }, 'restarting a saturated sandbox failed') })
       })
   const ended = await awaitEnd(reg, handle.socket, opts, out.push, kill, stdin, stall)
   let exitCode: number | null = null
@@ -225,7 +225,7 @@ export async function checkAlive (reg: Registry, entry: Entry): Promise<SandboxD
     return c
   } catch (err) {
     if (entry.locked === 0 && entry.ensuring === null) { entry.state = 'unknown'; changed(reg, entry) }
-    reg.log.debug({ err: describe(err) }, 'state check failed')
+    reg.log.debug({ err }, 'state check failed')
     return undefined
   }
 }

@@ -10,7 +10,7 @@ import { chatPaths, SANDBOX_HOME, SANDBOX_OUTPUTS, SANDBOX_SKILLS, SANDBOX_UPLOA
 import type { RequestUser } from '../../core/identity.js'
 import type { SpecMount } from './engine-types.js'
 import { readMeta } from './data-dirs.js'
-import { describe, type Entry, type Registry } from './registry.js'
+import { type Entry, type Registry } from './registry.js'
 
 const RESERVED = [SANDBOX_HOME, SANDBOX_UPLOADS, SANDBOX_OUTPUTS, SANDBOX_SKILLS]
 
@@ -42,7 +42,7 @@ export async function extraMounts (reg: Registry, entry: Entry, user: RequestUse
         if (!out.has(m.target)) out.set(m.target, { type: 'bind', source: m.source, target: m.target, readOnly: true })
       }
     } catch (err) {
-      reg.log.warn({ chat: entry.names.key, err: describe(err) }, 'a mount provider failed; the sandbox starts without its mounts')
+      reg.log.warn({ chat: entry.names.key, err }, 'a mount provider failed; the sandbox starts without its mounts')
     }
   }
   return [...out.values()].sort((a, b) => a.target < b.target ? -1 : 1)

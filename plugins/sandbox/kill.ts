@@ -1,6 +1,6 @@
 import { rawExec } from './exec.js'
 import { killArgv } from './exec-stream.js'
-import { clampMs, describe, type Entry, type Registry } from './registry.js'
+import { clampMs, type Entry, type Registry } from './registry.js'
 import { diagnose, pidsNotice, restartSandbox } from './saturation.js'
 
 /*
@@ -35,7 +35,7 @@ async function killMarked (reg: Registry, entry: Entry, execId: string, signal: 
     ok = m !== null && m[2] === '0'
     if (!ok && !reg.closed) reg.log.warn({ chat: entry.names.key, signal, result: r.stdout.toString('utf8').slice(0, 100), stderr: r.stderr.toString('utf8').slice(0, 200) }, 'kill exec did not complete')
   } catch (err) {
-    if (!reg.closed) reg.log.warn({ chat: entry.names.key, signal, err: describe(err) }, 'kill exec failed')
+    if (!reg.closed) reg.log.warn({ chat: entry.names.key, signal, err }, 'kill exec failed')
   }
   // The sandbox may have been restarted or replaced meanwhile: then the processes are gone anyway.
   if (ok || signal !== 'KILL' || reg.closed || entry.sandboxId !== sandboxId || entry.state !== 'running') return
@@ -43,6 +43,6 @@ async function killMarked (reg: Registry, entry: Entry, execId: string, signal: 
   const d = await diagnose(reg, entry, { stats: true })
   const notice = d.pidsFull ? pidsNotice(reg, d, 'restarted') : { kind: 'unkillable' as const, action: 'restarted' as const }
   await restartSandbox(reg, entry, notice).catch(err => {
-    reg.log.error({ chat: entry.names.key, err: describe(err) }, 'restarting the sandbox failed')
+    reg.log.error({ chat: entry.names.key, err }, 'restarting the sandbox failed')
   })
 }

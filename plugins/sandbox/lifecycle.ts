@@ -15,7 +15,7 @@ import { SANDBOX_CREATE_TIMEOUT, SANDBOX_FAILED } from './errors.js'
 import { fixOwnership, waitReady } from './readiness.js'
 import { claim, loadBinding } from './pool-claim.js'
 import { reserveSlot } from './reaper.js'
-import { changed, describe, engineUnavailable, entryOf, imageMissing, infoOf, mapError, notifyStop, sleep, tooOld, withLock, type Entry, type Registry } from './registry.js'
+import { changed, engineUnavailable, entryOf, imageMissing, infoOf, mapError, notifyStop, sleep, tooOld, withLock, type Entry, type Registry } from './registry.js'
 import type { EnsureOptions, SandboxInfo, SandboxStatus } from './types.js'
 
 /*
@@ -139,7 +139,7 @@ async function startStopped (reg: Registry, entry: Entry, existing: SandboxDetai
   } catch (err) {
     // An engine that is gone or busy said nothing about the container: never remove it for that.
     if (transient(err)) throw err
-    reg.log.warn({ chat: names.key, err: describe(err) }, 'starting the stopped sandbox failed; recreating it (volume and data kept)')
+    reg.log.warn({ chat: names.key, err }, 'starting the stopped sandbox failed; recreating it (volume and data kept)')
     await reg.engine.remove(existing.id)
     return null
   }
@@ -171,7 +171,7 @@ async function create (reg: Registry, entry: Entry, user: RequestUser | undefine
   } catch (err) {
     // Busy or gone: the created container stays, the next ensure() starts it.
     if (transient(err)) throw err
-    reg.log.error({ chat: entry.names.key, err: describe(err) }, 'a new sandbox did not start; removing it')
+    reg.log.error({ chat: entry.names.key, err }, 'a new sandbox did not start; removing it')
     await reg.engine.remove(created.id).catch(() => {})
     throw new SANDBOX_FAILED('see the server log')
   }
@@ -214,7 +214,7 @@ async function runHooks (reg: Registry, info: SandboxInfo, started: boolean, use
     try {
       await hook(info, { started, user })
     } catch (err) {
-      reg.log.warn({ chat: info.chatKey, err: describe(err) }, 'an onEnsure hook failed')
+      reg.log.warn({ chat: info.chatKey, err }, 'an onEnsure hook failed')
     }
   }
 }

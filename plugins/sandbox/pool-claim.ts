@@ -9,7 +9,7 @@ import { chatEnv, toEnvList } from './env.js'
 import { LEASE_ROLE, ownerFilter, rfc3339, sandboxNames } from './names.js'
 import { claimable, discardSlot, HOME_LABEL, poolNames, poolOf, refill, slotDirs, slotOf, takeSlot, type PoolSlot } from './pool.js'
 import { readRecord, RECORD, type BindingRecord } from './pool-record.js'
-import { describe, sleep, type Entry, type Registry } from './registry.js'
+import { sleep, type Entry, type Registry } from './registry.js'
 import { giveAgent } from './agent-client.js'
 
 /*
@@ -139,7 +139,7 @@ async function bind (reg: Registry, entry: Entry, slot: PoolSlot, user: RequestU
     await unlink(dirs.journal).catch(() => {})
     if (renamed === 'conflict') poolOf(reg).ready.unshift(slot)
     else void discardSlot(reg, slot)
-    reg.log.info({ chat: entry.names.key, slot: slot.slot, result: renamed instanceof Error ? describe(renamed) : String(renamed) }, 'warm pool: claim not possible; creating instead')
+    reg.log.info({ chat: entry.names.key, slot: slot.slot, ...(renamed instanceof Error ? { err: renamed } : { result: String(renamed) }) }, 'warm pool: claim not possible; creating instead')
     if (renamed instanceof Error) throw renamed
     return null
   }

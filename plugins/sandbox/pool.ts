@@ -11,7 +11,7 @@ import { probePoolSandbox } from './readiness.js'
 import { dropAgent, newAgentState, openAgent, type AgentState } from './agent-client.js'
 import { MANAGED_BY, rfc3339, TOOL_LABEL } from './names.js'
 import { readRecord, RECORD, SLOT, type BindingRecord } from './pool-record.js'
-import { describe, sleep, tooOld, type Entry, type Registry } from './registry.js'
+import { sleep, tooOld, type Entry, type Registry } from './registry.js'
 
 /*
  * The warm pool (docs/contract.md#warm-pool, SANDBOX_POOL_SIZE): started, ready sandboxes that belong to no chat yet,
@@ -145,7 +145,7 @@ export function refill (reg: Registry): void {
       } catch (err) {
         p.retryAt = Date.now() + p.retryMs
         p.retryMs = Math.min(RETRY_MAX_MS, p.retryMs * 2)
-        reg.log.warn({ err: describe(err), retryInMs: p.retryAt - Date.now() }, 'warm pool: creating a sandbox failed')
+        reg.log.warn({ err, retryInMs: p.retryAt - Date.now() }, 'warm pool: creating a sandbox failed')
         if (reg.engineUp === false) return
       }
     }
@@ -201,7 +201,7 @@ export async function discard (reg: Registry, slot: string, idOrName: string): P
     await reg.engine.removeVolume(poolNames(reg.opts.prefix, slot).volume)
     await rm(slotDirs(reg.opts.dataDir, slot).dir, { recursive: true, force: true })
   } catch (err) {
-    reg.log.warn({ slot, err: describe(err) }, 'warm pool: removing an unclaimed sandbox failed (retried at the next pass)')
+    reg.log.warn({ slot, err }, 'warm pool: removing an unclaimed sandbox failed (retried at the next pass)')
   }
 }
 

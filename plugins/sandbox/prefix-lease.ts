@@ -3,7 +3,7 @@ import { hostname } from 'node:os'
 import type { LeaseHolder, LeaseRecord } from './engine-types.js'
 import { SandboxSetupRefused } from './errors.js'
 import { LEASE_ROLE, MANAGED_BY, rfc3339 } from './names.js'
-import { describe, imageMissing, sleep, type Registry } from './registry.js'
+import { imageMissing, sleep, type Registry } from './registry.js'
 
 /*
  * One server instance per SANDBOX_PREFIX on an engine. Two instances with one prefix would adopt each
@@ -101,7 +101,7 @@ async function renew (reg: Registry): Promise<void> {
   try {
     kept = await reg.engine.renewLease(lease.token, Date.now())
   } catch (err) {
-    reg.log.warn({ err: describe(err) }, 'renewing the lease of the sandbox prefix failed; retrying')
+    reg.log.warn({ err }, 'renewing the lease of the sandbox prefix failed; retrying')
     return
   }
   if (kept || reg.lease !== lease) return
@@ -121,6 +121,6 @@ export async function releaseLease (reg: Registry): Promise<void> {
   try {
     await reg.engine.breakLease(lease.token)
   } catch (err) {
-    reg.log.warn({ err: describe(err) }, 'releasing the lease of the sandbox prefix failed; the next instance takes it over once it is stale')
+    reg.log.warn({ err }, 'releasing the lease of the sandbox prefix failed; the next instance takes it over once it is stale')
   }
 }

@@ -4,7 +4,7 @@ import type { EngineFailure } from './engine-types.js'
 import { SANDBOX_FAILED } from './errors.js'
 import { rawExec, type RawExecResult } from './exec.js'
 import { SANDBOX_USER } from './sandbox-spec.js'
-import { describe, sleep, type Entry, type Registry } from './registry.js'
+import { sleep, type Entry, type Registry } from './registry.js'
 
 /*
  * Readiness of a started sandbox (lifecycle.ts for a chat's, pool.ts for a warm pool's): one probe
@@ -49,7 +49,7 @@ export async function waitReady (reg: Registry, entry: Entry): Promise<SandboxId
     }
     if (Date.now() >= deadline) {
       if ((lastError as EngineFailure | undefined)?.busy === true) throw lastError
-      reg.log.error({ chat: entry.names.key, err: describe(lastError) }, 'sandbox did not become ready')
+      reg.log.error({ chat: entry.names.key, err: lastError }, 'sandbox did not become ready')
       throw new SANDBOX_FAILED('it did not become ready')
     }
     await sleep(100)

@@ -10,7 +10,7 @@ import { ownerFilter } from './names.js'
 import { noteOutsideChange } from './recovery.js'
 import { maintain, poolOf, yieldSlot } from './pool.js'
 import { loadBinding, sortListing } from './pool-claim.js'
-import { changed, describe, entryOf, notifyStop, stopEntry, tooOld, withLock, type Entry, type Registry } from './registry.js'
+import { changed, entryOf, notifyStop, stopEntry, tooOld, withLock, type Entry, type Registry } from './registry.js'
 
 /*
  * Server-driven lifecycle (docs/contract.md#isolation, docs/contract.md#idle-stop-max-age-and-purge): the reaper pass (reconcile from one
@@ -36,7 +36,7 @@ async function reapOnce (reg: Registry): Promise<void> {
     reg.engineUp = true
   } catch (err) {
     reg.engineUp = false
-    reg.log.debug({ err: describe(err) }, 'reaper: the engine is unavailable')
+    reg.log.debug({ err }, 'reaper: the engine is unavailable')
     return
   }
   const { chats, unclaimed } = await sortListing(reg, list)
@@ -50,11 +50,11 @@ async function reapOnce (reg: Registry): Promise<void> {
       continue
     }
     if (entry.state === 'running' && entry.callLeases + entry.socketLeases === 0 && now - entry.lastActive >= reg.opts.idleTimeoutS * 1000) {
-      jobs.push(stopEntry(reg, entry, 'idle').catch(err => { reg.log.warn({ chat: entry.names.key, err: describe(err) }, 'idle stop failed') }))
+      jobs.push(stopEntry(reg, entry, 'idle').catch(err => { reg.log.warn({ chat: entry.names.key, err }, 'idle stop failed') }))
     }
   }
   await Promise.all(jobs)
-  await maintain(reg, unclaimed).catch(err => { reg.log.warn({ err: describe(err) }, 'warm pool: maintenance failed') })
+  await maintain(reg, unclaimed).catch(err => { reg.log.warn({ err }, 'warm pool: maintenance failed') })
   // Forget chats that have nothing left to track.
   for (const [key, entry] of reg.entries) {
     if (entry.state === 'absent' && entry.locked === 0 && entry.ensuring === null && entry.callLeases + entry.socketLeases === 0 &&
@@ -94,7 +94,7 @@ async function removeForAge (reg: Registry, entry: Entry): Promise<void> {
     })
     notifyStop(reg, entry, 'max-age')
   } catch (err) {
-    reg.log.warn({ chat: entry.names.key, err: describe(err) }, 'max-age removal failed')
+    reg.log.warn({ chat: entry.names.key, err }, 'max-age removal failed')
   }
 }
 
@@ -136,7 +136,7 @@ async function purgeChat (reg: Registry, key: string, cutoff: number): Promise<b
       reg.log.info({ chat: key, lastActive: meta.last_active_at }, 'purged an inactive chat (volume and data deleted)')
     })
   } catch (err) {
-    reg.log.warn({ chat: key, err: describe(err) }, 'purge failed')
+    reg.log.warn({ chat: key, err }, 'purge failed')
   }
   return purged
 }

@@ -34,6 +34,7 @@ export function imageMissing (reg: Registry): Error {
   return new SANDBOX_IMAGE_MISSING(reg.opts.image, reg.engine.label.host)
 }
 
+/** An error's message, for text built from it (a log line takes the error itself: `{ err }`, pino's serializer). */
 export function describe (err: unknown): string {
   return err instanceof Error ? err.message : String(err)
 }
@@ -63,7 +64,7 @@ export function tooOld (reg: Registry, createdAt: string | undefined): boolean {
 export function notifyStop (reg: Registry, entry: Entry, reason: StopReason): void {
   dropAddress(reg, entry)
   for (const hook of reg.stopHooks) {
-    try { hook(entry.names.chatId, reason) } catch (err) { reg.log.warn({ err: describe(err) }, 'an onStop hook failed') }
+    try { hook(entry.names.chatId, reason) } catch (err) { reg.log.warn({ err }, 'an onStop hook failed') }
   }
 }
 
@@ -93,14 +94,14 @@ export function mapError (reg: Registry, err: unknown): Error {
   if (err instanceof SandboxSetupRefused) return new SANDBOX_FAILED('this server refused its sandbox setup; the server log says why')
   if (isEngineFailure(err)) {
     if (err.busy) {
-      reg.log.warn({ err: describe(err) }, 'the engine is busy; the call was refused for the caller to retry')
+      reg.log.warn({ err }, 'the engine is busy; the call was refused for the caller to retry')
       return new SANDBOX_ENGINE_BUSY()
     }
     if (err.unavailable) {
       reg.engineUp = false
       return engineUnavailable(reg)
     }
-    reg.log.error({ err: describe(err) }, 'engine request failed')
+    reg.log.error({ err }, 'engine request failed')
     return new SANDBOX_FAILED('see the server log')
   }
   return err instanceof Error ? err : new Error(String(err))

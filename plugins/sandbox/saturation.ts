@@ -2,7 +2,7 @@ import type { ResourceStats } from './engine-types.js'
 import { killKeepingFiles } from './kill-keeping-files.js'
 import { ensure } from './lifecycle.js'
 import { report } from './notices.js'
-import { describe, notifyStop, sleep, type Entry, type Registry } from './registry.js'
+import { notifyStop, sleep, type Entry, type Registry } from './registry.js'
 import type { SandboxNotice } from './types.js'
 
 /*
@@ -50,12 +50,12 @@ export async function diagnose (reg: Registry, entry: Entry, what: { stats?: boo
       out.stats = stats
       out.pidsFull = pidsNearLimit(stats.pids.current, stats.pids.limit)
       out.memoryFull = stats.memory.limit > 0 && stats.memory.usage >= stats.memory.limit * 0.95
-    }, err => { reg.log.debug({ chat: entry.names.key, err: describe(err) }, 'stats of the sandbox failed') }))
+    }, err => { reg.log.debug({ chat: entry.names.key, err }, 'stats of the sandbox failed') }))
   }
   if (what.oomSince !== undefined) {
     // The engine stamps events with its own clock; a margin covers a small skew.
     jobs.push(reg.engine.oomKills(id, what.oomSince - 2000, Date.now()).then(n => { out.oomKills = n },
-      err => { reg.log.debug({ chat: entry.names.key, err: describe(err) }, 'OOM events of the sandbox could not be read') }))
+      err => { reg.log.debug({ chat: entry.names.key, err }, 'OOM events of the sandbox could not be read') }))
   }
   await Promise.all(jobs)
   if (what.confirm === true && (out.pidsFull || out.memoryFull)) {
