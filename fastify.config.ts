@@ -37,7 +37,6 @@ const plugins = {
   // First: its HTTP hooks then cover every route registered after it.
   metrics: config => entry(metrics, { maxRunning: config.MAX_RUNNING_SANDBOXES }),
   'mcp-transport': config => entry(mcpTransport, {
-    apiKeyRequired: config.MCP_API_KEY !== '',
     singleUserMode: config.singleUserMode,
     publicBaseUrl: config.publicBaseUrl,
     publicBaseUrlSet: config.publicBaseUrlSet,

@@ -8,6 +8,7 @@ import type { AppConfig } from './config.js'
 import { createAuthService, type AuthService } from './auth.js'
 import { createReadinessService, type ReadinessService } from './readiness.js'
 import { createOriginService, type OriginService } from './origin.js'
+import { decorateRequestState } from './route-kit.js'
 import { errorHandler } from './error-handler.js'
 import { redactUrl } from './tokens.js'
 import { fastifyTrustProxy } from './trust-proxy.js'
@@ -128,6 +129,8 @@ export async function buildApp (config: AppConfig, entries: Entry[], opts: Build
     return await reply.code(404).send({ error: 'not_found', detail: 'no such route' })
   })
 
+  // request.chat and request.principal: null on every request until core's route kit sets them.
+  decorateRequestState(app)
   app.decorate('auth', createAuthService({ apiKey: config.MCP_API_KEY }))
   app.decorate('origins', createOriginService({
     publicBaseUrl: config.publicBaseUrl,

@@ -2,7 +2,8 @@ import { createHash, timingSafeEqual } from 'node:crypto'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { CORE_FORBIDDEN, CORE_TOO_MANY_FAILURES, CORE_UNAUTHORIZED } from './errors.js'
 import { createFailureThrottle } from './failure-throttle.js'
-import { attachApiKey, attachPrincipal, type Principal } from './identity.js'
+import { protectedMode } from './config-derive.js'
+import type { Principal, TokenUser } from './identity.js'
 
 /** What a chat route needs: `f` read-only files, `c` full control (docs/contract.md#capability-tokens). */
 export type ChatScope = 'f' | 'c'
@@ -19,14 +20,18 @@ export interface BearerVerifier {
   /** Route URLs exactly as registered (`request.routeOptions.url`, e.g. '/mcp' and '/mcp/') where these tokens count. */
   routes: readonly string[]
   /**
-   * The principal of a token that is valid for this resource right now, else undefined (unknown,
+   * The user of a token that is valid for this resource right now, else undefined (unknown,
    * expired, revoked, issued for another audience). It must not throw for a bad token.
    */
-  verify: (token: string) => Promise<Principal | undefined>
+  verify: (token: string) => Promise<TokenUser | undefined>
   /** Auth-params of the `WWW-Authenticate: Bearer` challenge on 401 answers of those routes (RFC 9728 `resource_metadata`). */
   challenge: Readonly<Record<string, string>>
 }
 
+/**
+ * The credential checks. Routes call them through core's route kit (core/route-kit.ts), which
+ * records what they proved in `request.principal`; the checks themselves never touch the request.
+ */
 export interface AuthService {
   /** True when MCP_API_KEY is set: every /mcp request and every chat route needs credentials. */
   readonly protectedMode: boolean
@@ -35,17 +40,18 @@ export interface AuthService {
   /** The token of an `Authorization: Bearer <token>` header; the scheme word is case-insensitive. */
   bearer (request: FastifyRequest): string | undefined
   /**
-   * Requires the API key as a Bearer header (protected mode). A valid key always passes; on routes
-   * a BearerVerifier claims, a token it accepts passes too and its principal is attached to the
-   * request (core/identity.ts: readUser, resolveMcpChat). A missing or wrong credential throws
-   * CORE_UNAUTHORIZED (401), or CORE_TOO_MANY_FAILURES (429 with Retry-After) once the client
-   * address has more than 30 failures this minute. In open mode it always passes.
+   * Requires the API key as a Bearer header (protected mode) and returns who presented it: a valid
+   * key always passes (`{ kind: 'key' }`); on routes a BearerVerifier claims, a token it accepts
+   * passes too and its user is the principal (core/identity.ts: readUser, resolveMcpChat). A missing
+   * or wrong credential throws CORE_UNAUTHORIZED (401), or CORE_TOO_MANY_FAILURES (429 with
+   * Retry-After) once the client address has more than 30 failures this minute. In open mode it
+   * always passes, with no principal (null).
    */
-  requireApiKey (request: FastifyRequest, reply: FastifyReply): Promise<void>
+  requireApiKey (request: FastifyRequest, reply: FastifyReply): Promise<Principal | null>
   /**
    * For a route that serves callers without credentials too: true when the request carries
-   * MCP_API_KEY as a Bearer header, which is then recorded as its authentication (as requireApiKey
-   * does, so readUser knows the caller). Never throws and counts no failure; false in open mode.
+   * MCP_API_KEY as a Bearer header (the route kit then records the key as its principal, so
+   * readUser knows the caller). Never throws and counts no failure; false in open mode.
    */
   noteApiKey (request: FastifyRequest): boolean
   /**
@@ -54,7 +60,8 @@ export interface AuthService {
    * path form). The API key in `t` or a path is not accepted (docs/contract.md#capability-tokens). Missing → 401, wrong
    * chat/scope/expired/tampered → 403 (docs/contract.md#capability-tokens), both counted as failures of the client
    * address and answered 429 (Retry-After carried by the error's `headers`) over the limit.
-   * Valid credentials are never throttled. Returns the token used, if any.
+   * Valid credentials are never throttled. Returns the capability token used; undefined for the API
+   * key and in open mode (the route kit tells them apart by protectedMode).
    */
   authorizeChat (request: FastifyRequest, chatId: string, scope: ChatScope, pathToken?: string): string | undefined
   /** Registered by the plugin that mints capability tokens, while plugins load. */
@@ -69,6 +76,9 @@ export interface AuthService {
    */
   challenge (request: FastifyRequest): string
 }
+
+/** The principal of a request that presented MCP_API_KEY; shared, never changed. */
+export const KEY: Principal = Object.freeze({ kind: 'key' })
 
 const digest = (s: string): Buffer => createHash('sha256').update(s, 'utf8').digest()
 
@@ -102,7 +112,7 @@ export function createAuthService (opts: AuthOptions): AuthService {
   }
 
   const service: AuthService = {
-    protectedMode: keyDigest !== null,
+    protectedMode: protectedMode(opts.apiKey),
     isApiKey (presented) {
       if (keyDigest === null || presented === undefined) return false
       return timingSafeEqual(digest(presented), keyDigest)
@@ -114,28 +124,23 @@ export function createAuthService (opts: AuthOptions): AuthService {
       return m?.[1]
     },
     async requireApiKey (request, reply) {
-      if (keyDigest === null) return
+      if (keyDigest === null) return null
       const token = service.bearer(request)
-      if (service.isApiKey(token)) { attachApiKey(request.headers); return }
+      if (service.isApiKey(token)) return KEY
       const verifier = claimedBy(request)
-      const principal = verifier === undefined || token === undefined ? undefined : await verifier.verify(token)
-      if (principal !== undefined) {
-        attachPrincipal(request.headers, principal)
-        return
-      }
+      const user = verifier === undefined || token === undefined ? undefined : await verifier.verify(token)
+      if (user !== undefined) return { ...user, kind: 'user' }
       refuse(request, reply, new CORE_UNAUTHORIZED())
     },
     noteApiKey (request) {
-      if (!service.isApiKey(service.bearer(request))) return false
-      attachApiKey(request.headers)
-      return true
+      return service.isApiKey(service.bearer(request))
     },
     authorizeChat (request, chatId, scope, pathToken) {
       if (keyDigest === null) return undefined
       const bearer = service.bearer(request)
       // The master key only ever travels in the Authorization header (docs/contract.md#capability-tokens): in a URL it would end
       // up in browser history, proxies and Referer-less logs of other servers.
-      if (service.isApiKey(bearer)) { attachApiKey(request.headers); return undefined }
+      if (service.isApiKey(bearer)) return undefined
       const fromQuery = (request.query as Record<string, unknown> | undefined)?.t
       const candidates = [bearer, typeof fromQuery === 'string' ? fromQuery : undefined, pathToken]
         .filter((t): t is string => t !== undefined && t !== '')

@@ -22,6 +22,15 @@ export function checkKey (name: 'MCP_API_KEY' | 'LINK_SIGNING_KEY', value: strin
   }
 }
 
+/**
+ * Protected mode: MCP_API_KEY is set, so /mcp and every chat route need credentials; open mode
+ * (development) otherwise. The one place this is decided: the config (AppConfig.protectedMode) and
+ * core auth (fastify.auth.protectedMode, which plugins read) both ask here.
+ */
+export function protectedMode (apiKey: string): boolean {
+  return apiKey !== ''
+}
+
 /** HOST, TRUST_PROXY: where to listen and whom to believe about client addresses. */
 export function deriveNetwork (raw: RawConfig): Pick<AppConfig, 'host' | 'hostDefaultedToLoopback' | 'trustProxy'> {
   let trustProxy: TrustProxy
@@ -30,7 +39,7 @@ export function deriveNetwork (raw: RawConfig): Pick<AppConfig, 'host' | 'hostDe
   }
   const host = raw.HOST.trim()
   // Open mode is for development: without an explicit HOST it stays off the network.
-  const loopback = host === '' && raw.MCP_API_KEY === ''
+  const loopback = host === '' && !protectedMode(raw.MCP_API_KEY)
   return { host: host !== '' ? host : loopback ? '127.0.0.1' : '0.0.0.0', hostDefaultedToLoopback: loopback, trustProxy }
 }
 
@@ -53,7 +62,7 @@ export function deriveOAuth (raw: RawConfig, publicBaseUrl: string): string[] {
   const allowed = raw.OIDC_ALLOWED_EMAILS.split(',').map(s => s.trim().toLowerCase()).filter(Boolean)
     .map(s => s === '*' || s.startsWith('@') || s.includes('@') ? s : `@${s}`)
   if (!raw.OAUTH_ENABLED) return allowed
-  if (raw.MCP_API_KEY === '') throw new CORE_INVALID_CONFIG('OAUTH_ENABLED', 'needs MCP_API_KEY: without it /mcp is open and tokens would protect nothing')
+  if (!protectedMode(raw.MCP_API_KEY)) throw new CORE_INVALID_CONFIG('OAUTH_ENABLED', 'needs MCP_API_KEY: without it /mcp is open and tokens would protect nothing')
   if (raw.SINGLE_USER_MODE.trim().toLowerCase() === 'true') {
     throw new CORE_INVALID_CONFIG('SINGLE_USER_MODE', 'true puts every caller in the one shared chat `default`, so with OAUTH_ENABLED=true every person who signs in would share one computer and its files; set SINGLE_USER_MODE to false or leave it empty (each OAuth user then gets a computer of their own), or turn OAUTH_ENABLED off')
   }

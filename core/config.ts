@@ -2,7 +2,7 @@ import Type, { type Static, type TSchema } from 'typebox'
 import Value from 'typebox/value'
 import { CORE_INVALID_CONFIG, CORE_INVALID_PLUGIN_OPTIONS } from './errors.js'
 import type { TrustProxy } from './trust-proxy.js'
-import { checkKey, deriveNetwork, deriveOAuth, derivePublicBaseUrl, settingsOrigins, skillsCacheHost } from './config-derive.js'
+import { checkKey, deriveNetwork, deriveOAuth, derivePublicBaseUrl, protectedMode, settingsOrigins, skillsCacheHost } from './config-derive.js'
 
 export { MIN_KEY_LENGTH } from './config-derive.js'
 
@@ -129,6 +129,8 @@ export type SubagentCli = 'claude' | 'codex' | 'opencode'
 
 /** The validated configuration with derived values filled in. Read once, in core/server.ts. */
 export interface AppConfig extends RawConfig {
+  /** MCP_API_KEY is set: /mcp and every chat route need credentials (config-derive.ts protectedMode). */
+  protectedMode: boolean
   singleUserMode: SingleUserMode
   subagentCli: SubagentCli
   publicBaseUrl: string
@@ -216,6 +218,7 @@ function derive (raw: RawConfig): Omit<AppConfig, 'publicBaseUrlSet'> {
   return {
     ...raw,
     ...deriveNetwork(raw),
+    protectedMode: protectedMode(raw.MCP_API_KEY),
     singleUserMode: mode === '' ? 'lenient' : mode as SingleUserMode,
     subagentCli: cli,
     publicBaseUrl,

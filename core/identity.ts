@@ -1,13 +1,15 @@
 import { createHash } from 'node:crypto'
 import type { IncomingHttpHeaders } from 'node:http'
 import { normalizeChatId } from './chat-id.js'
+import type { ChatScope } from './auth.js'
 import type { SingleUserMode } from './config.js'
 
 /**
- * Who a plugin-verified bearer token belongs to (an OAuth access token on /mcp, docs/contract.md#oauth). Set by
- * core/auth.ts once the token is verified; read by readUser and resolveMcpChat below.
+ * A user a plugin-verified bearer token names (an OAuth access token on /mcp, docs/contract.md#oauth). The plugin that
+ * verifies the token returns it (core/auth.ts BearerVerifier); readUser and resolveMcpChat read it
+ * from the request's principal.
  */
-export interface Principal {
+export interface TokenUser {
   /** The token's subject: the user, stable across sign-ins (an email where the sign-in gave one). */
   subject: string
   /** The user's email (the rules of docs/contract.md#request-headers); it replaces any X-User-Email header of the request. */
@@ -16,34 +18,25 @@ export interface Principal {
   name?: string
 }
 
-// The headers object of a request is unique to that request, so it can carry what authentication
-// proved about the request to the functions below, which only see headers. A WeakMap keyed by it
-// holds no state across requests or app instances: an entry lives exactly as long as its request.
-const principals = new WeakMap<IncomingHttpHeaders, Principal>()
-// Requests that presented MCP_API_KEY: the operator's own clients (core/auth.ts records them).
-const keyHolders = new WeakSet<IncomingHttpHeaders>()
+/**
+ * What a request's credential proved, as core's route kit records it in `request.principal`
+ * (core/route-kit.ts): MCP_API_KEY (the operator's own clients), a user named by a plugin-verified
+ * bearer token, or a capability token of the request's chat (`request.chat`) with its scope. A
+ * request that presented nothing, in open mode or on a route open to anonymous callers, has none
+ * (`null`).
+ */
+export type Principal =
+  | { kind: 'key' }
+  | ({ kind: 'user' } & TokenUser)
+  | { kind: 'link', scope: ChatScope, token: string }
 
-/** Records the verified principal of a request (core/auth.ts calls this; plugins never need to). */
-export function attachPrincipal (headers: IncomingHttpHeaders, principal: Principal): void {
-  principals.set(headers, principal)
-}
-
-/** The verified principal of a request, when a plugin-verified bearer token authenticated it. */
-export function principalOf (headers: IncomingHttpHeaders): Principal | undefined {
-  return principals.get(headers)
-}
-
-/** Records that a request presented MCP_API_KEY (core/auth.ts calls this; plugins never need to). */
-export function attachApiKey (headers: IncomingHttpHeaders): void {
-  keyHolders.add(headers)
-}
-
-/** How a request proved who it is: the API key, a plugin-verified token (OAuth), or not at all (open mode, an unchecked route). */
+/** How a request proved who it is: the API key, or a plugin-verified token (OAuth). */
 export type Caller = 'key' | 'oauth'
 
-export function callerOf (headers: IncomingHttpHeaders): Caller | undefined {
-  if (keyHolders.has(headers)) return 'key'
-  return principals.has(headers) ? 'oauth' : undefined
+/** The caller a principal stands for; a capability token names a chat, not a caller. */
+export function callerOf (principal: Principal | null): Caller | undefined {
+  if (principal?.kind === 'key') return 'key'
+  return principal?.kind === 'user' ? 'oauth' : undefined
 }
 
 /**
@@ -120,12 +113,13 @@ function httpUrl (raw: string | undefined): string | undefined {
 
 /**
  * Reads the user-related headers of docs/contract.md#request-headers, each with its X-OpenWebUI-* alias. For a request
- * authenticated by an OAuth token the token's identity wins: its email replaces X-User-Email (a
- * header must not let one user act as another) and its name, when known, replaces X-User-Name.
+ * authenticated by an OAuth token (`principal`, the request's `request.principal`) the token's
+ * identity wins: its email replaces X-User-Email (a header must not let one user act as another)
+ * and its name, when known, replaces X-User-Name.
  */
-export function readUser (headers: IncomingHttpHeaders): RequestUser {
-  const principal = principalOf(headers)
-  const rawEmail = principal === undefined ? headerValue(headers, 'x-user-email', 'x-openwebui-user-email') : principal.email
+export function readUser (headers: IncomingHttpHeaders, principal: Principal | null = null): RequestUser {
+  const user = principal?.kind === 'user' ? principal : undefined
+  const rawEmail = user === undefined ? headerValue(headers, 'x-user-email', 'x-openwebui-user-email') : user.email
   const email = validEmail(rawEmail)
   const host = headerValue(headers, 'x-gitlab-host', 'x-openwebui-gitlab-host')?.toLowerCase()
   const anthropicApiKey = headerValue(headers, 'x-anthropic-api-key', 'x-openwebui-anthropic-api-key')
@@ -143,13 +137,13 @@ export function readUser (headers: IncomingHttpHeaders): RequestUser {
   set('mcpTokensApiKey', mcpTokensApiKey)
   if (mcpTokensApiKey !== undefined) {
     set('mcpTokensUrl', httpUrl(headerValue(headers, 'x-mcp-tokens-url', 'x-openwebui-mcp-tokens-url')))
-    set('mcpTokensCaller', callerOf(headers))
+    set('mcpTokensCaller', callerOf(principal))
   }
   const servers = headerValue(headers, 'x-mcp-servers', 'x-openwebui-mcp-servers') ?? ''
   return {
     email,
     emailRejected: rawEmail !== undefined && email === undefined,
-    name: cleanUserName(principal?.name ?? headerValue(headers, 'x-user-name', 'x-openwebui-user-name')),
+    name: cleanUserName(user?.name ?? headerValue(headers, 'x-user-name', 'x-openwebui-user-name')),
     mcpServers: [...new Set(servers.split(',').map(s => s.trim().toLowerCase()).filter(s => MCP_SERVER.test(s)))],
     credentials
   }
@@ -172,16 +166,15 @@ export type ChatResolution =
 
 /**
  * Resolves the chat of an /mcp request from X-Chat-Id / X-OpenWebUI-Chat-Id under SINGLE_USER_MODE.
- * An OAuth-authenticated request (a principal is attached) stays among its user's own chats: without
+ * An OAuth-authenticated request (its principal is a token's user) stays among its user's own chats: without
  * a header it gets the user's chat (userChatId), and a header names a chat below it,
  * `user:<hex>:<header id>`, so no header can reach another person's sandbox. SINGLE_USER_MODE=true
  * still means one computer, `default`, for everybody (docs/contract.md#single-user-mode: prompts always render for `default`).
  */
-export function resolveMcpChat (headers: IncomingHttpHeaders, mode: SingleUserMode): ChatResolution {
+export function resolveMcpChat (headers: IncomingHttpHeaders, mode: SingleUserMode, principal: Principal | null = null): ChatResolution {
   if (mode === 'true') return { kind: 'chat', chatId: 'default', lenientNote: false }
   const raw = headerValue(headers, 'x-chat-id', 'x-openwebui-chat-id')
-  const principal = principalOf(headers)
-  if (principal !== undefined) return resolveUserChat(userChatId(principal.subject), raw)
+  if (principal?.kind === 'user') return resolveUserChat(userChatId(principal.subject), raw)
   if (raw === undefined) {
     return mode === 'false' ? { kind: 'missing' } : { kind: 'chat', chatId: 'default', lenientNote: true }
   }

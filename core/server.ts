@@ -21,12 +21,12 @@ try {
 const app = await buildApp(config, manifest(config)).catch((err: unknown) => {
   fatal(`could not start: ${err instanceof Error ? err.message : String(err)}`)
 })
-app.log.info({ version: SERVER_VERSION, mode: config.MCP_API_KEY === '' ? 'open' : 'protected', singleUserMode: config.singleUserMode }, 'Cubicle (computer-use-mcp) starting')
+app.log.info({ version: SERVER_VERSION, mode: config.protectedMode ? 'protected' : 'open', singleUserMode: config.singleUserMode }, 'Cubicle (computer-use-mcp) starting')
 app.log.info(`[MCP] Sub-agent runtime: ${config.subagentCli}`)
 if (config.PUBLIC_BASE_URL.trim() === '' || config.publicBaseUrl === DEFAULT_PUBLIC) {
   app.log.warn(`PUBLIC_BASE_URL is still the hardcoded default (${config.publicBaseUrl}): links handed to browsers will not resolve; set it to the URL people's browsers use to reach this server`)
 }
-if (config.MCP_API_KEY === '') {
+if (!config.protectedMode) {
   app.log.warn('MCP_API_KEY is empty: /mcp and every chat route (files, uploads, terminal, browser) are unauthenticated; set it for anything but local development')
 }
 if (config.hostDefaultedToLoopback) {

@@ -1,6 +1,5 @@
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
-import { requireChatId } from '../../core/chat-id.js'
-import { chatRouteCors } from '../../core/chat-route.js'
+import { chatAccess, chatOf, chatRoutes, linkToken } from '../../core/route-kit.js'
 import { ChatQuery } from '../../core/route-schema.js'
 import { ChatParams, SocketParams, StatusReply, TargetsReply, VersionReply } from './schemas.js'
 import { publicSocketUrl } from './targets.js'
@@ -16,38 +15,39 @@ const NO_STORE = 'no-cache, no-store'
 
 /** The browser routes of docs/contract.md#browser: every one needs a control token or the API key. */
 const routes: FastifyPluginAsync<CdpRoutesOptions> = async (fastify, opts) => {
-  const { auth, cdp } = fastify
-  chatRouteCors(fastify, ['/browser/:chat/status', '/browser/:chat/json', '/browser/:chat/json/list', '/browser/:chat/json/version'])
+  const { cdp } = fastify
+  chatRoutes(fastify, ['/browser/:chat/status', '/browser/:chat/json', '/browser/:chat/json/list', '/browser/:chat/json/version'])
 
-  /** Chat id (400), then credentials (401/403), before anything touches the sandbox (docs/contract.md#general-http-rules). */
-  const authorize = (request: FastifyRequest<ChatRoute>): { chatId: string, token: string | undefined } => {
-    const chatId = requireChatId(request.params.chat)
-    return { chatId, token: auth.authorizeChat(request, chatId, 'c') }
-  }
+  /**
+   * Chat id (400), then credentials (401/403), before anything touches the sandbox
+   * (docs/contract.md#general-http-rules); after the schema checked the inputs (preHandler) on the
+   * HTTP routes, before it on the socket.
+   */
+  const authorize = chatAccess('c')
 
   fastify.get<ChatRoute>('/browser/:chat/status', {
-    schema: { summary: 'Whether the sandbox\'s browser runs, and its pages', tags: ['browser'], params: ChatParams, querystring: ChatQuery, response: { 200: StatusReply } }
+    schema: { summary: 'Whether the sandbox\'s browser runs, and its pages', tags: ['browser'], params: ChatParams, querystring: ChatQuery, response: { 200: StatusReply } },
+    preHandler: authorize
   }, async (request, reply) => {
-    const { chatId } = authorize(request)
-    return await reply.header('Cache-Control', NO_STORE).send(await cdp.status(chatId))
+    return await reply.header('Cache-Control', NO_STORE).send(await cdp.status(chatOf(request)))
   })
 
   const targetList = async (request: FastifyRequest<ChatRoute>, reply: FastifyReply): Promise<FastifyReply> => {
-    const { chatId, token } = authorize(request)
+    const chatId = chatOf(request)
     const list = await cdp.targets(chatId)
-    const body = list.map(t => ({ ...t, webSocketDebuggerUrl: publicSocketUrl(opts.publicBaseUrl, chatId, t.id, token) }))
+    const body = list.map(t => ({ ...t, webSocketDebuggerUrl: publicSocketUrl(opts.publicBaseUrl, chatId, t.id, linkToken(request)) }))
     return await reply.header('Cache-Control', NO_STORE).send(body)
   }
   // DevTools clients ask for either name of the list.
   for (const path of ['/browser/:chat/json', '/browser/:chat/json/list']) {
-    fastify.get<ChatRoute>(path, { schema: { summary: 'CDP targets of the sandbox\'s browser, socket URLs rewritten to this server', tags: ['browser'], params: ChatParams, querystring: ChatQuery, response: { 200: TargetsReply } } }, targetList)
+    fastify.get<ChatRoute>(path, { schema: { summary: 'CDP targets of the sandbox\'s browser, socket URLs rewritten to this server', tags: ['browser'], params: ChatParams, querystring: ChatQuery, response: { 200: TargetsReply } }, preHandler: authorize }, targetList)
   }
 
   fastify.get<ChatRoute>('/browser/:chat/json/version', {
-    schema: { summary: 'The browser\'s CDP version object (without its socket URL)', tags: ['browser'], params: ChatParams, querystring: ChatQuery, response: { 200: VersionReply } }
+    schema: { summary: 'The browser\'s CDP version object (without its socket URL)', tags: ['browser'], params: ChatParams, querystring: ChatQuery, response: { 200: VersionReply } },
+    preHandler: authorize
   }, async (request, reply) => {
-    const { chatId } = authorize(request)
-    return await reply.header('Cache-Control', NO_STORE).send(await cdp.version(chatId))
+    return await reply.header('Cache-Control', NO_STORE).send(await cdp.version(chatOf(request)))
   })
 
   // Slots reserved before the upgrade, by handshake request, for the handler to take over.
@@ -57,19 +57,18 @@ const routes: FastifyPluginAsync<CdpRoutesOptions> = async (fastify, opts) => {
     websocket: true,
     schema: { summary: 'WebSocket: CDP relay to one page of the sandbox\'s browser', tags: ['browser'], params: SocketParams, querystring: ChatQuery },
     // Everything that can refuse the handshake runs before the upgrade, so refusals are plain HTTP
-    // answers (docs/contract.md#websocket-origin-and-auth): Origin 403 (chatRouteCors's hook, the terminal socket's rule), chat id
+    // answers (docs/contract.md#websocket-origin-and-auth): Origin 403 (the chatRoutes hook, the terminal socket's rule), chat id
     // 400, credentials 401/403, then (after the schema checked the target id, 400) sandbox 404 and
     // the viewer caps 429.
-    preValidation: async request => { authorize(request) },
+    preValidation: authorize,
     preHandler: async request => {
-      const chatId = requireChatId(request.params.chat)
-      const release = await cdp.reserve(chatId)
+      const release = await cdp.reserve(chatOf(request))
       reserved.set(request, release)
       // Freed however the connection ends: a failed upgrade never reaches the handler.
       request.raw.socket.once('close', release)
     }
   }, (socket, request) => {
-    const chatId = requireChatId(request.params.chat)
+    const chatId = chatOf(request)
     const release = reserved.get(request) ?? (() => {})
     reserved.delete(request)
     cdp.relay(chatId, request.params.id, socket, release)

@@ -1,6 +1,5 @@
 import type { FastifyPluginAsync } from 'fastify'
-import { chatRouteCors } from '../../core/chat-route.js'
-import { requireChatId } from '../../core/chat-id.js'
+import { chatAccess, chatOf, chatParamHook, chatRoutes, requireKey } from '../../core/route-kit.js'
 import { ErrorResponse } from '../../core/errors.js'
 import { ChatParams, LogReply, OverrideBody, PolicyReply } from './schemas.js'
 import { ChatQuery } from '../../core/route-schema.js'
@@ -13,42 +12,38 @@ import { ChatQuery } from '../../core/route-schema.js'
  * Changes apply to the chat's next connection; the sandbox is not restarted.
  */
 const routes: FastifyPluginAsync = async fastify => {
-  chatRouteCors(fastify, ['/api/egress/:chat', '/api/egress/:chat/log'])
-  const { egress, auth } = fastify
+  chatRoutes(fastify, ['/api/egress/:chat', '/api/egress/:chat/log'])
+  const { egress } = fastify
+  // After the schema (preHandler): reads need the chat's files token or the key, changes the key itself.
+  const read = chatAccess('f')
+  const change = [requireKey, chatParamHook]
 
   fastify.get<{ Params: ChatParams }>('/api/egress/:chat', {
-    schema: { summary: 'The chat\'s effective egress policy: mode, its source (chat, user or server), rules', tags: ['egress'], params: ChatParams, querystring: ChatQuery, response: { 200: PolicyReply, '4xx': ErrorResponse } }
-  }, async request => {
-    const chatId = requireChatId(request.params.chat)
-    auth.authorizeChat(request, chatId, 'f')
-    return await egress.effective(chatId)
-  })
+    schema: { summary: 'The chat\'s effective egress policy: mode, its source (chat, user or server), rules', tags: ['egress'], params: ChatParams, querystring: ChatQuery, response: { 200: PolicyReply, '4xx': ErrorResponse } },
+    preHandler: read
+  }, async request => await egress.effective(chatOf(request)))
 
   fastify.put<{ Params: ChatParams, Body: OverrideBody }>('/api/egress/:chat', {
-    schema: { summary: 'Sets the chat\'s egress override ({mode, allow}); applies to its next connection', tags: ['egress'], params: ChatParams, querystring: ChatQuery, body: OverrideBody, response: { 200: PolicyReply, '4xx': ErrorResponse } }
-  }, async (request, reply) => {
-    await auth.requireApiKey(request, reply)
-    const chatId = requireChatId(request.params.chat)
+    schema: { summary: 'Sets the chat\'s egress override ({mode, allow}); applies to its next connection', tags: ['egress'], params: ChatParams, querystring: ChatQuery, body: OverrideBody, response: { 200: PolicyReply, '4xx': ErrorResponse } },
+    preHandler: change
+  }, async request => {
+    const chatId = chatOf(request)
     const effective = await egress.setOverride(chatId, { mode: request.body.mode ?? null, allow: request.body.allow ?? [] })
     request.log.info({ chatId, mode: request.body.mode ?? null, rules: request.body.allow?.length ?? 0 }, 'egress override set')
     return effective
   })
 
   fastify.delete<{ Params: ChatParams }>('/api/egress/:chat', {
-    schema: { summary: 'Clears the chat\'s egress override', tags: ['egress'], params: ChatParams, querystring: ChatQuery, response: { 200: PolicyReply, '4xx': ErrorResponse } }
-  }, async (request, reply) => {
-    await auth.requireApiKey(request, reply)
-    const chatId = requireChatId(request.params.chat)
-    return await egress.setOverride(chatId, null)
-  })
+    schema: { summary: 'Clears the chat\'s egress override', tags: ['egress'], params: ChatParams, querystring: ChatQuery, response: { 200: PolicyReply, '4xx': ErrorResponse } },
+    preHandler: change
+  }, async request => await egress.setOverride(chatOf(request), null))
 
   fastify.get<{ Params: ChatParams }>('/api/egress/:chat/log', {
-    schema: { summary: 'The chat\'s last 200 proxied connections with decision and reason', tags: ['egress'], params: ChatParams, querystring: ChatQuery, response: { 200: LogReply, '4xx': ErrorResponse } }
+    schema: { summary: 'The chat\'s last 200 proxied connections with decision and reason', tags: ['egress'], params: ChatParams, querystring: ChatQuery, response: { 200: LogReply, '4xx': ErrorResponse } },
+    preHandler: read
   }, async (request, reply) => {
-    const chatId = requireChatId(request.params.chat)
-    auth.authorizeChat(request, chatId, 'f')
     void reply.header('Cache-Control', 'no-store')
-    return { connections: egress.connections(chatId) }
+    return { connections: egress.connections(chatOf(request)) }
   })
 }
 

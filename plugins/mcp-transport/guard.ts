@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { createOriginPolicy } from '../../core/origin.js'
+import { requireKey } from '../../core/route-kit.js'
 import type { McpTransportOptions } from './schemas.js'
 
 const CORS_ALLOW_HEADERS = ['Authorization', 'Content-Type', 'Accept', 'Mcp-Session-Id', 'MCP-Protocol-Version', 'Last-Event-ID',
@@ -31,9 +32,9 @@ export function registerGuard (fastify: FastifyInstance, opts: Required<McpTrans
     if (cors !== undefined) {
       reply.header('Access-Control-Allow-Origin', cors).header('Vary', 'Origin').header('Access-Control-Expose-Headers', CORS_EXPOSE_HEADERS)
     }
-    if (request.method === 'OPTIONS' || !opts.apiKeyRequired) return
+    if (request.method === 'OPTIONS' || !fastify.auth.protectedMode) return
     try {
-      await fastify.auth.requireApiKey(request, reply)
+      await requireKey(request, reply)
     } catch (err) {
       if ((err as { statusCode?: number }).statusCode === 429) throw err
       return await reply.code(401).header('WWW-Authenticate', 'Bearer').type('application/json').send('{"error": "Unauthorized"}')

@@ -2,6 +2,7 @@ import fp from 'fastify-plugin'
 import type { FastifyPluginAsync } from 'fastify'
 import { parseOptions } from '../../core/config.js'
 import { OPEN_WEBUI_CHAT_ID_SWITCH } from '../../core/identity.js'
+import { requireKey } from '../../core/route-kit.js'
 import { SERVER_NAME, SERVER_VERSION } from '../../core/version.js'
 import { createMcpRegistry } from './registry.js'
 import { createToolRunner } from './tool-call.js'
@@ -36,7 +37,7 @@ const mcpTransport: FastifyPluginAsync<McpTransportOptions> = async (fastify, ra
   await fastify.register(mcpRoutes, { deps: { registry, runner, opts } })
 
   fastify.get('/mcp-info', { schema: { tags: ['mcp'], summary: 'Server name, version, tools and the headers /mcp reads (JSON)' } }, async (request, reply) => {
-    await fastify.auth.requireApiKey(request, reply)
+    await requireKey(request, reply)
     return {
       name: SERVER_NAME,
       version: SERVER_VERSION,

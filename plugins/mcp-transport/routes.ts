@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { isInitializeRequest, type JSONRPCRequest } from '@modelcontextprotocol/sdk/types.js'
-import { readUser, resolveMcpChat } from '../../core/identity.js'
+import { readUser } from '../../core/identity.js'
+import { mcpChat } from '../../core/route-kit.js'
 import { Exchange } from './exchange.js'
 import { registerGuard } from './guard.js'
 import { keepAlive, openStream, writeEvent } from './sse.js'
@@ -22,9 +23,9 @@ export interface RouteDeps extends ServerDeps { registry: RegistryInternals, opt
 export default async function mcpRoutes (fastify: FastifyInstance, { deps }: { deps: RouteDeps }): Promise<void> {
   const { registry, runner, opts } = deps
   const context = (request: FastifyRequest, method: string): McpRequestContext => {
-    const user = readUser(request.headers)
+    const user = readUser(request.headers, request.principal)
     if (user.emailRejected) request.log.warn('ignoring an invalid X-User-Email header')
-    const resolution = resolveMcpChat(request.headers, opts.singleUserMode)
+    const resolution = mcpChat(request, opts.singleUserMode)
     const chatless = resolution.kind === 'missing' ? 'strict' : resolution.kind === 'chat' && resolution.lenientNote ? 'lenient' : undefined
     if (chatless !== undefined) registry.chatlessRequest({ method: MCP_METHODS.has(method) ? method : 'other', mode: chatless }, request.log)
     return { requestId: request.id, resolution, user, headers: request.headers, log: request.log }
@@ -74,7 +75,7 @@ export default async function mcpRoutes (fastify: FastifyInstance, { deps }: { d
   function cancel (request: FastifyRequest, msg: Rpc): void {
     const params = msg.params as { requestId?: unknown } | undefined
     const id = params?.requestId
-    const resolution = resolveMcpChat(request.headers, opts.singleUserMode)
+    const resolution = mcpChat(request, opts.singleUserMode)
     if (resolution.kind === 'chat' && (typeof id === 'string' || typeof id === 'number')) runner.cancel(resolution.chatId, id)
   }
 
@@ -143,7 +144,7 @@ export default async function mcpRoutes (fastify: FastifyInstance, { deps }: { d
     if (!(request.headers.accept ?? '').toLowerCase().includes('text/event-stream')) {
       return await reply.code(406).send({ error: 'not_acceptable', detail: 'GET /mcp is an event stream: send Accept: text/event-stream' })
     }
-    const resolution = resolveMcpChat(request.headers, opts.singleUserMode)
+    const resolution = mcpChat(request, opts.singleUserMode)
     openStream(reply, { retryMs: opts.sseRetryMs, primed: acceptsPriming(request.headers), kind: 'get' })
     const unsubscribe = resolution.kind === 'chat'
       ? registry.subscribe(resolution.chatId, n => writeEvent(reply, { jsonrpc: '2.0', ...n }))

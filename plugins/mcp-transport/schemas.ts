@@ -2,7 +2,6 @@ import Type, { type Static } from 'typebox'
 
 export const McpTransportOptions = Type.Object({
   path: Type.Optional(Type.String({ default: '/mcp' })),
-  apiKeyRequired: Type.Optional(Type.Boolean({ default: false, description: 'protected mode: every /mcp request needs the bearer key' })),
   singleUserMode: Type.Optional(Type.Union([Type.Literal('lenient'), Type.Literal('true'), Type.Literal('false')], { default: 'lenient' })),
   publicBaseUrl: Type.String({ description: 'its origin (and its loopback spellings) is always an allowed Origin' }),
   publicBaseUrlSet: Type.Optional(Type.Boolean({ default: true, description: 'false while PUBLIC_BASE_URL is unset: http loopback origins on the listening port are then allowed' })),

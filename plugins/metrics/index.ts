@@ -2,6 +2,7 @@ import fp from 'fastify-plugin'
 import type { FastifyPluginAsync } from 'fastify'
 import type {} from '@fastify/swagger'
 import { parseOptions } from '../../core/config.js'
+import { requireKey } from '../../core/route-kit.js'
 import type {} from '../mcp-transport/types.js'
 import type {} from '../sandbox/types.js'
 import { createCollectors } from './collectors.js'
@@ -43,7 +44,7 @@ const metrics: FastifyPluginAsync<MetricsOptions> = async (fastify, raw) => {
       produces: ['text/plain']
     }
   }, async (request, reply) => {
-    await fastify.auth.requireApiKey(request, reply)
+    await requireKey(request, reply)
     const body = await c.registry.metrics()
     return await reply.header('Content-Type', c.registry.contentType).header('Cache-Control', 'no-store').send(body)
   })

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import Provider, { errors, type Configuration, type KoaContextWithOIDC } from 'oidc-provider'
-import type { Principal } from '../../core/identity.js'
+import type { TokenUser } from '../../core/identity.js'
 import type { OAuthKeys } from './keys.js'
 import type { OAuthStore } from './store.js'
 import { renderErrorPage } from './pages.js'
@@ -29,7 +29,7 @@ export interface ServerOptions {
   accessTokenTtlS: number
   refreshTokenTtlS: number
   /** Name and email of a subject, for ID token claims. */
-  account: (subject: string) => Principal
+  account: (subject: string) => TokenUser
   /** Largest accepted registration request (client metadata) as JSON, in bytes. */
   maxClientMetadataBytes: number
 }

@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { createFailureThrottle } from '../../core/failure-throttle.js'
+import { requireKey } from '../../core/route-kit.js'
 import type { AuthorizationServer } from './provider.js'
 import { SCOPE, UserParams } from './schemas.js'
 import type { OAuthService } from './types.js'
@@ -73,11 +74,11 @@ export default async function oauthRoutes (fastify: FastifyInstance, { deps }: {
   })
 
   fastify.get(`${prefix}/users`, { schema: { tags: ['oauth'], summary: 'Who signed in through OAuth: how, when, with which apps, which chat is theirs' } }, async (request, reply) => {
-    await fastify.auth.requireApiKey(request, reply)
+    await requireKey(request, reply)
     return { users: service.listUsers() }
   })
   fastify.delete<{ Params: UserParams }>(`${prefix}/users/:subject`, { schema: { tags: ['oauth'], summary: 'Ends every grant and token of one user at once', params: UserParams } }, async (request, reply) => {
-    await fastify.auth.requireApiKey(request, reply)
+    await requireKey(request, reply)
     return { revoked: request.params.subject, ...await service.revokeUser(request.params.subject) }
   })
 }

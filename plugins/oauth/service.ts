@@ -1,6 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify'
 import type { AdapterPayload } from 'oidc-provider'
-import { userChatId, validEmail, type Principal } from '../../core/identity.js'
+import { userChatId, validEmail, type TokenUser } from '../../core/identity.js'
 import { OAUTH_UNKNOWN_USER } from './errors.js'
 import type { AuthorizationServer } from './provider.js'
 import type { OAuthStore } from './store.js'
@@ -20,7 +20,7 @@ export interface OAuthServiceDeps {
 export interface OAuthInternals {
   service: OAuthService
   /** Name and email of a subject, from its account record. */
-  principal: (subject: string) => Principal
+  principal: (subject: string) => TokenUser
   /** Records a successful sign-in. */
   signedIn: (subject: string, via: 'key' | 'oidc', name?: string) => Promise<void>
 }
@@ -30,7 +30,7 @@ export function createOAuthService (deps: OAuthServiceDeps): OAuthInternals {
   const accounts = store.adapterFor('Account')
   const account = (subject: string): AccountRecord | undefined => store.get('Account', subject) as AccountRecord | undefined
 
-  function principal (subject: string): Principal {
+  function principal (subject: string): TokenUser {
     const record = account(subject)
     const email = validEmail(subject)
     return { subject, ...(email === undefined ? {} : { email }), ...(record?.name === undefined ? {} : { name: record.name }) }

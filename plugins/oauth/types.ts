@@ -1,4 +1,4 @@
-import type { Principal } from '../../core/identity.js'
+import type { TokenUser } from '../../core/identity.js'
 
 /** A person who signed in through the OAuth login page. */
 export interface OAuthUser {
@@ -20,7 +20,7 @@ export interface OAuthService {
   /** The protected resource, `<PUBLIC>/mcp`: the audience of every access token. */
   readonly resource: string
   /** The principal of a live access token for this resource whose grant and client still exist, else undefined. Never throws for a bad token. */
-  verify: (token: string) => Promise<Principal | undefined>
+  verify: (token: string) => Promise<TokenUser | undefined>
   /** Everybody who signed in and still has an account record, newest sign-in first. */
   listUsers: () => OAuthUser[]
   /**

@@ -1,6 +1,5 @@
 import type { FastifyPluginAsync } from 'fastify'
-import { chatRouteCors } from '../../core/chat-route.js'
-import { requireChatId } from '../../core/chat-id.js'
+import { chatAccess, chatOf, chatRoutes, linkToken } from '../../core/route-kit.js'
 import { ChatParams, ChatQuery, HAND_CHECKED, mediaReply } from '../../core/route-schema.js'
 import { newNonce, renderPage, sendPage } from './page.js'
 import type { PreviewConfig } from './schemas.js'
@@ -11,15 +10,14 @@ const routes: FastifyPluginAsync<PreviewRoutesOptions> = async (fastify, opts) =
   const { auth, links } = fastify
 
   // Chat route: readable from the opaque-origin iframe Open WebUI embeds it in (docs/contract.md#capability-tokens, docs/contract.md#open-webui).
-  chatRouteCors(fastify, ['/preview/:chat'])
+  chatRoutes(fastify, ['/preview/:chat'])
 
   fastify.get<{ Params: { chat: string } }>('/preview/:chat', {
     ...HAND_CHECKED,
-    schema: { summary: 'The chat\'s preview page: outputs, and with a control token the live browser and terminal (HTML)', tags: ['files'], params: ChatParams, querystring: ChatQuery, produces: ['text/html'], response: { 200: mediaReply('the preview page', ['text/html']) } }
+    schema: { summary: 'The chat\'s preview page: outputs, and with a control token the live browser and terminal (HTML)', tags: ['files'], params: ChatParams, querystring: ChatQuery, produces: ['text/html'], response: { 200: mediaReply('the preview page', ['text/html']) } },
+    preHandler: chatAccess('f')
   }, async (request, reply) => {
-    const chatId = requireChatId(request.params.chat)
-    const used = auth.authorizeChat(request, chatId, 'f')
-    const config = pageConfig(chatId, used)
+    const config = pageConfig(chatOf(request), linkToken(request))
     const nonce = newNonce()
     return await sendPage(reply, renderPage(config, nonce), opts.frameAncestors, nonce)
   })

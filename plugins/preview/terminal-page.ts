@@ -1,6 +1,5 @@
 import type { FastifyPluginAsync } from 'fastify'
-import { chatRouteCors } from '../../core/chat-route.js'
-import { requireChatId } from '../../core/chat-id.js'
+import { chatAccess, chatOf, chatRoutes, linkToken } from '../../core/route-kit.js'
 import { ChatParams, ChatQuery, HAND_CHECKED, mediaReply } from '../../core/route-schema.js'
 import { newNonce, pageHead, scriptJson, sendPage } from './page.js'
 
@@ -30,15 +29,15 @@ ${pageHead(`Terminal · ${config.chatId}`, [
  */
 const terminalPage: FastifyPluginAsync<TerminalPageOptions> = async (fastify, opts) => {
   const { auth, links } = fastify
-  chatRouteCors(fastify, ['/terminal/:chat'])
+  chatRoutes(fastify, ['/terminal/:chat'])
   fastify.get<{ Params: { chat: string } }>('/terminal/:chat', {
     ...HAND_CHECKED,
-    schema: { summary: 'The full-window web terminal page (HTML)', tags: ['terminal'], params: ChatParams, querystring: ChatQuery, produces: ['text/html'], response: { 200: mediaReply('the terminal page', ['text/html']) } }
+    schema: { summary: 'The full-window web terminal page (HTML)', tags: ['terminal'], params: ChatParams, querystring: ChatQuery, produces: ['text/html'], response: { 200: mediaReply('the terminal page', ['text/html']) } },
+    preHandler: chatAccess('c')
   }, async (request, reply) => {
-    const chatId = requireChatId(request.params.chat)
-    const used = auth.authorizeChat(request, chatId, 'c')
+    const chatId = chatOf(request)
     // An API-key opener (a server-side client) gets a control token for the page; open mode has none.
-    const token = auth.protectedMode ? used ?? links.token(chatId, 'c') ?? null : null
+    const token = auth.protectedMode ? linkToken(request) ?? links.token(chatId, 'c') ?? null : null
     const nonce = newNonce()
     return await sendPage(reply, renderTerminalPage({ chatId, token }, nonce), opts.frameAncestors, nonce)
   })

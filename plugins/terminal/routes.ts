@@ -1,6 +1,5 @@
-import type { FastifyPluginAsync, FastifyRequest, RouteShorthandOptions } from 'fastify'
-import { requireChatId } from '../../core/chat-id.js'
-import { chatRouteCors } from '../../core/chat-route.js'
+import type { FastifyPluginAsync, RouteShorthandOptions } from 'fastify'
+import { chatAccess, chatOf, chatRoutes } from '../../core/route-kit.js'
 import { ErrorResponse } from '../../core/errors.js'
 import { ChatParams as ChatParamsSchema, ChatQuery, HAND_CHECKED, NoBody } from '../../core/route-schema.js'
 import { TERMINAL_BAD_PID, TERMINAL_BAD_REQUEST } from './errors.js'
@@ -43,13 +42,13 @@ function dangerousMode (body: unknown): boolean {
  * kill go to the sub-agent plugin's service (cli.ts).
  */
 const routes: FastifyPluginAsync<TerminalRoutesOptions> = async (fastify, { service, cli }) => {
-  chatRouteCors(fastify, PATHS.map(p => `${BASE}/${p}`))
+  chatRoutes(fastify, PATHS.map(p => `${BASE}/${p}`))
+  const access = chatAccess('c')
   fastify.addHook('onRequest', async (request, res) => {
     if (request.method === 'OPTIONS') return
-    fastify.auth.authorizeChat(request, chatOf(request), 'c')
+    await access(request, res)
     res.header('Cache-Control', 'no-cache, no-store')
   })
-  const chatOf = (request: FastifyRequest): string => requireChatId((request.params as ChatParams).chat)
 
   fastify.get<{ Params: ChatParams }>(`${BASE}/status`, get('Whether the sandbox runs and tmux session main exists; or that it is stopped or removed', StatusReply),
     async request => await service.status(chatOf(request)))

@@ -1,6 +1,5 @@
-import type { FastifyPluginAsync, FastifyRequest } from 'fastify'
-import { requireChatId } from '../../core/chat-id.js'
-import { chatRouteOrigin } from '../../core/chat-route.js'
+import type { FastifyPluginAsync } from 'fastify'
+import { chatAccess, chatOf, chatRoutes } from '../../core/route-kit.js'
 import { TERMINAL_BAD_SUBPROTOCOL, TERMINAL_SANDBOX_NOT_RUNNING, TERMINAL_TOO_MANY_VIEWERS, TERMINAL_UPGRADE_REQUIRED } from './errors.js'
 import type { ChatParams } from './schemas.js'
 import type { TerminalService } from './types.js'
@@ -27,8 +26,8 @@ function offersTty (header: string | undefined): boolean {
  */
 const socketRoutes: FastifyPluginAsync<TerminalSocketOptions> = async (fastify, opts) => {
   const { service } = opts
-  const chatOf = (request: FastifyRequest): string => requireChatId((request.params as ChatParams).chat)
-  chatRouteOrigin(fastify)
+  chatRoutes(fastify)
+  const access = chatAccess('c')
 
   fastify.route<{ Params: ChatParams }>({
     method: 'GET',
@@ -36,9 +35,9 @@ const socketRoutes: FastifyPluginAsync<TerminalSocketOptions> = async (fastify, 
     // Checked by hand in onRequest, refusals as plain HTTP answers before the upgrade: HAND_CHECKED.
     ...HAND_CHECKED,
     schema: { summary: 'WebSocket: a TTY on tmux session main in the sandbox (ttyd framing, subprotocol tty)', tags: ['terminal'], params: ChatParamsSchema, querystring: ChatQuery },
-    onRequest: async request => {
+    onRequest: async (request, reply) => {
+      await access(request, reply)
       const chatId = chatOf(request)
-      fastify.auth.authorizeChat(request, chatId, 'c')
       if (!request.ws) return
       if (!offersTty(request.headers['sec-websocket-protocol'])) throw new TERMINAL_BAD_SUBPROTOCOL()
       if (!await opts.isRunning(chatId)) throw new TERMINAL_SANDBOX_NOT_RUNNING()

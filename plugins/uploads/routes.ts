@@ -1,7 +1,6 @@
 import multipart from '@fastify/multipart'
-import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
-import { requireChatId } from '../../core/chat-id.js'
-import { chatRouteCors } from '../../core/chat-route.js'
+import type { FastifyPluginAsync } from 'fastify'
+import { chatAccess, chatOf, chatRoutes } from '../../core/route-kit.js'
 import { ErrorResponse } from '../../core/errors.js'
 import { ChatParams as ChatParamsSchema, ChatPathParams, ChatQuery, HAND_CHECKED } from '../../core/route-schema.js'
 import { parseRelPath } from '../../core/safe-path.js'
@@ -15,19 +14,6 @@ interface ChatParams { chat: string, '*'?: string }
 
 const NO_CACHE = 'no-cache, no-store, must-revalidate'
 
-/**
- * Chat id (400) → credentials (401/403) before the body is read, so a refused upload never reaches the
- * disk (docs/contract.md#general-http-rules; docs/contract.md#capability-tokens: uploads need the control scope).
- */
-async function authorize (request: FastifyRequest, reply: FastifyReply): Promise<void> {
-  if (request.method === 'OPTIONS') return
-  request.server.auth.authorizeChat(request, chatOf(request), 'c')
-}
-
-function chatOf (request: FastifyRequest): string {
-  return requireChatId((request.params as ChatParams).chat)
-}
-
 const routes: FastifyPluginAsync<UploadsRoutesOptions> = async (fastify, opts) => {
   const { service, maxBytes } = opts
   // Encapsulated here: no other route gets a multipart parser. busboy stops one byte past the limit,
@@ -35,9 +21,11 @@ const routes: FastifyPluginAsync<UploadsRoutesOptions> = async (fastify, opts) =
   await fastify.register(multipart, {
     limits: { fileSize: maxBytes + 1, files: 5, fields: 50, fieldSize: 64 * 1024, parts: 60, headerPairs: 200 }
   })
-  // Before authorize: refusals carry the CORS header too.
-  chatRouteCors(fastify, ['/api/uploads/:chat/*'])
-  fastify.addHook('onRequest', authorize)
+  // Before the access hook: refusals carry the CORS header too.
+  chatRoutes(fastify, ['/api/uploads/:chat/*'])
+  // Chat id (400) → credentials (401/403) before the body is read, so a refused upload never reaches
+  // the disk (docs/contract.md#general-http-rules; docs/contract.md#capability-tokens: uploads need the control scope).
+  fastify.addHook('onRequest', chatAccess('c'))
 
   // Checked by hand (chat id, credentials before the body is read, path, multipart): HAND_CHECKED.
   fastify.post<{ Params: ChatParams }>('/api/uploads/:chat/*', {

@@ -1,6 +1,6 @@
 import t from 'tap'
 import { chatKey, normalizeChatId } from '../../core/chat-id.js'
-import { attachApiKey, attachPrincipal, callerOf, cleanUserName, readUser, resolveMcpChat, userChatId, validEmail } from '../../core/identity.js'
+import { callerOf, cleanUserName, readUser, resolveMcpChat, userChatId, validEmail, type Principal } from '../../core/identity.js'
 import { chatPaths } from '../../core/chat-paths.js'
 
 t.test('chat ids: the accepted, normalised and rejected tables of docs/contract.md#chat-id-validation', async t => {
@@ -61,19 +61,17 @@ t.test('OAuth principals: the token decides the user and keeps the chat among th
   t.match(home, /^user:[0-9a-f]{20}$/)
   t.equal(userChatId('alice@example.com'), home, 'stable')
   t.not(userChatId('bob@example.com'), home)
-  const headers = (h: Record<string, string>): Record<string, string> => {
-    attachPrincipal(h, { subject: 'alice@example.com', email: 'alice@example.com', name: 'Alice A' })
-    return h
-  }
-  t.same(resolveMcpChat(headers({}), 'lenient'), { kind: 'chat', chatId: home, lenientNote: false }, 'no header: the user\'s own computer, no lenient note')
-  t.same(resolveMcpChat(headers({}), 'false'), { kind: 'chat', chatId: home, lenientNote: false }, 'strict mode needs no header either')
-  t.same(resolveMcpChat(headers({ 'x-chat-id': 'Proj-1' }), 'lenient'), { kind: 'chat', chatId: `${home}:proj-1`, lenientNote: false }, 'a header names a chat below the user\'s')
-  t.same(resolveMcpChat(headers({ 'x-chat-id': userChatId('bob@example.com') }), 'lenient'), { kind: 'chat', chatId: `${home}:${userChatId('bob@example.com')}`, lenientNote: false }, 'never another user\'s chat')
-  t.same(resolveMcpChat(headers({ 'x-chat-id': 'a'.repeat(38) }), 'lenient'), { kind: 'chat', chatId: `${home}:${'a'.repeat(38)}`, lenientNote: false }, '64 characters in all')
-  t.match(resolveMcpChat(headers({ 'x-chat-id': 'a'.repeat(39) }), 'lenient'), { kind: 'invalid', reason: /0,37/ }, 'too long once below the user\'s')
-  t.match(resolveMcpChat(headers({ 'x-chat-id': '../x' }), 'lenient'), { kind: 'invalid' })
-  t.same(resolveMcpChat(headers({}), 'true'), { kind: 'chat', chatId: 'default', lenientNote: false }, 'SINGLE_USER_MODE=true: one computer for all')
-  const user = readUser(headers({ 'x-user-email': 'mallory@example.com', 'x-user-name': 'Mallory' }))
+  const alice: Principal = { kind: 'user', subject: 'alice@example.com', email: 'alice@example.com', name: 'Alice A' }
+  t.same(resolveMcpChat({}, 'lenient', alice), { kind: 'chat', chatId: home, lenientNote: false }, 'no header: the user\'s own computer, no lenient note')
+  t.same(resolveMcpChat({}, 'false', alice), { kind: 'chat', chatId: home, lenientNote: false }, 'strict mode needs no header either')
+  t.same(resolveMcpChat({ 'x-chat-id': 'Proj-1' }, 'lenient', alice), { kind: 'chat', chatId: `${home}:proj-1`, lenientNote: false }, 'a header names a chat below the user\'s')
+  t.same(resolveMcpChat({ 'x-chat-id': userChatId('bob@example.com') }, 'lenient', alice), { kind: 'chat', chatId: `${home}:${userChatId('bob@example.com')}`, lenientNote: false }, 'never another user\'s chat')
+  t.same(resolveMcpChat({ 'x-chat-id': 'a'.repeat(38) }, 'lenient', alice), { kind: 'chat', chatId: `${home}:${'a'.repeat(38)}`, lenientNote: false }, '64 characters in all')
+  t.match(resolveMcpChat({ 'x-chat-id': 'a'.repeat(39) }, 'lenient', alice), { kind: 'invalid', reason: /0,37/ }, 'too long once below the user\'s')
+  t.match(resolveMcpChat({ 'x-chat-id': '../x' }, 'lenient', alice), { kind: 'invalid' })
+  t.same(resolveMcpChat({}, 'true', alice), { kind: 'chat', chatId: 'default', lenientNote: false }, 'SINGLE_USER_MODE=true: one computer for all')
+  t.same(resolveMcpChat({}, 'false', { kind: 'key' }), { kind: 'missing' }, 'the API key names no user: strict mode still needs the header')
+  const user = readUser({ 'x-user-email': 'mallory@example.com', 'x-user-name': 'Mallory' }, alice)
   t.equal(user.email, 'alice@example.com', 'the token\'s email wins over X-User-Email')
   t.equal(user.name, 'Alice A')
   t.equal(readUser({ 'x-user-email': 'mallory@example.com' }).email, 'mallory@example.com', 'without a principal the header counts as before')
@@ -81,14 +79,11 @@ t.test('OAuth principals: the token decides the user and keeps the chat among th
 
 t.test('the settings-service pair says how its caller was authenticated: not at all, the key, or OAuth', async t => {
   const pair = { 'x-mcp-tokens-url': 'https://settings.example', 'x-mcp-tokens-api-key': 'k' }
-  const anonymous = { ...pair }
-  t.equal(callerOf(anonymous), undefined)
-  t.same(readUser(anonymous).credentials, { mcpTokensApiKey: 'k', mcpTokensUrl: 'https://settings.example' }, 'no caller: user-skills ignores the pair')
-  const keyed = { ...pair }
-  attachApiKey(keyed)
-  t.equal(readUser(keyed).credentials.mcpTokensCaller, 'key')
-  const oauth = { ...pair }
-  attachPrincipal(oauth, { subject: 'ann@example.com', email: 'ann@example.com' })
-  t.equal(readUser(oauth).credentials.mcpTokensCaller, 'oauth')
+  t.equal(callerOf(null), undefined)
+  t.same(readUser(pair).credentials, { mcpTokensApiKey: 'k', mcpTokensUrl: 'https://settings.example' }, 'no caller: user-skills ignores the pair')
+  t.same(readUser(pair, null).credentials, { mcpTokensApiKey: 'k', mcpTokensUrl: 'https://settings.example' }, 'no principal, as above')
+  t.equal(readUser(pair, { kind: 'link', scope: 'c', token: 'tok' }).credentials.mcpTokensCaller, undefined, 'a capability token is no caller')
+  t.equal(readUser(pair, { kind: 'key' }).credentials.mcpTokensCaller, 'key')
+  t.equal(readUser(pair, { kind: 'user', subject: 'ann@example.com', email: 'ann@example.com' }).credentials.mcpTokensCaller, 'oauth')
   t.equal(readUser({ 'x-mcp-tokens-url': 'https://settings.example' }).credentials.mcpTokensCaller, undefined, 'no pair, no caller')
 })

@@ -32,7 +32,7 @@ async function dockerApp (t: Test): Promise<{ app: FastifyInstance, url: string 
   const dataDir = await mkdtemp(join(tmpdir(), `${prefix}-data-`))
   const config = loadConfig({ LOG_LEVEL: 'silent', PUBLIC_BASE_URL: 'http://cubicle.test', DATA_DIR: dataDir, SANDBOX_PREFIX: prefix, DOCKER_IMAGE: TEST_IMAGE })
   const app = await buildApp(config, [
-    entry(mcpTransport, { apiKeyRequired: false, singleUserMode: 'lenient', publicBaseUrl: config.publicBaseUrl, allowedOrigins: [], maxBodyBytes: config.MCP_MAX_BODY_BYTES, keepAliveMs: 15000 }),
+    entry(mcpTransport, { singleUserMode: 'lenient', publicBaseUrl: config.publicBaseUrl, allowedOrigins: [], maxBodyBytes: config.MCP_MAX_BODY_BYTES, keepAliveMs: 15000 }),
     entry(capabilities, { publicBaseUrl: config.publicBaseUrl }),
     entry(sandboxDocker, { dockerHost: DOCKER_HOST }),
     entry(chatStorage, { dataDir }),

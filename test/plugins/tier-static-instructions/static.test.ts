@@ -7,7 +7,7 @@ import { TierStaticInstructionsOptions } from '../../../plugins/tier-static-inst
 import { parseOptions } from '../../../core/config.js'
 
 const config = loadConfig({ LOG_LEVEL: 'silent' })
-const transport = entry(mcpTransport, { apiKeyRequired: false, singleUserMode: 'lenient', publicBaseUrl: config.publicBaseUrl, allowedOrigins: [], maxBodyBytes: 1 << 20, keepAliveMs: 15000 })
+const transport = entry(mcpTransport, { singleUserMode: 'lenient', publicBaseUrl: config.publicBaseUrl, allowedOrigins: [], maxBodyBytes: 1 << 20, keepAliveMs: 15000 })
 
 t.test('the default text satisfies docs/contract.md#tier-3-static-instructions', async t => {
   const { text } = parseOptions(TierStaticInstructionsOptions, {}, 'x')
