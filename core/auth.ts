@@ -30,7 +30,7 @@ export interface BearerVerifier {
 
 /**
  * The credential checks. Routes call them through core's route kit (core/route-kit.ts), which
- * records what they proved in `request.principal`; the checks themselves never touch the request.
+ * records what they proved in `request.principal`; the checks themselves record nothing on the request.
  */
 export interface AuthService {
   /** True when MCP_API_KEY is set: every /mcp request and every chat route needs credentials. */
