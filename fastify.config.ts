@@ -76,7 +76,7 @@ const plugins = {
     maxAgeHours: config.CONTAINER_MAX_AGE_HOURS,
     dataMaxAgeDays: config.DATA_MAX_AGE_DAYS,
     maxRunning: config.MAX_RUNNING_SANDBOXES,
-    poolSize: config.SANDBOX_POOL_SIZE,
+    poolSize: config.sandboxPoolSize,
     leaseTimeoutS: config.SANDBOX_LEASE_TIMEOUT,
     commandTimeoutS: config.COMMAND_TIMEOUT,
     uid: config.SANDBOX_UID,

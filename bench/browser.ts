@@ -6,7 +6,7 @@ import WebSocket from 'ws'
 import { PassThrough } from 'node:stream'
 import type { Duplex } from 'node:stream'
 import { connectBackend, relayArgv, relayPipe } from '../plugins/cdp-bridge/cdp-client.js'
-import { BASE, bash, client, docker, median, ms, now, PREFIX } from './common.js'
+import { BASE, bash, chatContainer, client, docker, median, ms, now } from './common.js'
 
 // An animating page (a box moving every frame) and a direct CDP client run inside the sandbox on the
 // image's own Node and the WebSocket of its playwright-core.
@@ -53,7 +53,7 @@ async function cdpSocket (url: string): Promise<{ ws: WebSocket, call: (method: 
  * without the server: separates Docker's exec plumbing from the server's own cost.
  */
 async function rawRelayMedian (chatId: string, targetId: string): Promise<number> {
-  const info = (await docker.listContainers({ filters: { label: [`cu.prefix=${PREFIX}`, `cu.chat-id=${chatId}`] } }))[0]
+  const info = await chatContainer(chatId)
   if (info === undefined) throw new Error('no container')
   const exec = await docker.getContainer(info.Id).exec({ Cmd: relayArgv(9222), AttachStdin: true, AttachStdout: true, AttachStderr: true, User: 'assistant' })
   const socket = await exec.start({ hijack: true, stdin: true }) as unknown as Duplex

@@ -12,6 +12,7 @@ import Docker from 'dockerode'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import type { ProbeRequest } from './probe-types.js'
+import { sandboxNames } from '../plugins/sandbox/names.js'
 
 export const root = fileURLToPath(new URL('..', import.meta.url))
 export const IMAGE = process.env.DOCKER_IMAGE ?? 'computer-use-sandbox:latest'
@@ -70,7 +71,12 @@ function serverNodeArgs (): string[] {
   return own === undefined ? deployedNodeArgs() : own.split(' ').filter(Boolean)
 }
 
-export async function startServer (dataDir: string, poolSize = 0, extraEnv: Record<string, string> = {}): Promise<Server> {
+/**
+ * Starts the server with its default settings except where a bench needs otherwise: its own port,
+ * data dir and prefix, no running-sandbox cap (100 chats at once), the agent per BENCH_AGENT, and
+ * SANDBOX_POOL_SIZE only when `poolSize` is given (the default, auto, otherwise).
+ */
+export async function startServer (dataDir: string, poolSize?: number, extraEnv: Record<string, string> = {}): Promise<Server> {
   buildServer()
   const log = openSync(serverLog, 'a')
   const entry = SERVER_MODE === 'tsx' ? ['--import=tsx', 'core/server.ts'] : ['dist/core/server.js']
@@ -86,7 +92,7 @@ export async function startServer (dataDir: string, poolSize = 0, extraEnv: Reco
       SANDBOX_PREFIX: PREFIX,
       LOG_LEVEL: 'warn',
       MAX_RUNNING_SANDBOXES: '0',
-      SANDBOX_POOL_SIZE: String(poolSize),
+      ...(poolSize !== undefined && { SANDBOX_POOL_SIZE: String(poolSize) }),
       SANDBOX_AGENT: String(AGENT),
       DOCKER_IMAGE: IMAGE,
       PUBLIC_BASE_URL: BASE,
@@ -144,6 +150,12 @@ export async function rawExec (container: Docker.Container, cmd: string[], steps
   lap('exec output to end')
   await exec.inspect()
   lap('exec inspect')
+}
+
+/** A chat's container (dockerode), by its deterministic name: Docker labels carry no chat. */
+export async function chatContainer (chatId: string): Promise<Docker.ContainerInfo | undefined> {
+  const name = sandboxNames(PREFIX, chatId).container
+  return (await docker.listContainers({ all: true, filters: { label: [`cu.prefix=${PREFIX}`], name: [`^/${name}$`] } }))[0]
 }
 
 /** The raw baseline container: what the server creates, minus mounts and labels of its own. */

@@ -4,7 +4,7 @@
  */
 import WebSocket from 'ws'
 import type { Duplex } from 'node:stream'
-import { BASE, bash, client, docker, median, ms, now, pct, PREFIX } from './common.js'
+import { BASE, bash, chatContainer, client, docker, median, ms, now, pct } from './common.js'
 
 const KEYS = 300
 
@@ -27,7 +27,7 @@ export async function benchTerminal (): Promise<string> {
   const c = await client('bench-g')
   await bash(c, 'true')
   await c.close()
-  const info = (await docker.listContainers({ filters: { label: [`cu.prefix=${PREFIX}`, 'cu.chat-id=bench-g'] } }))[0]
+  const info = await chatContainer('bench-g')
   if (info === undefined) throw new Error('no container')
   const ws = new WebSocket(`${BASE.replace('http', 'ws')}/terminal/bench-g/ws`, ['tty'])
   await new Promise((resolve, reject) => { ws.once('open', resolve); ws.once('error', reject) })

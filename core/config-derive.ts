@@ -1,3 +1,4 @@
+import { availableParallelism, totalmem } from 'node:os'
 import type { AppConfig, RawConfig } from './config.js'
 import { CORE_INVALID_CONFIG } from './errors.js'
 import { parseTrustProxy, type TrustProxy } from './trust-proxy.js'
@@ -83,6 +84,24 @@ export function deriveOAuth (raw: RawConfig, publicBaseUrl: string): string[] {
   if (raw.OIDC_CLIENT_ID.trim() === '') throw new CORE_INVALID_CONFIG('OIDC_CLIENT_ID', 'is required with OIDC_ISSUER')
   if (allowed.length === 0) throw new CORE_INVALID_CONFIG('OIDC_ALLOWED_EMAILS', 'is required with OIDC_ISSUER: list emails and @domains, or * for every account of the issuer')
   return allowed
+}
+
+const GIB = 1024 ** 3
+
+/** The machine the auto pool size is scaled to: CPUs and memory (a cgroup limit when lower than the RAM). */
+export function machine (): { cpus: number, memory: number } {
+  const limit = process.constrainedMemory?.() ?? 0
+  const ram = totalmem()
+  return { cpus: availableParallelism(), memory: limit > 0 && limit < ram ? limit : ram }
+}
+
+/**
+ * SANDBOX_POOL_SIZE: a number, or auto = min(2, CPUs, memory / 2 GiB): a warm sandbox is a started one
+ * (idle, it holds little memory, but a claimed one runs a chat's commands), so a small machine keeps fewer.
+ */
+export function derivePoolSize (value: string, m: { cpus: number, memory: number } = machine()): number {
+  if (value !== 'auto') return Number(value)
+  return Math.max(0, Math.min(2, m.cpus, Math.floor(m.memory / (2 * GIB))))
 }
 
 /** The user skill cache as the Docker daemon sees it: explicit, else moved along with DATA_DIR_HOST. */

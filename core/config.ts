@@ -2,7 +2,7 @@ import Type, { type Static, type TSchema } from 'typebox'
 import Value from 'typebox/value'
 import { CORE_INVALID_CONFIG, CORE_INVALID_PLUGIN_OPTIONS } from './errors.js'
 import type { TrustProxy } from './trust-proxy.js'
-import { checkKey, deriveNetwork, deriveOAuth, derivePublicBaseUrl, protectedMode, settingsOrigins, skillsCacheHost } from './config-derive.js'
+import { checkKey, deriveNetwork, deriveOAuth, derivePoolSize, derivePublicBaseUrl, protectedMode, settingsOrigins, skillsCacheHost } from './config-derive.js'
 
 export { MIN_KEY_LENGTH } from './config-derive.js'
 
@@ -57,7 +57,7 @@ export const ConfigSchema = Type.Object({
   CONTAINER_MAX_AGE_HOURS: Type.Number({ default: 24, exclusiveMinimum: 0, description: 'Container age before removal (data kept).' }),
   DATA_MAX_AGE_DAYS: Type.Number({ default: 7, minimum: 0, description: 'Inactivity before volume and data purge; 0 disables.' }),
   MAX_RUNNING_SANDBOXES: Int(50, 'Running sandbox cap; 0 = unlimited.'),
-  SANDBOX_POOL_SIZE: Type.Integer({ default: 0, minimum: 0, maximum: 20, description: 'Warm pool: started, ready sandboxes a new chat claims instead of creating one (they count towards `MAX_RUNNING_SANDBOXES` headroom only); 0 disables. Off by default: a claimed sandbox keeps its pool labels (`cu.pool-slot`, no `cu.chat-id`/`cu.chat-key`) and hostname until its next recreation; find a chat\'s container by name (`plugins/sandbox/README.md`).' }),
+  SANDBOX_POOL_SIZE: Type.String({ default: 'auto', pattern: '^(auto|[0-9]|1[0-9]|20)$', description: 'Warm pool: started, ready sandboxes a new chat claims instead of creating one (a claimed sandbox is named, labelled and looks like a created one); 0 to 20, 0 disables. auto (default): min(2, CPUs, memory / 2 GiB) of the server\'s machine (its cgroup memory limit when lower): 2 on 2 CPUs and 4 GiB or more, 1 on one CPU or 2-4 GiB, 0 below 2 GiB. Pool sandboxes count towards MAX_RUNNING_SANDBOXES headroom only and give way to chats at the cap.' }),
   COMMAND_TIMEOUT: Int(120, 'bash_tool timeout in seconds; also the exec timeout of view, create_file, str_replace.', 1),
   MAX_OUTPUT_CHARS: Int(30000, 'Tool output cap (half head, half tail).', 1000),
   PROGRESS_INTERVAL_SECONDS: Int(15, 'Progress and keep-alive interval in seconds.', 1),
@@ -152,6 +152,8 @@ export interface AppConfig extends RawConfig {
   oidcAllowedEmails: string[]
   /** MCP_TOKENS_URL_ALLOW as serialised origins. */
   mcpTokensUrlAllow: string[]
+  /** SANDBOX_POOL_SIZE as a number (auto resolved for this machine). */
+  sandboxPoolSize: number
 }
 
 const BOOL: Record<string, boolean> = { true: true, 1: true, yes: true, false: false, 0: false, no: false }
@@ -229,6 +231,7 @@ function derive (raw: RawConfig): Omit<AppConfig, 'publicBaseUrlSet'> {
     sandboxNetwork: raw.SANDBOX_NETWORK.trim() || `${raw.SANDBOX_PREFIX}-sandboxes`,
     skillsCacheDir: raw.SKILLS_CACHE_DIR.trim() || `${raw.DATA_DIR}/skills-cache`,
     skillsCacheHostDir: skillsCacheHost(raw),
+    sandboxPoolSize: derivePoolSize(raw.SANDBOX_POOL_SIZE),
     logLevel: raw.DEBUG_LOGGING && raw.LOG_LEVEL === 'info' ? 'debug' : raw.LOG_LEVEL
   }
 }

@@ -11,9 +11,12 @@ export const TEST_API_KEY = 'test-api-key-0123456789abcdef-0123456789'
 /** A second valid key, for rotation and "another server" cases. */
 export const OTHER_API_KEY = 'other-api-key-fedcba9876543210-987654321'
 
-/** Config for tests: silent logs and a throwaway data dir unless the test says otherwise. */
+/**
+ * Config for tests: silent logs and no warm pool unless the test says otherwise (a pool would start
+ * sandboxes of its own beside the ones a test counts or measures; sandbox-pool tests ask for one).
+ */
 export function testConfig (env: Record<string, string> = {}): AppConfig {
-  return loadConfig({ DOCKER_IMAGE: TEST_IMAGE, LOG_LEVEL: 'silent', PUBLIC_BASE_URL: 'http://cubicle.test', ...env })
+  return loadConfig({ DOCKER_IMAGE: TEST_IMAGE, LOG_LEVEL: 'silent', PUBLIC_BASE_URL: 'http://cubicle.test', SANDBOX_POOL_SIZE: '0', ...env })
 }
 
 /** A ready app that closes itself when the test ends. `plugins` replaces the default manifest. */

@@ -151,7 +151,10 @@ export function createDockerEngine (host: string, limits: Partial<EngineLimits> 
       }))
     },
 
-    async rename (id, name) {
+    // Docker cannot relabel a container: a claim is a rename, and the core keeps chat identity out of labels.
+    labelsAtClaim: false,
+
+    async claim (id, { name }) {
       try {
         // Not retried: a rename that went through answers 409 on a second attempt.
         await run('lifecycle', 'container rename', async s => await docker.getContainer(id).rename({ name, abortSignal: s }))

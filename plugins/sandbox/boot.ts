@@ -6,7 +6,7 @@ import { diskPass } from './disk-watchdog.js'
 import type { SandboxSummary } from './engine-types.js'
 import { ownerFilter, readLabels, sandboxNames } from './names.js'
 import { drainPool, maintain } from './pool.js'
-import { bindListed, sortListing } from './pool-claim.js'
+import { bindListed, sortListing } from './sandbox-identity.js'
 import { changed, entryOf, type Entry, type Registry } from './registry.js'
 import { prepareNetwork } from './network.js'
 import { releaseLease, takeLease } from './prefix-lease.js'
@@ -88,21 +88,25 @@ export function register (reg: Registry, c: SandboxSummary, activity: number, ma
   return entry
 }
 
-/** The `docker` check of /ready: fields docker, image, data_dir. */
+/**
+ * The engine's check of /ready: fields engine (ok | unavailable), the same under the engine's own name
+ * (`docker`, which monitors written for earlier versions read), image, data_dir.
+ */
 export async function readiness (reg: Registry): Promise<{ ok: boolean, fields: Record<string, string> }> {
-  const [docker, writable] = await Promise.all([
+  const [up, writable] = await Promise.all([
     reg.engine.ping(2000).then(() => true, () => false),
     probeWritable(reg.opts.dataDir)
   ])
-  reg.engineUp = docker
+  reg.engineUp = up
   let image: 'present' | 'missing' = 'missing'
-  if (docker) {
+  if (up) {
     image = (await reg.engine.imageId(reg.opts.image).catch(() => null)) === null ? 'missing' : 'present'
     if (!reg.bootstrapped) void bootstrap(reg).catch(() => {})
   }
+  const engine = up ? 'ok' : 'unavailable'
   return {
-    ok: docker && image === 'present' && writable,
-    fields: { docker: docker ? 'ok' : 'unavailable', image, data_dir: writable ? 'writable' : 'not_writable' }
+    ok: up && image === 'present' && writable,
+    fields: { engine, [reg.engine.name]: engine, image, data_dir: writable ? 'writable' : 'not_writable' }
   }
 }
 

@@ -64,7 +64,7 @@ export interface SandboxSpec {
 export interface SandboxSummary {
   /** the engine's id */
   id: string
-  /** the engine-level name (spec.name, or the name given by rename) */
+  /** the engine-level name (spec.name, or the name given by claim) */
   name: string
   running: boolean
   labels: Record<string, string>
@@ -248,8 +248,18 @@ export interface SandboxEngine {
   inspect: (idOrName: string) => Promise<SandboxDetails | null>
   /** every sandbox (any state) carrying all the `key=value` labels */
   list: (labelFilters: string[]) => Promise<SandboxSummary[]>
-  /** 'conflict' when the new name is taken, false when the sandbox does not exist */
-  rename: (id: string, name: string) => Promise<true | false | 'conflict'>
+  /**
+   * Gives a running, unclaimed sandbox (the warm pool's) its chat's identity: from then on `inspect(name)`
+   * finds it, and it carries `labels` when `labelsAtClaim` (Kubernetes patches them); an engine that
+   * cannot change labels after creation (Docker renames) ignores them. 'conflict' when the name is
+   * taken, false when the sandbox does not exist.
+   */
+  claim: (id: string, identity: { name: string, labels: Record<string, string> }) => Promise<true | false | 'conflict'>
+  /**
+   * Whether claim() sets labels. When false the core puts no chat identity in any sandbox's labels
+   * (created or claimed: both look the same), and finds a chat's sandbox by its name and its record.
+   */
+  readonly labelsAtClaim: boolean
   createVolume: (name: string, labels: Record<string, string>) => Promise<void>
   listVolumes: (labelFilters: string[]) => Promise<VolumeSummary[]>
   /** missing is success */

@@ -13,7 +13,8 @@ import { EngineError, transient } from './engine-error.js'
 import type { EngineFailure, SandboxDetails, SandboxSpec, SpecMount } from './engine-types.js'
 import { SANDBOX_CREATE_TIMEOUT, SANDBOX_FAILED } from './errors.js'
 import { fixOwnership, waitReady } from './readiness.js'
-import { claim, loadBinding } from './pool-claim.js'
+import { claim, loadBinding, recordCreated } from './pool-claim.js'
+import { createdAtOf } from './names.js'
 import { reserveSlot } from './reaper.js'
 import { changed, engineUnavailable, entryOf, imageMissing, infoOf, mapError, notifyStop, sleep, tooOld, withLock, type Entry, type Registry } from './registry.js'
 import type { EnsureOptions, SandboxInfo, SandboxStatus } from './types.js'
@@ -92,7 +93,7 @@ async function doEnsure (reg: Registry, entry: Entry, user: RequestUser | undefi
       started = true
     }
     entry.sandboxId = container.id
-    entry.createdAt = container.labels['cu.created-at']
+    entry.createdAt = createdAtOf(container.labels)
     // A started sandbox's agent opens now: its exec and python's start (~0.1 s idle, seconds under load)
     // overlap the ready probe, ownership, meta.json and the hooks (bench/profile-first-call.ts). A claimed
     // pool sandbox brings its open one (pool-claim.ts).
@@ -127,7 +128,7 @@ async function startStopped (reg: Registry, entry: Entry, existing: SandboxDetai
   const desired = buildSandboxSpec(settingsWithQuota(reg), names.chatId, user, new Date(reg.opts.now()), extra, names.volume)
   const currentImage = await reg.engine.imageId(reg.opts.image).catch(() => null)
   const drift = configDrift(existing, desired, currentImage)
-  if (drift !== null || tooOld(reg, existing.labels['cu.created-at'])) {
+  if (drift !== null || tooOld(reg, createdAtOf(existing.labels))) {
     reg.log.info({ chat: names.key, reason: drift ?? 'max age reached' }, 'recreating the stopped sandbox (volume and data kept)')
     await reg.engine.remove(existing.id)
     return null
@@ -149,6 +150,8 @@ async function startStopped (reg: Registry, entry: Entry, existing: SandboxDetai
 async function create (reg: Registry, entry: Entry, user: RequestUser | undefined, extra: SpecMount[]): Promise<Container> {
   const build = (): SandboxSpec => buildSandboxSpec(settingsWithQuota(reg), entry.names.chatId, user, new Date(reg.opts.now()), extra, entry.names.volume)
   let config = build()
+  // The chat's identity is in its record before the sandbox exists: re-adoption reads it (sandbox-identity.ts).
+  await recordCreated(reg, entry)
   let created
   try {
     created = await createOnce(reg, config)
@@ -231,7 +234,7 @@ export async function status (reg: Registry, chatId: string): Promise<SandboxSta
     // A container we did not know about counts as discovered now (like re-adoption), not as idle since ever.
     if (c?.running === true && entry.state !== 'running') entry.lastActive = Math.max(entry.lastActive, reg.opts.now())
     entry.state = c === null ? 'absent' : c.running ? 'running' : 'stopped'
-    if (c !== null) { entry.sandboxId = c.id; entry.createdAt = c.labels['cu.created-at'] }
+    if (c !== null) { entry.sandboxId = c.id; entry.createdAt = createdAtOf(c.labels) }
     if (c?.running !== true) dropAddress(reg, entry)
     changed(reg, entry)
   }

@@ -2,7 +2,8 @@ import { chatKey, normalizeChatId } from '../../core/chat-id.js'
 
 /*
  * Every Docker name derives from the chat key K = sha256(chat id)[0:32] (docs/contract.md#derived-names); the raw chat
- * id appears only in labels and in the sandbox's CHAT_ID.
+ * id appears only in the server's records and in the sandbox's CHAT_ID. Every label value is a valid
+ * Kubernetes label value (labelValue): at most 63 characters of [-A-Za-z0-9_.], alphanumeric at both ends.
  */
 export const MANAGED_BY = 'computer-use-server'
 export const TOOL_LABEL = 'computer-use-mcp'
@@ -14,29 +15,69 @@ export interface SandboxNames {
   container: string
   /** `{prefix}-home-{K}` */
   volume: string
-  /** `sbx-{K[0:12]}` */
+  /** the same for every sandbox (SANDBOX_HOSTNAME): a warm-pool sandbox needs no change when a chat claims it */
   hostname: string
 }
 
+/** The hostname of every sandbox: a claimed pool sandbox and a created one cannot differ in it. */
+export const SANDBOX_HOSTNAME = 'sandbox'
+
 export function sandboxNames (prefix: string, chatId: string): SandboxNames {
   const key = chatKey(chatId)
-  return { chatId, key, container: `${prefix}-sbx-${key}`, volume: `${prefix}-home-${key}`, hostname: `sbx-${key.slice(0, 12)}` }
+  return { chatId, key, container: `${prefix}-sbx-${key}`, volume: `${prefix}-home-${key}`, hostname: SANDBOX_HOSTNAME }
 }
 
-/** The five labels the workspace volume carries (and the container, plus created-at and image). */
-export function volumeLabels (prefix: string, chatId: string): Record<string, string> {
-  return {
-    'managed-by': MANAGED_BY,
-    tool: TOOL_LABEL,
-    'cu.prefix': prefix,
-    'cu.chat-id': chatId,
-    'cu.chat-key': chatKey(chatId)
-  }
+/** The labels every object of this server instance carries (ownerFilter selects them). */
+export function ownerLabels (prefix: string): Record<string, string> {
+  return { 'managed-by': MANAGED_BY, tool: TOOL_LABEL, 'cu.prefix': prefix }
 }
 
-/** Container labels of docs/contract.md#sandbox-configuration; `createdAt` is RFC 3339 (UTC, second precision). */
-export function containerLabels (prefix: string, chatId: string, image: string, createdAt: Date): Record<string, string> {
-  return { ...volumeLabels(prefix, chatId), 'cu.created-at': rfc3339(createdAt), 'cu.image': image }
+/**
+ * The chat's identity as labels (`cu.chat-key`: the key, never the raw id), or none: only on an engine
+ * that can also set them when a chat claims a pool sandbox (SandboxEngine.labelsAtClaim), so that a
+ * created and a claimed sandbox look the same. Without them the name and the chat's record identify it.
+ */
+export function chatLabels (labelsAtClaim: boolean, chatId: string): Record<string, string> {
+  return labelsAtClaim ? { 'cu.chat-key': chatKey(chatId) } : {}
+}
+
+/** The labels of a chat's workspace volume. */
+export function volumeLabels (prefix: string, chatId: string, labelsAtClaim = false): Record<string, string> {
+  return { ...ownerLabels(prefix), ...chatLabels(labelsAtClaim, chatId) }
+}
+
+/** Container labels: the volume's plus when and from which image it was created. */
+export function containerLabels (prefix: string, chatId: string, image: string, createdAt: Date, labelsAtClaim = false): Record<string, string> {
+  return { ...volumeLabels(prefix, chatId, labelsAtClaim), ...creationLabels(image, createdAt) }
+}
+
+/** `cu.created-at` (labelTime) and `cu.image` (the image reference as a label value). */
+export function creationLabels (image: string, createdAt: Date): Record<string, string> {
+  return { 'cu.created-at': labelTime(createdAt), 'cu.image': labelValue(image) }
+}
+
+const LABEL_VALUE = /^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$/
+
+/** A valid Kubernetes label value made from `s`: other characters become `_`, at most 63, alphanumeric ends. */
+export function labelValue (s: string): string {
+  if (s.length <= 63 && LABEL_VALUE.test(s)) return s
+  return s.replace(/[^-A-Za-z0-9_.]/g, '_').slice(0, 63).replace(/^[^A-Za-z0-9]+|[^A-Za-z0-9]+$/g, '')
+}
+
+/** A time as a label value: `20260102T030405Z` (RFC 3339's basic format, UTC, seconds; no `:`). */
+export function labelTime (d: Date): string {
+  return rfc3339(d).replace(/[-:]/g, '')
+}
+
+/**
+ * The creation time of a labelled sandbox as RFC 3339 (`cu.created-at` in labelTime's form, or the
+ * extended form that earlier versions wrote), undefined without a readable one.
+ */
+export function createdAtOf (labels: Record<string, string>): string | undefined {
+  const v = labels['cu.created-at']
+  if (v === undefined) return undefined
+  const m = /^(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})Z$/.exec(v)
+  return m === null ? v : `${m[1]}-${m[2]}-${m[3]}T${m[4]}:${m[5]}:${m[6]}Z`
 }
 
 /** The prefix lease's lock object carries the owner labels (uninstall finds it) and this role; it is not a sandbox. */
@@ -52,8 +93,9 @@ export function rfc3339 (d: Date): string {
 }
 
 /**
- * Reads a labelled object back: the chat id and key when the labels are ours and consistent
- * (cu.chat-key == hash(cu.chat-id)), else the reason it is not adoptable.
+ * Reads the labels of an object written by an earlier version (which labelled it with the raw chat id):
+ * the chat id and key when the labels are ours and consistent (cu.chat-key == hash(cu.chat-id)), else
+ * the reason it is not adoptable.
  */
 export function readLabels (prefix: string, labels: Record<string, string> | undefined):
   { ok: true, chatId: string, key: string, createdAt?: string } | { ok: false, reason: string } {
@@ -64,5 +106,5 @@ export function readLabels (prefix: string, labels: Record<string, string> | und
   if (chatId === undefined || key === undefined) return { ok: false, reason: 'missing cu.chat-id or cu.chat-key' }
   if (normalizeChatId(chatId) !== chatId) return { ok: false, reason: 'cu.chat-id is not a valid chat id' }
   if (chatKey(chatId) !== key) return { ok: false, reason: 'cu.chat-key does not match the hash of cu.chat-id' }
-  return { ok: true, chatId, key, createdAt: labels['cu.created-at'] }
+  return { ok: true, chatId, key, createdAt: createdAtOf(labels) }
 }

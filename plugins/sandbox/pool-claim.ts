@@ -1,24 +1,24 @@
 import { lstat, mkdir, readdir, rename, rm, unlink, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
-import { chatKey } from '../../core/chat-id.js'
 import { chatPaths } from '../../core/chat-paths.js'
 import type { RequestUser } from '../../core/identity.js'
 import type { SpecMount } from './engine-types.js'
-import type { ExecSpec, SandboxEngine, SandboxSummary } from './engine-types.js'
+import type { ExecSpec, SandboxEngine } from './engine-types.js'
 import { chatEnv, toEnvList } from './env.js'
-import { LEASE_ROLE, ownerFilter, rfc3339, sandboxNames } from './names.js'
-import { claimable, discardSlot, HOME_LABEL, poolNames, poolOf, refill, slotDirs, slotOf, takeSlot, type PoolSlot } from './pool.js'
-import { readRecord, RECORD, type BindingRecord } from './pool-record.js'
+import { chatLabels, ownerFilter, rfc3339 } from './names.js'
+import { claimable, discardSlot, poolNames, poolOf, refill, slotDirs, takeSlot, type PoolSlot } from './pool.js'
+import { readIdentity, readRecord, RECORD, type BindingRecord, type SandboxRecord } from './pool-record.js'
 import { sleep, type Entry, type Registry } from './registry.js'
 import { giveAgent } from './agent-client.js'
 
 /*
- * Claiming a warm sandbox for a new chat (docs/contract.md#warm-pool; design in the README, "Warm pool"). Under the
+ * Claiming a warm sandbox for a new chat (docs/contract.md#warm-pool; design in plugins/sandbox/README.md, "Warm pool"). Under the
  * chat's lock: take a ready slot (synchronous, so never twice), write the journal and the chat's record,
- * rename the container to `{prefix}-sbx-{K}` (a 409 means the name is taken: the slot goes back and the
- * create path adopts the other container), then move the slot's data dirs into the chat's place. The
- * chat keeps the slot's home volume for good (Entry.pool, `cu.home-volume`); the per-chat environment
- * a container gets at create is given to every exec of a claimed container instead.
+ * claim the sandbox through the engine (named `{prefix}-sbx-{K}`, labelled where the engine can; a
+ * conflict means the name is taken: the slot goes back and the create path adopts the other sandbox),
+ * then move the slot's data dirs into the chat's place. The chat keeps the slot's home volume for good
+ * (Entry.pool, the record); the per-chat environment a sandbox gets at create is given to every exec of
+ * a claimed sandbox instead.
  */
 
 /** A chat whose home volume came from the pool (Entry.pool; null: none; undefined: record not read yet). */
@@ -35,15 +35,22 @@ const QUIET_MS = 2000
 
 type Claimed = { container: { id: string, labels: Record<string, string>, running: boolean }, ids: { uid: number, gid: number } | null }
 
-function bindEntry (entry: Entry, b: PoolBinding | null): void {
+export function bindEntry (entry: Entry, b: PoolBinding | null): void {
   entry.pool = b
   if (b !== null) entry.names.volume = b.volume
 }
 
 /** A record names only the volume of its own slot under our prefix. */
-const ownVolume = (reg: Registry, r: BindingRecord): boolean => r.home_volume === poolNames(reg.opts.prefix, r.slot).volume
+export const ownVolume = (reg: Registry, r: BindingRecord): boolean => r.home_volume === poolNames(reg.opts.prefix, r.slot).volume
 
 const recordPath = (reg: Registry, chatId: string): string => join(chatPaths(reg.opts.dataDir, chatId).dir, RECORD)
+
+/** Before a chat's sandbox is created: its record (chat id, home volume), unless it has one (a claimed home). */
+export async function recordCreated (reg: Registry, entry: Entry): Promise<void> {
+  if (entry.pool != null) return
+  const record: SandboxRecord = { chat_id: entry.names.chatId, home_volume: entry.names.volume }
+  await writeJson(recordPath(reg, entry.names.chatId), record)
+}
 
 /** Reads the chat's pool record once: from then on its home volume is the claimed one (create, drift, removal, purge). */
 export async function loadBinding (reg: Registry, entry: Entry): Promise<void> {
@@ -79,7 +86,7 @@ export function withChatEnv (docker: SandboxEngine, envOf: (sandboxId: string) =
   }
 }
 
-async function writeJson (path: string, value: unknown): Promise<void> {
+export async function writeJson (path: string, value: unknown): Promise<void> {
   const tmp = `${path}.${process.pid}.tmp`
   await writeFile(tmp, `${JSON.stringify(value, null, 2)}\n`, { mode: 0o644 })
   await rename(tmp, path)
@@ -94,11 +101,13 @@ export async function claim (reg: Registry, entry: Entry, user: RequestUser | un
   await loadBinding(reg, entry)
   // Per-user mounts are fixed at create: such chats get a fresh sandbox. A chat claimed before keeps its volume.
   if (extra.length > 0 || entry.pool !== null || poolOf(reg).ready.length === 0) { refill(reg); return null }
-  const [own, imageId] = await Promise.all([
+  // A chat that had a sandbox has a record (or, made by an earlier version, a volume labelled with its key).
+  const [record, own, imageId] = await Promise.all([
+    readIdentity(recordPath(reg, entry.names.chatId)),
     reg.engine.listVolumes([...ownerFilter(reg.opts.prefix), `cu.chat-key=${entry.names.key}`]),
     reg.engine.imageId(reg.opts.image).catch(() => null)
   ])
-  if (own.length > 0) return null
+  if (record !== null || own.length > 0) return null
   let slot: PoolSlot | undefined
   while ((slot = takeSlot(reg)) !== undefined) {
     const why = claimable(reg, slot, imageId)
@@ -125,15 +134,17 @@ async function bind (reg: Registry, entry: Entry, slot: PoolSlot, user: RequestU
     chat_id: entry.names.chatId,
     slot: slot.slot,
     home_volume: poolNames(reg.opts.prefix, slot.slot).volume,
+    sandbox_id: slot.id,
     claimed_at: rfc3339(new Date(reg.opts.now())),
     user_name: user?.name ?? null,
     user_email: user?.email ?? null,
     gitlab_host: user?.credentials.gitlabHost ?? null
   }
-  // Journal first (a restart before the rename rolls back), then the chat's record (a restart after it finishes).
+  // Journal first (a restart before the claim rolls back), then the chat's record (a restart after it finishes).
   await writeJson(dirs.journal, { chat_id: entry.names.chatId })
   await writeJson(recordPath(reg, entry.names.chatId), record)
-  const renamed = await reg.engine.rename(slot.id, entry.names.container).catch(err => err as Error)
+  const labels = chatLabels(reg.engine.labelsAtClaim, entry.names.chatId)
+  const renamed = await reg.engine.claim(slot.id, { name: entry.names.container, labels }).catch(err => err as Error)
   if (renamed !== true) {
     await unlink(recordPath(reg, entry.names.chatId)).catch(() => {})
     await unlink(dirs.journal).catch(() => {})
@@ -149,10 +160,10 @@ async function bind (reg: Registry, entry: Entry, slot: PoolSlot, user: RequestU
   poolOf(reg).bound.set(slot.id, entry)
   await finishClaim(reg, entry.names.chatId, slot.slot)
   reg.log.info({ chat: entry.names.key, slot: slot.slot, container: entry.names.container }, 'warm pool: sandbox claimed')
-  return { container: { id: slot.id, labels: slot.details.labels, running: true }, ids: slot.uid > 0 ? { uid: slot.uid, gid: slot.gid } : null }
+  return { container: { id: slot.id, labels: { ...slot.details.labels, ...labels }, running: true }, ids: slot.uid > 0 ? { uid: slot.uid, gid: slot.gid } : null }
 }
 
-/** After the rename: the slot's uploads and outputs become the chat's (idempotent: a restart finishes it). */
+/** After the engine's claim: the slot's uploads and outputs become the chat's (idempotent: a restart finishes it). */
 export async function finishClaim (reg: Registry, chatId: string, slot: string): Promise<void> {
   const dirs = slotDirs(reg.opts.dataDir, slot)
   const paths = chatPaths(reg.opts.dataDir, chatId)
@@ -162,7 +173,7 @@ export async function finishClaim (reg: Registry, chatId: string, slot: string):
   await rm(dirs.dir, { recursive: true, force: true })
 }
 
-const exists = async (p: string): Promise<boolean> => await lstat(p).then(() => true, () => false)
+export const exists = async (p: string): Promise<boolean> => await lstat(p).then(() => true, () => false)
 const isPart = (name: string): boolean => name.startsWith('.upload-') && name.endsWith('.part')
 
 /** An upload is being written somewhere below `dir` (bounded scan, links not followed). */
@@ -199,61 +210,4 @@ async function adoptDir (from: string, to: string): Promise<void> {
       if ((code !== 'ENOTEMPTY' && code !== 'EEXIST') || round > 200) throw err
     }
   }
-}
-
-/**
- * Pool containers in a listing: unclaimed ones (name `{prefix}-pool-{slot}`) are returned for the pool;
- * claimed ones (name `{prefix}-sbx-{K}`) are bound to their chat through its record, finished when a
- * restart interrupted the claim, and come back with the chat labels register() reads.
- */
-export async function sortListing (reg: Registry, list: SandboxSummary[]): Promise<{ chats: SandboxSummary[], unclaimed: SandboxSummary[] }> {
-  const chats: SandboxSummary[] = []
-  const unclaimed: SandboxSummary[] = []
-  const pool = poolOf(reg)
-  const ids = new Set(list.map(c => c.id))
-  for (const id of [...pool.bound.keys(), ...pool.listed.keys()]) if (!ids.has(id)) { pool.bound.delete(id); pool.listed.delete(id) }
-  for (const c of list) {
-    if (c.labels[LEASE_ROLE.label] === LEASE_ROLE.value) continue
-    const slot = slotOf(reg, c)
-    if (slot === null) { chats.push(c); continue }
-    if (c.name === poolNames(reg.opts.prefix, slot).container) { unclaimed.push(c); continue }
-    const asChat = await claimedView(reg, c, slot)
-    if (asChat !== null) chats.push(asChat)
-  }
-  return { chats, unclaimed }
-}
-
-async function claimedView (reg: Registry, c: SandboxSummary, slot: string): Promise<SandboxSummary | null> {
-  const key = /-sbx-([0-9a-f]{32})$/.exec(c.name)?.[1]
-  const known = poolOf(reg).bound.get(c.id)
-  const r = known?.pool?.record ?? (key === undefined ? null : await readRecord(join(reg.opts.dataDir, 'chats', key, RECORD)))
-  if (r === null || key === undefined || r.slot !== slot || !ownVolume(reg, r) || chatKey(r.chat_id) !== key || sandboxNames(reg.opts.prefix, r.chat_id).container !== c.name) {
-    if (!reg.ignored.has(c.id)) {
-      reg.ignored.add(c.id)
-      reg.log.warn({ container: c.name }, 'ignoring a claimed pool container without a matching chat record (left untouched)')
-    }
-    return null
-  }
-  if (known === undefined) {
-    if (await exists(slotDirs(reg.opts.dataDir, slot).dir)) {
-      await finishClaim(reg, r.chat_id, slot)
-      reg.log.warn({ chat: key, slot }, 'warm pool: finished a claim interrupted after the rename')
-    }
-  }
-  poolOf(reg).listed.set(c.id, r)
-  return { ...c, labels: { ...c.labels, 'cu.chat-id': r.chat_id, 'cu.chat-key': key, [HOME_LABEL]: r.home_volume } }
-}
-
-/** register() made an entry for a claimed container: bind it (home volume, exec env). */
-export function bindListed (reg: Registry, entry: Entry, c: SandboxSummary): void {
-  const volume = c.labels[HOME_LABEL]
-  if (volume === undefined || entry.pool?.volume === volume) {
-    if (slotOf(reg, c) !== null && entry.pool != null) poolOf(reg).bound.set(c.id, entry)
-    return
-  }
-  const slot = /-home-pool-([0-9a-f]{12})$/.exec(volume)?.[1]
-  if (slot === undefined || poolNames(reg.opts.prefix, slot).volume !== volume) return
-  const record: BindingRecord = entry.pool?.record ?? poolOf(reg).listed.get(c.id) ?? { chat_id: entry.names.chatId, slot, home_volume: volume, claimed_at: '', user_name: null, user_email: null, gitlab_host: null }
-  bindEntry(entry, { slot, volume, record })
-  if (slotOf(reg, c) !== null) poolOf(reg).bound.set(c.id, entry)
 }

@@ -9,18 +9,21 @@ import type { SandboxDetails, SandboxSpec, SandboxSummary } from './engine-types
 import { containerEnvList } from './env.js'
 import { probePoolSandbox } from './readiness.js'
 import { dropAgent, newAgentState, openAgent, type AgentState } from './agent-client.js'
-import { MANAGED_BY, rfc3339, TOOL_LABEL } from './names.js'
-import { readRecord, RECORD, SLOT, type BindingRecord } from './pool-record.js'
+import { createdAtOf, creationLabels, ownerLabels, SANDBOX_HOSTNAME } from './names.js'
+import { readRecord, RECORD, SLOT } from './pool-record.js'
 import { sleep, tooOld, type Entry, type Registry } from './registry.js'
 
 /*
- * The warm pool (docs/contract.md#warm-pool, SANDBOX_POOL_SIZE): started, ready sandboxes that belong to no chat yet,
- * named `{prefix}-pool-{slot}`, each with its own home volume `{prefix}-home-pool-{slot}` and data dirs
- * `{DATA_DIR}/pool/{slot}/{uploads,outputs}`. A new chat claims one (pool-claim.ts); this file creates
- * them (one at a time, within MAX_RUNNING_SANDBOXES headroom, paused while the engine is unreachable or
- * chats are starting), replaces the ones that drifted, and re-adopts them at boot. See the README.
+ * The warm pool (docs/contract.md#warm-pool, SANDBOX_POOL_SIZE): started, ready sandboxes that belong to no chat yet, named
+ * `{prefix}-pool-{slot}`, each with its own home volume `{prefix}-home-{slot}` and data dirs
+ * `{DATA_DIR}/pool/{slot}/{uploads,outputs}`. They carry nothing pool-specific but that name (labels,
+ * hostname and volume name have a created sandbox's form), so a claimed one, renamed to its chat's
+ * name, looks like a created one. A new chat claims one (pool-claim.ts); this file creates them (one at
+ * a time, within MAX_RUNNING_SANDBOXES headroom, paused while the engine is unreachable or chats are
+ * starting), replaces the ones that drifted, and re-adopts them at boot. See the README.
  */
 
+/** Labels of earlier versions: a pool sandbox's slot, a recreated claimed sandbox's home volume. */
 export const POOL_LABEL = 'cu.pool-slot'
 export const HOME_LABEL = 'cu.home-volume'
 const RETRY_MIN_MS = 2000
@@ -45,8 +48,6 @@ export interface PoolState {
   filling: Promise<void> | null
   /** claimed containers still running with the pool's env: container id → chat (pool-claim.ts chatExecEnv) */
   readonly bound: Map<string, Entry>
-  /** chat records of claimed containers seen in the last listing (container id → record) */
-  readonly listed: Map<string, BindingRecord>
   /** container ids being claimed right now (out of `ready`, still named pool-…) */
   readonly claiming: Set<string>
   /** no create before this time (set after a claim: the new chat's first command goes first) */
@@ -60,17 +61,18 @@ const states = new WeakMap<Registry, PoolState>()
 
 export function poolOf (reg: Registry): PoolState {
   let p = states.get(reg)
-  if (p === undefined) states.set(reg, p = { ready: [], bound: new Map(), listed: new Map(), claiming: new Set(), creating: false, filling: null, quietUntil: 0, retryAt: 0, retryMs: RETRY_MIN_MS })
+  if (p === undefined) states.set(reg, p = { ready: [], bound: new Map(), claiming: new Set(), creating: false, filling: null, quietUntil: 0, retryAt: 0, retryMs: RETRY_MIN_MS })
   return p
 }
 
+/** A slot's names; its volume has a chat's form (`{prefix}-home-{32 hex}`; `-home-pool-` for earlier 12-hex slots). */
 export const poolNames = (prefix: string, slot: string): { container: string, volume: string, hostname: string } =>
-  ({ container: `${prefix}-pool-${slot}`, volume: `${prefix}-home-pool-${slot}`, hostname: `sbx-pool-${slot.slice(0, 7)}` })
+  ({ container: `${prefix}-pool-${slot}`, volume: slot.length === 12 ? `${prefix}-home-pool-${slot}` : `${prefix}-home-${slot}`, hostname: SANDBOX_HOSTNAME })
 
-/** The slot of a pool-made container (label and name agree), or null. */
+/** The slot of an unclaimed pool sandbox (by its name; earlier versions also labelled it), or null. */
 export function slotOf (reg: Registry, c: SandboxSummary): string | null {
-  const slot = c.labels[POOL_LABEL]
-  return slot !== undefined && SLOT.test(slot) ? slot : null
+  const slot = c.labels[POOL_LABEL] ?? c.name.slice(`${reg.opts.prefix}-pool-`.length)
+  return SLOT.test(slot) && c.name === poolNames(reg.opts.prefix, slot).container ? slot : null
 }
 
 export const slotDirs = (root: string, slot: string): { dir: string, uploads: string, outputs: string, journal: string } => {
@@ -80,15 +82,15 @@ export const slotDirs = (root: string, slot: string): { dir: string, uploads: st
 
 /**
  * The create body of a pool sandbox: exactly a chat's (buildSandboxSpec: image, limits, network,
- * tmpfs, quota, config-derived env, mount targets and modes) with the slot's name, volume, data dirs and
- * hostname, no per-chat env (CHAT_ID, git/GitLab identity: given per exec after a claim) and the pool labels.
+ * tmpfs, quota, config-derived env, mount targets and modes, hostname) with the slot's name, volume and
+ * data dirs, no per-chat env (CHAT_ID, git/GitLab identity: given per exec after a claim) and no chat labels.
  */
 export function poolConfig (reg: Registry, slot: string, now: Date): SandboxSpec {
   const s = settingsWithQuota(reg)
   const n = poolNames(s.prefix, slot)
   const base = buildSandboxSpec(s, 'pool', undefined, now, [], n.volume)
   const host = slotDirs(s.dataDirHost, slot)
-  const labels = { 'managed-by': MANAGED_BY, tool: TOOL_LABEL, 'cu.prefix': s.prefix, [POOL_LABEL]: slot }
+  const labels = ownerLabels(s.prefix)
   const mounts = base.mounts.map(m => {
     if (m.type === 'volume') return { ...m, volumeLabels: labels }
     if (m.target === '/mnt/user-data/uploads') return { ...m, source: host.uploads }
@@ -98,16 +100,15 @@ export function poolConfig (reg: Registry, slot: string, now: Date): SandboxSpec
   return {
     ...base,
     name: n.container,
-    hostname: n.hostname,
     env: containerEnvList(s.sandboxEnv, { SUBAGENT_CLI: s.subagentCli }, proxyEnv(s.egressProxy)),
-    labels: { ...labels, 'cu.created-at': rfc3339(now), 'cu.image': s.image, [HOME_LABEL]: n.volume },
+    labels: { ...labels, ...creationLabels(s.image, now) },
     mounts
   }
 }
 
 /** Whether a ready slot still matches what a new sandbox would be (image, limits, network, env, mounts, age). */
 export function claimable (reg: Registry, p: PoolSlot, imageId: string | null): string | null {
-  if (tooOld(reg, p.details.labels['cu.created-at'])) return 'max age reached'
+  if (tooOld(reg, createdAtOf(p.details.labels))) return 'max age reached'
   return configDrift(p.details, poolConfig(reg, p.slot, new Date(reg.opts.now())), imageId)
 }
 
@@ -153,7 +154,7 @@ export function refill (reg: Registry): void {
 }
 
 async function createSlot (reg: Registry, p: PoolState): Promise<void> {
-  const slot = randomBytes(6).toString('hex')
+  const slot = randomBytes(16).toString('hex')
   const dirs = slotDirs(reg.opts.dataDir, slot)
   const config = poolConfig(reg, slot, new Date(reg.opts.now()))
   p.creating = true
@@ -255,9 +256,9 @@ export async function maintain (reg: Registry, unclaimed: SandboxSummary[]): Pro
 }
 
 /**
- * A claim journal left by a server that stopped before the rename (pool-claim.ts writes the journal,
- * then the chat's record, then renames): the container is still unclaimed and its dirs untouched, so
- * the claim is rolled back (the chat's record removed when it names this slot).
+ * A claim journal left by a server that stopped before the engine's claim (pool-claim.ts writes the
+ * journal, then the chat's record, then claims): the sandbox is still unclaimed and its dirs untouched,
+ * so the claim is rolled back (the chat's record removed when it names this slot).
  */
 async function rollbackJournal (reg: Registry, slot: string): Promise<void> {
   const dirs = slotDirs(reg.opts.dataDir, slot)
@@ -269,7 +270,7 @@ async function rollbackJournal (reg: Registry, slot: string): Promise<void> {
     if (bound?.slot === slot) await rm(record, { force: true })
   }
   await rm(dirs.journal, { force: true })
-  reg.log.warn({ slot }, 'warm pool: rolled back a claim interrupted before the rename')
+  reg.log.warn({ slot }, 'warm pool: rolled back a claim interrupted before the engine claimed the sandbox')
 }
 
 async function adoptSlot (reg: Registry, p: PoolState, slot: string, c: SandboxSummary, imageId: string | null): Promise<void> {

@@ -9,7 +9,8 @@ import { SANDBOX_CAPACITY } from './errors.js'
 import { ownerFilter } from './names.js'
 import { noteOutsideChange } from './recovery.js'
 import { maintain, poolOf, yieldSlot } from './pool.js'
-import { loadBinding, sortListing } from './pool-claim.js'
+import { loadBinding } from './pool-claim.js'
+import { sortListing } from './sandbox-identity.js'
 import { changed, entryOf, notifyStop, stopEntry, tooOld, withLock, type Entry, type Registry } from './registry.js'
 
 /*

@@ -177,7 +177,8 @@ export function createRegistry (opts: ServiceOptions, engine: SandboxEngine, log
       subagentCli: opts.subagentCli,
       sandboxEnv: opts.sandboxEnv,
       egressProxy: null,
-      diskLimit: opts.diskLimit
+      diskLimit: opts.diskLimit,
+      labelsAtClaim: engine.labelsAtClaim
     },
     entries: new Map(),
     hooks: [],

@@ -32,6 +32,8 @@ export interface SandboxSettings {
   diskLimit: number
   /** the engine takes a writable-layer quota (decided at boot, disk-quota.ts) */
   storageQuota?: boolean
+  /** the engine can label a sandbox when a chat claims it (names.ts chatLabels): only then do labels name the chat */
+  labelsAtClaim?: boolean
 }
 
 export const SANDBOX_USER = 'assistant'
@@ -53,14 +55,14 @@ export function tmpfsFor (s: Pick<SandboxSettings, 'diskLimit' | 'memLimit'>): R
 /**
  * The spec of a chat's sandbox (docs/contract.md#sandbox-configuration). Pure: same inputs, same spec. `extra`: read-only
  * mounts of extra-mounts.ts. `home`: the chat's home volume when it is not `{prefix}-home-{K}` (a volume
- * claimed from the warm pool, pool.ts), recorded in the `cu.home-volume` label.
+ * claimed from the warm pool, pool.ts), recorded in the chat's record (pool-record.ts).
  */
 export function buildSandboxSpec (s: SandboxSettings, chatId: string, user: RequestUser | undefined, now: Date, extra: SpecMount[] = [], home?: string): SandboxSpec {
   const names = sandboxNames(s.prefix, chatId)
   const chatDir = join(s.dataDirHost, 'chats', names.key)
   const volume = home ?? names.volume
   const mounts: SpecMount[] = [
-    { type: 'volume', source: volume, target: SANDBOX_HOME, readOnly: false, volumeLabels: volumeLabels(s.prefix, chatId) },
+    { type: 'volume', source: volume, target: SANDBOX_HOME, readOnly: false, volumeLabels: volumeLabels(s.prefix, chatId, s.labelsAtClaim) },
     { type: 'bind', source: join(chatDir, 'uploads'), target: SANDBOX_UPLOADS, readOnly: true },
     { type: 'bind', source: join(chatDir, 'outputs'), target: SANDBOX_OUTPUTS, readOnly: false }
   ]
@@ -75,7 +77,7 @@ export function buildSandboxSpec (s: SandboxSettings, chatId: string, user: Requ
     user: SANDBOX_USER,
     workdir: SANDBOX_HOME,
     env: containerEnvList(s.sandboxEnv, chatEnv(chatId, s.subagentCli, user), proxyEnv(s.egressProxy)),
-    labels: { ...containerLabels(s.prefix, chatId, s.image, now), ...(volume !== names.volume && { 'cu.home-volume': volume }) },
+    labels: containerLabels(s.prefix, chatId, s.image, now, s.labelsAtClaim),
     mounts,
     tmpfs: tmpfsFor(s),
     limits: {

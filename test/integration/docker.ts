@@ -72,18 +72,22 @@ export async function removeByPrefix (prefix: string): Promise<number> {
   return n
 }
 
-/** Containers carrying `cu.chat-key=<key>` (any state), e.g. to prove there is exactly one. */
+/**
+ * A chat's containers (any state): carrying `cu.chat-key=<key>` or named `{prefix}-sbx-{key}` (Docker
+ * cannot label a claimed pool sandbox, so no sandbox carries the chat's key there), e.g. to prove there is exactly one.
+ */
 export async function containersOfChat (prefix: string, key: string): Promise<Array<{ id: string, name: string, running: boolean }>> {
   const client = createDockerEngine(DOCKER_HOST)
   try {
-    return await client.list([`cu.prefix=${prefix}`, `cu.chat-key=${key}`])
+    return (await client.list([`cu.prefix=${prefix}`])).filter(c => c.labels['cu.chat-key'] === key || c.name === `${prefix}-sbx-${key}`)
   } finally { client.close() }
 }
 
+/** A chat's home volume (by label or its deterministic name `{prefix}-home-{key}`). */
 export async function volumesOfChat (prefix: string, key: string): Promise<string[]> {
   const client = createDockerEngine(DOCKER_HOST)
   try {
-    return (await client.listVolumes([`cu.prefix=${prefix}`, `cu.chat-key=${key}`])).map(v => v.name)
+    return (await client.listVolumes([`cu.prefix=${prefix}`])).filter(v => v.labels['cu.chat-key'] === key || v.name === `${prefix}-home-${key}`).map(v => v.name)
   } finally { client.close() }
 }
 
@@ -113,8 +117,8 @@ export async function buildSandboxApp (t: Test, prefix: string, options: Partial
     prefix,
     dataDir: dir,
     memLimit: 512 * 1024 * 1024,
-    // No warm pool unless a test asks (sandbox-pool.test.ts): these files test the create path, whose
-    // containers carry the chat labels of docs/contract.md#sandbox-configuration (a claimed pool container keeps its pool labels).
+    // No warm pool unless a test asks (sandbox-pool.test.ts): these files count containers and measure
+    // the create path, and a pool would add containers of its own.
     poolSize: 0,
     ...core
   })], { logger: process.env.TEST_LOG === '1' ? { level: 'debug' } : false })

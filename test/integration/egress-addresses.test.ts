@@ -37,7 +37,7 @@ async function canary (t: Test): Promise<{ port: number, seen: string[] }> {
 interface Server { app: FastifyInstance, service: CoreSandboxService, close: () => Promise<void> }
 
 async function server (dir: string, port: number, clock: { now: number }, extra: Record<string, unknown> = {}, prefix = PREFIX): Promise<Server> {
-  const config = loadConfig({ DOCKER_IMAGE: TEST_IMAGE, LOG_LEVEL: 'silent', DATA_DIR: dir, SANDBOX_PREFIX: prefix })
+  const config = loadConfig({ DOCKER_IMAGE: TEST_IMAGE, LOG_LEVEL: 'silent', DATA_DIR: dir, SANDBOX_PREFIX: prefix, SANDBOX_POOL_SIZE: '0' })
   const app = await buildApp(config, [
     entry(sandboxDocker, { dockerHost: DOCKER_HOST }),
     entry(chatStorage, { dataDir: dir }),

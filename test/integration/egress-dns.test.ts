@@ -32,7 +32,7 @@ t.test('a sandbox flooding the proxy with never-answered names leaves another ch
   const dns = await dnsServer(t, { 'ok.test': { a: ['127.0.0.1'] } })
   const dir = await mkdtemp(join(tmpdir(), `${PREFIX}-data-`))
   t.teardown(async () => { await rm(dir, { recursive: true, force: true }) })
-  const config = loadConfig({ DOCKER_IMAGE: TEST_IMAGE, LOG_LEVEL: 'silent', DATA_DIR: dir, SANDBOX_PREFIX: PREFIX, MCP_API_KEY: TEST_API_KEY })
+  const config = loadConfig({ DOCKER_IMAGE: TEST_IMAGE, LOG_LEVEL: 'silent', DATA_DIR: dir, SANDBOX_PREFIX: PREFIX, MCP_API_KEY: TEST_API_KEY, SANDBOX_POOL_SIZE: '0' })
   const app = await buildApp(config, [
     entry(sandboxDocker, { dockerHost: DOCKER_HOST }),
     entry(chatStorage, { dataDir: dir }),

@@ -159,15 +159,20 @@ export async function engineContract (t: Test, o: ContractOptions): Promise<void
     t.equal(await reasonOf(engine.putFile(id, '/home/assistant/no/such/dir/x', Buffer.from('x'), 0o644, 0, 0)), 'no-such-path')
   })
 
-  t.test('rename: found by the new name; a taken name is a conflict; a missing sandbox is false', async t => {
+  t.test('claim: found by the new name (with the labels where the engine sets them); a taken name is a conflict; a missing sandbox is false', async t => {
     const s2 = spec(o, 'two', bindDir)
     const other = await engine.create(s2)
     t.not(other, 'conflict')
-    t.equal(await engine.rename(id, `${o.prefix}-renamed`), true)
-    t.equal((await engine.inspect(`${o.prefix}-renamed`))?.id, id)
+    const labels = { 'cu.chat-key': '0123456789abcdef0123456789abcdef' }
+    t.equal(await engine.claim(id, { name: `${o.prefix}-renamed`, labels }), true)
+    const claimed = await engine.inspect(`${o.prefix}-renamed`)
+    t.equal(claimed?.id, id)
+    t.equal(claimed?.running, true, 'still running: a claim does not restart the sandbox')
+    if (engine.labelsAtClaim) t.match(claimed?.labels, labels, 'the labels are set')
+    else t.equal(claimed?.labels['cu.chat-key'], undefined, 'an engine that cannot relabel ignores them')
     t.equal(await engine.inspect(s1.name), null, 'the old name is free')
-    t.equal(await engine.rename(id, s2.name), 'conflict')
-    t.equal(await engine.rename(`${o.prefix}-no-such-sandbox`, `${o.prefix}-x`), false)
+    t.equal(await engine.claim(id, { name: s2.name, labels }), 'conflict')
+    t.equal(await engine.claim(`${o.prefix}-no-such-sandbox`, { name: `${o.prefix}-x`, labels }), false)
     // A created but never started sandbox refuses an exec as not running (the core's recovery signal).
     const r = await reasonOf(engine.exec((other as { id: string }).id, { argv: ['true'] }))
     t.ok(r === 'not-running' || r === 'conflict', `exec into a stopped sandbox: ${String(r)}`)

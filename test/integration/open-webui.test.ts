@@ -110,7 +110,7 @@ t.test('Open WebUI tool and filter against a live server', { skip }, async t => 
 
   await t.test('a command runs in the chat\'s sandbox, with the attached file and the user\'s identity', async t => {
     const [run] = await py<[ToolRun]>('run_tool.py', { module: TOOL, valves, calls: [{ tool: 'bash_tool', args: { command: show, description: 'check' }, user, metadata: meta(chatA), files }] })
-    t.match(run.result, /^sbx-[0-9a-f]{12}\nfirst version\nZoë Müller\nzoe@example\.com\n/, 'ran in a sandbox; upload, X-User-Name (percent-encoded) and X-User-Email arrived')
+    t.match(run.result, /^sandbox\nfirst version\nZoë Müller\nzoe@example\.com\n/, 'ran in a sandbox; upload, X-User-Name (percent-encoded) and X-User-Email arrived')
     t.ok(descriptions(run).includes('Uploaded notes.txt to /mnt/user-data/uploads'), 'status event for the upload')
     t.same(run.events.at(-1)?.data, { description: 'bash_tool: done', done: true, hidden: false }, 'the last status event is done')
     t.equal(await readFile(hostFile, 'utf8'), 'first version\n', 'the upload is in the chat\'s uploads dir')
@@ -132,14 +132,13 @@ t.test('Open WebUI tool and filter against a live server', { skip }, async t => 
     const runs = await py<[ToolRun, ToolRun, ToolRun]>('run_tool.py', {
       module: TOOL,
       valves,
-      calls: [chatA, chatB, chatA].map(chat => ({ tool: 'bash_tool', args: { command: 'hostname', description: 'who' }, user, metadata: meta(chat) }))
+      calls: [chatA, chatB, chatA].map(chat => ({ tool: 'bash_tool', args: { command: 'test -f ~/.who || od -An -N8 -tx1 /dev/urandom | tr -d " \\n" > ~/.who; printf "%s " "$CHAT_ID"; cat ~/.who', description: 'who' }, user, metadata: meta(chat) }))
     })
     const [a, b, a2] = runs.map(r => r.result.trim())
-    t.match(a, /^sbx-[0-9a-f]{12}$/)
-    t.match(b, /^sbx-[0-9a-f]{12}$/)
+    t.equal(a?.split(' ')[0], chatA, 'chat A\'s sandbox')
+    t.equal(b?.split(' ')[0], chatB, 'chat B\'s sandbox')
     t.not(a, b, 'another chat, another sandbox')
-    t.equal(a2, a, 'the same chat comes back to its sandbox')
-    t.equal(a, `sbx-${chatKey(chatA).slice(0, 12)}`)
+    t.equal(a2, a, 'the same chat comes back to its sandbox (its home kept what the first call wrote)')
   })
 
   await t.test('progress of a long command becomes status events; stopping the chat kills the command', async t => {

@@ -58,7 +58,7 @@ t.test('kill -9 of the server mid-bash_tool loses no data; the restarted server 
     await removeByPrefix(prefix)
     await rm(dataDir, { recursive: true, force: true })
   })
-  const env = { DATA_DIR: dataDir, DOCKER_HOST, DOCKER_IMAGE: TEST_IMAGE, SANDBOX_PREFIX: prefix, PUBLIC_BASE_URL: 'http://cubicle.test' }
+  const env = { DATA_DIR: dataDir, DOCKER_HOST, DOCKER_IMAGE: TEST_IMAGE, SANDBOX_PREFIX: prefix, PUBLIC_BASE_URL: 'http://cubicle.test', SANDBOX_POOL_SIZE: '0' }
   const chat = 'crash-1'
   const key = chatKey(chat)
 

@@ -9,6 +9,7 @@ import { join } from 'node:path'
 import { chatKey } from '../../core/chat-id.js'
 import { DockerError } from '../../plugins/sandbox-docker/docker-client.js'
 import { buildSandboxSpec } from '../../plugins/sandbox/sandbox-spec.js'
+import { labelTime } from '../../plugins/sandbox/names.js'
 import {
   buildSandboxApp, cleanupPrefix, containersOfChat, dockerOrSkip, testDockerClient, TEST_IMAGE, volumesOfChat, wrapClient
 } from './docker.js'
@@ -42,21 +43,23 @@ t.test('sandbox lifecycle (real Docker)', { skip }, async t => {
     const c = await client.inspect(info.name)
     t.ok(c?.running)
     const ours = Object.fromEntries(Object.entries(c?.labels ?? {}).filter(([k]) => !k.startsWith('org.opencontainers.') && !k.startsWith('cubicle.')))
+    // Docker cannot label a sandbox claimed from the warm pool, so no sandbox names its chat in labels:
+    // the name and the chat's record do (a created and a claimed sandbox look the same).
     t.same(ours, {
       'managed-by': 'computer-use-server',
       tool: 'computer-use-mcp',
       'cu.prefix': PREFIX,
-      'cu.chat-id': chat,
-      'cu.chat-key': key,
-      'cu.created-at': info.createdAt,
-      'cu.image': TEST_IMAGE
+      'cu.created-at': labelTime(new Date(info.createdAt)),
+      'cu.image': TEST_IMAGE.replace(/[^-A-Za-z0-9_.]/g, '_')
     })
-    const vols = await client.listVolumes([`cu.chat-key=${key}`])
+    for (const [k, v] of Object.entries(ours)) t.match(v, /^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/, `${k}: a valid Kubernetes label value`)
+    t.same(JSON.parse(await readFile(join(dataDir, 'chats', key, 'sandbox.json'), 'utf8')), { chat_id: chat, home_volume: `${PREFIX}-home-${key}` }, 'the record names the chat')
+    const vols = await client.listVolumes([`cu.prefix=${PREFIX}`])
     t.same(vols.map(v => v.name), [`${PREFIX}-home-${key}`])
-    t.same(vols[0]?.labels, { 'managed-by': 'computer-use-server', tool: 'computer-use-mcp', 'cu.prefix': PREFIX, 'cu.chat-id': chat, 'cu.chat-key': key })
+    t.same(vols[0]?.labels, { 'managed-by': 'computer-use-server', tool: 'computer-use-mcp', 'cu.prefix': PREFIX })
 
     const host = await app.sandbox.exec(chat, ['hostname'])
-    t.equal(host.stdout.toString().trim(), `sbx-${key.slice(0, 12)}`)
+    t.equal(host.stdout.toString().trim(), 'sandbox', 'one hostname for every sandbox')
     const env = (await app.sandbox.exec(chat, ['env'])).stdout.toString()
     t.match(env, /^CHAT_ID=life-basic$/m)
     t.match(env, /^SUBAGENT_CLI=claude$/m)
@@ -86,7 +89,7 @@ t.test('sandbox lifecycle (real Docker)', { skip }, async t => {
 
     const ready = await app.inject('/ready')
     t.equal(ready.statusCode, 200)
-    t.same(ready.json(), { status: 'ready', docker: 'ok', image: 'present', data_dir: 'writable' })
+    t.same(ready.json(), { status: 'ready', engine: 'ok', docker: 'ok', image: 'present', data_dir: 'writable' })
 
     const status = await app.sandbox.status(chat)
     t.same(status, { state: 'running', metaExists: true, sandboxId: info.sandboxId })
@@ -231,7 +234,8 @@ t.test('sandbox lifecycle (real Docker)', { skip }, async t => {
       sandboxEnv: {},
       diskLimit: 0
     }, 'life-forged', undefined, new Date())
-    forged.name = `${PREFIX}-sbx-forged`
+    // Named like a chat's sandbox, but that chat has no record and the key label disagrees.
+    forged.name = `${PREFIX}-sbx-${chatKey('life-forged')}`
     forged.labels['cu.chat-key'] = chatKey('someone-else')
     forged.mounts = []
     const forgedId = await client.create(forged)
@@ -276,14 +280,14 @@ t.test('sandbox lifecycle (real Docker)', { skip }, async t => {
     t.match(err.message, /npm run sandbox:build/)
     const ready = await app.inject('/ready')
     t.equal(ready.statusCode, 503)
-    t.match(ready.json(), { status: 'not_ready', docker: 'ok', image: 'missing', data_dir: 'writable' })
+    t.match(ready.json(), { status: 'not_ready', engine: 'ok', docker: 'ok', image: 'missing', data_dir: 'writable' })
   })
 
   t.test('Docker down: boot succeeds, /ready says unavailable, ensure fails coded, recovery is automatic', async t => {
     const dead = await buildSandboxApp(t, PREFIX, { dockerHost: 'unix:///tmp/cubicle-no-such-docker.sock' })
     const ready = await dead.app.inject('/ready')
     t.equal(ready.statusCode, 503)
-    t.match(ready.json(), { status: 'not_ready', docker: 'unavailable', data_dir: 'writable' })
+    t.match(ready.json(), { status: 'not_ready', engine: 'unavailable', docker: 'unavailable', data_dir: 'writable' })
     await t.rejects(dead.app.sandbox.ensure('life-down'), { code: 'SANDBOX_ENGINE_UNAVAILABLE' })
 
     let down = true

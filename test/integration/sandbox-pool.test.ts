@@ -1,9 +1,10 @@
 /*
- * The warm pool against a real engine (docs/contract.md#warm-pool, SANDBOX_POOL_SIZE): a claim gives the layout of a
- * fresh sandbox, concurrent new chats get one container each, the pool refills, a restart re-adopts
- * pooled and claimed sandboxes (and finishes or rolls back an interrupted claim), stop/start, drift
- * recreation and a removal behind the server's back keep home and outputs, purge removes the claimed
- * volume, and SANDBOX_POOL_SIZE=0 creates as before. No leaks: containers and volumes counted by label.
+ * The warm pool against a real engine (SANDBOX_POOL_SIZE): a claim gives the layout of a fresh sandbox
+ * and a claimed sandbox looks like a created one (labels, hostname, volume name), concurrent new chats
+ * get one container each (by label or name), the pool refills, a restart re-adopts pooled and claimed
+ * sandboxes (the same sandbox and home; an interrupted claim finished or rolled back), stop/start,
+ * drift recreation and a removal behind the server's back keep home and outputs, purge removes the
+ * claimed volume, and SANDBOX_POOL_SIZE=0 creates as before. No leaks: containers and volumes counted by label.
  */
 import t from 'tap'
 import { mkdir, readFile, stat, writeFile } from 'node:fs/promises'
@@ -11,7 +12,7 @@ import { join } from 'node:path'
 import { chatKey } from '../../core/chat-id.js'
 import type { CoreSandboxService } from '../../plugins/sandbox/service.js'
 import type { ExecSpec } from '../../plugins/sandbox/engine-types.js'
-import { buildSandboxApp, cleanupPrefix, dockerOrSkip, testDockerClient, wrapClient } from './docker.js'
+import { buildSandboxApp, cleanupPrefix, containersOfChat, dockerOrSkip, testDockerClient, wrapClient } from './docker.js'
 
 const PREFIX = 'tpool'
 const { skip } = await dockerOrSkip()
@@ -50,8 +51,18 @@ t.test('warm pool (real Docker)', { skip }, async t => {
   const freshLayout = await sh(fresh.service, 'pool-fresh', LAYOUT)
   const freshEnv = await sh(fresh.service, 'pool-fresh', 'env')
   t.same(await poolContainers(), [], 'SANDBOX_POOL_SIZE=0: no pool sandbox is made')
-  t.match((await client.inspect(`${PREFIX}-sbx-${chatKey('pool-fresh')}`))?.labels, { 'cu.chat-id': 'pool-fresh' }, 'pool 0 creates as before')
+  const created = await client.inspect(`${PREFIX}-sbx-${chatKey('pool-fresh')}`)
+  t.ok(created?.running, 'pool 0 creates as before')
   await fresh.app.close()
+  /** What a monitor sees of a sandbox: its labels (the creation time's value aside), hostname, home volume's name form and labels. */
+  const outside = async (name: string): Promise<unknown> => {
+    const c = await client.inspect(name)
+    const home = c?.mounts.find(m => m.target === '/home/assistant')?.source ?? ''
+    const vol = (await client.listVolumes([`cu.prefix=${PREFIX}`])).find(v => v.name === home)
+    const labels = Object.fromEntries(Object.entries(c?.labels ?? {}).filter(([k]) => k.startsWith('cu.') || k === 'managed-by' || k === 'tool').map(([k, v]) => [k, k === 'cu.created-at' ? v.replace(/\d/g, '9') : v]))
+    return { labels, volumeLabels: vol?.labels, volumeName: home.replace(/[0-9a-f]{32}$/, 'K') }
+  }
+  const createdOutside = await outside(`${PREFIX}-sbx-${chatKey('pool-fresh')}`)
 
   const dataDir = fresh.dataDir
   // Docker execs per container: a claimed sandbox's agent was opened while it waited in the pool.
@@ -96,12 +107,14 @@ t.test('warm pool (real Docker)', { skip }, async t => {
     t.equal(await readFile(join(dataDir, 'chats', key, 'outputs', 'o.txt'), 'utf8'), 'out\n', 'outputs land in the chat\'s outputs dir')
     t.equal((await stat(join(dataDir, 'chats', key, 'outputs'))).mode & 0o777, 0o750)
     const record = JSON.parse(await readFile(join(dataDir, 'chats', key, 'sandbox.json'), 'utf8')) as Record<string, unknown>
-    t.match(record, { chat_id: chat, home_volume: new RegExp(`^${PREFIX}-home-pool-[0-9a-f]{12}$`) })
+    t.match(record, { chat_id: chat, home_volume: new RegExp(`^${PREFIX}-home-[0-9a-f]{32}$`), sandbox_id: info.sandboxId })
     t.notOk(JSON.stringify(record).includes('tok'), 'no secret in the record')
     const meta = JSON.parse(await readFile(join(dataDir, 'chats', key, 'meta.json'), 'utf8')) as Record<string, unknown>
     t.equal(meta.chat_id, chat)
     const c = await client.inspect(info.name)
     t.equal(c?.mounts.find(m => m.target === '/home/assistant')?.source.includes(record.home_volume as string), true, 'home is the slot\'s volume')
+    t.same(await outside(info.name), createdOutside, 'labels, home volume name and labels as a created sandbox\'s: nothing pool-specific')
+    t.equal(await sh(service, chat, 'hostname'), 'sandbox\n', 'the hostname of every sandbox')
     await until('the pool refilled', () => service.pooled() === 2)
     t.end()
   })
@@ -118,6 +131,7 @@ t.test('warm pool (real Docker)', { skip }, async t => {
       t.equal(await sh(service, chat, 'printf %s "$CHAT_ID"'), chat, `${chat}: its own CHAT_ID`)
     }
     t.equal(ids.size, 10, 'no container shared')
+    for (const chat of chats) t.equal((await containersOfChat(PREFIX, chatKey(chat))).length, 1, `${chat}: exactly one sandbox by label or name`)
     const all = await client.list([`cu.prefix=${PREFIX}`])
     t.equal(all.filter(c => c.name.includes('-sbx-') && chats.some(chat => c.name.endsWith(chatKey(chat)))).length, 10, '10 chat containers')
     await until('the pool refilled', () => service.pooled() === 2)
@@ -128,20 +142,21 @@ t.test('warm pool (real Docker)', { skip }, async t => {
     const before = await poolContainers()
     // An interrupted claim before the rename: journal and record written, container still pooled.
     const [rollId, finishId] = before
-    const slotOfId = async (id: string): Promise<string> => (await client.inspect(id))!.labels['cu.pool-slot']!
+    const slotOfId = async (id: string): Promise<string> => (await client.inspect(id))!.name.slice(`${PREFIX}-pool-`.length)
+    const claimedA = await service.ensure('pool-a')
     const rollSlot = await slotOfId(rollId!)
     const finishSlot = await slotOfId(finishId!)
     const rollKey = chatKey('pool-roll')
     await mkdir(join(dataDir, 'chats', rollKey), { recursive: true })
     await writeFile(join(dataDir, 'pool', rollSlot, 'claim.json'), JSON.stringify({ chat_id: 'pool-roll' }))
-    await writeFile(join(dataDir, 'chats', rollKey, 'sandbox.json'), JSON.stringify({ chat_id: 'pool-roll', slot: rollSlot, home_volume: `${PREFIX}-home-pool-${rollSlot}` }))
+    await writeFile(join(dataDir, 'chats', rollKey, 'sandbox.json'), JSON.stringify({ chat_id: 'pool-roll', slot: rollSlot, home_volume: `${PREFIX}-home-${rollSlot}` }))
     // An interrupted claim after the rename: dirs still in the slot.
     const finKey = chatKey('pool-fin')
     await mkdir(join(dataDir, 'chats', finKey), { recursive: true })
     await writeFile(join(dataDir, 'pool', finishSlot, 'claim.json'), JSON.stringify({ chat_id: 'pool-fin' }))
-    await writeFile(join(dataDir, 'chats', finKey, 'sandbox.json'), JSON.stringify({ chat_id: 'pool-fin', slot: finishSlot, home_volume: `${PREFIX}-home-pool-${finishSlot}`, user_name: 'Fin' }))
+    await writeFile(join(dataDir, 'chats', finKey, 'sandbox.json'), JSON.stringify({ chat_id: 'pool-fin', slot: finishSlot, home_volume: `${PREFIX}-home-${finishSlot}`, sandbox_id: finishId, user_name: 'Fin' }))
     await app.close()
-    t.equal(await client.rename(finishId!, `${PREFIX}-sbx-${finKey}`), true)
+    t.equal(await client.claim(finishId!, { name: `${PREFIX}-sbx-${finKey}`, labels: {} }), true)
     ;({ app, service } = await buildSandboxApp(outer, PREFIX, { poolSize: 2 }, dataDir))
     await until('the pool re-adopted and refilled', () => service.pooled() === 2)
     const after = await poolContainers()
@@ -150,7 +165,10 @@ t.test('warm pool (real Docker)', { skip }, async t => {
     t.equal((await service.status('pool-fin')).state, 'running', 'the finished claim is re-adopted as its chat')
     await t.rejects(stat(join(dataDir, 'pool', finishSlot)), 'the slot dir moved into the chat')
     t.equal(await sh(service, 'pool-fin', 'printf %s "$CHAT_ID:$GIT_AUTHOR_NAME"; test -w /mnt/user-data/outputs && echo w'), 'pool-fin:Finw\n')
+    t.equal((await service.status('pool-a')).state, 'running', 'the claimed chat runs after the restart')
+    t.equal((await service.ensure('pool-a')).sandboxId, claimedA.sandboxId, 'the claimed chat gets the same sandbox after the restart')
     t.equal(await sh(service, 'pool-a', 'cat ~/h.txt; printf %s "$CHAT_ID"'), 'home\npool-a', 'a claimed chat after the restart: home kept, env given')
+    t.equal((await containersOfChat(PREFIX, chatKey('pool-a'))).length, 1, 'still exactly one sandbox')
     t.end()
   })
 
@@ -163,7 +181,8 @@ t.test('warm pool (real Docker)', { skip }, async t => {
     const after = await service.ensure(chat)
     t.not(after.sandboxId, before.sandboxId, 'the stopped claimed sandbox is recreated (its mounts drifted)')
     const c = await client.inspect(after.name)
-    t.match(c?.labels, { 'cu.chat-id': chat, 'cu.chat-key': key, 'cu.home-volume': volume }, 'now with the chat labels and its volume recorded')
+    t.equal(c?.mounts.find(m => m.target === '/home/assistant')?.source, volume, 'recreated on its claimed volume')
+    t.same(await outside(after.name), createdOutside, 'and still looks like a created sandbox')
     t.equal(await sh(service, chat, 'cat ~/h.txt /mnt/user-data/outputs/o.txt; printf %s "$CHAT_ID"'), 'home\nout\npool-a', 'home and outputs kept')
     await client.remove(after.sandboxId)
     const r = await service.runCommand(chat, 'cat ~/h.txt /mnt/user-data/outputs/o.txt', { timeoutMs: 60_000, onOutput: () => {} })

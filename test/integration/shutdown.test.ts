@@ -109,7 +109,7 @@ t.test('SIGTERM on the real server with a real sandbox: a long bash_tool call is
   const prefix = `t-${randomBytes(4).toString('hex')}`
   const dataDir = await mkdtemp(join(tmpdir(), 'shutdown-data-'))
   t.teardown(async () => { await removeByPrefix(prefix); await rm(dataDir, { recursive: true, force: true }) })
-  const server = await startServer({ DOCKER_IMAGE: TEST_IMAGE, SANDBOX_PREFIX: prefix, DATA_DIR: dataDir, CLOSE_GRACE_MS: '8000' })
+  const server = await startServer({ DOCKER_IMAGE: TEST_IMAGE, SANDBOX_PREFIX: prefix, DATA_DIR: dataDir, CLOSE_GRACE_MS: '8000', SANDBOX_POOL_SIZE: '0' })
   t.teardown(() => { server.child.kill('SIGKILL') })
   const client = await connect(t, server.url, { 'X-Chat-Id': 'shutdown-chat' })
   const bash = async (command: string): Promise<CallToolResult> => await client.callTool({ name: 'bash_tool', arguments: { command, description: 'test' } }) as CallToolResult

@@ -7,6 +7,7 @@ import { readFile } from 'node:fs/promises'
 import Docker from 'dockerode'
 import type {} from '../../plugins/terminal/types.js'
 import { parseDockerHost } from '../../plugins/sandbox-docker/docker-endpoint.js'
+import { chatKey } from '../../core/chat-id.js'
 import { DOCKER_HOST, dockerOrSkip } from './docker.js'
 import { ALL_CREDENTIALS, bash, chatClient, mockRequests, startMock, subAgent, subAgentApp } from './sub-agent-app.js'
 import { envNames } from './sub-agent-checks.js'
@@ -34,7 +35,7 @@ interface HostProcess { args: string, env: string }
  */
 async function sandboxProcesses (prefix: string, chat: string): Promise<HostProcess[] | null> {
   const docker = new Docker(parseDockerHost(DOCKER_HOST).docker)
-  const [info] = await docker.listContainers({ filters: { label: [`cu.prefix=${prefix}`, `cu.chat-id=${chat}`] } })
+  const [info] = await docker.listContainers({ filters: { label: [`cu.prefix=${prefix}`], name: [`^/${prefix}-sbx-${chatKey(chat)}$`] } })
   if (info === undefined) throw new Error(`no running sandbox of ${chat}`)
   const top = await docker.getContainer(info.Id).top({ ps_args: '-eo pid,args' }) as { Processes: string[][] }
   const out: HostProcess[] = []

@@ -30,7 +30,7 @@ const prefix = `t-${randomBytes(3).toString('hex')}`
 
 async function dockerApp (t: Test): Promise<{ app: FastifyInstance, url: string }> {
   const dataDir = await mkdtemp(join(tmpdir(), `${prefix}-data-`))
-  const config = loadConfig({ LOG_LEVEL: 'silent', PUBLIC_BASE_URL: 'http://cubicle.test', DATA_DIR: dataDir, SANDBOX_PREFIX: prefix, DOCKER_IMAGE: TEST_IMAGE })
+  const config = loadConfig({ LOG_LEVEL: 'silent', PUBLIC_BASE_URL: 'http://cubicle.test', DATA_DIR: dataDir, SANDBOX_PREFIX: prefix, DOCKER_IMAGE: TEST_IMAGE, SANDBOX_POOL_SIZE: '0' })
   const app = await buildApp(config, [
     entry(mcpTransport, { singleUserMode: 'lenient', publicBaseUrl: config.publicBaseUrl, allowedOrigins: [], maxBodyBytes: config.MCP_MAX_BODY_BYTES, keepAliveMs: 15000 }),
     entry(capabilities, { publicBaseUrl: config.publicBaseUrl }),

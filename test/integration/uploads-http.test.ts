@@ -20,7 +20,7 @@ const KEY = TEST_API_KEY
 async function server (t: Test, env: Record<string, string> = {}): Promise<{ app: FastifyInstance, url: string, dataDir: string, sandbox: FakeSandboxLog }> {
   const dataDir = await mkdtemp(join(tmpdir(), 'uploads-'))
   t.teardown(async () => { await rm(dataDir, { recursive: true, force: true }) })
-  const config = loadConfig({ LOG_LEVEL: 'silent', PUBLIC_BASE_URL: 'http://cubicle.test', DATA_DIR: dataDir, ...env })
+  const config = loadConfig({ LOG_LEVEL: 'silent', PUBLIC_BASE_URL: 'http://cubicle.test', DATA_DIR: dataDir, SANDBOX_POOL_SIZE: '0', ...env })
   const sandbox: FakeSandboxLog = { files: new Map(), writes: 0, touched: [] }
   const app = await buildApp(config, [
     entry(fakeSandbox(sandbox), {}),

@@ -2,7 +2,7 @@ import t from 'tap'
 import { chatKey } from '../../../core/chat-id.js'
 import { buildSandboxSpec, configDrift, type SandboxSettings } from '../../../plugins/sandbox/sandbox-spec.js'
 import { dockerCreateBody } from '../../../plugins/sandbox-docker/docker-create-body.js'
-import { containerLabels, ownerFilter, readLabels, rfc3339, sandboxNames, volumeLabels } from '../../../plugins/sandbox/names.js'
+import { containerLabels, createdAtOf, labelTime, labelValue, ownerFilter, readLabels, rfc3339, sandboxNames, volumeLabels } from '../../../plugins/sandbox/names.js'
 import { parseDockerHost } from '../../../plugins/sandbox-docker/docker-endpoint.js'
 import { parseOptions } from '../../../core/config.js'
 import { SandboxOptions } from '../../../plugins/sandbox/schemas.js'
@@ -28,31 +28,37 @@ t.test('names derive from the chat key only (docs/contract.md#derived-names)', a
   t.match(key, /^[0-9a-f]{32}$/)
   t.equal(n.container, `cu-sbx-${key}`)
   t.equal(n.volume, `cu-home-${key}`)
-  t.equal(n.hostname, `sbx-${key.slice(0, 12)}`)
+  t.equal(n.hostname, 'sandbox', 'one hostname for every sandbox (a claimed pool sandbox needs no change)')
   t.notMatch(n.container + n.volume + n.hostname, /my-chat/)
   t.equal(sandboxNames('cu', 'local:9fz_x-1').container.length, 'cu-sbx-'.length + 32)
 })
 
-t.test('labels are exactly those of docs/contract.md#sandbox-configuration; the volume gets the first five', async t => {
+const K8S_VALUE = /^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$/
+
+t.test('labels: the chat key only where the engine labels at claim, never the raw chat id; valid Kubernetes values', async t => {
   const created = new Date('2026-01-02T03:04:05.678Z')
-  t.same(containerLabels('cu', 'abc', 'img:1', created), {
-    'managed-by': 'computer-use-server',
-    tool: 'computer-use-mcp',
-    'cu.prefix': 'cu',
-    'cu.chat-id': 'abc',
-    'cu.chat-key': chatKey('abc'),
-    'cu.created-at': '2026-01-02T03:04:05Z',
-    'cu.image': 'img:1'
-  })
-  t.same(volumeLabels('cu', 'abc'), {
-    'managed-by': 'computer-use-server', tool: 'computer-use-mcp', 'cu.prefix': 'cu', 'cu.chat-id': 'abc', 'cu.chat-key': chatKey('abc')
-  })
+  const owner = { 'managed-by': 'computer-use-server', tool: 'computer-use-mcp', 'cu.prefix': 'cu' }
+  t.same(containerLabels('cu', 'abc', 'img:1', created), { ...owner, 'cu.created-at': '20260102T030405Z', 'cu.image': 'img_1' })
+  t.same(containerLabels('cu', 'abc', 'img:1', created, true), { ...owner, 'cu.chat-key': chatKey('abc'), 'cu.created-at': '20260102T030405Z', 'cu.image': 'img_1' })
+  t.same(volumeLabels('cu', 'abc'), owner)
+  t.same(volumeLabels('cu', 'abc', true), { ...owner, 'cu.chat-key': chatKey('abc') })
+  const odd = 'Chat:With/Odd Chars@and-a-very-long-tail-' + 'x'.repeat(80)
+  for (const v of Object.values(containerLabels('cu', odd, `registry.example:5000/team/${'img'.repeat(30)}@sha256:${'f'.repeat(64)}`, created, true))) {
+    t.match(v, K8S_VALUE, `valid: ${v}`)
+  }
+  t.notOk(JSON.stringify(containerLabels('cu', odd, 'i', created, true)).includes('Chat:'), 'no raw chat id')
+  t.equal(labelValue('computer-use-sandbox:latest'), 'computer-use-sandbox_latest')
+  t.equal(labelValue('-_.x:'), 'x', 'alphanumeric at both ends')
+  t.equal(labelTime(created), '20260102T030405Z')
+  t.equal(createdAtOf({ 'cu.created-at': '20260102T030405Z' }), '2026-01-02T03:04:05Z')
+  t.equal(createdAtOf({ 'cu.created-at': '2026-01-02T03:04:05Z' }), '2026-01-02T03:04:05Z', 'the form of earlier versions is read too')
+  t.equal(createdAtOf({}), undefined)
   t.equal(rfc3339(created), '2026-01-02T03:04:05Z')
   t.same(ownerFilter('cu'), ['managed-by=computer-use-server', 'cu.prefix=cu'])
 })
 
-t.test('re-adoption accepts consistent labels only', async t => {
-  const good = containerLabels('cu', 'abc', 'img', new Date())
+t.test('re-adoption of sandboxes labelled by earlier versions accepts consistent labels only', async t => {
+  const good = { ...containerLabels('cu', 'abc', 'img', new Date()), 'cu.chat-id': 'abc', 'cu.chat-key': chatKey('abc') }
   t.match(readLabels('cu', good), { ok: true, chatId: 'abc', key: chatKey('abc') })
   t.match(readLabels('other', good), { ok: false, reason: 'not ours' })
   t.match(readLabels('cu', { ...good, 'cu.chat-key': chatKey('xyz') }), { ok: false, reason: /does not match/ })
@@ -73,8 +79,8 @@ t.test('container config follows docs/contract.md#sandbox-configuration', async 
   t.notOk('Entrypoint' in c, 'the image entrypoint is kept')
   t.equal(c.User, 'assistant')
   t.equal(c.WorkingDir, '/home/assistant')
-  t.equal(c.Hostname, `sbx-${key.slice(0, 12)}`)
-  t.equal(c.Labels['cu.created-at'], '2026-03-04T05:06:07Z')
+  t.equal(c.Hostname, 'sandbox')
+  t.equal(c.Labels['cu.created-at'], '20260304T050607Z')
   const hc = c.HostConfig
   t.equal(hc.Memory, 2147483648)
   t.equal(hc.MemorySwap, 2147483648)
