@@ -1,4 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import { CORE_TOO_MANY_FAILURES } from '../../core/errors.js'
 import type { Collectors } from './collectors.js'
 
 const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS'])
@@ -20,7 +21,7 @@ export function observeHttp (fastify: FastifyInstance, c: Collectors): void {
   // A 429 counts as an auth failure only when the failed-auth throttle sent it (not a busy archive).
   const throttled = new WeakSet<FastifyRequest>()
   fastify.addHook('onError', async (request, _reply, err) => {
-    if (err.code === 'CORE_TOO_MANY_FAILURES') throttled.add(request)
+    if (err instanceof CORE_TOO_MANY_FAILURES) throttled.add(request)
   })
   fastify.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
     if (request.headers.upgrade !== undefined) return

@@ -8,6 +8,7 @@ import type { AuthorizationServer } from './provider.js'
 import type { OAuthInternals } from './service.js'
 import type { Upstream } from './upstream.js'
 import { destinationOf } from './destination.js'
+import { OAUTH_UPSTREAM_FAILED } from './errors.js'
 import { HAND_CHECKED } from '../../core/route-schema.js'
 import { CallbackQuery, ConsentForm, LoginForm, TicketQuery, UidParams } from './schemas.js'
 
@@ -58,7 +59,7 @@ export default async function loginRoutes (fastify: FastifyInstance, { deps }: {
     if (status >= 500) request.log.error({ err }, 'oauth sign-in failed')
     else request.log.warn({ code: (err as { code?: string }).code }, 'oauth sign-in refused')
     return problem(reply, status, status === 403 ? 'Not allowed' : 'Sign-in failed',
-      status < 500 || (err as { code?: string }).code === 'OAUTH_UPSTREAM_FAILED' ? err.message : `internal error (ref ${request.id})`)
+      status < 500 || err instanceof OAUTH_UPSTREAM_FAILED ? err.message : `internal error (ref ${request.id})`)
   })
 
   /** The pending interaction of this browser, or undefined after answering with an error page. */

@@ -85,7 +85,7 @@ export async function fetchUserConfig (source: SettingsSource, email: string, li
   try {
     body = JSON.parse((await readBounded(res, limits.maxBytes)).toString('utf8'))
   } catch (err) {
-    if ((err as { code?: string }).code === 'USER_SKILLS_SERVICE_FAILED') throw err
+    if (err instanceof USER_SKILLS_SERVICE_FAILED) throw err
     throw new USER_SKILLS_SERVICE_FAILED((err as Error).name === 'TimeoutError' ? 'answer too slow' : 'answer is not JSON')
   }
   return parseUserConfig(body)
@@ -124,8 +124,8 @@ export async function downloadZip (source: SettingsSource, name: string, dest: s
   } catch (err) {
     await file.close().catch(() => {})
     await rm(dest, { force: true })
-    const e = err as { code?: string, name?: string }
-    if (e.code === 'USER_SKILLS_ZIP_REFUSED') throw err
+    const e = err as { name?: string }
+    if (err instanceof USER_SKILLS_ZIP_REFUSED) throw err
     throw new USER_SKILLS_ZIP_REFUSED(e.name === 'TimeoutError' ? `download took longer than ${limits.timeoutMs} ms` : 'download interrupted', { cause: err })
   }
 }

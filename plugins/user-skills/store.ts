@@ -121,7 +121,7 @@ export function createSkillStore (opts: StoreOptions, budget: CacheBudget, log: 
       return true
     } catch (err) {
       refusedUntil.set(sha256, opts.now() + opts.refusedRetryMs)
-      const reason = (err as { code?: string }).code === 'USER_SKILLS_ZIP_REFUSED' ? (err as Error).message : 'unexpected error'
+      const reason = err instanceof USER_SKILLS_ZIP_REFUSED ? err.message : 'unexpected error'
       log.warn({ skill: name, sha256: sha256.slice(0, 12), reason, ...(reason === 'unexpected error' && { err }) }, 'user skill refused; nothing was extracted')
       return false
     } finally {
