@@ -4,7 +4,8 @@
  * timeout, missing image and Docker outages (docs/contract.md#sandbox-configuration, docs/contract.md#lifecycle, docs/contract.md#creation, docs/contract.md#idle-stop-max-age-and-purge, docs/contract.md#other-endpoints-and-startup).
  */
 import t from 'tap'
-import { readFile, stat } from 'node:fs/promises'
+import { mkdir, mkdtemp, readFile, stat } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { chatKey } from '../../core/chat-id.js'
 import { DockerError } from '../../plugins/sandbox-docker/docker-client.js'
@@ -254,6 +255,28 @@ t.test('sandbox lifecycle (real Docker)', { skip }, async t => {
     t.equal(ps, 0, 'processes kept running across the restart')
     t.ok(await client.inspect((forgedId as { id: string }).id), 'the forged container was not deleted')
     await client.remove((forgedId as { id: string }).id)
+  })
+
+  t.test('a sandbox labelled by an earlier version (raw chat id, RFC 3339 time, no record) is re-adopted from its labels', async t => {
+    const chat = 'life-legacy'
+    const key = chatKey(chat)
+    const dataDir = await mkdtemp(join(tmpdir(), `${PREFIX}-data-`))
+    await mkdir(join(dataDir, 'chats', key, 'uploads'), { recursive: true })
+    await mkdir(join(dataDir, 'chats', key, 'outputs'), { recursive: true })
+    const spec = buildSandboxSpec({
+      image: TEST_IMAGE, prefix: PREFIX, networkMode: 'none', dataDirHost: dataDir, memLimit: 512 * 1024 * 1024, cpuLimit: 1, pidsLimit: 512, skillsDirHost: '', subagentCli: 'claude', sandboxEnv: {}, diskLimit: 0
+    }, chat, undefined, new Date())
+    const at = new Date().toISOString().replace(/\.\d{3}Z$/, 'Z')
+    spec.labels = { ...spec.labels, 'cu.chat-id': chat, 'cu.chat-key': key, 'cu.created-at': at, 'cu.image': TEST_IMAGE }
+    const created = await client.create(spec)
+    if (created === 'conflict') throw new Error('name taken')
+    await client.start(created.id)
+    const { app } = await buildSandboxApp(t, PREFIX, { enableNetwork: false }, dataDir)
+    const info = await app.sandbox.ensure(chat)
+    t.equal(info.sandboxId, created.id, 'the old sandbox serves the chat')
+    t.equal(info.createdAt, at, 'its creation time read from the old label')
+    t.equal((await containersOfChat(PREFIX, key)).length, 1, 'no second sandbox')
+    await app.sandbox.remove(chat)
   })
 
   t.test('creation bounded by the create timeout continues in the background', async t => {
