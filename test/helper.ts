@@ -3,6 +3,7 @@ import type { FastifyInstance } from 'fastify'
 import { buildApp, type Entry } from '../core/app.js'
 import { loadConfig, type AppConfig } from '../core/config.js'
 import manifest from '../fastify.config.js'
+import { NO_DOCKER_HOST, UNIT_TIER } from './fixtures/tier.js'
 
 export const TEST_IMAGE = process.env.DOCKER_IMAGE ?? 'computer-use-sandbox:latest'
 
@@ -13,10 +14,12 @@ export const OTHER_API_KEY = 'other-api-key-fedcba9876543210-987654321'
 
 /**
  * Config for tests: silent logs and no warm pool unless the test says otherwise (a pool would start
- * sandboxes of its own beside the ones a test counts or measures; sandbox-pool tests ask for one).
+ * sandboxes of its own beside the ones a test counts or measures; sandbox-pool tests ask for one). In
+ * the unit tier the Docker endpoint defaults to one where nothing answers, so a test that reaches the
+ * engine fails.
  */
 export function testConfig (env: Record<string, string> = {}): AppConfig {
-  return loadConfig({ DOCKER_IMAGE: TEST_IMAGE, LOG_LEVEL: 'silent', PUBLIC_BASE_URL: 'http://cubicle.test', SANDBOX_POOL_SIZE: '0', ...env })
+  return loadConfig({ DOCKER_IMAGE: TEST_IMAGE, LOG_LEVEL: 'silent', PUBLIC_BASE_URL: 'http://cubicle.test', SANDBOX_POOL_SIZE: '0', ...(UNIT_TIER && { DOCKER_HOST: NO_DOCKER_HOST }), ...env })
 }
 
 /** A ready app that closes itself when the test ends. `plugins` replaces the default manifest. */

@@ -1,5 +1,5 @@
 /*
- * The app the browser integration tests run (test/integration/browser-*.test.ts): MCP transport,
+ * The app the browser integration tests run (test/integration/browser-*.test.ts, test/serial/browser-hostile.test.ts): MCP transport,
  * capabilities, the Docker driver, the workspace tools, files, the CDP bridge and the preview page, in
  * protected mode, on a unique SANDBOX_PREFIX and a fixed free port so that PUBLIC_BASE_URL (and with it
  * the allowed WebSocket Origin) is the address the test's browser really uses.

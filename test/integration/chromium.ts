@@ -1,6 +1,9 @@
 import { existsSync } from 'node:fs'
 import type { Browser } from 'playwright-core'
 import { chromium } from 'playwright-core'
+import { refuseInUnitTier } from '../fixtures/tier.js'
+
+refuseInUnitTier('test/integration/chromium.ts (Chromium)')
 
 export const CHROMIUM_PATH = '/usr/bin/chromium'
 export const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',

@@ -18,6 +18,10 @@ import type { SandboxEngine } from '../../plugins/sandbox/engine-types.js'
 import type { SandboxOptions } from '../../plugins/sandbox/schemas.js'
 import type { CoreSandboxService } from '../../plugins/sandbox/service.js'
 
+import { refuseInUnitTier } from '../fixtures/tier.js'
+
+refuseInUnitTier('test/integration/docker.ts (Docker)')
+
 export const DOCKER_HOST = process.env.DOCKER_HOST ?? process.env.DOCKER_SOCKET ?? 'unix:///var/run/docker.sock'
 export const TEST_IMAGE = process.env.DOCKER_IMAGE ?? 'computer-use-sandbox:latest'
 

@@ -9,7 +9,7 @@ import { join } from 'node:path'
 import t from 'tap'
 import { TEST_API_KEY } from '../helper.js'
 import { chromiumOrSkip, launchChromium } from './chromium.js'
-import { authorizeUrl, CookieBrowser, csrfOf, startOAuthServer } from './oauth-server.js'
+import { authorizeUrl, CookieBrowser, csrfOf, startOAuthServer } from '../fixtures/oauth-server.js'
 
 const CLAUDE = 'https://claude.ai/api/mcp/auth_callback'
 const EVIL = 'https://evil.example/cb'

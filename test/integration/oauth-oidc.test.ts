@@ -9,7 +9,7 @@ import Provider from 'oidc-provider'
 import type { Page } from 'playwright-core'
 import { userChatId } from '../../core/identity.js'
 import { chromiumOrSkip, launchChromium } from './chromium.js'
-import { authorizeUrl, exchangeCode, freePort, probeMcp, registerClient, startOAuthServer } from './oauth-server.js'
+import { authorizeUrl, exchangeCode, freePort, probeMcp, registerClient, startOAuthServer } from '../fixtures/oauth-server.js'
 import { TEST_API_KEY } from '../helper.js'
 
 const chromium = chromiumOrSkip()

@@ -18,8 +18,8 @@ import { join } from 'node:path'
 import { chatKey } from '../../core/chat-id.js'
 import { userChatId } from '../../core/identity.js'
 import { chromiumOrSkip, launchChromium } from './chromium.js'
-import { containersOfChat, dockerOrSkip } from './docker.js'
-import { authorizeUrl, codeOf, exchangeCode, freePort, MemoryOAuthProvider, probeMcp, registerClient, signInWithBrowser, signInWithFetch, startOAuthServer, type OAuthServer } from './oauth-server.js'
+import { containersOfChat, dockerOrSkip, removeByPrefix } from './docker.js'
+import { authorizeUrl, codeOf, exchangeCode, freePort, MemoryOAuthProvider, probeMcp, registerClient, signInWithBrowser, signInWithFetch, startOAuthServer, type OAuthServer } from '../fixtures/oauth-server.js'
 
 const docker = await dockerOrSkip()
 const chromium = chromiumOrSkip()
@@ -87,7 +87,7 @@ async function connectBridge (t: Test, server: OAuthServer, browser: Browser, em
 }
 
 t.test('OAuth with the MCP SDK client, Chromium and real Docker', gate, async t => {
-  const server = await startOAuthServer(t, { plugins: ['mcp-transport', 'capabilities', 'sandbox-docker', 'sandbox', 'workspace-tools', 'files'] })
+  const server = await startOAuthServer(t, { plugins: ['mcp-transport', 'capabilities', 'sandbox-docker', 'sandbox', 'workspace-tools', 'files'], removeSandboxes: removeByPrefix })
   const browser = await launchChromium()
   t.teardown(async () => { await browser.close() })
   const alice = await connectAs(t, server, browser, 'Alice@Example.com')

@@ -23,7 +23,7 @@ import uploads from '../../plugins/uploads/index.js'
 import tierReadme from '../../plugins/tier-readme/index.js'
 import { connect } from '../fixtures/mcp-probe.js'
 import { cleanupPrefix, DOCKER_HOST, dockerOrSkip, TEST_IMAGE } from './docker.js'
-import { uploadFile } from './tiers-app.js'
+import { uploadFile } from '../fixtures/tiers-app.js'
 
 const gate = await dockerOrSkip()
 const prefix = `t-${randomBytes(3).toString('hex')}`

@@ -1,5 +1,5 @@
 /*
- * What the terminal integration tests (test/integration/terminal-*) share: the real stack (transport,
+ * What the terminal integration tests (test/integration/terminal-*, test/serial/terminal-flood.test.ts) share: the real stack (transport,
  * capabilities, Docker driver, tools, the sub-agent service, preview, terminal) listening on a port chosen up front, so
  * PUBLIC_BASE_URL is the address a browser really uses (its Origin is then allowed), and a ttyd
  * client over a real WebSocket.

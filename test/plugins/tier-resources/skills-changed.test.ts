@@ -22,7 +22,7 @@ import { connect } from '../../fixtures/mcp-probe.js'
 import { rawZip, sha256, skillMd } from '../../fixtures/raw-zip.js'
 import { startSettingsService } from '../../fixtures/settings-service.js'
 import { listen } from '../../helper.js'
-import { fakeSandbox, fakeTools, newSandboxLog } from '../../integration/tiers-app.js'
+import { fakeSandbox, fakeTools, newSandboxLog } from '../../fixtures/tiers-app.js'
 
 const notesZip = rawZip([{ name: 'SKILL.md', data: skillMd('team-notes', 'Ann\'s team note format.') }])
 const secondZip = rawZip([{ name: 'SKILL.md', data: skillMd('second', 'A skill enabled later.') }])

@@ -1,7 +1,7 @@
 /*
  * Which settings service a request may make the server call: a client's X-Mcp-Tokens-Url counts only
  * for an authenticated caller and an origin the operator allowed, compared as parsed origins. Pure
- * policy, no network: the HTTP tests (test/integration/settings-headers.test.ts) count real requests.
+ * policy, no network: the HTTP tests (test/http/settings-headers.test.ts) count real requests.
  */
 import t from 'tap'
 import type { FastifyBaseLogger } from 'fastify'

@@ -1,6 +1,6 @@
 /*
  * The app the workspace-tools integration tests run: the real transport, capabilities, Docker
- * sandbox driver and our tools, over real HTTP with the official SDK client (test/integration/tools-*).
+ * sandbox driver and our tools, over real HTTP with the official SDK client (test/integration/tools-*, test/serial/tools-*).
  */
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'

@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import { listen } from '../helper.js'
 import { connect } from '../fixtures/mcp-probe.js'
-import { newSandboxLog, TIERS, tiersManifest, uploadFile, type TierName } from './tiers-app.js'
+import { newSandboxLog, TIERS, tiersManifest, uploadFile, type TierName } from '../fixtures/tiers-app.js'
 
 /** What each tier's consumer can observe, measured from the outside. */
 async function observe (t: Test, without?: TierName): Promise<Record<TierName, boolean>> {

@@ -2,7 +2,7 @@
  * 100 parallel listings of a 100,000-file outputs dir (the sandbox holds a files token, so
  * it can send them) must not multiply the server's memory, must still answer the correct newest 5,000, and
  * must leave another chat's listing answering meanwhile. The server runs in its own process
- * (files-server.ts) so that its RSS is measured without this test's client buffers. Numbers are written to
+ * (test/fixtures/files-server.ts) so that its RSS is measured without this test's client buffers. Numbers are written to
  * test-artifacts/listing-load.json and printed as a comment.
  */
 import t from 'tap'
@@ -33,7 +33,7 @@ function rssMiB (pid: number): number {
 }
 
 async function startServer (dataDir: string): Promise<{ child: ChildProcess, url: string }> {
-  const child = spawn(process.execPath, ['--import=tsx', 'test/integration/files-server.ts'], {
+  const child = spawn(process.execPath, ['--import=tsx', 'test/fixtures/files-server.ts'], {
     cwd: root,
     stdio: ['ignore', 'pipe', 'inherit'],
     // A generous time budget: this test checks that a complete walk of 100k files answers the right top 5,000.

@@ -7,7 +7,7 @@
 import t from 'tap'
 import { chatKey } from '../../core/chat-id.js'
 import { bash, client, textOf, toolsApp } from '../plugins/workspace-tools/integration-app.js'
-import { buildSandboxApp, cleanupPrefix, containersOfChat, dockerOrSkip, testDockerClient } from './docker.js'
+import { buildSandboxApp, cleanupPrefix, containersOfChat, dockerOrSkip, testDockerClient } from '../integration/docker.js'
 
 const gate = await dockerOrSkip()
 const sleep = async (ms: number): Promise<void> => await new Promise(resolve => setTimeout(resolve, ms))

@@ -15,7 +15,7 @@ import { connect } from '../fixtures/mcp-probe.js'
 import { rawZip, sha256, skillMd } from '../fixtures/raw-zip.js'
 import { startSettingsService, type FakeSettings } from '../fixtures/settings-service.js'
 import { listen, TEST_API_KEY } from '../helper.js'
-import { authorizeUrl, exchangeCode, registerClient, signInWithFetch, startOAuthServer } from './oauth-server.js'
+import { authorizeUrl, exchangeCode, registerClient, signInWithFetch, startOAuthServer } from '../fixtures/oauth-server.js'
 
 const EMAIL = 'a@b.c'
 const KEY = { Authorization: `Bearer ${TEST_API_KEY}` }

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import { listen, TEST_API_KEY } from '../helper.js'
-import { tiersManifest } from './tiers-app.js'
+import { tiersManifest } from '../fixtures/tiers-app.js'
 
 const KEY = TEST_API_KEY
 

@@ -7,7 +7,7 @@ import t from 'tap'
 import { PassThrough } from 'node:stream'
 import { Demuxer } from '../../plugins/sandbox-docker/docker-stream.js'
 import type { CommandOptions } from '../../plugins/sandbox/types.js'
-import { buildSandboxApp, cleanupPrefix, dockerOrSkip, wrapClient } from './docker.js'
+import { buildSandboxApp, cleanupPrefix, dockerOrSkip, wrapClient } from '../integration/docker.js'
 
 const PREFIX = 'texec'
 const { skip } = await dockerOrSkip()

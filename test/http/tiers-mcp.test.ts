@@ -7,7 +7,7 @@ import { ErrorCode, McpError, ResourceListChangedNotificationSchema } from '@mod
 import { chatPaths } from '../../core/chat-paths.js'
 import { listen } from '../helper.js'
 import { connect } from '../fixtures/mcp-probe.js'
-import { newSandboxLog, tiersManifest, uploadFile, type FakeSandboxLog } from './tiers-app.js'
+import { newSandboxLog, tiersManifest, uploadFile, type FakeSandboxLog } from '../fixtures/tiers-app.js'
 
 async function serve (t: Test, env: Record<string, string> = {}, log: FakeSandboxLog = newSandboxLog()): Promise<{ url: string, dataDir: string, app: Awaited<ReturnType<typeof listen>>['app'] }> {
   const dataDir = await mkdtemp(join(tmpdir(), 'tiers-'))

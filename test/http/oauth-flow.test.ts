@@ -10,7 +10,7 @@ import { connect } from '../fixtures/mcp-probe.js'
 import { TEST_API_KEY } from '../helper.js'
 import {
   authorizeUrl, CookieBrowser, csrfOf, exchangeCode, probeMcp, registerClient, signInWithFetch, startOAuthServer, tokenRequest
-} from './oauth-server.js'
+} from '../fixtures/oauth-server.js'
 
 const REDIRECT = 'http://127.0.0.1:45872/cb'
 const admin = { authorization: `Bearer ${TEST_API_KEY}` }

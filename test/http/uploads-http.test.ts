@@ -13,7 +13,7 @@ import promptRender from '../../plugins/prompt-render/index.js'
 import uploads from '../../plugins/uploads/index.js'
 import chatStorage from '../../plugins/chat-storage/index.js'
 import { TEST_API_KEY } from '../helper.js'
-import { fakeSandbox, type FakeSandboxLog } from './tiers-app.js'
+import { fakeSandbox, type FakeSandboxLog } from '../fixtures/tiers-app.js'
 
 const KEY = TEST_API_KEY
 

@@ -2,8 +2,8 @@
 // bodies and floods the relayed socket; the server answers cleanly and its memory stays bounded.
 import t from 'tap'
 import WebSocket from 'ws'
-import { dockerOrSkip } from './docker.js'
-import { bash, browserApp, mcpClient } from './browser-app.js'
+import { dockerOrSkip } from '../integration/docker.js'
+import { bash, browserApp, mcpClient } from '../integration/browser-app.js'
 
 const gate = await dockerOrSkip()
 

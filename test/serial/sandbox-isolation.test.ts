@@ -6,7 +6,7 @@
 import t from 'tap'
 import { loadConfig } from '../../core/config.js'
 import { subAgentEnvFromConfig } from '../../plugins/sandbox/env.js'
-import { buildSandboxApp, cleanupPrefix, dockerOrSkip } from './docker.js'
+import { buildSandboxApp, cleanupPrefix, dockerOrSkip } from '../integration/docker.js'
 
 const PREFIX = 'tiso'
 const { skip } = await dockerOrSkip()

@@ -7,7 +7,7 @@
 import t from 'tap'
 import { monitorEventLoopDelay } from 'node:perf_hooks'
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js'
-import { dockerOrSkip } from './docker.js'
+import { dockerOrSkip } from '../integration/docker.js'
 import { bash, client, textOf, toolsApp } from '../plugins/workspace-tools/integration-app.js'
 
 const gate = await dockerOrSkip()

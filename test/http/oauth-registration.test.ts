@@ -12,7 +12,7 @@ import { join } from 'node:path'
 import t from 'tap'
 import type { Test } from 'tap'
 import { entryFile } from '../../plugins/oauth/store-disk.js'
-import { authorizeUrl, exchangeCode, probeMcp, registerClient, signInWithFetch, startOAuthServer, tokenRequest } from './oauth-server.js'
+import { authorizeUrl, exchangeCode, probeMcp, registerClient, signInWithFetch, startOAuthServer, tokenRequest } from '../fixtures/oauth-server.js'
 
 const REDIRECT = 'http://127.0.0.1:45873/cb'
 

@@ -1,6 +1,6 @@
 import t from 'tap'
 import type { CallToolResult, Progress } from '@modelcontextprotocol/sdk/types.js'
-import { dockerOrSkip } from './docker.js'
+import { dockerOrSkip } from '../integration/docker.js'
 import { bash, client, textOf, toolsApp } from '../plugins/workspace-tools/integration-app.js'
 
 const gate = await dockerOrSkip()

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { dockerOrSkip } from './docker.js'
+import { dockerOrSkip } from '../integration/docker.js'
 import { TermClient, terminalStack } from '../plugins/terminal/integration-app.js'
 
 const gate = await dockerOrSkip()

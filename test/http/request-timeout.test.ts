@@ -16,7 +16,7 @@ import { chatPaths } from '../../core/chat-paths.js'
 import { entries } from '../../fastify.config.js'
 import { connect, probePlugin, textOf } from '../fixtures/mcp-probe.js'
 import { listen } from '../helper.js'
-import { fakeSandbox, newSandboxLog } from './tiers-app.js'
+import { fakeSandbox, newSandboxLog } from '../fixtures/tiers-app.js'
 
 const HOLD_MS = 3000
 

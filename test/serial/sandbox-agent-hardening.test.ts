@@ -11,7 +11,7 @@ import t from 'tap'
 import type { ExecHandle, ExecSpec } from '../../plugins/sandbox/engine-types.js'
 import { AGENT_ARGV, AGENT_BURST_SECONDS } from '../../plugins/sandbox/agent-client.js'
 import { STDOUT } from '../../plugins/sandbox/exec-stream.js'
-import { buildSandboxApp, cleanupPrefix, dockerOrSkip, wrapClient } from './docker.js'
+import { buildSandboxApp, cleanupPrefix, dockerOrSkip, wrapClient } from '../integration/docker.js'
 
 const PREFIX = 'tagenthard'
 const MiB = 1024 * 1024
