@@ -10,6 +10,7 @@ import { createReadinessService, type ReadinessService } from './readiness.js'
 import { createOriginService, type OriginService } from './origin.js'
 import { decorateRequestState } from './route-kit.js'
 import { errorHandler } from './error-handler.js'
+import { CORE_METHOD_NOT_ALLOWED, CORE_ROUTE_NOT_FOUND, errorBody } from './errors.js'
 import { redactUrl } from './tokens.js'
 import { fastifyTrustProxy } from './trust-proxy.js'
 import { HEALTH_SCHEMA, openapiOptions, READY_SCHEMA } from './openapi.js'
@@ -124,9 +125,9 @@ export async function buildApp (config: AppConfig, entries: Entry[], opts: Build
       .filter(m => mirror.find(m as FindMyWay.HTTPMethod, path) !== null)
     if (allowed.length > 0) {
       return await reply.code(405).header('Allow', allowed.join(', '))
-        .send({ error: 'method_not_allowed', detail: `${request.method} is not supported here; use ${allowed.join(', ')}` })
+        .send(errorBody(new CORE_METHOD_NOT_ALLOWED(request.method, allowed.join(', '))))
     }
-    return await reply.code(404).send({ error: 'not_found', detail: 'no such route' })
+    return await reply.code(404).send(errorBody(new CORE_ROUTE_NOT_FOUND()))
   })
 
   // request.chat and request.principal: null on every request until core's route kit sets them.

@@ -82,6 +82,17 @@ export const CORE_INVALID_PATH = defineError('CORE_INVALID_PATH', 'invalid_path'
 export const CORE_PATH_IS_DIRECTORY = defineError('CORE_PATH_IS_DIRECTORY', 'path_is_directory', 'the path is a directory, not a file', 400)
 /** Nothing at that path (or a parent is not a directory). */
 export const CORE_PATH_NOT_FOUND = defineError('CORE_PATH_NOT_FOUND', 'path_not_found', 'file not found', 404)
+/** No route has this path (the not-found handler, core/app.ts). */
+export const CORE_ROUTE_NOT_FOUND = defineError('CORE_ROUTE_NOT_FOUND', 'not_found', 'no such route', 404)
+/** A route has this path but not this method; the answer lists the methods in `Allow`. */
+export const CORE_METHOD_NOT_ALLOWED = defineError('CORE_METHOD_NOT_ALLOWED', 'method_not_allowed', '%s is not supported here; use %s', 405)
+
+/** The body of an error a route answers itself, as the error handler would below 500: `{ error, detail }`. */
+export function errorBody (err: Error): { error: string, detail: string } {
+  const definition = definitionOf(err)
+  if (definition === undefined || definition.statusCode >= 500) throw new TypeError('errorBody takes a defined error below 500')
+  return { error: definition.wire, detail: err.message }
+}
 
 /** Every non-MCP error body (docs/contract.md#general-http-rules): `{"error": <wire code>, "detail": <text>}`, plus fields some errors add. */
 export const ErrorResponse = Type.Object({

@@ -13,6 +13,9 @@ export const FILES_ARCHIVE_IN_PROGRESS = defineError('FILES_ARCHIVE_IN_PROGRESS'
  */
 export const FILES_SERVER_BUSY = defineError('FILES_SERVER_BUSY', 'server_busy', 'the server is busy with other %s; retry in %d s', 429)
 
+/** A download's Range lies beyond the file (answered with a Content-Range that names the size). */
+export const FILES_RANGE_NOT_SATISFIABLE = defineError('FILES_RANGE_NOT_SATISFIABLE', 'range_not_satisfiable', 'the file has %d bytes', 416)
+
 /** An error the routes answer with a `Retry-After` header and a `retry_after` field (seconds). */
 export interface RetryLater { retryAfter: number }
 

@@ -2,7 +2,9 @@ import type { FileHandle } from 'node:fs/promises'
 import { Readable } from 'node:stream'
 import type { Stats } from 'node:fs'
 import type { FastifyReply, FastifyRequest } from 'fastify'
+import { errorBody } from '../../core/errors.js'
 import { mimeOf } from '../../core/mime.js'
+import { FILES_RANGE_NOT_SATISFIABLE } from './errors.js'
 import { contentTypeOf, isActive } from './mime.js'
 
 export interface SendOptions {
@@ -95,7 +97,7 @@ export async function sendVerifiedFile (request: FastifyRequest, reply: FastifyR
       reply.removeHeader('Content-Disposition')
       reply.removeHeader('Content-Security-Policy')
       return await reply.code(416).header('Content-Range', `bytes */${info.size}`)
-        .header('Content-Type', 'application/json; charset=utf-8').send({ error: 'range_not_satisfiable', detail: `the file has ${info.size} bytes` })
+        .header('Content-Type', 'application/json; charset=utf-8').send(errorBody(new FILES_RANGE_NOT_SATISFIABLE(info.size)))
     }
     const start = range?.start ?? 0
     const end = range?.end ?? info.size - 1

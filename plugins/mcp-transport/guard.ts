@@ -1,6 +1,8 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import { errorBody } from '../../core/errors.js'
 import { createOriginPolicy } from '../../core/origin.js'
 import { requireKey } from '../../core/route-kit.js'
+import { MCP_FORBIDDEN_ORIGIN, MCP_METHOD_NOT_ALLOWED } from './errors.js'
 import type { McpTransportOptions } from './schemas.js'
 
 const CORS_ALLOW_HEADERS = ['Authorization', 'Content-Type', 'Accept', 'Mcp-Session-Id', 'MCP-Protocol-Version', 'Last-Event-ID',
@@ -26,7 +28,7 @@ export function registerGuard (fastify: FastifyInstance, opts: Required<McpTrans
     const origin = request.headers.origin
     if (origin !== undefined && verdict(origin, request.socket.localPort) === 'foreign') {
       request.log.warn({ origin: origin.slice(0, 300) }, 'refused a /mcp request from a foreign Origin')
-      return await reply.code(403).send({ error: 'forbidden', detail: 'Origin not allowed: set PUBLIC_BASE_URL or ALLOWED_ORIGINS to the browser origin that calls /mcp' })
+      return await reply.code(403).send(errorBody(new MCP_FORBIDDEN_ORIGIN()))
     }
     const cors = corsOrigin(request)
     if (cors !== undefined) {
@@ -43,7 +45,7 @@ export function registerGuard (fastify: FastifyInstance, opts: Required<McpTrans
 
   return async (request, reply) => {
     if (corsOrigin(request) === undefined) {
-      return await reply.code(405).header('Allow', 'GET, POST, DELETE').send({ error: 'method_not_allowed', detail: 'use GET, POST or DELETE' })
+      return await reply.code(405).header('Allow', 'GET, POST, DELETE').send(errorBody(new MCP_METHOD_NOT_ALLOWED()))
     }
     return await reply.code(204).header('Access-Control-Allow-Methods', 'GET, POST, DELETE, OPTIONS')
       .header('Access-Control-Allow-Headers', CORS_ALLOW_HEADERS).header('Access-Control-Max-Age', '600').send()

@@ -1,7 +1,9 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { isInitializeRequest, type JSONRPCRequest } from '@modelcontextprotocol/sdk/types.js'
+import { errorBody } from '../../core/errors.js'
 import { readUser } from '../../core/identity.js'
 import { mcpChat } from '../../core/route-kit.js'
+import { MCP_NOT_ACCEPTABLE, MCP_RESUMPTION_NOT_SUPPORTED } from './errors.js'
 import { Exchange } from './exchange.js'
 import { registerGuard } from './guard.js'
 import { keepAlive, openStream, writeEvent } from './sse.js'
@@ -136,13 +138,10 @@ export default async function mcpRoutes (fastify: FastifyInstance, { deps }: { d
       // A client resuming an interrupted POST stream (its priming id). We keep no events to replay and
       // the interrupted call was cancelled; 405 tells SDK clients to stop instead of waiting on a
       // notification stream that will never carry that response.
-      return await reply.code(405).header('Allow', 'GET, POST, DELETE').send({
-        error: 'resumption_not_supported',
-        detail: 'this server does not resume SSE streams (Last-Event-ID); an interrupted request was cancelled, send it again. GET without Last-Event-ID opens the notification stream.'
-      })
+      return await reply.code(405).header('Allow', 'GET, POST, DELETE').send(errorBody(new MCP_RESUMPTION_NOT_SUPPORTED()))
     }
     if (!(request.headers.accept ?? '').toLowerCase().includes('text/event-stream')) {
-      return await reply.code(406).send({ error: 'not_acceptable', detail: 'GET /mcp is an event stream: send Accept: text/event-stream' })
+      return await reply.code(406).send(errorBody(new MCP_NOT_ACCEPTABLE()))
     }
     const resolution = mcpChat(request, opts.singleUserMode)
     openStream(reply, { retryMs: opts.sseRetryMs, primed: acceptsPriming(request.headers), kind: 'get' })

@@ -47,7 +47,7 @@ const definitions = await loadDefinitions()
 t.test('the catalogue was parsed', async t => {
   t.ok(definitions.size >= 60, `${definitions.size} definitions in ${MODULES.length} modules`)
   t.ok(listed.size >= 60, `${listed.size} rows`)
-  t.ok(plain.size >= 10, `${plain.size} rows without a definition`)
+  t.ok(plain.size >= 5, `${plain.size} rows without a definition`)
 })
 
 t.test('every definition is in docs/errors.md with its wire code and status', async t => {
@@ -75,8 +75,9 @@ t.test('every wire code sent without a definition is listed', async t => {
     const text = readFileSync(join(ROOT, path), 'utf8')
     for (const [, wire] of text.matchAll(/\berror: '([A-Za-z_]+)'/g)) sent.add(wire as string)
   }
-  t.ok(sent.has('method_not_allowed') && sent.has('resumption_not_supported'), 'the scan finds route bodies')
+  t.ok(sent.has('access_denied') && sent.has('too_many_requests'), 'the scan finds route bodies')
   for (const wire of sent) t.ok(plain.has(wire), `${wire} is in the table without a definition`)
+  for (const wire of plain) t.ok(sent.has(wire), `${wire}, listed without a definition, is still sent without one`)
 })
 
 t.test('the error handler answers each definition with its wire code and status', async t => {
