@@ -1,16 +1,31 @@
+import { randomBytes } from 'node:crypto'
 import type { Duplex } from 'node:stream'
 import tar from 'tar-stream'
 import type { AdapterContext } from './docker-context.js'
 import { DockerError } from './docker-error.js'
-import { dockerDecoder } from './docker-stream.js'
-import type { SandboxEngine } from '../sandbox/types.js'
+import { DockerProcess } from './docker-process.js'
+import type { ExecSignal, SandboxEngine } from '../sandbox/types.js'
 
 /*
- * The adapter's exec and file calls: start an exec on a hijacked connection, read its state, resize
- * its TTY, and put one file into a container (docker-client.ts assembles the client).
+ * The adapter's exec and file calls: start an exec on a hijacked connection (a DockerProcess:
+ * docker-process.ts, with its state, TTY resize and signals), and put one file into a container
+ * (docker-client.ts assembles the client).
  */
 
-type ExecCalls = Pick<SandboxEngine, 'exec' | 'execInspect' | 'execResize' | 'putFile'>
+type ExecCalls = Pick<SandboxEngine, 'exec' | 'putFile'>
+
+/**
+ * Every exec carries this variable with its own id, so a signal reaches the exec's processes: Docker
+ * has no call to signal an exec, and its inspect reports a host pid that means nothing inside.
+ */
+export const PROCESS_MARK = 'CUBICLE_ENGINE_EXEC'
+
+/** Signals every process whose environment carries the mark (builtins and one grep: works with few pids left). */
+const SIGNAL_SCRIPT = 'for f in $(grep -lzx "$2" /proc/[0-9]*/environ 2>/dev/null); do f=${f#/proc/}; kill -s "$1" "${f%/environ}" 2>/dev/null; done; true'
+
+export function signalArgv (signal: ExecSignal, mark: string): string[] {
+  return ['/bin/sh', '-c', SIGNAL_SCRIPT, 'cubicle-signal', signal, `${PROCESS_MARK}=${mark}`]
+}
 
 function tarOneFile (path: string, content: Buffer, mode: number, uid: number, gid: number): Promise<Buffer> {
   return new Promise((resolve, reject) => {
@@ -28,18 +43,19 @@ function tarOneFile (path: string, content: Buffer, mode: number, uid: number, g
 }
 
 export function execCalls ({ docker, lanes, run }: AdapterContext): ExecCalls {
-  return {
+  const calls: ExecCalls = {
     async exec (containerId, spec) {
       // One exec slot for the set-up (create + start); the stream itself runs outside the lane.
       const admission = { deadline: spec.deadline, signal: spec.signal }
       const release = await lanes.exec.acquire(admission)
+      const mark = randomBytes(8).toString('hex')
       try {
         // An exec that was created but never started is inert: creating again is safe.
         const exec = await run('exec', 'exec create', async s => await docker.getContainer(containerId).exec({
           Cmd: spec.argv,
           User: spec.user,
           WorkingDir: spec.cwd,
-          Env: spec.env,
+          Env: [...(spec.env ?? []), `${PROCESS_MARK}=${mark}`],
           AttachStdin: spec.stdin === true,
           AttachStdout: true,
           AttachStderr: true,
@@ -48,17 +64,23 @@ export function execCalls ({ docker, lanes, run }: AdapterContext): ExecCalls {
         }), { ...admission, ungated: true, retry: true })
         const socket = await run('exec', 'exec start', async () => await exec.start({ hijack: true, stdin: spec.stdin === true, Detach: false, Tty: spec.tty === true }),
           { ...admission, ungated: true })
-        return { id: exec.id, socket: socket as unknown as Duplex, decoder: dockerDecoder(spec.tty === true) }
+        const id = exec.id
+        return new DockerProcess(socket as unknown as Duplex, spec.tty === true, spec.stdin === true, {
+          inspect: async () => {
+            const info = await run('read', 'exec inspect', async s => await docker.getExec(id).inspect({ abortSignal: s } as {}), { retry: true, dedupKey: `exec\u0000${id}` })
+            return { running: info.Running, exitCode: info.Running ? null : (info.ExitCode ?? null), pid: info.Pid }
+          },
+          resize: async (cols, rows) => {
+            if (spec.tty === true) await run('read', 'exec resize', async () => await docker.getExec(id).resize({ w: cols, h: rows } as {}), { ungated: true })
+          },
+          signal: async signal => {
+            const p = await calls.exec(containerId, { argv: signalArgv(signal, mark), user: spec.user, cwd: '/' })
+            p.stdout.resume()
+            p.stderr.resume()
+            await p.exit
+          }
+        })
       } finally { release() }
-    },
-
-    async execInspect (execId) {
-      const info = await run('read', 'exec inspect', async s => await docker.getExec(execId).inspect({ abortSignal: s } as {}), { retry: true, dedupKey: `exec\u0000${execId}` })
-      return { running: info.Running, exitCode: info.Running ? null : (info.ExitCode ?? null), pid: info.Pid }
-    },
-
-    async execResize (execId, cols, rows) {
-      await run('read', 'exec resize', async () => await docker.getExec(execId).resize({ w: cols, h: rows } as {}), { ungated: true })
     },
 
     async putFile (containerId, path, content, mode, uid, gid) {
@@ -77,4 +99,5 @@ export function execCalls ({ docker, lanes, run }: AdapterContext): ExecCalls {
       }
     }
   }
+  return calls
 }

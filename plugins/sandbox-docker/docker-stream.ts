@@ -1,8 +1,6 @@
-import type { ExecHandle } from '../sandbox/types.js'
-
 /*
- * Docker's attach framing of a non-TTY exec (stdout and stderr multiplexed on one connection), and
- * the ExecHandle decoder built on it. Pure: unit-testable without an engine.
+ * Docker's attach framing of a non-TTY exec (stdout and stderr multiplexed on one connection),
+ * decoded for DockerProcess (docker-process.ts). Pure: unit-testable without an engine.
  */
 
 /** Stream ids of Docker's multiplexed attach protocol. */
@@ -43,11 +41,4 @@ export class Demuxer {
       if (this.stream === STDOUT || this.stream === STDERR) this.onFrame(this.stream, data)
     }
   }
-}
-
-/** The decoder of an exec's connection: Docker frames, or every byte as stdout with a TTY. */
-export function dockerDecoder (tty: boolean): ExecHandle['decoder'] {
-  return onOutput => tty
-    ? { push: chunk => { onOutput(STDOUT, chunk) } }
-    : new Demuxer((stream, data) => { onOutput(stream === STDERR ? STDERR : STDOUT, data) })
 }

@@ -1,7 +1,6 @@
-import type { Duplex } from 'node:stream'
 import { SANDBOX_USER } from './sandbox-spec.js'
-import { ByteBudget, readWithin, STDOUT } from './exec-stream.js'
-import type { ExecHandle } from './engine-types.js'
+import { ByteBudget, readWithin } from './exec-stream.js'
+import type { ExecProcess } from './engine-types.js'
 import { decodeJson, encodeFrame, FrameParser, ProtocolError, PROTOCOL_VERSION, T_CLOSE, T_EXIT, T_FAIL, T_HELLO, T_RESULT } from './agent-protocol.js'
 import { describe, type Entry, type Registry } from './registry.js'
 
@@ -70,6 +69,9 @@ export interface AgentState {
   missing: boolean
 }
 
+/** What a connection writes frames to and closes: the agent process's stdin. */
+export interface AgentPipe { write: (frame: Buffer) => unknown, destroy: () => unknown }
+
 export class AgentConnection {
   private readonly handlers = new Map<number, AgentHandler>()
   /** ids finished by the server before the agent's last frame: what still comes for them is dropped */
@@ -81,7 +83,7 @@ export class AgentConnection {
   readonly openedAt = Date.now()
   failed: string | undefined
 
-  constructor (private readonly socket: Duplex, private readonly onClosed: (conn: AgentConnection) => void) {}
+  constructor (private readonly socket: AgentPipe, private readonly onClosed: (conn: AgentConnection) => void) {}
 
   /** Registers a handler and sends its first frame (built by `first` with the new id). */
   request (first: (id: number) => Buffer, handler: AgentHandler): number {
@@ -197,23 +199,25 @@ function failure (reg: Registry, st: AgentState, why: string, err?: unknown): vo
 }
 
 async function open (reg: Registry, st: AgentState): Promise<AgentConnection | null> {
-  let handle: ExecHandle
+  let proc: ExecProcess
   try {
-    handle = await reg.engine.exec(st.sandboxId, { argv: AGENT_ARGV, user: SANDBOX_USER, cwd: '/', env: [], stdin: true })
+    proc = await reg.engine.exec(st.sandboxId, { argv: AGENT_ARGV, user: SANDBOX_USER, cwd: '/', env: [], stdin: true })
   } catch (err) {
     if (!st.dropped) failure(reg, st, 'start', err)
     return null
   }
-  const { socket } = handle
-  if (reg.closed || st.dropped) { socket.destroy(); return null }
-  reg.streams.add(socket)
+  if (reg.closed || st.dropped) { proc.close(); return null }
+  reg.streams.add(proc)
+  const stdin = proc.stdin
+  stdin?.on('error', () => { proc.close() })
+  const pipe: AgentPipe = { write: frame => stdin?.write(frame), destroy: () => { proc.close() } }
   return await new Promise<AgentConnection | null>(resolve => {
     let hello = false
     let stderr = ''
     /** the first output bytes before the hello, as text (an engine's error about the command) */
     let early = ''
-    const conn = new AgentConnection(socket, c => {
-      reg.streams.delete(socket)
+    const conn = new AgentConnection(pipe, c => {
+      reg.streams.delete(proc)
       clearTimeout(timer)
       if (st.conn === c) st.conn = null
       if (st.dropped) { resolve(null); return }
@@ -243,19 +247,18 @@ async function open (reg: Registry, st: AgentState): Promise<AgentConnection | n
       }
       conn.dispatch(id, type, payload)
     }, reason => { conn.close(`protocol: ${reason}`) })
-    const demux = handle.decoder((stream, data) => {
-      if (stream !== STDOUT) { if (stderr.length < STDERR_KEEP) stderr += data.toString('utf8', 0, STDERR_KEEP); return }
+    proc.stderr.on('data', (data: Buffer) => { if (stderr.length < STDERR_KEEP) stderr += data.toString('utf8', 0, STDERR_KEEP) })
+    const rate = reg.opts.agentBytesPerSecond
+    const stopBudget = readWithin(proc.stdout, new ByteBudget(rate, rate * AGENT_BURST_SECONDS), data => {
+      if (conn.closed) return
       if (!hello && early.length < STDERR_KEEP) early += data.toString('latin1', 0, STDERR_KEEP)
       try { parser.push(data) } catch (err) {
         conn.close(err instanceof ProtocolError ? `protocol: ${err.message}` : `handler: ${describe(err)}`)
       }
     })
-    const rate = reg.opts.agentBytesPerSecond
-    const stopBudget = readWithin(socket, new ByteBudget(rate, rate * AGENT_BURST_SECONDS), c => { if (!conn.closed) demux.push(c) })
-    socket.once('close', stopBudget)
-    socket.on('end', () => { parser.end(); conn.close() })
-    socket.on('close', () => { conn.close() })
-    socket.on('error', () => { conn.close() })
+    proc.stdout.once('end', () => { parser.end(); conn.close() })
+    // The output may end unread (paused by the budget): the process's end closes the connection all the same.
+    void proc.exit.then(() => { stopBudget(); conn.close() })
   })
 }
 

@@ -141,7 +141,7 @@ export async function closeService (reg: Registry): Promise<void> {
   clearInterval(reg.purgeTimer)
   clearInterval(reg.diskTimer)
   clearTimeout(reg.diskPoke)
-  for (const s of reg.streams) s.destroy()
+  for (const s of reg.streams) s.close()
   reg.streams.clear()
   await drainPool(reg)
   await releaseLease(reg)

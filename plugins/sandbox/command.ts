@@ -3,10 +3,11 @@ import { holdLease } from './activity.js'
 import { agentCommand } from './agent-exec.js'
 import { SANDBOX_USER } from './sandbox-spec.js'
 import { pokeDiskWatchdog } from './disk-watchdog.js'
-import type { ExecHandle } from './engine-types.js'
+import { outputClosed } from './process-socket.js'
+import type { ExecProcess } from './engine-types.js'
 import { toEnvList } from './env.js'
 import { checkAlive, relieve, restartedSince, RESULT_GRACE_MS, watchStart } from './exec.js'
-import { commandArgv, EofFilter, SentinelParser, STDOUT } from './exec-stream.js'
+import { commandArgv, EofFilter, SentinelParser } from './exec-stream.js'
 import { terminate } from './kill.js'
 import { eventSince, takeNotices } from './notices.js'
 import { notRunning, recoverVanished, runningEntry } from './recovery.js'
@@ -60,10 +61,10 @@ async function attempt (reg: Registry, entry: Entry, command: string, opts: Comm
   if (viaAgent !== undefined) return viaAgent
   const execId = randomBytes(12).toString('hex')
   const env = toEnvList(opts.env, { PAGER: 'cat', GIT_PAGER: 'cat', DEBIAN_FRONTEND: 'noninteractive', CUBICLE_EXEC_ID: execId })
-  let handle: ExecHandle
+  let proc: ExecProcess
   try {
     // The wait for an exec slot counts toward the command's timeout and ends with its signal.
-    handle = await reg.engine.exec(entry.sandboxId ?? '', { argv: commandArgv(command), user: SANDBOX_USER, cwd: '/home/assistant', env, signal: opts.signal, deadline: t0 + opts.timeoutMs })
+    proc = await reg.engine.exec(entry.sandboxId ?? '', { argv: commandArgv(command), user: SANDBOX_USER, cwd: '/home/assistant', env, signal: opts.signal, deadline: t0 + opts.timeoutMs })
   } catch (err) {
     const e = execStartError(reg, entry, err)
     if (!first || !notRunning(e)) throw e
@@ -81,9 +82,9 @@ async function attempt (reg: Registry, entry: Entry, command: string, opts: Comm
       return false
     })
   }
-  const w = await watchCommand(reg, handle, { ...opts, timeoutMs: Math.max(1000, opts.timeoutMs - (at - t0)) },
+  const w = await watchCommand(reg, proc, { ...opts, timeoutMs: Math.max(1000, opts.timeoutMs - (at - t0)) },
     () => terminate(reg, entry, execId, SANDBOX_USER, opts.killGraceMs),
-    seen => watchStart(reg, handle.id, seen, () => { stalled = true; relieveNow(false) }),
+    seen => watchStart(proc, seen, () => { stalled = true; relieveNow(false) }),
     () => { relieveNow(true) })
   const relieved = relieving !== undefined && await relieving
   const result: CommandResult = { exitCode: w.exitCode, timedOut: w.timedOut, cancelled: w.cancelled }
@@ -95,9 +96,8 @@ async function attempt (reg: Registry, entry: Entry, command: string, opts: Comm
     return result
   }
   // The stream ended without bash's status: the process never started, or the sandbox went away.
-  const state = await reg.engine.execInspect(handle.id).catch(() => null)
   // (Its only output the wrapper's own fork failure: bash never ran either.)
-  const notStarted = (state !== null && !state.running && state.pid === 0) || (stalled && !w.seen) || w.cannotFork
+  const notStarted = (await proc.exit).notStarted || (stalled && !w.seen) || w.cannotFork
   if (retry && notStarted && (relieved || restartedSince(entry, at) || await relieve(reg, entry))) return await again()
   await explainLoss(reg, entry, at, own)
   return result
@@ -152,10 +152,9 @@ async function restartFor (reg: Registry, entry: Entry, notice: SandboxNotice, o
 }
 
 /** Streams the command's output until bash's status arrived and the output went quiet, or until timeout/abort. */
-async function watchCommand (reg: Registry, handle: ExecHandle, opts: CommandOptions, kill: () => number, stall: (seen: () => boolean) => () => void,
+async function watchCommand (reg: Registry, proc: ExecProcess, opts: CommandOptions, kill: () => number, stall: (seen: () => boolean) => () => void,
   onForkErrors: () => void): Promise<Watched> {
-  const { socket } = handle
-  reg.streams.add(socket)
+  reg.streams.add(proc)
   return await new Promise<Watched>(resolve => {
     let timedOut = false
     let cancelled = false
@@ -174,8 +173,8 @@ async function watchCommand (reg: Registry, handle: ExecHandle, opts: CommandOpt
       disarm()
       unwatch()
       output.end()
-      reg.streams.delete(socket)
-      socket.destroy()
+      reg.streams.delete(proc)
+      proc.close()
       resolve({
         exitCode,
         timedOut,
@@ -195,17 +194,16 @@ async function watchCommand (reg: Registry, handle: ExecHandle, opts: CommandOpt
       clearTimeout(quiet)
       quiet = setTimeout(finish, QUIET_MS)
     }
-    const output = mergedOutput(reg, handle, opts.onOutput, onForkErrors, settle, code => {
+    const output = mergedOutput(reg, opts.onOutput, onForkErrors, settle, code => {
       if (timedOut || cancelled) return
       exitCode = code
       // bash has exited: return within DRAIN_MS whatever is still in flight.
       timers.push(setTimeout(finish, DRAIN_MS))
       settle()
     })
-    socket.on('data', (c: Buffer) => { seen = true; output.push(c) })
-    socket.on('end', finish)
-    socket.on('close', finish)
-    socket.on('error', finish)
+    proc.stdout.on('data', (c: Buffer) => { seen = true; output.stdout(c) })
+    proc.stderr.on('data', (c: Buffer) => { seen = true; output.stderr(c) })
+    void outputClosed(proc).then(finish)
     const stop = (): void => {
       clearTimeout(quiet)
       timers.push(setTimeout(finish, Math.max(RESULT_GRACE_MS, kill() + 5000)))
@@ -225,8 +223,9 @@ const HINT_CARRY = 40
  * stdout decoded as UTF-8 (sequences never split) for onOutput, without the wrapper's end marker;
  * stderr carries the wrapper's exit sentinel. `onStdout` runs when the marker or later stdout arrives.
  */
-function mergedOutput (reg: Registry, handle: ExecHandle, onOutput: (text: string) => void, onForkErrors: () => void, onStdout: () => void, onExit: (code: number) => void): {
-  push: (chunk: Buffer) => void,
+function mergedOutput (reg: Registry, onOutput: (text: string) => void, onForkErrors: () => void, onStdout: () => void, onExit: (code: number) => void): {
+  stdout: (data: Buffer) => void,
+  stderr: (data: Buffer) => void,
   exited: () => boolean,
   settled: () => boolean,
   pids: () => number | undefined,
@@ -242,12 +241,9 @@ function mergedOutput (reg: Registry, handle: ExecHandle, onOutput: (text: strin
     emit(decoder.decode(data, { stream: true }))
     if (eof.seen) onStdout()
   }, onStdout)
-  const demux = handle.decoder((stream, data) => {
-    if (stream === STDOUT) eof.push(data)
-    else parser.push(data)
-  })
   return {
-    push: (chunk: Buffer) => demux.push(chunk),
+    stdout: data => eof.push(data),
+    stderr: data => parser.push(data),
     exited: () => parser.exitCode !== null,
     settled: () => parser.exitCode !== null && eof.seen,
     pids: () => parser.pids,

@@ -1,4 +1,4 @@
-import type { Duplex } from 'node:stream'
+import type { Readable, Writable } from 'node:stream'
 
 /*
  * The engine interface (docs/contract.md#engines): what the sandbox core asks of a container engine. The Docker
@@ -140,7 +140,7 @@ export interface ExecSpec {
   cwd?: string
   /** `KEY=value` entries */
   env?: string[]
-  /** attach stdin (the returned socket is writable; end() closes the process's stdin) */
+  /** attach stdin (ExecProcess.stdin is writable; end() closes the process's stdin) */
   stdin?: boolean
   tty?: boolean
   /** the caller's cancellation: also ends the wait for an exec slot */
@@ -152,16 +152,45 @@ export interface ExecSpec {
 /** Output stream ids of an exec: 1 stdout, 2 stderr. */
 export type ExecOutput = 1 | 2
 
-/** A started exec. */
-export interface ExecHandle {
-  id: string
-  /** The raw connection: write stdin here; its bytes are in the engine's framing (decode them with decoder()). */
-  socket: Duplex
-  /** A decoder of the socket's bytes into stdout/stderr (everything is stdout with a TTY): feed it every chunk. */
-  decoder: (onOutput: (stream: ExecOutput, data: Buffer) => void) => { push: (chunk: Buffer) => void }
+/** How a process ended, as far as the engine knows. */
+export interface ExecExit {
+  /**
+   * Its exit status; null when unknown: the output was lost, the caller closed the process before it
+   * ended, the sandbox stopped under it, or it never started.
+   */
+  code: number | null
+  /** The engine never started it (the sandbox had no process or memory left): nothing of it ran. */
+  notStarted: boolean
 }
 
-export interface ExecState { running: boolean, exitCode: number | null, pid: number }
+/** Signals a caller may send to a process. */
+export type ExecSignal = 'HUP' | 'INT' | 'TERM' | 'KILL'
+
+/**
+ * A started process. Its output arrives on `stdout` and `stderr` (with a TTY everything is stdout
+ * and stderr only ends): read both, a stream left paused holds the process's output back as far as
+ * the engine can. How the bytes travel (Docker's attach framing, a websocket, a pipe) is the
+ * engine's business.
+ */
+export interface ExecProcess {
+  /** The process's stdin when ExecSpec.stdin (end() closes it); null otherwise. */
+  readonly stdin: Writable | null
+  readonly stdout: Readable
+  readonly stderr: Readable
+  /**
+   * Settles (never rejects) once the output streams ended and the engine knows how the process
+   * ended, or right after close(). The engine waits for a status it reports late.
+   */
+  readonly exit: Promise<ExecExit>
+  /** Whether the process exists yet: false while the engine still tries to start it (no process or memory left). */
+  started: () => Promise<boolean>
+  /** The TTY's size (no-op without a TTY). */
+  resize: (cols: number, rows: number) => Promise<void>
+  /** Sends `signal` to the process and to the processes it started that kept its environment. */
+  signal: (signal: ExecSignal) => Promise<void>
+  /** Detaches: ends the streams (the process gets EOF or SIGHUP as the engine delivers it); `exit` then settles at once. */
+  close: () => void
+}
 
 /** What the engine itself measures about a sandbox (never what the sandbox reports). */
 export interface ResourceStats {
@@ -265,9 +294,7 @@ export interface SandboxEngine {
   /** missing is success */
   removeVolume: (name: string) => Promise<void>
   /** Starts a process; throws reason no-such-sandbox / not-running / conflict when the sandbox is gone or stopped. */
-  exec: (id: string, spec: ExecSpec) => Promise<ExecHandle>
-  execInspect: (execId: string) => Promise<ExecState>
-  execResize: (execId: string, cols: number, rows: number) => Promise<void>
+  exec: (id: string, spec: ExecSpec) => Promise<ExecProcess>
   /** Writes one file (parent dir must exist). */
   putFile: (id: string, path: string, content: Buffer, mode: number, uid: number, gid: number) => Promise<void>
   /** One sample of the sandbox's counters. */

@@ -2,13 +2,9 @@ import type { Readable } from 'node:stream'
 
 /*
  * Helpers for exec streams: the exit sentinel of the bash_tool wrapper, the kill script and the byte
- * budget of a long-lived stream (the engine's own stream framing is decoded by the engine:
- * ExecHandle.decoder). Unit-testable.
+ * budget of a long-lived stream (the engine's own stream framing is the engine's business: a process
+ * hands its output on as stdout and stderr, engine-types.ts ExecProcess). Unit-testable.
  */
-
-/** Output stream ids (engine-types.ts ExecOutput); an engine's decoder hands output on with them. */
-export const STDOUT = 1
-export const STDERR = 2
 
 export const EXIT_SENTINEL = '__cubicle_exit:'
 
@@ -18,7 +14,7 @@ export const EOF_MARKER = '\0__cubicle_eof\n'
 /**
  * argv of bash_tool's wrapper: the command's stdout and stderr both go to the exec's stdout in arrival
  * order; the top-level bash's exit status is reported on the exec's stderr once bash has exited, so
- * the caller can return even while background children keep stdout open. dockerd copies the two
+ * the caller can return even while background children keep stdout open. An engine (dockerd) may copy the two
  * pipes independently, and under load the status can arrive well before bash's last output, so the
  * wrapper then also marks the end of bash's output on stdout (EOF_MARKER, which EofFilter removes).
  * The status line also carries the cgroup's process count (cgroup v2 or v1 path) read with shell

@@ -1,16 +1,15 @@
 import { randomBytes } from 'node:crypto'
-import type { Duplex } from 'node:stream'
 import { SANDBOX_USER } from './sandbox-spec.js'
-import type { EngineFailure, ExecHandle, ExecState, SandboxDetails } from './engine-types.js'
+import type { EngineFailure, ExecProcess, SandboxDetails } from './engine-types.js'
 import { toEnvList } from './env.js'
-import { STDERR, STDOUT } from './exec-stream.js'
 import { SANDBOX_PUT_FAILED } from './errors.js'
 import { holdLease } from './activity.js'
+import { outputClosed, ProcessSocket } from './process-socket.js'
 import { agentExec } from './agent-exec.js'
 import { terminate } from './kill.js'
 import { notRunning, recoverVanished, runningEntry } from './recovery.js'
 import { eventSince } from './notices.js'
-import { armDeadline, changed, execStartError, sleep, type Entry, type Registry } from './registry.js'
+import { armDeadline, changed, execStartError, type Entry, type Registry } from './registry.js'
 import { diagnose, memoryNotice, pidsNotice, restartSandbox } from './saturation.js'
 import type { ExecOptions, ExecResult, SandboxStream, StreamOptions } from './types.js'
 
@@ -23,13 +22,13 @@ import type { ExecOptions, ExecResult, SandboxStream, StreamOptions } from './ty
 
 /** Result deadline after a SIGTERM (at least SIGKILL + 5 s). */
 export const RESULT_GRACE_MS = 10_000
-/** How long an exec may show no process (pid 0) before the engine is asked whether the sandbox is saturated. */
+/** How long an exec may show no output before the engine is asked whether its process started (a saturated sandbox). */
 export const STALL_MS = 2000
 const DEFAULT_MAX_BYTES = 32 * 1024 * 1024
 
-interface Ended { timedOut: boolean, cancelled: boolean, lost: boolean, seen: boolean }
+interface Ended { timedOut: boolean, cancelled: boolean, seen: boolean }
 
-/** rawExec's result: `notStarted` when the engine never started the process (pid 0, e.g. no pid left). */
+/** rawExec's result: `notStarted` when the engine never started the process (e.g. no pid left). */
 export type RawExecResult = ExecResult & { notStarted: boolean }
 
 /**
@@ -87,78 +86,79 @@ export async function rawExec (reg: Registry, sandboxId: string, argv: string[],
   const user = opts.user ?? SANDBOX_USER
   const env = toEnvList(opts.env, entry === undefined ? undefined : { CUBICLE_EXEC_ID: execId })
   const stdin = opts.stdin === undefined ? undefined : Buffer.isBuffer(opts.stdin) ? opts.stdin : Buffer.from(opts.stdin, 'utf8')
-  let handle: ExecHandle
+  let proc: ExecProcess
   try {
     // The wait for an exec slot counts toward the call's own timeout and ends with its signal.
     const deadline = Date.now() + (opts.timeoutMs ?? reg.opts.commandTimeoutS * 1000)
-    handle = await reg.engine.exec(sandboxId, { argv, user, cwd: opts.cwd ?? '/home/assistant', env, stdin: stdin !== undefined, signal: opts.signal, deadline })
+    proc = await reg.engine.exec(sandboxId, { argv, user, cwd: opts.cwd ?? '/home/assistant', env, stdin: stdin !== undefined, signal: opts.signal, deadline })
   } catch (err) {
     throw entry === undefined ? err : execStartError(reg, entry, err)
   }
-  const out = collector(handle, opts.maxBytes ?? DEFAULT_MAX_BYTES)
+  const out = collector(proc, opts.maxBytes ?? DEFAULT_MAX_BYTES)
   const kill = (): number | null => entry === undefined ? null : terminate(reg, entry, execId, user, opts.killGraceMs)
   // A start that hangs (no pid left): restart the sandbox if saturated; the stream ends with it.
   let stalled = false
   const stall = entry === undefined
     ? undefined
-    : (seen: () => boolean) => watchStart(reg, handle.id, seen, () => {
+    : (seen: () => boolean) => watchStart(proc, seen, () => {
         stalled = true
         void relieve(reg, entry).catch(err => { reg.log.warn({ chat: entry.names.key, err }, 'restarting a saturated sandbox failed') })
       })
-  const ended = await awaitEnd(reg, handle.socket, opts, out.push, kill, stdin, stall)
-  let exitCode: number | null = null
-  let notStarted = stalled && !ended.seen
-  if (wantExitCode && (!ended.lost || ended.timedOut || ended.cancelled)) {
-    const state = await pollExitCode(reg, handle.id, ended)
-    exitCode = state?.exitCode ?? null
-    if (state !== null && state.pid === 0 && !state.running) notStarted = true
-  }
-  return { exitCode: notStarted ? null : exitCode, ...out.result(), timedOut: ended.timedOut, cancelled: ended.cancelled, notStarted }
+  const ended = await awaitEnd(reg, proc, opts, kill, stdin, stall)
+  const exit = await proc.exit
+  const notStarted = exit.notStarted || (stalled && !ended.seen)
+  const exitCode = wantExitCode && !notStarted ? exit.code : null
+  return { exitCode, ...out.result(), timedOut: ended.timedOut, cancelled: ended.cancelled, notStarted }
 }
 
 /**
  * A start that hangs: when no output arrived within STALL_MS, asks the engine whether the process
- * exists yet; pid 0 means the runtime is still trying to start it (no pid or memory left) and calls
+ * exists yet; one that does not (the runtime still tries to start it: no pid or memory left) calls
  * `onStalled`. Returns the disarm function.
  */
-export function watchStart (reg: Registry, execId: string, seen: () => boolean, onStalled: () => void): () => void {
+export function watchStart (proc: ExecProcess, seen: () => boolean, onStalled: () => void): () => void {
   let off = false
   const timer = setTimeout(() => {
     if (off || seen()) return
-    reg.engine.execInspect(execId).then(s => { if (!off && s.running && s.pid === 0) onStalled() }, () => {})
+    proc.started().then(started => { if (!off && !started) onStalled() }, () => {})
   }, STALL_MS)
   timer.unref()
   return () => { off = true; clearTimeout(timer) }
 }
 
 /** Keeps at most `maxBytes` of stdout and of stderr; the rest only sets `truncated`. */
-function collector (handle: ExecHandle, maxBytes: number): { push: (chunk: Buffer) => void, result: () => { stdout: Buffer, stderr: Buffer, truncated: boolean } } {
-  const kept = { [STDOUT]: [] as Buffer[], [STDERR]: [] as Buffer[] }
-  const len = { [STDOUT]: 0, [STDERR]: 0 }
+function collector (proc: ExecProcess, maxBytes: number): { result: () => { stdout: Buffer, stderr: Buffer, truncated: boolean } } {
   let truncated = false
-  const demux = handle.decoder((stream, data) => {
-    if (len[stream] + data.length <= maxBytes) { kept[stream].push(Buffer.from(data)); len[stream] += data.length; return }
-    const room = maxBytes - len[stream]
-    if (room > 0) { kept[stream].push(Buffer.from(data.subarray(0, room))); len[stream] += room }
-    truncated = true
-  })
-  return {
-    push: chunk => demux.push(chunk),
-    result: () => ({ stdout: Buffer.concat(kept[STDOUT], len[STDOUT]), stderr: Buffer.concat(kept[STDERR], len[STDERR]), truncated })
+  const keep = (): { chunks: Buffer[], len: number, push: (data: Buffer) => void } => {
+    const k = {
+      chunks: [] as Buffer[],
+      len: 0,
+      push: (data: Buffer): void => {
+        if (k.len + data.length <= maxBytes) { k.chunks.push(Buffer.from(data)); k.len += data.length; return }
+        const room = maxBytes - k.len
+        if (room > 0) { k.chunks.push(Buffer.from(data.subarray(0, room))); k.len += room }
+        truncated = true
+      }
+    }
+    return k
   }
+  const out = keep()
+  const err = keep()
+  proc.stdout.on('data', out.push)
+  proc.stderr.on('data', err.push)
+  return { result: () => ({ stdout: Buffer.concat(out.chunks, out.len), stderr: Buffer.concat(err.chunks, err.len), truncated }) }
 }
 
 /** Arms a stall check (watchStart) given whether any output was seen; returns its disarm function. */
 type StallWatch = (seen: () => boolean) => () => void
 
 /**
- * Waits for the exec's stream to end. On timeout or abort `kill()` starts the kill path and returns
- * its SIGKILL delay (the result then comes at the latest RESULT_GRACE_MS later), or null to give up at
- * once. `stall` watches for a start that hangs.
+ * Waits for the process to end. On timeout or abort `kill()` starts the kill path and returns its
+ * SIGKILL delay (the result then comes at the latest RESULT_GRACE_MS later, the process closed), or
+ * null to give up at once. `stall` watches for a start that hangs.
  */
-async function awaitEnd (reg: Registry, socket: Duplex, opts: ExecOptions, onData: (chunk: Buffer) => void, kill: () => number | null,
-  stdin?: Buffer, stall?: StallWatch): Promise<Ended> {
-  reg.streams.add(socket)
+async function awaitEnd (reg: Registry, proc: ExecProcess, opts: ExecOptions, kill: () => number | null, stdin?: Buffer, stall?: StallWatch): Promise<Ended> {
+  reg.streams.add(proc)
   return await new Promise<Ended>(resolve => {
     let timedOut = false
     let cancelled = false
@@ -167,48 +167,35 @@ async function awaitEnd (reg: Registry, socket: Duplex, opts: ExecOptions, onDat
     const timers: NodeJS.Timeout[] = []
     let disarm = (): void => {}
     let unwatch = (): void => {}
-    const finish = (lost: boolean): void => {
+    const finish = (): void => {
       if (done) return
       done = true
       for (const t of timers) clearTimeout(t)
       disarm()
       unwatch()
-      reg.streams.delete(socket)
-      socket.destroy()
-      resolve({ timedOut, cancelled, lost, seen })
+      reg.streams.delete(proc)
+      proc.close()
+      resolve({ timedOut, cancelled, seen })
     }
-    socket.on('data', (c: Buffer) => { seen = true; onData(c) })
-    socket.on('end', () => finish(false))
-    socket.on('close', () => finish(false))
-    socket.on('error', () => finish(true))
+    const saw = (): void => { seen = true }
+    proc.stdout.once('data', saw)
+    proc.stderr.once('data', saw)
+    void outputClosed(proc).then(finish)
     const terminate = (): void => {
       const grace = kill()
-      if (grace === null) { finish(true); return }
-      timers.push(setTimeout(() => finish(true), Math.max(RESULT_GRACE_MS, grace + 5000)))
+      if (grace === null) { finish(); return }
+      timers.push(setTimeout(finish, Math.max(RESULT_GRACE_MS, grace + 5000)))
     }
     disarm = armDeadline(opts.timeoutMs ?? reg.opts.commandTimeoutS * 1000, opts.signal,
       () => { if (!cancelled) { timedOut = true; terminate() } },
       () => { if (!timedOut && !cancelled) { cancelled = true; terminate() } })
     if (stall !== undefined) unwatch = stall(() => seen)
-    if (stdin !== undefined) {
-      socket.write(stdin)
-      socket.end()
+    if (stdin !== undefined && proc.stdin !== null) {
+      proc.stdin.on('error', () => {})
+      proc.stdin.write(stdin)
+      proc.stdin.end()
     }
   })
-}
-
-/** Docker may report the exec as running for a moment after its stream ended: poll briefly. */
-async function pollExitCode (reg: Registry, execId: string, ended: Ended): Promise<ExecState | null> {
-  for (let i = 0; i < 20; i++) {
-    let state: ExecState
-    try {
-      state = await reg.engine.execInspect(execId)
-    } catch { return null }
-    if (!state.running) return state
-    if (ended.timedOut || ended.cancelled) return null
-    await sleep(i < 5 ? 5 : 25)
-  }
-  return null
 }
 
 /** After an exec lost its stream: refresh the cached state (one inspect) and return what the engine said. */
@@ -262,28 +249,25 @@ async function withRecovery<T> (reg: Registry, entry: Entry, op: () => Promise<T
 /** A long-lived exec with a raw byte stream (terminal TTY, CDP relay). See types.ts. */
 export async function openStream (reg: Registry, chatId: string, argv: string[], opts: StreamOptions = {}): Promise<SandboxStream> {
   const entry = await runningEntry(reg, chatId)
-  const tty = opts.tty === true
-  const handle = await withRecovery(reg, entry, async () => {
+  const proc = await withRecovery(reg, entry, async () => {
     try {
       return await reg.engine.exec(entry.sandboxId ?? '', {
-        argv, user: opts.user ?? SANDBOX_USER, cwd: opts.cwd ?? '/home/assistant', env: toEnvList(opts.env), stdin: true, tty
+        argv, user: opts.user ?? SANDBOX_USER, cwd: opts.cwd ?? '/home/assistant', env: toEnvList(opts.env), stdin: true, tty: opts.tty === true
       })
     } catch (err) { throw execStartError(reg, entry, err) }
   })
-  const { socket } = handle
-  reg.streams.add(socket)
-  socket.once('close', () => reg.streams.delete(socket))
-  const docker = reg.engine
+  reg.streams.add(proc)
+  const socket = new ProcessSocket(proc)
+  socket.once('close', () => { reg.streams.delete(proc) })
   return {
     socket,
     demux: (onStdout, onStderr) => {
-      const d = handle.decoder((s, data) => { if (s === STDOUT) onStdout(data); else onStderr?.(data) })
-      socket.on('data', (c: Buffer) => d.push(c))
+      proc.stdout.on('data', onStdout)
+      proc.stderr.on('data', (data: Buffer) => onStderr?.(data))
+      socket.reading = true
     },
-    resize: async (cols, rows) => { if (tty) await docker.execResize(handle.id, cols, rows) },
-    exitCode: async () => {
-      try { return (await docker.execInspect(handle.id)).exitCode } catch { return null }
-    },
-    close: () => { reg.streams.delete(socket); socket.destroy() }
+    resize: async (cols, rows) => { await proc.resize(cols, rows) },
+    exitCode: async () => (await proc.exit).code,
+    close: () => { socket.destroy() }
   }
 }

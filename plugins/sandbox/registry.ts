@@ -1,9 +1,8 @@
-import type { Duplex } from 'node:stream'
 import type { FastifyBaseLogger } from 'fastify'
 import { chatKey } from '../../core/chat-id.js'
 import type { SandboxSettings } from './sandbox-spec.js'
 import type { ChatMeta } from './data-dirs.js'
-import type { EngineNetwork, LeaseHolder, SandboxEngine } from './engine-types.js'
+import type { EngineNetwork, ExecProcess, LeaseHolder, SandboxEngine } from './engine-types.js'
 import { newHolder } from './prefix-lease.js'
 import { sandboxNames, type SandboxNames } from './names.js'
 import type { RequestUser } from '../../core/identity.js'
@@ -126,8 +125,8 @@ export interface Registry {
   readonly addressHooks: AddressHook[]
   /** extra mounts (docs/contract.md#skills; extra-mounts.ts) */
   readonly mountProviders: MountProvider[]
-  /** open exec sockets, ended by close() */
-  readonly streams: Set<Duplex>
+  /** open engine processes, closed by close() */
+  readonly streams: Set<ExecProcess>
   /** entries between reserveSlot() and the end of their ensure (capacity count) */
   readonly starting: Set<Entry>
   /** containers already reported as not adoptable (logged once each) */

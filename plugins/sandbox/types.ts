@@ -5,7 +5,7 @@ import type { SandboxEngine } from './engine-types.js'
 
 /** The engine interface (docs/contract.md#engines) is part of the contract: engine plugins import it from here. */
 export type {
-  DiskUsageReport, EngineErrorReason, EngineFailure, EngineNetwork, ExecHandle, ExecOutput, ExecSpec, ExecState, LeaseAnswer, LeaseHolder, LeaseRecord, ResourceStats,
+  DiskUsageReport, EngineErrorReason, EngineFailure, EngineNetwork, ExecExit, ExecOutput, ExecProcess, ExecSignal, ExecSpec, LeaseAnswer, LeaseHolder, LeaseRecord, ResourceStats,
   SandboxDetails, SandboxEngine, SandboxSpec, SandboxSummary, SpecMount, StorageInfo, VolumeSummary
 } from './engine-types.js'
 

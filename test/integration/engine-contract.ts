@@ -9,7 +9,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Test } from 'tap'
 import pino from 'pino'
-import type { ExecHandle, SandboxEngine, SandboxSpec } from '../../plugins/sandbox/types.js'
+import type { Readable } from 'node:stream'
+import type { ExecProcess, SandboxEngine, SandboxSpec } from '../../plugins/sandbox/types.js'
 import { createSandboxService } from '../../plugins/sandbox/service.js'
 import { parseOptions } from '../../core/config.js'
 import { SandboxOptions } from '../../plugins/sandbox/schemas.js'
@@ -26,29 +27,27 @@ export interface ContractOptions {
 
 const MiB = 1024 * 1024
 
-/** Collects an exec's output (decoded by the engine) until its stream ends. */
+/** Collects a process's output (decoded by the engine) until both its streams ended. */
 /** `stdin` is written, then closed unless `keepOpen` (a TTY: closing it may end the session before its output). */
-export async function collect (h: ExecHandle, stdin?: string, keepOpen = false): Promise<{ stdout: string, stderr: string }> {
-  const out = { 1: [] as Buffer[], 2: [] as Buffer[] }
-  const d = h.decoder((stream, data) => { out[stream].push(Buffer.from(data)) })
-  await new Promise<void>(resolve => {
-    h.socket.on('data', (c: Buffer) => { d.push(c) })
-    h.socket.on('end', resolve)
-    h.socket.on('close', resolve)
-    h.socket.on('error', () => resolve())
-    if (stdin !== undefined) { h.socket.write(stdin); if (!keepOpen) h.socket.end() }
-  })
-  return { stdout: Buffer.concat(out[1]).toString('utf8'), stderr: Buffer.concat(out[2]).toString('utf8') }
+export async function collect (p: ExecProcess, stdin?: string, keepOpen = false): Promise<{ stdout: string, stderr: string }> {
+  const read = async (r: Readable): Promise<string> => {
+    const chunks: Buffer[] = []
+    for await (const c of r) chunks.push(c as Buffer)
+    return Buffer.concat(chunks).toString('utf8')
+  }
+  if (stdin !== undefined) { p.stdin?.write(stdin); if (!keepOpen) p.stdin?.end() }
+  const [stdout, stderr] = await Promise.all([read(p.stdout), read(p.stderr)])
+  return { stdout, stderr }
 }
 
-/** Exit code once the engine reports the exec finished (it may lag the stream's end). */
-async function exitOf (engine: SandboxEngine, id: string): Promise<number | null> {
-  for (let i = 0; i < 50; i++) {
-    const s = await engine.execInspect(id)
-    if (!s.running) return s.exitCode
-    await new Promise(resolve => setTimeout(resolve, 100))
-  }
-  return null
+/** Waits until the process prints `text` on stdout (the rest is still readable afterwards through `seen`). */
+async function printed (p: ExecProcess, text: string): Promise<{ seen: () => string }> {
+  let out = ''
+  await new Promise<void>(resolve => {
+    p.stdout.on('data', (c: Buffer) => { out += c.toString('utf8'); if (out.includes(text)) resolve() })
+    p.stderr.resume()
+  })
+  return { seen: () => out }
 }
 
 function spec (o: ContractOptions, name: string, bindDir: string): SandboxSpec {
@@ -132,24 +131,44 @@ export async function engineContract (t: Test, o: ContractOptions): Promise<void
     t.equal(stats.memory.limit, 256 * MiB, 'and the memory limit')
   })
 
-  t.test('exec: separate stdout and stderr, exit codes, stdin, env and cwd', async t => {
+  t.test('exec: separate stdout and stderr, the process resolves with its exit code, stdin, env and cwd', async t => {
     const h = await engine.exec(id, { argv: ['sh', '-c', 'echo out; echo err >&2; exit 3'], user: 'assistant' })
+    t.equal(h.stdin, null, 'no stdin unless asked for')
     t.same(await collect(h), { stdout: 'out\n', stderr: 'err\n' })
-    t.equal(await exitOf(engine, h.id), 3)
+    t.same(await h.exit, { code: 3, notStarted: false })
+    t.equal(await h.started(), true, 'an ended process had started')
     const cat = await engine.exec(id, { argv: ['sh', '-c', 'cat; echo " $X $(pwd)"'], user: 'assistant', cwd: '/tmp', env: ['X=42'], stdin: true })
     t.same(await collect(cat, 'piped'), { stdout: 'piped 42 /tmp\n', stderr: '' })
-    t.equal(await exitOf(engine, cat.id), 0)
+    t.same(await cat.exit, { code: 0, notStarted: false })
   })
 
   t.test('TTY exec: one stream, resize reaches the terminal', async t => {
     const h = await engine.exec(id, { argv: ['sh', '-c', 'read go; stty size'], user: 'assistant', tty: true, stdin: true })
-    // The terminal exists once the process runs: resize until it has started, then let it print.
-    for (let i = 0; i < 20 && (await engine.execInspect(h.id)).pid === 0; i++) await new Promise(resolve => setTimeout(resolve, 50))
-    await engine.execResize(h.id, 100, 30)
+    // The terminal exists once the process runs: resize once it has started, then let it print.
+    for (let i = 0; i < 20 && !await h.started(); i++) await new Promise(resolve => setTimeout(resolve, 50))
+    await h.resize(100, 30)
     const out = await collect(h, 'go\n', true)
     t.match(out.stdout, /30 100/, 'rows and columns as resized')
     t.equal(out.stderr, '', 'a TTY has no separate stderr')
-    t.equal(await exitOf(engine, h.id), 0)
+    t.equal((await h.exit).code, 0)
+  })
+
+  t.test('signals reach the process and what it started; close() detaches at once', async t => {
+    const h = await engine.exec(id, { argv: ['sh', '-c', 'trap "echo term; exit 7" TERM; echo ready; sleep 600'], user: 'assistant' })
+    const out = await printed(h, 'ready\n')
+    await h.signal('TERM')
+    t.same(await h.exit, { code: 7, notStarted: false }, 'the trap ran and its status is the exit code')
+    t.equal(out.seen(), 'ready\nterm\n')
+    const child = await engine.exec(id, { argv: ['sh', '-c', 'sleep 600 & echo started; wait'], user: 'assistant' })
+    await printed(child, 'started\n')
+    await child.signal('KILL')
+    t.equal((await child.exit).code, 137, 'KILL ends the process and its child (the stream ends)')
+    const left = await engine.exec(id, { argv: ['sh', '-c', 'sleep 601 & echo started; wait'], user: 'assistant' })
+    await printed(left, 'started\n')
+    const t0 = Date.now()
+    left.close()
+    t.same(await left.exit, { code: null, notStarted: false }, 'closed while running: no status')
+    t.ok(Date.now() - t0 < 5000, 'and at once')
   })
 
   t.test('putFile: mode and owner as given; a missing parent is no-such-path', async t => {

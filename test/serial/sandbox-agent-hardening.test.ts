@@ -8,9 +8,8 @@
  * the stream's byte budget (SANDBOX_AGENT_MAX_BYTES_PER_SECOND), so the server's CPU stays small.
  */
 import t from 'tap'
-import type { ExecHandle, ExecSpec } from '../../plugins/sandbox/engine-types.js'
+import type { ExecProcess, ExecSpec } from '../../plugins/sandbox/engine-types.js'
 import { AGENT_ARGV, AGENT_BURST_SECONDS } from '../../plugins/sandbox/agent-client.js'
-import { STDOUT } from '../../plugins/sandbox/exec-stream.js'
 import { buildSandboxApp, cleanupPrefix, dockerOrSkip, wrapClient } from '../integration/docker.js'
 
 const PREFIX = 'tagenthard'
@@ -152,13 +151,13 @@ t.test('the in-sandbox agent against a hostile sandbox (real Docker)', { skip },
   const execs: string[] = []
   let agentBytes = 0
   const client = wrapClient(real => ({
-    exec: async (id: string, spec: ExecSpec): Promise<ExecHandle> => {
+    exec: async (id: string, spec: ExecSpec): Promise<ExecProcess> => {
       const argv = spec.argv.join(' ')
       execs.push(argv.slice(0, 80))
-      const handle = await real.exec(id, spec)
-      if (argv !== AGENT_ARGV.join(' ')) return handle
+      const proc = await real.exec(id, spec)
       // Counts what the server reads of the agent's stdout (after the engine's framing).
-      return { ...handle, decoder: cb => handle.decoder((stream, data) => { if (stream === STDOUT) agentBytes += data.length; cb(stream, data) }) }
+      if (argv === AGENT_ARGV.join(' ')) proc.stdout.on('data', (data: Buffer) => { agentBytes += data.length })
+      return proc
     }
   }))
   const { app } = await buildSandboxApp(t, PREFIX, { killGraceMs: 2000, client, agent: true, agentBytesPerSecond: RATE })

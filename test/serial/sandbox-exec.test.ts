@@ -4,9 +4,9 @@
  * children, abort, streaming without buffering, putFile.
  */
 import t from 'tap'
+import { once } from 'node:events'
 import { PassThrough } from 'node:stream'
-import { Demuxer } from '../../plugins/sandbox-docker/docker-stream.js'
-import type { CommandOptions } from '../../plugins/sandbox/types.js'
+import type { CommandOptions, ExecProcess } from '../../plugins/sandbox/types.js'
 import { buildSandboxApp, cleanupPrefix, dockerOrSkip, wrapClient } from '../integration/docker.js'
 
 const PREFIX = 'texec'
@@ -98,29 +98,32 @@ t.test('sandbox exec (real Docker)', { skip }, async t => {
   })
 
   t.test('output that dockerd delivers long after bash\'s exit status (a loaded engine) is still returned', async t => {
-    // dockerd copies the exec's stdout and stderr independently; here each stdout frame is held back
+    // dockerd copies the exec's stdout and stderr independently; here each stdout chunk is held back
     // 600 ms, so the status on stderr arrives well before the output it follows.
     const lagging = wrapClient(real => ({
-      exec: async (id, spec) => {
-        const handle = await real.exec(id, spec)
-        if (!(spec.argv[2] ?? '').includes('__cubicle_exit')) return handle
-        const socket = new PassThrough()
+      exec: async (id, spec): Promise<ExecProcess> => {
+        const proc = await real.exec(id, spec)
+        if (!(spec.argv[2] ?? '').includes('__cubicle_exit')) return proc
+        const stdout = new PassThrough()
         let held = 0
         let ended = false
-        const endWhenFlushed = (): void => { if (ended && held === 0) socket.end() }
-        const demux = new Demuxer((stream, data) => {
-          const header = Buffer.alloc(8)
-          header[0] = stream
-          header.writeUInt32BE(data.length, 4)
-          const frame = Buffer.concat([header, data])
-          if (stream !== 1) { socket.write(frame); return }
+        const endWhenFlushed = (): void => { if (ended && held === 0) stdout.end() }
+        proc.stdout.on('data', (c: Buffer) => {
           held++
-          setTimeout(() => { socket.write(frame); held--; endWhenFlushed() }, 600)
+          setTimeout(() => { stdout.write(c); held--; endWhenFlushed() }, 600)
         })
-        handle.socket.on('data', (c: Buffer) => demux.push(c))
-        handle.socket.on('end', () => { ended = true; endWhenFlushed() })
-        socket.on('close', () => handle.socket.destroy())
-        return { ...handle, socket }
+        proc.stdout.on('end', () => { ended = true; endWhenFlushed() })
+        const exit = Promise.all([proc.exit, once(stdout, 'finish')]).then(([e]) => e)
+        return {
+          stdin: proc.stdin,
+          stdout,
+          stderr: proc.stderr,
+          exit,
+          started: async () => await proc.started(),
+          resize: async (cols, rows) => { await proc.resize(cols, rows) },
+          signal: async signal => { await proc.signal(signal) },
+          close: () => { proc.close(); stdout.destroy() }
+        }
       }
     }))
     // A server of its own needs a prefix of its own: one server instance per prefix (the prefix lease).

@@ -5,25 +5,15 @@
  * "internal error (ref …)"; a busy engine now means waiting, or a clear retriable error.
  */
 import t from 'tap'
-import { PassThrough, type Duplex } from 'node:stream'
 import pino from 'pino'
 import { parseOptions } from '../../../core/config.js'
 import type { ExecSpec, SandboxDetails, SandboxEngine } from '../../../plugins/sandbox/engine-types.js'
 import { DockerError } from '../../../plugins/sandbox-docker/docker-error.js'
-import { dockerDecoder } from '../../../plugins/sandbox-docker/docker-stream.js'
+import { MemoryProcess } from '../../../plugins/sandbox-memory/memory-process.js'
 import { adoptable } from '../../../plugins/sandbox/lifecycle.js'
 import { waitReady } from '../../../plugins/sandbox/readiness.js'
 import { createRegistry, entryOf, mapError } from '../../../plugins/sandbox/registry.js'
 import { SandboxOptions } from '../../../plugins/sandbox/schemas.js'
-
-/** One Docker stdout frame (the multiplexed stream of a non-TTY exec). */
-const frame = (text: string): Buffer => {
-  const body = Buffer.from(text)
-  const head = Buffer.alloc(8)
-  head[0] = 1
-  head.writeUInt32BE(body.length, 4)
-  return Buffer.concat([head, body])
-}
 
 const details = (name: string): SandboxDetails => ({
   ...{ id: 'cid-1', name, running: true, labels: {}, imageId: 'sha256:x', env: [], mounts: [], network: 'none' },
@@ -38,13 +28,15 @@ function registry (client: Partial<SandboxEngine>, extra: Record<string, unknown
 t.test('a ready probe that times out on a loaded engine is slow, not failed', async t => {
   let probes = 0
   const client: Partial<SandboxEngine> = {
-    async exec (_id: string, _spec: ExecSpec) {
-      const socket = new PassThrough() as unknown as Duplex
+    async exec (_id: string, spec: ExecSpec) {
       // The first probe hangs past its 5 s bound (a loaded engine); the second answers.
-      if (++probes > 1) setImmediate(() => { socket.write(frame('1000\n1000\n')); socket.end() })
-      return { id: `exec-${probes}`, socket, decoder: dockerDecoder(false) }
-    },
-    async execInspect () { return { running: false, exitCode: probes > 1 ? 0 : null, pid: 1 } }
+      const answers = ++probes > 1
+      return new MemoryProcess({ argv: spec.argv, env: {}, cwd: '/', user: 'assistant', tty: false, stdin: false }, async io => {
+        if (!answers) await io.killed
+        io.out('1000\n1000\n')
+        return 0
+      })
+    }
   }
   // readyTimeoutMs 1 s: before, the probe's 5 s time-out ended the wait with "did not become ready" (internal error).
   const reg = registry(client, { readyTimeoutMs: 1000, createTimeoutS: 30 })
