@@ -11,6 +11,7 @@ import { takeNotices } from './notices.js'
 import { diskPass } from './disk-watchdog.js'
 import { purge, reap } from './reaper.js'
 import { poolOf } from './pool.js'
+import { loggedEngine } from './engine-log.js'
 import { chatExecEnv, withChatEnv } from './pool-claim.js'
 import { createRegistry, entryOf, stopEntry, type Registry, type ServiceOptions } from './registry.js'
 import type { SandboxService } from './types.js'
@@ -47,7 +48,7 @@ export interface CoreSandboxService extends Required<SandboxService> {
 export function createSandboxService (opts: ServiceOptions, engine: SandboxEngine, log: FastifyBaseLogger): CoreSandboxService {
   // Execs into a claimed pool sandbox carry the chat's environment (pool-claim.ts).
   const ref: { reg?: Registry } = {}
-  const reg = createRegistry(opts, withChatEnv(engine, id => ref.reg === undefined ? undefined : chatExecEnv(ref.reg, id)), log)
+  const reg = createRegistry(opts, withChatEnv(loggedEngine(engine, log), id => ref.reg === undefined ? undefined : chatExecEnv(ref.reg, id)), log)
   ref.reg = reg
   const service: CoreSandboxService = {
     engine,
