@@ -7,12 +7,12 @@ import { ErrorCode, McpError, ResourceListChangedNotificationSchema } from '@mod
 import { chatPaths } from '../../core/chat-paths.js'
 import { listen } from '../helper.js'
 import { connect } from '../fixtures/mcp-probe.js'
-import { newSandboxLog, tiersManifest, uploadFile, type FakeSandboxLog } from '../fixtures/tiers-app.js'
+import { memorySandboxes, tiersManifest, uploadFile, type MemorySandboxes } from '../fixtures/tiers-app.js'
 
-async function serve (t: Test, env: Record<string, string> = {}, log: FakeSandboxLog = newSandboxLog()): Promise<{ url: string, dataDir: string, app: Awaited<ReturnType<typeof listen>>['app'] }> {
+async function serve (t: Test, env: Record<string, string> = {}, log: MemorySandboxes = memorySandboxes()): Promise<{ url: string, dataDir: string, app: Awaited<ReturnType<typeof listen>>['app'] }> {
   const dataDir = await mkdtemp(join(tmpdir(), 'tiers-'))
   t.teardown(async () => { await rm(dataDir, { recursive: true, force: true }) })
-  const { app, url } = await listen(t, { DATA_DIR: dataDir, ...env }, tiersManifest({ sandboxLog: log }))
+  const { app, url } = await listen(t, { DATA_DIR: dataDir, ...env }, tiersManifest({ sandboxes: log }))
   return { app, url, dataDir }
 }
 

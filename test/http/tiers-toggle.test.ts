@@ -4,14 +4,14 @@ import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import { listen } from '../helper.js'
 import { connect } from '../fixtures/mcp-probe.js'
-import { newSandboxLog, TIERS, tiersManifest, uploadFile, type TierName } from '../fixtures/tiers-app.js'
+import { memorySandboxes, TIERS, tiersManifest, uploadFile, type TierName } from '../fixtures/tiers-app.js'
 
 /** What each tier's consumer can observe, measured from the outside. */
 async function observe (t: Test, without?: TierName): Promise<Record<TierName, boolean>> {
   const dataDir = await mkdtemp(join(tmpdir(), 'tiers-toggle-'))
   t.teardown(async () => { await rm(dataDir, { recursive: true, force: true }) })
-  const log = newSandboxLog()
-  const { url } = await listen(t, { DATA_DIR: dataDir }, tiersManifest({ sandboxLog: log, ...(without !== undefined && { without }) }))
+  const log = memorySandboxes()
+  const { url } = await listen(t, { DATA_DIR: dataDir }, tiersManifest({ sandboxes: log, ...(without !== undefined && { without }) }))
   const chat = await connect(t, url, { 'X-Chat-Id': 'chat-a' })
   const invalid = await connect(t, url, { 'X-Chat-Id': 'not/valid' })
   const { tools } = await chat.listTools()
@@ -21,7 +21,7 @@ async function observe (t: Test, without?: TierName): Promise<Record<TierName, b
   await prompt.arrayBuffer()
   return {
     'tier-tool-descriptions': (tools.find(x => x.name === 'bash_tool')?.description ?? '').includes('README.md'),
-    'tier-readme': (log.files.get('chat-a:/home/assistant/README.md')?.content ?? '').includes('This is the contents of /home/assistant/README.md'),
+    'tier-readme': (await log.file('chat-a', '/home/assistant/README.md') ?? '').includes('This is the contents of /home/assistant/README.md'),
     'tier-static-instructions': (invalid.getInstructions() ?? '').includes('resources/list'),
     'tier-dynamic-instructions': (chat.getInstructions() ?? '').includes('This is the contents of'),
     'tier-resources': (await chat.listResources()).resources.some(r => r.uri === 'file://uploads/chat-a/u.txt'),
