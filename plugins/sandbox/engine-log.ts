@@ -14,7 +14,7 @@ const round = (ms: number): number => Math.round(ms * 10) / 10
 
 function failure (err: unknown): Record<string, unknown> {
   const e = err as Partial<EngineFailure>
-  return { err: e?.message ?? String(err), reason: e?.reason, unavailable: e?.unavailable, busy: e?.busy }
+  return { err, reason: e?.reason, unavailable: e?.unavailable, busy: e?.busy }
 }
 
 export function loggedEngine (engine: SandboxEngine, log: FastifyBaseLogger, now: () => number = () => performance.now()): SandboxEngine {
