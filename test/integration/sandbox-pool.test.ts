@@ -98,7 +98,7 @@ t.test('warm pool (real Docker)', { skip }, async t => {
     t.match(env, /^CHAT_ID=pool-a$/m)
     t.match(env, /^GIT_AUTHOR_NAME=Ann$/m)
     t.match(env, /^GITLAB_TOKEN=tok$/m)
-    const config = (s: string): string[] => s.split('\n').filter(l => !/^(CHAT_ID|HOSTNAME|CUBICLE_EXEC_ID)=/.test(l)).sort()
+    const config = (s: string): string[] => s.split('\n').filter(l => !/^(CHAT_ID|HOSTNAME|CUBICLE_EXEC_ID|CUBICLE_ENGINE_EXEC)=/.test(l)).sort()
     t.same(config(env), config(freshEnv), 'the same configuration-derived environment')
     t.equal(await sh(service, chat, 'cat /mnt/user-data/uploads/sub/early.txt'), 'early', 'an upload sent before the claim is visible')
     await writeFile(join(dataDir, 'chats', key, 'uploads', 'late.txt'), 'late')
