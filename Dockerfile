@@ -44,5 +44,5 @@ COPY sandbox-image/skills sandbox-image/skills
 USER node
 EXPOSE 8081
 HEALTHCHECK --interval=30s --timeout=3s CMD node -e "fetch('http://127.0.0.1:'+(process.env.PORT||8081)+'/health').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"
-# --optimize-for-size: V8 favours memory over speed, as `npm start` does (README Performance: RSS at 100 live chats 118 MiB instead of 187, server CPU +15 %).
+# --optimize-for-size: V8 favours memory over speed, as `npm start` does (docs/performance.md: RSS at 100 live chats 118 MiB instead of 187, server CPU +15 %).
 CMD ["node", "--optimize-for-size", "dist/core/server.js"]

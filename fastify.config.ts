@@ -1,7 +1,7 @@
 /*
  * THE manifest: which plugins load, in which order, with which options. Dependencies first; an
  * integrator adds one line `'their-plugin': config => entry(theirPlugin, options)` after what it
- * depends on (see README "Writing a plugin").
+ * depends on (see docs/writing-a-plugin.md).
  * Each prompt tier is its own line: remove one and the others keep working. Tests load subsets by
  * name with `entries(config, [...])`, so every plugin's options are written here once.
  */

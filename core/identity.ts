@@ -89,7 +89,7 @@ export interface RequestCredentials {
   /**
    * How the request that sent the settings-service pair was authenticated; absent = not at all. The
    * pair is only a request: user-skills uses it for an authenticated caller and an allowlisted
-   * origin only (README `## Settings`: MCP_TOKENS_URL_ALLOW), else the server's own settings.
+   * origin only (docs/settings.md: MCP_TOKENS_URL_ALLOW), else the server's own settings.
    */
   mcpTokensCaller?: Caller
 }
@@ -152,7 +152,7 @@ export function readUser (headers: IncomingHttpHeaders, principal: Principal | n
 /**
  * What a client must do to name its chat, for the texts a request without one gets (the result note,
  * the strict-mode error, the server's warning). Open WebUI's native MCP connection sends
- * X-OpenWebUI-Chat-Id only when Open WebUI itself runs with this switch (README "Open WebUI").
+ * X-OpenWebUI-Chat-Id only when Open WebUI itself runs with this switch (docs/clients.md#open-webui).
  */
 export const OPEN_WEBUI_CHAT_ID_SWITCH = 'ENABLE_FORWARD_USER_INFO_HEADERS=true'
 export const CHAT_ID_HINT = 'send X-Chat-Id (or X-OpenWebUI-Chat-Id) with an id that names the chat; ' +

@@ -3,7 +3,7 @@ import { tokenOfPathSegment } from './tokens.js'
 
 /*
  * The one browser Origin rule of this server, for /mcp and for every chat route (HTTP and
- * WebSocket), so that all of them agree on what "our own origin" means (README "Security model"):
+ * WebSocket), so that all of them agree on what "our own origin" means (docs/architecture.md#security-model):
  *
  * - the origin of PUBLIC_BASE_URL and each ALLOWED_ORIGINS entry, compared as serialised origins;
  * - loopback spellings of the public origin (`localhost`, `127.0.0.1`, `[::1]` with the same scheme

@@ -106,7 +106,7 @@ export function mcpChat (request: FastifyRequest, mode: SingleUserMode): ChatRes
 }
 
 /**
- * The browser Origin rule of chat routes (core/origin.ts, README "Security model"), as an onRequest
+ * The browser Origin rule of chat routes (core/origin.ts, docs/architecture.md#security-model), as an onRequest
  * hook of the encapsulated routes plugin that calls it (it then covers only that plugin's routes,
  * HTTP and WebSocket alike), plus answers to CORS preflights on `preflightPaths`.
  *

@@ -30,7 +30,7 @@ const image = process.env.DOCKER_IMAGE || 'computer-use-sandbox:latest'
 let docker = false
 try { execFileSync('docker', ['info'], { stdio: 'ignore', timeout: 10000 }); docker = true } catch {}
 if (!docker) {
-  say('no Docker engine answers: the server starts, /ready reports docker unavailable and tools fail until one runs (see README)')
+  say('no Docker engine answers: the server starts, /ready reports docker unavailable and tools fail until one runs (see docs/operations.md)')
 } else {
   let present = false
   try { execFileSync('docker', ['image', 'inspect', image], { stdio: 'ignore' }); present = true } catch {}

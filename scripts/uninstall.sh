@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Removes what a Cubicle server left on this Docker host (README "Uninstall"). Dry run unless --yes.
+# Removes what a Cubicle server left on this Docker host (docs/operations.md#uninstall). Dry run unless --yes.
 set -euo pipefail
 
 usage () {

@@ -29,7 +29,8 @@ const helloPlugin: FastifyPluginAsync<HelloOptions> = async (fastify, raw) => {
       content: [{ type: 'text', text: Array(args.times ?? 1).fill(`${greeting}, ${args.name}! (chat ${ctx.chatId})`).join('\n') }]
     })
   })
-  fastify.get('/hello', async () => ({ greeting }))
+  // A schema with a summary and a tag: /openapi.json and docs/routes.md describe the route from it.
+  fastify.get('/hello', { schema: { summary: 'The configured greeting', tags: ['hello'] } }, async () => ({ greeting }))
 }
 
 export default fp(helloPlugin, { name: 'hello-plugin', fastify: '5.x', dependencies: ['mcp-transport'], decorators: { fastify: ['mcp'] } })

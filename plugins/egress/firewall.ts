@@ -13,7 +13,7 @@ import type { SandboxNetwork } from '../sandbox/types.js'
  *   CU-EG-<hash>: -p tcp -d <gateway> --dport <port> -j ACCEPT; -j REJECT
  *
  * Applied with iptables/ip6tables when the server may (root on the Docker host); otherwise the
- * operator's job (README "Network"). The rules stay when the server stops: sandboxes keep running
+ * operator's job (docs/network.md). The rules stay when the server stops: sandboxes keep running
  * and must stay closed.
  */
 
@@ -46,7 +46,7 @@ export async function applyFirewall (net: SandboxNetwork, port: number, log: Fas
     await applyFamily('iptables', net, port)
   } catch (err) {
     log.error({ err, bridge: net.bridge },
-      'cannot install the egress firewall (iptables): sandboxes can reach host services on the network gateway; see README "Network"')
+      'cannot install the egress firewall (iptables): sandboxes can reach host services on the network gateway; see docs/network.md')
     return 'unavailable'
   }
   // No IPv6 on the sandbox network (containers also get disable_ipv6); close the link-local path anyway.

@@ -2,7 +2,7 @@ import type { AppConfig, SubagentCli } from '../../core/config.js'
 import type { RequestUser } from '../../core/identity.js'
 
 /*
- * What enters a sandbox (README "Security model"). Provider credentials (the active CLI's row and the
+ * What enters a sandbox (docs/architecture.md#security-model). Provider credentials (the active CLI's row and the
  * vision settings) are given only to the processes of a `sub_agent` run, in that exec's own
  * environment: fastify.config.ts turns the config into the sub-agent's `cliEnv` once. A container's
  * environment, and so PID 1, the in-sandbox agent, bash_tool commands and terminal shells, carries

@@ -182,7 +182,7 @@ async function createSlot (reg: Registry, p: PoolState): Promise<void> {
   } finally { p.creating = false }
 }
 
-/** Opens the ready slot's agent in the background (python's start is most of a claim's wait otherwise: README Performance). */
+/** Opens the ready slot's agent in the background (python's start is most of a claim's wait otherwise: docs/performance.md). */
 function warm (reg: Registry, s: PoolSlot): PoolSlot {
   s.agent = newAgentState(s.id, `pool-${s.slot}`)
   void openAgent(reg, s.agent).catch(() => {})

@@ -50,7 +50,8 @@ throttling (30 failures a minute per address, then 429 with \`Retry-After\`; a v
 is never refused) counts real clients instead of the proxy.
 
 Plugins take further options in \`fastify.config.ts\`; their defaults and meanings are in each
-plugin's \`schemas.ts\`.`
+plugin's \`schemas.ts\` (the browser, terminal and file-route options are described in
+[features.md](features.md)).`
 
 /** `integer ≥ 60`, `size`, `one of: open, allowlist, off` … */
 export function typeOf (s: Setting): string {

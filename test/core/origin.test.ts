@@ -57,7 +57,7 @@ t.test('a bad PUBLIC_BASE_URL or ALLOWED_ORIGINS entry fails when the policy is 
   t.throws(() => createOriginPolicy({ publicBaseUrl: 'http://a', publicBaseUrlSet: true, allowedOrigins: ['ftp://b'] }), TypeError)
 })
 
-// The chat-route rule (README "Security model"): null only in protected mode and with a credential.
+// The chat-route rule (docs/architecture.md#security-model): null only in protected mode and with a credential.
 t.test('chat routes: null only with a credential in protected mode; foreign pages may read nothing and change nothing', async t => {
   const opts = { publicBaseUrl: 'https://cu.example', publicBaseUrlSet: true, allowedOrigins: ['https://chat.example'] }
   const request = (origin: string | undefined, more: { method?: string, url?: string, headers?: Record<string, string> } = {}): FastifyRequest => ({

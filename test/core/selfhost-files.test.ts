@@ -66,7 +66,7 @@ t.test('npm start and the Dockerfile\'s CMD give the server the same node flags 
   const m = /^node ((?:--[a-z-]+(?:=\S+)? )*)dist\/core\/server\.js$/.exec(start)
   t.ok(m !== null, `npm start runs the built server: ${start}`)
   const flags = (m?.[1] ?? '').split(' ').filter(Boolean)
-  t.ok(flags.includes('--optimize-for-size'), 'memory over speed (README Performance)')
+  t.ok(flags.includes('--optimize-for-size'), 'memory over speed (docs/performance.md)')
   const cmd = /^CMD (\[.*\])$/m.exec(read('Dockerfile'))?.[1]
   t.same(JSON.parse(cmd ?? '[]'), ['node', ...flags, 'dist/core/server.js'], 'the image runs it the same way')
   t.notMatch(read('compose.yaml'), /^\s*(command|entrypoint):/m, 'compose.yaml keeps the image\'s CMD')

@@ -1,5 +1,5 @@
 // The browser Origin rule of the terminal and browser WebSockets and of the chat routes, on the real
-// stack and a real sandbox (README "Security model"): both sockets give the same answer for every
+// stack and a real sandbox (docs/architecture.md#security-model): both sockets give the same answer for every
 // Origin, in open and protected mode; `null` (a sandboxed iframe) only with a capability token, so
 // never in open mode; chat routes never answer `Access-Control-Allow-Origin: *`.
 import t from 'tap'

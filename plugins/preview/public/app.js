@@ -116,7 +116,7 @@ function select (path) {
 }
 
 // Open mode has no tokens, and chat routes answer a page with an opaque origin (a sandboxed iframe,
-// as Open WebUI embeds this page) only when it presents one (README "Security model"): such a frame
+// as Open WebUI embeds this page) only when it presents one (docs/architecture.md#security-model): such a frame
 // cannot read the listing or open the live views, so it says what to do instead of retrying.
 const openModeInOpaqueFrame = window.origin === 'null' && config.token === null
 

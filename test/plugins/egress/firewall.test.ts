@@ -63,7 +63,7 @@ t.test('a server that cannot install the rules says so in its log, naming what s
   t.equal(await applyFirewall(NET, 3128, log), 'unavailable')
   const errors = lines.filter(l => l.level === 'error')
   t.equal(errors.length, 1, 'one error line')
-  t.match(errors[0]?.msg, /cannot install the egress firewall \(iptables\): sandboxes can reach host services on the network gateway; see README "Network"/)
+  t.match(errors[0]?.msg, /cannot install the egress firewall \(iptables\): sandboxes can reach host services on the network gateway; see docs\/network\.md/)
   t.match(errors[0]?.obj, { bridge: NET.bridge, err: { message: /Permission denied/ } }, 'with the bridge and iptables\' own reason')
 })
 

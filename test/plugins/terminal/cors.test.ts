@@ -1,7 +1,7 @@
 import t from 'tap'
 import { fakeSandbox, terminalApp, KEY } from './fakes.js'
 
-// The browser Origin rule on the terminal's HTTP routes (core/route-kit.ts chatRoutes, README "Security model").
+// The browser Origin rule on the terminal's HTTP routes (core/route-kit.ts chatRoutes, docs/architecture.md#security-model).
 const auth = { authorization: `Bearer ${KEY}` }
 
 t.test('CORS follows the Origin rule: an accepted origin is echoed, never *; a foreign page cannot change anything', async t => {
