@@ -20,8 +20,7 @@ const FORBIDDEN: Array<[string, RegExp]> = [
   ['an issue number', new RegExp(['\\bissues?', '#?\\d+\\b'].join(' '), 'i')]
 ]
 
-// README.md is being rewritten in parallel; it is checked once it no longer cites tracker issues.
-const SKIPPED = new Set(['package-lock.json', 'README.md'])
+const SKIPPED = new Set(['package-lock.json'])
 const BINARY = /\.(png|jpe?g|gif|webp|bmp|ico|pdf|zip|gz|tgz|tar|woff2?|ttf|otf|docx|xlsx|xls|pptx|wasm|node)$/i
 
 function trackedFiles (): string[] {

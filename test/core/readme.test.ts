@@ -51,8 +51,18 @@ t.test('every relative link of the README, SECURITY.md, integrations/README.md a
   t.same(broken, [])
 })
 
+t.test('every repository path the README and docs/ name in backticks exists', async t => {
+  const missing: string[] = []
+  for (const page of ['README.md', ...docs]) {
+    for (const m of read(page).matchAll(/`((?:core|plugins|test|scripts|examples|bench|sandbox-image|integrations|docs)\/[\w./-]+\.(?:ts|mjs|js|sh|md|json|py))`/g)) {
+      if (!existsSync(join(ROOT, m[1] as string))) missing.push(`${page}: ${m[1] as string}`)
+    }
+  }
+  t.same(missing, [], 'a moved or renamed file is named by its new path')
+})
+
 t.test('the link finder sees relative links and skips URLs, anchors and code', async t => {
-  t.same(relativeLinks('[a](docs/x.md#h) [b](https://e.org) [c](#top) ```\n[d](nope.md)\n``` [e](../y.md)'), ['docs/x.md', '../y.md'])
+  t.same(relativeLinks('[a](docs/contract.md#tools) [b](https://e.org) [c](#top) ```\n[d](nope.md)\n``` [e](../y.md)'), ['docs/contract.md', '../y.md'])
 })
 
 t.test('the plugin guide shows examples/hello-plugin/index.ts as it is', async t => {
