@@ -49,7 +49,9 @@ function reason (diag) {
   if (diag === null || typeof diag !== 'object') return ''
   const parts = []
   if (diag.message !== undefined && typeof diag.message === 'string') parts.push(diag.message)
-  if ('found' in diag || 'wanted' in diag) parts.push(`found ${clip(JSON.stringify(diag.found) ?? 'undefined', 100)}, wanted ${clip(JSON.stringify(diag.wanted) ?? 'undefined', 100)}`)
+  const show = v => clip(JSON.stringify(v) ?? 'undefined', 100)
+  if ('pattern' in diag) parts.push(`found ${show(diag.found)}, pattern ${String(diag.pattern)}`)
+  else if ('found' in diag || 'wanted' in diag) parts.push(`found ${show(diag.found)}, wanted ${show(diag.wanted)}`)
   else if (typeof diag.diff === 'string') {
     const lines = sign => diag.diff.split('\n').filter(l => l.startsWith(sign) && !l.startsWith(sign.repeat(3))).map(l => l.slice(1).trim())
     parts.push(`found ${clip(lines('+').join(' '), 100)}, wanted ${clip(lines('-').join(' '), 100)}`)

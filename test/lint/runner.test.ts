@@ -40,6 +40,16 @@ const failing = `# Subtest: test/http/a.test.ts
 not ok 1 - test/http/a.test.ts # time=1889ms
 
 `
+const unmatched = `# Subtest: test/http/d.test.ts
+    not ok 1 - the secret is not printed
+      ---
+      found: "key=hunter2"
+      pattern: /hunter2/
+      ...
+    1..1
+not ok 4 - test/http/d.test.ts # time=20ms
+
+`
 const crashed = `# Subtest: test/integration/b.test.ts
     ok 1 - started
 not ok 2 - test/integration/b.test.ts # time=5000ms
@@ -56,6 +66,8 @@ t.test('a failed assertion is named by file, subtest and message, with what was 
   t.match(text, /✗ test\/http\/a\.test\.ts › the throttle › bad ones stay throttled → 429\n\s+found 401, wanted 429; at test\/http\/a\.test\.ts:42:5/)
   t.notMatch(text, /✗ test\/http\/a\.test\.ts › the throttle\n/, 'the failed parent is not listed beside its failed point')
   t.match(text, /✗ test\/integration\/b\.test\.ts\n\s+exit 1/, 'a file that failed without a failed point is listed with its exit')
+  const { lines: matched } = run(`TAP version 14\n${unmatched}1..1\n`)
+  t.match(matched.join('\n'), /✗ test\/http\/d\.test\.ts › the secret is not printed\n\s+found "key=hunter2", pattern \/hunter2\//, 'a (not)match names its pattern')
 })
 
 t.test('the ten slowest files close the report, slowest first, with the wall time', async t => {
