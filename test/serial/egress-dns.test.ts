@@ -18,7 +18,7 @@ import chatStorage from '../../plugins/chat-storage/index.js'
 import { removeFirewall } from '../../plugins/egress/firewall.js'
 import { TEST_API_KEY } from '../helper.js'
 import { dnsServer } from '../plugins/egress/dns-server.js'
-import { cleanupPrefix, DOCKER_HOST, dockerOrSkip, TEST_IMAGE } from './docker.js'
+import { cleanupPrefix, DOCKER_HOST, dockerOrSkip, TEST_IMAGE } from '../integration/docker.js'
 
 const PREFIX = 'tegdns'
 const { skip } = await dockerOrSkip()
