@@ -37,3 +37,13 @@ export async function listen (t: Test, env: Record<string, string> = {}, plugins
   const url = await app.listen({ port: 0, host: '127.0.0.1' })
   return { app, url }
 }
+
+/**
+ * The failure throttles count in wall-clock minutes (core/failure-throttle.ts): a test that counts
+ * failures and straddles a minute's end starts counting anew halfway (seen: the last bad key got 401,
+ * not 429). Such a test calls this first: it starts at least `needMs` before the next minute.
+ */
+export async function awayFromMinuteEdge (needMs = 15_000): Promise<void> {
+  const into = Date.now() % 60_000
+  if (into > 60_000 - needMs) await new Promise(resolve => setTimeout(resolve, 60_000 - into + 100))
+}

@@ -13,7 +13,7 @@ import { entry } from '../../core/app.js'
 import { chatPaths } from '../../core/chat-paths.js'
 import { entries } from '../../fastify.config.js'
 import { connect, probePlugin, textOf } from '../fixtures/mcp-probe.js'
-import { listen, TEST_API_KEY } from '../helper.js'
+import { awayFromMinuteEdge, listen, TEST_API_KEY } from '../helper.js'
 
 async function server (t: Test, env: Record<string, string> = {}): Promise<{ app: FastifyInstance, url: string }> {
   const dataDir = mkdtempSync(join(tmpdir(), 'cubicle-throttle-'))
@@ -37,16 +37,6 @@ async function mcp (url: string, headers: Record<string, string>): Promise<Respo
 
 const get = async (url: string, path: string, headers: Record<string, string> = {}): Promise<Response> =>
   await fetch(new URL(path, url), { headers })
-
-/**
- * The throttle counts failures in wall-clock minutes (core/failure-throttle.ts): a test that straddles
- * a minute's end would start counting anew halfway (seen once: the last bad key got 401, not 429). A
- * test that counts failures starts at least 15 s before the next minute.
- */
-async function awayFromMinuteEdge (): Promise<void> {
-  const into = Date.now() % 60_000
-  if (into > 45_000) await new Promise(resolve => setTimeout(resolve, 60_000 - into + 100))
-}
 
 function assertThrottled (t: Test, res: Response, what: string): void {
   t.equal(res.status, 429, `${what} → 429`)

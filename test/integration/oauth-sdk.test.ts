@@ -17,6 +17,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { chatKey } from '../../core/chat-id.js'
 import { userChatId } from '../../core/identity.js'
+import { awayFromMinuteEdge } from '../helper.js'
 import { chromiumOrSkip, launchChromium } from './chromium.js'
 import { containersOfChat, dockerOrSkip, removeByPrefix } from './docker.js'
 import { authorizeUrl, codeOf, exchangeCode, freePort, MemoryOAuthProvider, probeMcp, registerClient, signInWithBrowser, signInWithFetch, startOAuthServer, type OAuthServer } from '../fixtures/oauth-server.js'
@@ -178,6 +179,9 @@ t.test('OAuth with the MCP SDK client, Chromium and real Docker', gate, async t 
     page.on('response', r => { if (r.request().method() === 'POST') status = r.status() })
     await page.goto(url)
     const statuses: number[] = []
+    // the login throttle counts in wall-clock minutes: 11 submissions in a real browser on a busy machine
+    // took up to 30 s, so they start at least 45 s before the minute ends
+    await awayFromMinuteEdge(45_000)
     for (let i = 0; i < 11; i++) {
       await page.fill('input[name=key]', `wrong-key-${i}-0123456789abcdef0123456789`)
       await page.click('button[type=submit]')

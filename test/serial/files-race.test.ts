@@ -17,7 +17,7 @@ import { entries } from '../../fastify.config.js'
 import { listen } from '../helper.js'
 import { readZip } from '../plugins/files/zip-reader.js'
 import { client, textOf } from '../plugins/workspace-tools/integration-app.js'
-import { dockerOrSkip, removeByPrefix, TEST_IMAGE } from './docker.js'
+import { dockerOrSkip, removeByPrefix, TEST_IMAGE } from '../integration/docker.js'
 
 const gate = await dockerOrSkip()
 const RACE_SECONDS = 10
