@@ -13,7 +13,7 @@ import { programFor, type ProgramHost } from './memory-programs.js'
  * the host directories); processes are programs of a small shell (memory-programs.ts) that cover
  * what the sandbox core runs. Limits are kept as given; the pids limit is enforced (an exec beyond
  * it never starts, as in a saturated sandbox). It passes the same contract suite as Docker
- * (test/integration/engine-contract.ts).
+ * (test/fixtures/engine-contract.ts).
  */
 
 export class MemoryEngineError extends Error implements EngineFailure {

@@ -3,7 +3,7 @@ import type { Readable, Writable } from 'node:stream'
 /*
  * The engine interface (docs/contract.md#engines): what the sandbox core asks of a container engine. The Docker
  * engine (plugins/sandbox-docker) is the first; a Kubernetes engine would implement the same calls
- * and pass the same contract suite (test/integration/engine-contract.ts). Engine-neutral words only:
+ * and pass the same contract suite (test/fixtures/engine-contract.ts). Engine-neutral words only:
  * a sandbox is whatever the engine runs (a container, a pod), ids are the engine's own.
  */
 

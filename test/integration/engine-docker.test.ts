@@ -4,7 +4,7 @@
  */
 import t from 'tap'
 import { createDockerEngine } from '../../plugins/sandbox-docker/docker-client.js'
-import { engineContract } from './engine-contract.js'
+import { engineContract } from '../fixtures/engine-contract.js'
 import { cleanupPrefix, DOCKER_HOST, dockerOrSkip, TEST_IMAGE } from './docker.js'
 
 const PREFIX = 'tengdock'

@@ -1,10 +1,10 @@
 /*
- * The in-memory engine against the shared engine contract (test/integration/engine-contract.ts), the
+ * The in-memory engine against the shared engine contract (test/fixtures/engine-contract.ts), the
  * same suite the Docker engine passes (engine-docker.test.ts): no Docker needed.
  */
 import t from 'tap'
 import { createMemoryEngine } from '../../../plugins/sandbox-memory/memory-engine.js'
-import { engineContract } from '../../integration/engine-contract.js'
+import { engineContract } from '../../fixtures/engine-contract.js'
 
 const IMAGE = 'cubicle-memory-test:latest'
 
