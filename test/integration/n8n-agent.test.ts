@@ -33,7 +33,7 @@ t.test('the n8n AI Agent calls bash_tool through the MCP Client Tool node and an
     final: result => `The sandbox printed: ${result}`
   })
 
-  const { n8n, importFiles } = n8nUser(t, home, work)
+  const { n8n, importFiles } = await n8nUser(t, home, work)
   await importFiles({ credentials: ['cubicle.credentials.json', 'openai.credentials.json'], workflows: ['cubicle-agent.workflow.json'] }, [
     ['<MCP_API_KEY>', TEST_API_KEY], ['"n8n-demo"', JSON.stringify(chatId)], ['http://localhost:8081/mcp', `${url}/mcp`],
     ['<OPENAI_API_KEY>', 'sk-mock'], ['https://api.openai.com/v1', llm.baseUrl], ['gpt-4.1-mini', 'mock-model']

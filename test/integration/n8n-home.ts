@@ -11,6 +11,7 @@ import { mkdir, readFile, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
+import { freePort } from '../fixtures/oauth-server.js'
 import { dockerOrSkip } from './docker.js'
 
 const run = promisify(execFile)
@@ -38,15 +39,19 @@ export interface N8nUser {
   importFiles: (files: { credentials: string[], workflows: string[] }, edits: Array<[string, string]>) => Promise<void>
 }
 
-/** A fresh n8n user folder under `work` (its own sqlite database and encryption key). */
-export function n8nUser (t: Test, home: string, work: string): N8nUser {
+/**
+ * A fresh n8n user folder under `work` (its own sqlite database and encryption key), and its own task
+ * broker port: every n8n command starts a broker (5679 by default), and the n8n test files may run at once.
+ */
+export async function n8nUser (t: Test, home: string, work: string): Promise<N8nUser> {
   const env = {
     PATH: process.env.PATH ?? '',
     HOME: work,
     N8N_USER_FOLDER: join(work, 'home'),
     N8N_ENCRYPTION_KEY: randomBytes(16).toString('hex'),
     N8N_DIAGNOSTICS_ENABLED: 'false',
-    N8N_RUNNERS_ENABLED: 'false'
+    N8N_RUNNERS_ENABLED: 'false',
+    N8N_RUNNERS_BROKER_PORT: String(await freePort())
   }
   const n8n = async (...args: string[]): Promise<string> =>
     (await run(join(home, 'bin/n8n'), args, { env, maxBuffer: 32 * 1024 * 1024, timeout: 300_000 })).stdout

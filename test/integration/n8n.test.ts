@@ -24,7 +24,7 @@ t.test('n8n imports the example credential and workflow and its MCP Client node 
     config => entries(config, ['chat-storage', 'mcp-transport', 'capabilities', 'sandbox-docker', 'sandbox', 'workspace-tools']))
 
   // The files as a user edits them: the key and the server address.
-  const { n8n, importFiles } = n8nUser(t, home, work)
+  const { n8n, importFiles } = await n8nUser(t, home, work)
   await importFiles({ credentials: ['cubicle.credentials.json'], workflows: ['cubicle-bash.workflow.json'] },
     [['<MCP_API_KEY>', TEST_API_KEY], ['http://localhost:8081/mcp', `${url}/mcp`]])
   const out = await n8n('execute', '--id', 'cubicleBashTool01', '--rawOutput')

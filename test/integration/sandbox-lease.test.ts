@@ -32,11 +32,12 @@ async function currentLease (prefix: string): Promise<{ holder: { id: string, ho
 }
 
 /** A lease planted by an instance that is not this test's server. */
-async function plant (prefix: string, holder: { id: string, host: string, pid: number, startedAt: string }, renewedAt: number): Promise<void> {
+async function plant (prefix: string, holder: { id: string, host: string, pid: number, startedAt: string }, renewedAt: number): Promise<string> {
   const engine = testDockerClient()
   try {
     const r = await engine.acquireLease(leaseName(prefix), holder, { labels: labelsOf(prefix), image: TEST_IMAGE, now: renewedAt })
     if (!r.acquired) throw new Error('the prefix was already leased')
+    return r.token
   } finally { engine.close() }
 }
 
@@ -146,7 +147,11 @@ t.test('different prefixes coexist; a holder renews its lease and notices a take
   const engine = testDockerClient()
   t.teardown(() => { engine.close() })
   await engine.breakLease(after?.token ?? '')
-  await plant(p1, { id: 'usurper', host: 'elsewhere.invalid', pid: 7, startedAt: '2026-01-01T00:00:00Z' }, Date.now())
+  const usurped = await plant(p1, { id: 'usurper', host: 'elsewhere.invalid', pid: 7, startedAt: '2026-01-01T00:00:00Z' }, Date.now())
+  // The usurper is alive: it renews as a server would (every second of the 3 s timeout). Without this, a
+  // busy machine let its lease age past two missed renewals, and the old holder rightly waited it out.
+  const renewing = setInterval(() => { engine.renewLease(usurped, Date.now()).catch(() => {}) }, 1000)
+  t.teardown(() => { clearInterval(renewing) })
   await sleep(1500)
   await t.rejects(a.service.ensure('another-chat'), { code: 'SANDBOX_FAILED' }, 'no new sandbox without the lease')
   t.equal((await currentLease(p1))?.holder.id, 'usurper', 'the new holder is left alone')
