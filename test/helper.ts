@@ -4,6 +4,7 @@ import { buildApp, type Entry } from '../core/app.js'
 import { loadConfig, type AppConfig } from '../core/config.js'
 import manifest from '../fastify.config.js'
 import { NO_DOCKER_HOST, UNIT_TIER } from './fixtures/tier.js'
+import { createServer } from 'node:net'
 
 export const TEST_IMAGE = process.env.DOCKER_IMAGE ?? 'computer-use-sandbox:latest'
 
@@ -46,4 +47,16 @@ export async function listen (t: Test, env: Record<string, string> = {}, plugins
 export async function awayFromMinuteEdge (needMs = 15_000): Promise<void> {
   const into = Date.now() % 60_000
   if (into > 60_000 - needMs) await new Promise(resolve => setTimeout(resolve, 60_000 - into + 100))
+}
+
+/** A loopback TCP port that was free a moment ago (for a child process that must listen on a given port). */
+export async function freePort (): Promise<number> {
+  return await new Promise((resolve, reject) => {
+    const server = createServer()
+    server.once('error', reject)
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number }
+      server.close(() => { resolve(port) })
+    })
+  })
 }

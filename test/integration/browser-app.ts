@@ -6,7 +6,6 @@
  */
 import { randomBytes } from 'node:crypto'
 import { mkdtemp, rm } from 'node:fs/promises'
-import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Test } from 'tap'
@@ -15,24 +14,13 @@ import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js'
 import type { FastifyInstance } from 'fastify'
 import WebSocket from 'ws'
 import { entries } from '../../fastify.config.js'
-import { build, TEST_API_KEY } from '../helper.js'
+import { build, freePort, TEST_API_KEY } from '../helper.js'
 import { connect } from '../fixtures/mcp-probe.js'
 import { removeByPrefix, TEST_IMAGE } from './docker.js'
 
 export const KEY = TEST_API_KEY
 
 export interface BrowserApp { app: FastifyInstance, url: string, prefix: string, dataDir: string }
-
-async function freePort (): Promise<number> {
-  return await new Promise((resolve, reject) => {
-    const server = createServer()
-    server.once('error', reject)
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number }
-      server.close(() => { resolve(port) })
-    })
-  })
-}
 
 export async function browserApp (t: Test, env: Record<string, string> = {}): Promise<BrowserApp> {
   const prefix = `br-${randomBytes(4).toString('hex')}`

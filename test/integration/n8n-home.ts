@@ -11,7 +11,7 @@ import { mkdir, readFile, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
-import { freePort } from '../fixtures/oauth-server.js'
+import { freePort } from '../helper.js'
 import { dockerOrSkip } from './docker.js'
 
 const run = promisify(execFile)
