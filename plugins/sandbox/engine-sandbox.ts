@@ -1,0 +1,91 @@
+/*
+ * The engine contract's sandbox shapes (engine-types.ts): what a sandbox is created from and how the
+ * engine reports one, in a listing and inspected.
+ */
+
+/** A mount of a sandbox: a named volume (the chat's home) or a host path bound in. */
+export interface SpecMount {
+  type: 'bind' | 'volume'
+  /** volume name, or the host path as the engine sees it */
+  source: string
+  /** absolute path inside the sandbox */
+  target: string
+  readOnly: boolean
+  /** labels of a volume the engine creates on first use */
+  volumeLabels?: Record<string, string>
+}
+
+/** What a sandbox is created from: everything the core decides, nothing engine-specific. */
+export interface SandboxSpec {
+  /** the engine-level name (unique per engine; a second create with it is a conflict) */
+  name: string
+  image: string
+  /** the main process (the image's entrypoint runs it) */
+  command: string[]
+  hostname: string
+  user: string
+  workdir: string
+  /** `KEY=value` entries */
+  env: string[]
+  labels: Record<string, string>
+  mounts: SpecMount[]
+  /** in-memory filesystems: target → mount options (e.g. `rw,nosuid,nodev,size=…,mode=1777`) */
+  tmpfs: Record<string, string>
+  limits: {
+    /** bytes of memory (and of memory + swap: no swap) */
+    memory: number
+    cpus: number
+    /** processes and threads */
+    pids: number
+    /** bytes of the sandbox's writable filesystem; 0 = no quota */
+    disk: number
+    /** bytes of /dev/shm */
+    shm: number
+  }
+  /** network to join; 'none' = no network at all */
+  network: string
+  security: {
+    /** drop every Linux capability */
+    dropCapabilities: boolean
+    /** no privilege gain through setuid binaries */
+    noNewPrivileges: boolean
+    /** a minimal init as PID 1 (reaps zombies) */
+    init: boolean
+    /** no IPv6 inside the sandbox (no link-local path beside the firewalled IPv4 one) */
+    disableIpv6: boolean
+  }
+}
+
+/** One sandbox as a listing shows it. */
+export interface SandboxSummary {
+  /** the engine's id */
+  id: string
+  /** the engine-level name (spec.name, or the name given by claim) */
+  name: string
+  running: boolean
+  labels: Record<string, string>
+  /** address per attached network, when the listing reports it (empty when stopped) */
+  addresses?: Record<string, string>
+}
+
+/** One sandbox as inspected: what drift detection compares with the desired spec. */
+export interface SandboxDetails extends SandboxSummary {
+  /** image id the sandbox runs (sha256:…) */
+  imageId: string
+  env: string[]
+  mounts: Array<{ type: string, source: string, target: string, readOnly: boolean }>
+  /** the network it was created on ('none' without one) */
+  network: string
+  /** address per attached network (empty when stopped) */
+  addresses: Record<string, string>
+  /** limits as created (0 = unlimited) */
+  memory: number
+  cpus: number
+  pids: number
+  /** tmpfs mounts: target → options */
+  tmpfs: Record<string, string>
+  /** writable-layer quota in bytes as created (0 when none) */
+  diskQuota: number
+  /** the main process was killed for lack of memory (the last stop) */
+  oomKilled: boolean
+}
