@@ -1,4 +1,4 @@
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js'
+import type { CallToolResult } from '@modelcontextprotocol/server'
 
 /** Longest tool error text, in code points (a longer one is cut and ends with `…`). */
 export const MAX_TOOL_ERROR_CHARS = 2000

@@ -1,9 +1,9 @@
-import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js'
-import type { JSONRPCMessage, MessageExtraInfo, RequestId } from '@modelcontextprotocol/sdk/types.js'
+import type { JSONRPCMessage, MessageExtraInfo, RequestId, Transport } from '@modelcontextprotocol/server'
 
 /**
- * An SDK Transport for exactly one HTTP exchange of the stateless Streamable HTTP protocol: one
- * request goes in, messages related to it come out (progress notifications, then the response).
+ * An SDK Transport for exactly one HTTP exchange of a 2025-era client (the 2026-07-28 era is served by
+ * the SDK's own per-request transport, see modern.ts): one request goes in, messages related to it
+ * come out (progress notifications, then the response).
  *
  * We implement the public Transport interface instead of using the SDK's StreamableHTTPServerTransport
  * because the wire contract (docs/contract.md#mcp-endpoint) needs things that transport does not do: JSON replies for

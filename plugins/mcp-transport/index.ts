@@ -6,6 +6,7 @@ import { requireKey } from '../../core/route-kit.js'
 import { SERVER_NAME, SERVER_VERSION } from '../../core/version.js'
 import { createMcpRegistry } from './registry.js'
 import { createToolRunner } from './tool-call.js'
+import { createModernLeg } from './modern.js'
 import { McpTransportOptions } from './schemas.js'
 import mcpRoutes from './routes.js'
 
@@ -32,9 +33,14 @@ const mcpTransport: FastifyPluginAsync<McpTransportOptions> = async (fastify, ra
   fastify.addHook('onReady', async () => { registry.seal() })
   // Graceful shutdown: Fastify already answers new requests with 503 here; running calls finish or are
   // stopped and answered within shutdownDrainMs + shutdownCancelWaitMs. Sandboxes are left running.
-  fastify.addHook('preClose', async () => { await runner.drain(opts.shutdownDrainMs, opts.shutdownCancelWaitMs) })
+  // The 2026-07-28 leg's listen streams end after the drain (its calls run through the same runner).
+  const modern = createModernLeg({ registry, runner, opts })
+  fastify.addHook('preClose', async () => {
+    await runner.drain(opts.shutdownDrainMs, opts.shutdownCancelWaitMs)
+    await modern.close()
+  })
 
-  await fastify.register(mcpRoutes, { deps: { registry, runner, opts } })
+  await fastify.register(mcpRoutes, { deps: { registry, runner, opts, modern } })
 
   fastify.get('/mcp-info', { schema: { tags: ['mcp'], summary: 'Server name, version, tools and the headers /mcp reads (JSON)' } }, async (request, reply) => {
     await requireKey(request, reply)

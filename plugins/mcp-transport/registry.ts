@@ -1,7 +1,7 @@
 import type { TObject } from 'typebox'
 import { Compile, type Validator } from 'typebox/compile'
 import Value from 'typebox/value'
-import type { Tool } from '@modelcontextprotocol/sdk/types.js'
+import type { Tool } from '@modelcontextprotocol/server'
 import { MCP_DUPLICATE_TOOL, MCP_REGISTRY_SEALED } from './errors.js'
 import type {
   ChatlessRequestEvent, ChatlessRequestObserver, ChatNotification, InstructionsProvider, McpRegistry, McpRequestContext, ResourceProvider,

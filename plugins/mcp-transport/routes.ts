@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { isInitializeRequest, type JSONRPCRequest } from '@modelcontextprotocol/sdk/types.js'
+import { classifyInboundRequest, isInitializeRequest, type JSONRPCRequest } from '@modelcontextprotocol/server'
 import { errorBody } from '../../core/errors.js'
 import { readUser } from '../../core/identity.js'
 import { mcpChat } from '../../core/route-kit.js'
@@ -9,6 +9,7 @@ import { registerGuard } from './guard.js'
 import { keepAlive, openStream, writeEvent } from './sse.js'
 import { acceptsPriming, issueSessionId } from './session.js'
 import { createRequestServer, type ServerDeps } from './server-factory.js'
+import type { ModernLeg } from './modern.js'
 import { HAND_CHECKED } from '../../core/route-schema.js'
 import { McpHeaders, RpcBody, SUPPORTED_PROTOCOL_VERSIONS, type McpTransportOptions } from './schemas.js'
 import type { McpRequestContext } from './types.js'
@@ -20,10 +21,19 @@ type Rpc = Record<string, unknown>
 export const MCP_METHODS = new Set(['initialize', 'ping', 'tools/list', 'tools/call', 'resources/list', 'resources/read', 'resources/templates/list', 'prompts/list', 'prompts/get'])
 const rpcError = (code: number, message: string, id: unknown = null): Rpc => ({ jsonrpc: '2.0', id, error: { code, message } })
 
-export interface RouteDeps extends ServerDeps { registry: RegistryInternals, opts: Required<McpTransportOptions> }
+export interface RouteDeps extends ServerDeps { registry: RegistryInternals, opts: Required<McpTransportOptions>, modern: ModernLeg }
+
+function isNotification (message: unknown, method: string): boolean {
+  return message !== null && typeof message === 'object' && !Array.isArray(message) && (message as Rpc).method === method && (message as Rpc).id === undefined
+}
+
+/** A header the classifier reads, when it was sent once (a repeated one is left out and judged missing). */
+function optionalHeader<K extends string> (key: K, value: string | string[] | undefined): Partial<Record<K, string>> {
+  return typeof value === 'string' ? { [key]: value } as Partial<Record<K, string>> : {}
+}
 
 export default async function mcpRoutes (fastify: FastifyInstance, { deps }: { deps: RouteDeps }): Promise<void> {
-  const { registry, runner, opts } = deps
+  const { registry, runner, opts, modern } = deps
   const context = (request: FastifyRequest, method: string): McpRequestContext => {
     const user = readUser(request.headers, request.principal)
     if (user.emailRejected) request.log.warn('ignoring an invalid X-User-Email header')
@@ -57,6 +67,21 @@ export default async function mcpRoutes (fastify: FastifyInstance, { deps }: { d
     } catch {
       return await reply.code(400).send(rpcError(-32700, 'Parse error: the body is not valid JSON'))
     }
+    if (isNotification(message, 'notifications/cancelled')) cancel(request, message as Rpc)
+    // The SDK decides the era (docs/contract.md#protocol-revisions): a request carrying the 2026-07-28
+    // envelope (or a modern MCP-Protocol-Version header) goes to its handler, including the ones it
+    // rejects; 2025-era traffic stays on this leg.
+    const era = classifyInboundRequest({
+      httpMethod: 'POST',
+      body: message,
+      ...optionalHeader('protocolVersionHeader', request.headers['mcp-protocol-version']),
+      ...optionalHeader('mcpMethodHeader', request.headers['mcp-method']),
+      ...optionalHeader('mcpNameHeader', request.headers['mcp-name'])
+    })
+    if (era.kind !== 'legacy') {
+      const method = typeof (message as Rpc).method === 'string' ? (message as Rpc).method as string : 'other'
+      return await modern.serve(request, reply, message, context(request, method))
+    }
     if (Array.isArray(message)) return await reply.code(400).send(rpcError(-32600, 'Invalid Request: batches are not supported'))
     if (message === null || typeof message !== 'object' || (message as Rpc).jsonrpc !== '2.0') {
       return await reply.code(400).send(rpcError(-32600, 'Invalid Request: expected a JSON-RPC 2.0 object'))
@@ -67,8 +92,7 @@ export default async function mcpRoutes (fastify: FastifyInstance, { deps }: { d
     }
     const msg = message as Rpc
     if (typeof msg.method !== 'string' || msg.id === undefined || msg.id === null) {
-      // Notifications and responses: 202, nothing else (docs/contract.md#methods-on-mcp). Cancellation is acted on.
-      if (msg.method === 'notifications/cancelled') cancel(request, msg)
+      // Notifications and responses: 202, nothing else (docs/contract.md#methods-on-mcp). Cancellation was acted on above.
       return await reply.code(202).send()
     }
     return await handleRequest(request, reply, msg as unknown as JSONRPCRequest)
@@ -102,12 +126,12 @@ export default async function mcpRoutes (fastify: FastifyInstance, { deps }: { d
     const instructions = isInitializeRequest(msg) ? await registry.instructions(ctx) : undefined
     const useSse = msg.method === 'tools/call' && acceptsSse
     const disconnect = new AbortController()
-    const server = createRequestServer(deps, ctx, instructions, () => { exchange.dropResponse = true })
+    const server = createRequestServer(deps, ctx, { era: 'legacy', instructions, onCancelled: () => { exchange.dropResponse = true } })
     const exchange = new Exchange(msg.id, notification => { if (useSse) writeEvent(reply, notification) })
     await server.connect(exchange)
 
     if (!useSse) {
-      const response = await exchange.deliver(msg, { requestInfo: { headers: request.headers } })
+      const response = await exchange.deliver(msg, {})
       await server.close()
       if (response === undefined) return await reply.code(204).send()
       // Stateless, yet session-friendly (docs/contract.md#transport): a random id, stored nowhere, never required.
@@ -123,7 +147,7 @@ export default async function mcpRoutes (fastify: FastifyInstance, { deps }: { d
       exchange.abandon()
     }, { once: true })
     try {
-      const response = await exchange.deliver(msg, { requestInfo: { headers: request.headers } })
+      const response = await exchange.deliver(msg, {})
       if (response !== undefined) writeEvent(reply, response)
     } finally {
       stopKeepAlive()

@@ -17,7 +17,12 @@ export const McpTransportOptions = Type.Object({
 })
 export type McpTransportOptions = Static<typeof McpTransportOptions>
 
+/** The 2025-era revisions, negotiated by initialize (the first is the fallback offer); the legacy leg accepts these headers. */
 export const SUPPORTED_PROTOCOL_VERSIONS = ['2025-11-25', '2025-06-18', '2025-03-26', '2024-11-05']
+/** The 2026-07-28 era: no initialize, server/discover, a `_meta` envelope on every request (served by the SDK's handler). */
+export const MODERN_PROTOCOL_VERSIONS = ['2026-07-28']
+/** Every revision the SDK server instances are built for (docs/contract.md#protocol-revisions). */
+export const SERVED_PROTOCOL_VERSIONS = [...SUPPORTED_PROTOCOL_VERSIONS, ...MODERN_PROTOCOL_VERSIONS]
 export const DEFAULT_PROTOCOL_VERSION = '2025-03-26'
 
 /** POST /mcp: one JSON-RPC 2.0 request or notification; batches are refused (-32600). */

@@ -1,12 +1,9 @@
-import { Server } from '@modelcontextprotocol/sdk/server/index.js'
-import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv'
-import {
-  CallToolRequestSchema, ErrorCode, ListResourcesRequestSchema, ListResourceTemplatesRequestSchema,
-  ListToolsRequestSchema, ReadResourceRequestSchema, type CallToolResult, type Resource
-} from '@modelcontextprotocol/sdk/types.js'
+import { ProtocolErrorCode, ResourceNotFoundError, Server, type CacheHint, type CallToolResult, type Resource, type ServerOptions } from '@modelcontextprotocol/server'
+import { AjvJsonSchemaValidator } from '@modelcontextprotocol/server/validators/ajv'
 import { SERVER_NAME, SERVER_VERSION } from '../../core/version.js'
 import { protocolError } from './errors.js'
 import type { RegistryInternals } from './registry.js'
+import { SERVED_PROTOCOL_VERSIONS } from './schemas.js'
 import type { ToolRunner } from './tool-call.js'
 import type { ChatRequestContext, McpRequestContext } from './types.js'
 
@@ -15,7 +12,18 @@ const PAGE_SIZE = 500
 // validate output schemas, but the Server constructor would create one).
 const sharedValidator = new AjvJsonSchemaValidator()
 
-const RESOURCE_NOT_FOUND = -32002
+/** Lists that are the same for every caller may be kept by shared caches a minute (docs/contract.md#protocol-revisions). */
+const SHARED: CacheHint = { ttlMs: 60000, cacheScope: 'public' }
+/** Lists and reads that depend on the chat (its uploads, its rendered prompt): the requesting client only, never reused. */
+const PER_CHAT: CacheHint = { ttlMs: 0, cacheScope: 'private' }
+const CACHE_HINTS: ServerOptions['cacheHints'] = {
+  'tools/list': SHARED,
+  'prompts/list': SHARED,
+  'resources/templates/list': SHARED,
+  'resources/list': PER_CHAT,
+  'resources/read': PER_CHAT,
+  'server/discover': PER_CHAT
+}
 
 function chatContext (ctx: McpRequestContext): ChatRequestContext | undefined {
   return ctx.resolution.kind === 'chat' ? { ...ctx, chatId: ctx.resolution.chatId } : undefined
@@ -24,7 +32,7 @@ function chatContext (ctx: McpRequestContext): ChatRequestContext | undefined {
 function decodeCursor (cursor: string | undefined): number {
   if (cursor === undefined) return 0
   const n = Number(Buffer.from(cursor, 'base64url').toString('utf8'))
-  if (!Number.isInteger(n) || n < 0) throw protocolError(ErrorCode.InvalidParams, 'invalid cursor')
+  if (!Number.isInteger(n) || n < 0) throw protocolError(ProtocolErrorCode.InvalidParams, 'invalid cursor')
   return n
 }
 
@@ -33,39 +41,51 @@ export interface ServerDeps {
   runner: ToolRunner
 }
 
+export interface RequestServerOptions {
+  /** The protocol era the instance serves: 2025-era (initialize, one exchange) or 2026-07-28 (per-request envelope). */
+  era: 'legacy' | 'modern'
+  /** Per chat, so per request (initialize, server/discover); constructor-only in the SDK. */
+  instructions: string | undefined
+  /** Told when a tools/call was cancelled: its response must not be sent. */
+  onCancelled?: () => void
+}
+
 /**
- * Builds the SDK server for one HTTP request (the SDK's stateless pattern: instructions are
- * constructor-only, and they differ per chat). Handlers close over this request's context.
+ * Builds the SDK server for one HTTP request, for either protocol era (the SDK's per-request pattern:
+ * instructions are constructor-only, and they differ per chat). Handlers close over this request's
+ * context; one definition serves both eras, so they cannot drift apart.
  */
-export function createRequestServer (deps: ServerDeps, ctx: McpRequestContext, instructions: string | undefined, onCancelled: () => void): Server {
+export function createRequestServer (deps: ServerDeps, ctx: McpRequestContext, opts: RequestServerOptions): Server {
   const { registry, runner } = deps
   const server = new Server({ name: SERVER_NAME, version: SERVER_VERSION }, {
-    capabilities: { tools: { listChanged: false }, resources: { subscribe: false, listChanged: true } },
-    ...(instructions !== undefined && { instructions }),
+    capabilities: { tools: { listChanged: false }, resources: { subscribe: false, listChanged: true }, prompts: { listChanged: false } },
+    ...(opts.instructions !== undefined && { instructions: opts.instructions }),
+    supportedProtocolVersions: [...SERVED_PROTOCOL_VERSIONS],
+    cacheHints: CACHE_HINTS,
     jsonSchemaValidator: sharedValidator
   })
 
-  server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: registry.listTools() }))
+  server.setRequestHandler('tools/list', async () => ({ tools: registry.listTools() }))
 
-  server.setRequestHandler(CallToolRequestSchema, async (request, extra): Promise<CallToolResult> => {
+  server.setRequestHandler('tools/call', async (request, extra): Promise<CallToolResult> => {
     const progressToken = request.params._meta?.progressToken
     const result = await runner.run({
       ctx,
       name: request.params.name,
       args: request.params.arguments ?? {},
-      requestId: extra.requestId,
+      requestId: extra.mcpReq.id,
       ...(progressToken !== undefined && { progressToken }),
-      signal: extra.signal,
-      sendProgress: async params => { await extra.sendNotification({ method: 'notifications/progress', params }) }
+      signal: extra.mcpReq.signal,
+      sendProgress: async params => { await extra.mcpReq.notify({ method: 'notifications/progress', params }) }
     })
     if (result === undefined) {
-      onCancelled()
+      opts.onCancelled?.()
       return { content: [] }
     }
     return result
   })
 
-  server.setRequestHandler(ListResourcesRequestSchema, async request => {
+  server.setRequestHandler('resources/list', async request => {
     const chat = chatContext(ctx)
     if (chat === undefined) return { resources: [] }
     const offset = decodeCursor(request.params?.cursor)
@@ -76,17 +96,23 @@ export function createRequestServer (deps: ServerDeps, ctx: McpRequestContext, i
     return { resources: page, ...(next !== undefined && { nextCursor: next }) }
   })
 
-  server.setRequestHandler(ReadResourceRequestSchema, async request => {
+  server.setRequestHandler('resources/read', async request => {
     const chat = chatContext(ctx)
+    const { uri } = request.params
     if (chat !== undefined) {
       for (const provider of registry.resourceProviders()) {
-        const contents = await provider.read(request.params.uri, chat)
+        const contents = await provider.read(uri, chat)
         if (contents !== undefined) return { contents }
       }
     }
-    throw protocolError(RESOURCE_NOT_FOUND, 'Resource not found', { uri: request.params.uri })
+    // -32602 with data.uri on every revision (the SDK encodes it so for 2025-era clients too; they
+    // recognise it by data.uri, docs/contract.md#tier-5-uploads-as-mcp-resources).
+    throw new ResourceNotFoundError(uri, 'Resource not found')
   })
 
-  server.setRequestHandler(ListResourceTemplatesRequestSchema, async () => ({ resourceTemplates: [] }))
+  server.setRequestHandler('resources/templates/list', async () => ({ resourceTemplates: [] }))
+  // No prompts by contract (docs/contract.md#initialize-result); a prompt named `system` never exists.
+  server.setRequestHandler('prompts/list', async () => ({ prompts: [] }))
+  server.setRequestHandler('prompts/get', async () => { throw protocolError(ProtocolErrorCode.InvalidParams, 'Prompt not found') })
   return server
 }

@@ -1,4 +1,4 @@
-import { ErrorCode, type CallToolResult, type RequestId } from '@modelcontextprotocol/sdk/types.js'
+import { ProtocolErrorCode, type CallToolResult, type RequestId } from '@modelcontextprotocol/server'
 import { CHAT_ID_HINT } from '../../core/identity.js'
 import { errorResult } from '../../core/tool-result.js'
 import { protocolError } from './errors.js'
@@ -112,7 +112,7 @@ export function createToolRunner (registry: RegistryInternals, opts: { maxCallsP
     },
     async run ({ ctx, name, args, requestId, progressToken, signal, sendProgress }) {
       const tool = registry.tool(name)
-      if (tool === undefined) throw protocolError(ErrorCode.InvalidParams, `Unknown tool: ${name}`)
+      if (tool === undefined) throw protocolError(ProtocolErrorCode.InvalidParams, `Unknown tool: ${name}`)
       const started = performance.now()
       const report = (outcome: ToolCallOutcome): void => {
         registry.toolCallEnded({ tool: name, outcome, durationMs: performance.now() - started }, ctx.log)

@@ -1,7 +1,7 @@
 import type { IncomingHttpHeaders } from 'node:http'
 import type { FastifyBaseLogger } from 'fastify'
 import type { Static, TObject } from 'typebox'
-import type { CallToolResult, Resource, ReadResourceResult, Tool, ToolAnnotations } from '@modelcontextprotocol/sdk/types.js'
+import type { CallToolResult, Resource, ReadResourceResult, Tool, ToolAnnotations } from '@modelcontextprotocol/server'
 import type { ChatResolution, RequestUser } from '../../core/identity.js'
 
 /** What every provider learns about the MCP request it serves. */

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto'
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js'
+import type { CallToolResult } from '@modelcontextprotocol/server'
 import type { ToolCallContext, ToolDefinition } from '../mcp-transport/types.js'
 import { SubAgentInput } from './schemas.js'
 import { CLIS } from './cli.js'

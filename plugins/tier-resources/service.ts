@@ -1,4 +1,4 @@
-import type { ReadResourceResult, Resource } from '@modelcontextprotocol/sdk/types.js'
+import type { ReadResourceResult, Resource } from '@modelcontextprotocol/server'
 import { McpError } from '@modelcontextprotocol/sdk/types.js'
 import { normalizeChatId } from '../../core/chat-id.js'
 import { SANDBOX_UPLOADS } from '../../core/chat-paths.js'
@@ -15,7 +15,7 @@ const INTERNAL_ERROR = -32603
 /**
  * Tier 5 (docs/contract.md#tier-5-uploads-as-mcp-resources): the uploads of the request's chat, computed from the filesystem on every
  * call (correct after restarts, no global registry). Another chat's URI, a missing file, a symlink or
- * anything unreadable is simply "not ours" (undefined), which the transport answers with -32002
+ * anything unreadable is simply "not ours" (undefined), which the transport answers with -32602 (data.uri)
  * without revealing whether the file exists elsewhere.
  */
 export function createUploadResources (uploads: UploadService, opts: { maxReadBytes: number }): ResourceProvider {

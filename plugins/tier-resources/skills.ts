@@ -1,4 +1,4 @@
-import type { ReadResourceResult, Resource } from '@modelcontextprotocol/sdk/types.js'
+import type { ReadResourceResult, Resource } from '@modelcontextprotocol/server'
 import { SANDBOX_SKILLS } from '../../core/chat-paths.js'
 import { SKILL_NAME } from '../../core/skill-front-matter.js'
 import type { ChatRequestContext, ResourceProvider } from '../mcp-transport/types.js'
@@ -9,7 +9,7 @@ import type { SkillWatchers } from './skill-watchers.js'
  * Skills as MCP resources (docs/contract.md#skills; beyond the reference): every skill offered to the request's user
  * (the same list as the prompt: user skills, public, examples) as `skill://<category>/<name>`, whose
  * contents are its SKILL.md. MCP-native clients can show and attach them without a shell round trip.
- * A skill the user is not offered is "not ours" (undefined → -32002), like another chat's upload.
+ * A skill the user is not offered is "not ours" (undefined → -32602 with data.uri), like another chat's upload.
  */
 const PREFIX = 'skill://'
 const CATEGORIES: readonly SkillCategory[] = ['user', 'public', 'examples']

@@ -1,4 +1,4 @@
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js'
+import type { CallToolResult } from '@modelcontextprotocol/server'
 import type { SandboxNotice } from '../sandbox/types.js'
 import { cpLength, cutTo, firstCodePoints, isBlank, stripAnsi } from './text.js'
 

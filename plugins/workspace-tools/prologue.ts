@@ -1,4 +1,4 @@
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js'
+import type { CallToolResult } from '@modelcontextprotocol/server'
 import type { ToolCallContext } from '../mcp-transport/types.js'
 import { isOneOf } from '../../core/errors.js'
 import { errorResult } from '../../core/tool-result.js'

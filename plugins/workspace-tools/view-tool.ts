@@ -1,4 +1,4 @@
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js'
+import type { CallToolResult } from '@modelcontextprotocol/server'
 import type { ToolDefinition } from '../mcp-transport/types.js'
 import type { LinkService } from '../capabilities/types.js'
 import { ViewInput } from './schemas.js'

@@ -116,7 +116,7 @@ t.test('invalid chat ids never reach a tool', async t => {
     t.equal(result.isError, true, bad)
     t.match(textOf(result), /^Error: invalid chat id/)
     t.same((await client.listResources()).resources, [])
-    await t.rejects(client.readResource({ uri: 'file://uploads/x/a.txt' }), { code: -32002 })
+    await t.rejects(client.readResource({ uri: 'file://uploads/x/a.txt' }), { code: -32602, data: { uri: 'file://uploads/x/a.txt' } })
   }
   t.same(probe.calls, [])
 })
@@ -165,7 +165,7 @@ t.test('argument validation: coercion, defaults, readable errors; unknown tool i
   const unknown = await rpc(url, { jsonrpc: '2.0', id: 4, method: 'tools/call', params: { name: 'nope', arguments: {} } }, { 'x-chat-id': 'c1', accept: 'application/json' })
   t.match(await unknown.json(), { id: 4, error: { code: -32602, message: 'Unknown tool: nope' } }, 'the wire message carries no "MCP error -32602:" prefix for clients to double')
   const missing = await rpc(url, { jsonrpc: '2.0', id: 5, method: 'resources/read', params: { uri: 'file://uploads/c1/none' } }, { 'x-chat-id': 'c1' })
-  t.match(await missing.json(), { id: 5, error: { code: -32002, message: 'Resource not found', data: { uri: 'file://uploads/c1/none' } } })
+  t.match(await missing.json(), { id: 5, error: { code: -32602, message: 'Resource not found', data: { uri: 'file://uploads/c1/none' } } })
   const malformed = await rpc(url, { jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: 'whoami', arguments: 'x' } }, { 'x-chat-id': 'c1' })
   t.match(await malformed.json(), { id: 3, error: { code: -32602 } })
 })

@@ -103,10 +103,10 @@ t.test('tier 5: each chat lists and reads only its own uploads', async t => {
 
   const across = await mcpError(a.readResource({ uri: 'file://uploads/chat-b/secret.txt' }))
   const missing = await mcpError(a.readResource({ uri: 'file://uploads/chat-a/nope.txt' }))
-  t.match(across, { code: -32002 }, 'another chat\'s existing file is not found')
+  t.match(across, { code: -32602 }, 'another chat\'s existing file is not found')
   t.same(across, { ...missing as object, message: (missing as { message: string }).message.replace('nope.txt', 'secret.txt').replace('chat-a', 'chat-b') }, 'indistinguishable from a missing file')
-  t.match(await mcpError(a.readResource({ uri: 'file://uploads/chat-a/passwd' })), { code: -32002 }, 'a symlink is never read')
-  t.match(await mcpError(a.readResource({ uri: 'file://uploads/chat-a/..%2F..%2F..%2Fetc%2Fpasswd' })), { code: -32002 })
+  t.match(await mcpError(a.readResource({ uri: 'file://uploads/chat-a/passwd' })), { code: -32602 }, 'a symlink is never read')
+  t.match(await mcpError(a.readResource({ uri: 'file://uploads/chat-a/..%2F..%2F..%2Fetc%2Fpasswd' })), { code: -32602 })
 })
 
 t.test('tier 5: no chat in strict mode lists nothing and reads nothing', async t => {
@@ -114,7 +114,7 @@ t.test('tier 5: no chat in strict mode lists nothing and reads nothing', async t
   t.equal(await uploadFile(url, 'chat-a', 'a.txt', 'x'), 200)
   const client = await connect(t, url)
   t.same((await client.listResources()).resources, [])
-  t.match(await mcpError(client.readResource({ uri: 'file://uploads/chat-a/a.txt' })), { code: -32002 })
+  t.match(await mcpError(client.readResource({ uri: 'file://uploads/chat-a/a.txt' })), { code: -32602 })
 })
 
 t.test('tier 5: a file over RESOURCE_READ_MAX_BYTES is -32603 suggesting view or bash_tool', async t => {

@@ -1,4 +1,4 @@
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { execFile } from 'node:child_process'
 import { accessSync, constants } from 'node:fs'
 import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises'
@@ -7,44 +7,15 @@ import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { promisify } from 'node:util'
 import { startServer } from '../fixtures/server-process.js'
+import { REVISION_2025, REVISION_2026, type Revision } from '../fixtures/conformance-scenarios.js'
 
 // The official MCP conformance suite (@modelcontextprotocol/conformance, pinned with the Node >= 22 it
 // needs in test/conformance/package.json) against the real server in open mode, PUBLIC_BASE_URL
-// unset: the setup in which a review found dns-rebinding-protection failing and server-sse-polling
-// warning.
+// unset (the setup in which a review found dns-rebinding-protection failing and server-sse-polling
+// warning), once per protocol revision the server speaks: 2025-11-25 (initialize, session ids, SSE
+// priming) and 2026-07-28 (stateless, server/discover, header validation, cache hints).
 
 const run = promisify(execFile)
-
-/** Scenarios that apply to this server: every check must be SUCCESS or INFO (no WARNING, no FAILURE). */
-const APPLICABLE = ['server-initialize', 'ping', 'tools-list', 'resources-list', 'prompts-list', 'dns-rebinding-protection',
-  'server-sse-polling', 'server-sse-multiple-streams']
-
-/**
- * Scenarios that do not apply, why, and the failure they must end with (so that a scenario that
- * starts to apply, or fails for another reason, shows up here).
- */
-const NOT_APPLICABLE: Record<string, { why: string, failure: RegExp }> = {}
-const suiteFixtureTool = (why: string): { why: string, failure: RegExp } => ({ why, failure: /Unknown tool: test_|not found/ })
-for (const name of ['tools-call-simple-text', 'tools-call-image', 'tools-call-audio', 'tools-call-embedded-resource',
-  'tools-call-mixed-content', 'tools-call-error', 'tools-call-with-progress', 'json-schema-2020-12']) {
-  NOT_APPLICABLE[name] = suiteFixtureTool('calls a fixture tool of the suite\'s reference server (test_*); our tools, their content, errors and progress are covered by the SDK-client tests')
-}
-for (const name of ['tools-call-sampling', 'tools-call-elicitation', 'elicitation-sep1034-defaults', 'elicitation-sep1330-enums']) {
-  NOT_APPLICABLE[name] = suiteFixtureTool('a fixture tool that asks the client for sampling or elicitation; this server never sends requests to the client')
-}
-for (const name of ['logging-set-level', 'tools-call-with-logging']) {
-  NOT_APPLICABLE[name] = { why: 'no logging capability (docs/contract.md#initialize-result): logs stay on the server', failure: /Method not found/ }
-}
-NOT_APPLICABLE['completion-complete'] = { why: 'no completions capability: no prompts or resource templates to complete', failure: /Method not found/ }
-for (const name of ['resources-read-text', 'resources-read-binary', 'resources-templates-read']) {
-  NOT_APPLICABLE[name] = { why: 'reads fixture URIs (test://…); resources are a chat\'s uploads (docs/contract.md#tier-5-uploads-as-mcp-resources), covered by the tier-resources tests', failure: /Resource not found/ }
-}
-for (const name of ['resources-subscribe', 'resources-unsubscribe']) {
-  NOT_APPLICABLE[name] = { why: 'subscribe: false by contract (docs/contract.md#initialize-result); upload changes go out as resources/list_changed', failure: /Method not found/ }
-}
-for (const name of ['prompts-get-simple', 'prompts-get-with-args', 'prompts-get-embedded-resource', 'prompts-get-with-image']) {
-  NOT_APPLICABLE[name] = { why: 'no prompts by contract (docs/contract.md#initialize-result: prompts/list is empty)', failure: /Prompt not found/ }
-}
 
 interface Check { id: string, status: string, errorMessage?: string }
 
@@ -69,39 +40,68 @@ const suite = locateSuite()
 // Skips loudly on a developer machine without it; CI (and REQUIRE_DOCKER=1) must run it.
 const required = process.env.REQUIRE_DOCKER === '1' || process.env.CI === 'true' || process.env.CI === '1'
 
-t.test('the official MCP conformance suite passes every applicable server scenario', { skip: typeof suite === 'string' && !required ? suite : false }, async t => {
-  if (typeof suite === 'string') {
-    t.fail(`the MCP conformance suite is required here (REQUIRE_DOCKER=1 or CI): ${suite}`)
-    return
-  }
-  const listed = (await run(suite.node, [suite.cli, 'list', '--server'], { timeout: 60000 })).stdout
-  const scenarios = [...listed.matchAll(/^\s+- (\S+) \[/gm)].map(m => m[1] ?? '')
-  t.same(scenarios.filter(s => !APPLICABLE.includes(s) && NOT_APPLICABLE[s] === undefined), [], 'every server scenario of the suite is classified')
+/** The server scenarios the suite runs for a revision, scored or not (client scenarios left out). */
+function serverScenarios (listed: string): string[] {
+  const scored = listed.split(/^Client scenarios/m)[0] ?? ''
+  const unscored = listed.split(/^Run and reported/m)[1] ?? ''
+  return [...[...scored.matchAll(/^\s+- (\S+)\s*$/gm)].map(m => m[1] ?? ''), ...[...unscored.matchAll(/^\s+- (\S+) \[server\]/gm)].map(m => m[1] ?? '')]
+}
 
-  const { url } = await startServer(t)
+const bad = (c: Check): boolean => c.status !== 'SUCCESS' && c.status !== 'INFO' && c.status !== 'SKIPPED'
+
+async function checkRevision (t: Test, suite: { node: string, cli: string }, url: string, revision: Revision): Promise<Map<string, Check[]>> {
+  const listed = (await run(suite.node, [suite.cli, 'list', '--server', '--requirements', revision.requirements], { timeout: 60000 })).stdout
+  const scenarios = serverScenarios(listed)
+  t.ok(scenarios.length > 10, `the suite lists the server scenarios of ${revision.requirements}`)
+  t.same(scenarios.filter(s => !revision.applicable.includes(s) && revision.notApplicable[s] === undefined), [], 'every server scenario of the suite is classified')
+
   const out = await mkdtemp(join(tmpdir(), 'cu-conformance-'))
   t.teardown(async () => { await rm(out, { recursive: true, force: true }) })
   // Exits 1 because the scenarios that do not apply fail; the per-scenario results decide below.
-  await run(suite.node, [suite.cli, 'server', '--url', `${url}/mcp`, '--suite', 'all', '-o', out], { timeout: 300000 }).catch(() => undefined)
+  await run(suite.node, [suite.cli, 'server', '--url', `${url}/mcp`, '--requirements', revision.requirements, '-o', out], { timeout: 400000 }).catch(() => undefined)
   const results = new Map<string, Check[]>()
   for (const dir of await readdir(out)) {
     const scenario = dir.replace(/^server-/, '').replace(/-\d{4}-\d\d-\d\dT[\d-]+Z$/, '')
     results.set(scenario, JSON.parse(await readFile(join(out, dir, 'checks.json'), 'utf8')) as Check[])
   }
 
-  for (const scenario of APPLICABLE) {
+  for (const scenario of revision.applicable) {
     const checks = results.get(scenario) ?? []
     t.ok(checks.some(c => c.status === 'SUCCESS'), `${scenario}: ran and passed at least one check`)
-    t.same(checks.filter(c => c.status !== 'SUCCESS' && c.status !== 'INFO').map(c => `${c.id} ${c.status}: ${c.errorMessage ?? ''}`), [], `${scenario}: no warning, no failure`)
+    const exempt = (c: Check): boolean => { const e = revision.exempt[c.id]; return e !== undefined && e.failure.test(c.errorMessage ?? '') }
+    t.same(checks.filter(c => bad(c) && !exempt(c)).map(c => `${c.id} ${c.status}: ${c.errorMessage ?? ''}`), [], `${scenario}: no warning, no failure`)
   }
-  const status = (scenario: string, id: string): string | undefined => results.get(scenario)?.find(c => c.id === id)?.status
-  t.equal(status('dns-rebinding-protection', 'localhost-host-valid-accepted'), 'SUCCESS', 'own loopback Host/Origin accepted')
-  t.equal(status('dns-rebinding-protection', 'localhost-host-rebinding-rejected'), 'SUCCESS', 'foreign Host/Origin refused')
-  t.equal(status('server-sse-polling', 'server-sse-priming-event'), 'SUCCESS', 'priming event first on the POST stream')
-  t.equal(status('server-sse-polling', 'server-sse-retry-field'), 'SUCCESS', 'retry field')
-
-  for (const [scenario, { why, failure }] of Object.entries(NOT_APPLICABLE)) {
-    const messages = (results.get(scenario) ?? []).filter(c => c.status === 'FAILURE').map(c => c.errorMessage ?? '')
+  for (const [scenario, { why, failure }] of Object.entries(revision.notApplicable)) {
+    // A skipped check counts here: a scenario that only skips has not shown that it applies.
+    const messages = (results.get(scenario) ?? []).filter(c => c.status !== 'SUCCESS' && c.status !== 'INFO').map(c => c.errorMessage ?? c.status)
     t.ok(messages.length > 0 && messages.every(m => failure.test(m)), `${scenario} does not apply (${why}): ${messages.join('; ').slice(0, 200)}`)
   }
+  return results
+}
+
+const status = (results: Map<string, Check[]>, scenario: string, id: string): string | undefined => results.get(scenario)?.find(c => c.id === id)?.status
+
+t.test('the official MCP conformance suite passes every applicable server scenario of both protocol revisions', { skip: typeof suite === 'string' && !required ? suite : false }, async t => {
+  if (typeof suite === 'string') {
+    t.fail(`the MCP conformance suite is required here (REQUIRE_DOCKER=1 or CI): ${suite}`)
+    return
+  }
+  const { url } = await startServer(t)
+
+  await t.test('2025-11-25', async t => {
+    const results = await checkRevision(t, suite, url, REVISION_2025)
+    t.equal(status(results, 'dns-rebinding-protection', 'localhost-host-valid-accepted'), 'SUCCESS', 'own loopback Host/Origin accepted')
+    t.equal(status(results, 'dns-rebinding-protection', 'localhost-host-rebinding-rejected'), 'SUCCESS', 'foreign Host/Origin refused')
+    t.equal(status(results, 'server-sse-polling', 'server-sse-priming-event'), 'SUCCESS', 'priming event first on the POST stream')
+    t.equal(status(results, 'server-sse-polling', 'server-sse-retry-field'), 'SUCCESS', 'retry field')
+  })
+
+  await t.test('2026-07-28', async t => {
+    const results = await checkRevision(t, suite, url, REVISION_2026)
+    t.equal(status(results, 'server-stateless', 'sep-2575-server-implements-discover'), 'SUCCESS', 'server/discover answers')
+    t.equal(status(results, 'server-stateless', 'sep-2575-http-server-header-mismatch-400'), 'SUCCESS', 'a header that contradicts the body is 400 -32020')
+    t.equal(status(results, 'server-stateless', 'sep-2575-server-sends-subscription-ack'), 'SUCCESS', 'subscriptions/listen acknowledges first')
+    t.equal(status(results, 'dns-rebinding-protection', 'localhost-host-rebinding-rejected'), 'SUCCESS', 'foreign Host/Origin refused')
+    t.equal(status(results, 'caching', 'sep-2549-cache-scope-valid'), 'SUCCESS', 'cache hints on the cacheable results')
+  })
 })

@@ -105,7 +105,7 @@ t.test('per-user skills on real Docker', gate, async t => {
     t.notOk((await bob.listResources()).resources.some(r => r.uri === 'skill://user/team-notes'), 'not in Bob\'s list')
     for (const uri of ['skill://user/team-notes', 'skill://user/../public/x', 'skill://user/Team-Notes', 'skill://secret/team-notes']) {
       const err = await bob.readResource({ uri }).then(() => undefined, (e: unknown) => e as { code: number })
-      t.equal(err?.code, -32002, `${uri} is not found for Bob`)
+      t.equal(err?.code, -32602, `${uri} is not found for Bob`)
     }
   })
 

@@ -3,7 +3,7 @@
  * happened and what was lost, an unknown exit status names its cause, and notes fit the result limit.
  */
 import t from 'tap'
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js'
+import type { CallToolResult } from '@modelcontextprotocol/server'
 import { bashResult, formatBytes, noticeText, SANDBOX_STOPPED } from '../../../plugins/workspace-tools/bash-result.js'
 import type { SandboxNotice } from '../../../plugins/sandbox/types.js'
 

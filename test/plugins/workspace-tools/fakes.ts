@@ -1,4 +1,4 @@
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js'
+import type { CallToolResult } from '@modelcontextprotocol/server'
 import type { TObject } from 'typebox'
 import type { CommandOptions, CommandResult, ExecOptions, ExecResult, SandboxService } from '../../../plugins/sandbox/types.js'
 import type { LinkService } from '../../../plugins/capabilities/types.js'

@@ -1,0 +1,159 @@
+import t, { type Test } from 'tap'
+import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client'
+import { listen } from '../helper.js'
+import { kernelManifest, textOf, type Probe } from '../fixtures/mcp-probe.js'
+
+// MCP 2026-07-28 on /mcp (docs/contract.md#protocol-revisions): the SDK v2 client pinned to that
+// revision over real HTTP, and raw requests where the wire itself is the point.
+
+const REVISION = '2026-07-28'
+const newProbe = (): Probe => ({ calls: [], aborted: [] })
+
+async function modernClient (t: Test, url: string, headers: Record<string, string> = {}): Promise<Client> {
+  const client = new Client({ name: 'cubicle-test-v2', version: '0.0.0' }, { versionNegotiation: { mode: { pin: REVISION } } })
+  t.teardown(async () => { await client.close() })
+  await client.connect(new StreamableHTTPClientTransport(new URL('/mcp', url), { requestInit: { headers } }))
+  return client
+}
+
+/** A raw 2026-07-28 request: the `_meta` envelope and the standard headers a client sends. */
+async function post (url: string, method: string, params: Record<string, unknown> = {}, headers: Record<string, string> = {}): Promise<Response> {
+  const body = {
+    jsonrpc: '2.0',
+    id: 7,
+    method,
+    params: {
+      ...params,
+      _meta: { 'io.modelcontextprotocol/protocolVersion': REVISION, 'io.modelcontextprotocol/clientCapabilities': {} }
+    }
+  }
+  return await fetch(new URL('/mcp', url), {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': REVISION, 'mcp-method': method, ...headers },
+    body: JSON.stringify(body)
+  })
+}
+
+t.test('server/discover: the revision, capabilities and the chat\'s own instructions', async t => {
+  const { url } = await listen(t, {}, kernelManifest(newProbe()))
+  const client = await modernClient(t, url, { 'X-Chat-Id': 'Chat-A' })
+  const discover = client.getDiscoverResult()
+  t.ok(discover?.supportedVersions.includes(REVISION), 'the modern revision is offered')
+  t.same(discover?.capabilities.tools, { listChanged: false })
+  t.same(discover?.capabilities.resources, { subscribe: false, listChanged: true })
+  t.equal(discover?.instructions, 'instructions for chat-a', 'tier 4: rendered for the chat of the request')
+
+  const raw = await post(url, 'server/discover', {}, { 'x-chat-id': 'chat-b' })
+  t.equal(raw.status, 200)
+  t.equal(raw.headers.get('mcp-session-id'), null, 'no session on this revision')
+  const { result } = await raw.json() as { result: { instructions: string, ttlMs: number, cacheScope: string } }
+  t.equal(result.instructions, 'instructions for chat-b')
+  t.equal(result.cacheScope, 'private', 'instructions differ per chat: never shared')
+})
+
+t.test('tools: deterministic order, chat binding per request, errors shaped as on 2025-11-25', async t => {
+  const probe = newProbe()
+  const { url } = await listen(t, {}, kernelManifest(probe))
+  const a = await modernClient(t, url, { 'X-Chat-Id': 'c1' })
+  const first = (await a.listTools()).tools.map(tool => tool.name)
+  t.same(first, ['whoami', 'slow', 'boom'], 'by order, then registration')
+  t.same((await a.listTools()).tools.map(tool => tool.name), first, 'the same order every time')
+  t.match(textOf(await a.callTool({ name: 'whoami', arguments: { n: '3' } })), '"chatId":"c1"')
+  const b = await modernClient(t, url, { 'X-Chat-Id': 'c2', 'X-User-Email': 'bob@example.com' })
+  t.match(textOf(await b.callTool({ name: 'whoami', arguments: {} })), '"email":"bob@example.com"')
+  t.same(probe.calls.map(c => c.chatId), ['c1', 'c2'], 'each request names its chat; no session carries one')
+  const boom = await a.callTool({ name: 'boom', arguments: {} })
+  t.equal(boom.isError, true)
+  t.match(textOf(boom), /^Error: internal error \(ref /)
+  t.notMatch(textOf(boom), /secret|\/srv/, 'the stack stays in the log')
+
+  const listed = await post(url, 'tools/list')
+  const { result } = await listed.json() as { result: { ttlMs: number, cacheScope: string } }
+  t.equal(result.cacheScope, 'public', 'the tool list is the same for every chat')
+  t.ok(result.ttlMs > 0)
+  const unknown = await post(url, 'tools/call', { name: 'nope', arguments: {} }, { 'mcp-name': 'nope', accept: 'application/json' })
+  t.match(await unknown.json(), { error: { code: -32602, message: 'Unknown tool: nope' } })
+})
+
+t.test('a long tools/call streams progress and keep-alives; aborting the request cancels the tool', async t => {
+  const probe = newProbe()
+  const { url } = await listen(t, { PROGRESS_INTERVAL_SECONDS: '1' }, kernelManifest(probe))
+  const client = await modernClient(t, url, { 'X-Chat-Id': 'c1' })
+  const progress: string[] = []
+  const done = await client.callTool({ name: 'slow', arguments: { ms: 1500 } }, { onprogress: p => { progress.push(p.message ?? '') } })
+  t.equal(textOf(done), 'done')
+  t.same(progress, ['started'])
+
+  const raw = await post(url, 'tools/call', { name: 'slow', arguments: { ms: 2500 } }, { 'x-chat-id': 'c3', 'mcp-name': 'slow' })
+  t.equal(raw.headers.get('content-type'), 'text/event-stream', 'a call that accepts SSE is streamed from the start')
+  t.match(await raw.text(), /: keepalive[\s\S]*"text":"done"/, 'keep-alive comments while the tool runs, then the result')
+
+  const controller = new AbortController()
+  const cancelled = client.callTool({ name: 'slow', arguments: { ms: 60000 } }, { signal: controller.signal })
+  while (probe.calls.length < 3) await new Promise(resolve => setTimeout(resolve, 20))
+  controller.abort()
+  await t.rejects(cancelled)
+  while (probe.aborted.length === 0) await new Promise(resolve => setTimeout(resolve, 20))
+  t.same(probe.aborted, ['c1'], 'the tool saw its signal abort')
+})
+
+t.test('resources are per chat, never shared-cached; a miss is -32602 with the uri', async t => {
+  const { url } = await listen(t, {}, kernelManifest(newProbe()))
+  const client = await modernClient(t, url, { 'X-Chat-Id': 'c1' })
+  t.same((await client.listResources()).resources.map(r => r.uri), ['file://uploads/c1/a.txt'])
+  t.match(await client.readResource({ uri: 'file://uploads/c1/a.txt' }), { contents: [{ text: 'A' }] })
+  await t.rejects(client.readResource({ uri: 'file://uploads/c2/a.txt' }), { code: -32602 })
+  const listed = await post(url, 'resources/list', {}, { 'x-chat-id': 'c1' })
+  t.match(await listed.json(), { result: { cacheScope: 'private', ttlMs: 0 } })
+  const missing = await post(url, 'resources/read', { uri: 'file://uploads/c1/none' }, { 'x-chat-id': 'c1', 'mcp-name': 'file://uploads/c1/none' })
+  t.match(await missing.json(), { error: { code: -32602, data: { uri: 'file://uploads/c1/none' } } })
+  t.match(await (await post(url, 'prompts/list')).json(), { result: { prompts: [] } })
+})
+
+t.test('header validation: Mcp-Method must match the body, a modern header needs the envelope', async t => {
+  const { url } = await listen(t, {}, kernelManifest(newProbe()))
+  const mismatch = await post(url, 'tools/list', {}, { 'mcp-method': 'prompts/list' })
+  t.equal(mismatch.status, 400)
+  t.match(await mismatch.json(), { error: { code: -32020 } })
+  const bare = await fetch(new URL('/mcp', url), {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'application/json', 'mcp-protocol-version': REVISION },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' })
+  })
+  t.equal(bare.status, 400)
+  t.match(await bare.json(), { error: { code: -32602 } })
+  const initialize = await post(url, 'initialize', { protocolVersion: REVISION, capabilities: {}, clientInfo: { name: 'x', version: '1' } })
+  t.match(await initialize.json(), { error: { code: -32601 } }, 'initialize does not exist on this revision')
+})
+
+t.test('subscriptions/listen carries only its own chat\'s notifications', async t => {
+  const { app, url } = await listen(t, {}, kernelManifest(newProbe()))
+  const controller = new AbortController()
+  t.teardown(() => { controller.abort() })
+  const res = await fetch(new URL('/mcp', url), {
+    method: 'POST',
+    signal: controller.signal,
+    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': REVISION, 'mcp-method': 'subscriptions/listen', 'x-chat-id': 'listener' },
+    body: JSON.stringify({
+      jsonrpc: '2.0',
+      id: 'sub-1',
+      method: 'subscriptions/listen',
+      params: { notifications: { resourcesListChanged: true }, _meta: { 'io.modelcontextprotocol/protocolVersion': REVISION, 'io.modelcontextprotocol/clientCapabilities': {} } }
+    })
+  })
+  t.equal(res.headers.get('content-type'), 'text/event-stream')
+  const reader = res.body!.getReader()
+  let seen = ''
+  const readUntil = async (pattern: RegExp): Promise<void> => {
+    while (!pattern.test(seen)) {
+      const { value, done } = await reader.read()
+      if (done) break
+      seen += Buffer.from(value).toString('utf8')
+    }
+  }
+  await readUntil(/subscriptions\/acknowledged/)
+  t.equal(app.mcp.notifyChat('someone-else', { method: 'notifications/resources/list_changed' }), 0, 'another chat has no listener')
+  t.equal(app.mcp.notifyChat('listener', { method: 'notifications/resources/list_changed' }), 1)
+  await readUntil(/resources\/list_changed/)
+  t.match(seen, /"method":"notifications\/resources\/list_changed","params":\{"_meta":\{"io\.modelcontextprotocol\/subscriptionId":"sub-1"\}/)
+})
