@@ -34,7 +34,7 @@ const mcpTransport: FastifyPluginAsync<McpTransportOptions> = async (fastify, ra
   // Graceful shutdown: Fastify already answers new requests with 503 here; running calls finish or are
   // stopped and answered within shutdownDrainMs + shutdownCancelWaitMs. Sandboxes are left running.
   // The 2026-07-28 leg's listen streams end after the drain (its calls run through the same runner).
-  const modern = createModernLeg({ registry, runner, opts })
+  const modern = createModernLeg({ registry, runner, opts, log: fastify.log.child({ plugin: 'mcp-transport' }) })
   fastify.addHook('preClose', async () => {
     await runner.drain(opts.shutdownDrainMs, opts.shutdownCancelWaitMs)
     await modern.close()

@@ -1,5 +1,5 @@
 import { AsyncLocalStorage } from 'node:async_hooks'
-import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify'
 import { createMcpHandler, type McpHttpHandler, type ServerEvent, type ServerEventBus } from '@modelcontextprotocol/server'
 import type { RegistryInternals } from './registry.js'
 import { createRequestServer, type ServerDeps } from './server-factory.js'
@@ -51,8 +51,8 @@ export interface ModernLeg {
  * handlers differ only in response shape: a tools/call that accepts SSE is always streamed, so
  * keep-alive comments flow while a long command runs; everything else is JSON unless it streams.
  */
-export function createModernLeg (deps: ServerDeps & { registry: RegistryInternals, opts: Required<McpTransportOptions> }): ModernLeg {
-  const { registry, opts } = deps
+export function createModernLeg (deps: ServerDeps & { registry: RegistryInternals, opts: Required<McpTransportOptions>, log: FastifyBaseLogger }): ModernLeg {
+  const { registry, opts, log } = deps
   const pending = new WeakMap<Request, Pending>()
   const scope = new AsyncLocalStorage<string | undefined>()
   const bus = chatBus(registry, scope)
@@ -64,8 +64,12 @@ export function createModernLeg (deps: ServerDeps & { registry: RegistryInternal
     const instructions = entry.method === 'server/discover' ? await registry.instructions(entry.ctx) : undefined
     return createRequestServer(deps, entry.ctx, { era, instructions })
   }
+  // Per chat (chatless ones share ''), so one chat cannot take the handler-wide maxSubscriptions.
+  const listening = new Map<string, number>()
   const common = {
     legacy: 'reject' as const,
+    // Refused requests (bad envelope, header mismatch) are the client's; a client may send many.
+    onerror: (err: Error) => { log.debug({ err }, 'an MCP 2026-07-28 request was refused or failed') },
     bus,
     keepAliveMs: opts.keepAliveMs,
     maxRequestBodySize: opts.maxBodyBytes
@@ -76,6 +80,12 @@ export function createModernLeg (deps: ServerDeps & { registry: RegistryInternal
   return {
     async serve (request, reply, message, ctx) {
       const method = typeof (message as { method?: unknown }).method === 'string' ? (message as { method: string }).method : undefined
+      const chat = chatOf(ctx) ?? ''
+      const listen = method === 'subscriptions/listen'
+      if (listen && (listening.get(chat) ?? 0) >= opts.maxListenStreamsPerChat) {
+        // The SDK's own answer to its server-wide limit: in band, before any acknowledgement.
+        return await reply.send({ jsonrpc: '2.0', id: (message as { id?: unknown }).id ?? null, error: { code: -32603, message: 'Subscription limit reached for this chat' } })
+      }
       const disconnect = new AbortController()
       reply.raw.on('close', () => { if (!reply.raw.writableFinished) disconnect.abort() })
       const web = new Request(`http://mcp.invalid${request.url}`, { method: 'POST', headers: webHeaders(request), signal: disconnect.signal })
@@ -83,6 +93,14 @@ export function createModernLeg (deps: ServerDeps & { registry: RegistryInternal
       const acceptsSse = (request.headers.accept ?? '').toLowerCase().includes('text/event-stream')
       const handler = method === 'tools/call' && acceptsSse ? streamed : auto
       const response = await scope.run(chatOf(ctx), async () => await handler.fetch(web, { parsedBody: message }))
+      if (listen && response.headers.get('content-type') === 'text/event-stream') {
+        listening.set(chat, (listening.get(chat) ?? 0) + 1)
+        reply.raw.once('close', () => {
+          const left = (listening.get(chat) ?? 1) - 1
+          if (left === 0) listening.delete(chat)
+          else listening.set(chat, left)
+        })
+      }
       reply.code(response.status)
       for (const [name, value] of response.headers) reply.header(name, value)
       return await reply.send(response.body ?? undefined)

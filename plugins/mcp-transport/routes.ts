@@ -18,7 +18,8 @@ import type { RegistryInternals } from './registry.js'
 type Rpc = Record<string, unknown>
 
 /** The MCP methods a metric label may name (a bounded set: anything else is `other`). */
-export const MCP_METHODS = new Set(['initialize', 'ping', 'tools/list', 'tools/call', 'resources/list', 'resources/read', 'resources/templates/list', 'prompts/list', 'prompts/get'])
+export const MCP_METHODS = new Set(['initialize', 'ping', 'tools/list', 'tools/call', 'resources/list', 'resources/read', 'resources/templates/list', 'prompts/list', 'prompts/get',
+  'server/discover', 'subscriptions/listen'])
 const rpcError = (code: number, message: string, id: unknown = null): Rpc => ({ jsonrpc: '2.0', id, error: { code, message } })
 
 export interface RouteDeps extends ServerDeps { registry: RegistryInternals, opts: Required<McpTransportOptions>, modern: ModernLeg }

@@ -10,6 +10,7 @@ export const McpTransportOptions = Type.Object({
   keepAliveMs: Type.Optional(Type.Integer({ default: 15000, minimum: 100, description: 'SSE keep-alive comment interval' })),
   sseRetryMs: Type.Optional(Type.Integer({ default: 2000, minimum: 0, description: 'the SSE retry field: how long a client waits before it reconnects a stream' })),
   maxCallsPerChat: Type.Optional(Type.Integer({ default: 8, minimum: 1 })),
+  maxListenStreamsPerChat: Type.Optional(Type.Integer({ default: 16, minimum: 1, description: 'open 2026-07-28 subscriptions/listen streams per chat; more are refused, so one chat cannot use up the server-wide limit' })),
   getStreamMaxMs: Type.Optional(Type.Integer({ default: 1800000, minimum: 1000, description: 'a GET stream is closed after this long' })),
   lenientWarnIntervalMs: Type.Optional(Type.Integer({ default: 60000, minimum: 0 })),
   shutdownDrainMs: Type.Optional(Type.Integer({ default: 6000, minimum: 0, description: 'on shutdown, running tool calls get this long to finish before they are cancelled' })),

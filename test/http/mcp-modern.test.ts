@@ -126,21 +126,27 @@ t.test('header validation: Mcp-Method must match the body, a modern header needs
   t.match(await initialize.json(), { error: { code: -32601 } }, 'initialize does not exist on this revision')
 })
 
-t.test('subscriptions/listen carries only its own chat\'s notifications', async t => {
-  const { app, url } = await listen(t, {}, kernelManifest(newProbe()))
+/** Opens a subscriptions/listen stream for the chat; aborted when the test ends or by the returned controller. */
+async function openListen (t: Test, url: string, chat: string, id = 'sub-1'): Promise<{ res: Response, controller: AbortController }> {
   const controller = new AbortController()
   t.teardown(() => { controller.abort() })
   const res = await fetch(new URL('/mcp', url), {
     method: 'POST',
     signal: controller.signal,
-    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': REVISION, 'mcp-method': 'subscriptions/listen', 'x-chat-id': 'listener' },
+    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': REVISION, 'mcp-method': 'subscriptions/listen', 'x-chat-id': chat },
     body: JSON.stringify({
       jsonrpc: '2.0',
-      id: 'sub-1',
+      id,
       method: 'subscriptions/listen',
       params: { notifications: { resourcesListChanged: true }, _meta: { 'io.modelcontextprotocol/protocolVersion': REVISION, 'io.modelcontextprotocol/clientCapabilities': {} } }
     })
   })
+  return { res, controller }
+}
+
+t.test('subscriptions/listen carries only its own chat\'s notifications', async t => {
+  const { app, url } = await listen(t, {}, kernelManifest(newProbe()))
+  const { res } = await openListen(t, url, 'listener')
   t.equal(res.headers.get('content-type'), 'text/event-stream')
   const reader = res.body!.getReader()
   let seen = ''
@@ -156,4 +162,22 @@ t.test('subscriptions/listen carries only its own chat\'s notifications', async 
   t.equal(app.mcp.notifyChat('listener', { method: 'notifications/resources/list_changed' }), 1)
   await readUntil(/resources\/list_changed/)
   t.match(seen, /"method":"notifications\/resources\/list_changed","params":\{"_meta":\{"io\.modelcontextprotocol\/subscriptionId":"sub-1"\}/)
+})
+
+t.test('one chat cannot hold more than 16 listen streams; other chats still get theirs', async t => {
+  const { url } = await listen(t, {}, kernelManifest(newProbe()))
+  const open = []
+  for (let i = 0; i < 16; i++) open.push(await openListen(t, url, 'flood', `s${i}`))
+  t.ok(open.every(o => o.res.headers.get('content-type') === 'text/event-stream'), '16 streams open')
+  const refused = await openListen(t, url, 'flood', 's16')
+  t.match(await refused.res.json(), { id: 's16', error: { code: -32603 } }, 'the 17th is refused')
+  const other = await openListen(t, url, 'quiet')
+  t.equal(other.res.headers.get('content-type'), 'text/event-stream', 'another chat is not affected')
+  open[0]?.controller.abort()
+  let again = await openListen(t, url, 'flood', 'again')
+  for (let i = 0; i < 50 && again.res.headers.get('content-type') !== 'text/event-stream'; i++) {
+    await new Promise(resolve => setTimeout(resolve, 20))
+    again = await openListen(t, url, 'flood', `again-${i}`)
+  }
+  t.equal(again.res.headers.get('content-type'), 'text/event-stream', 'a closed stream frees its place')
 })
