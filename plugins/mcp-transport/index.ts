@@ -37,7 +37,8 @@ const mcpTransport: FastifyPluginAsync<McpTransportOptions> = async (fastify, ra
   const modern = createModernLeg({ registry, runner, opts, log: fastify.log.child({ plugin: 'mcp-transport' }) })
   fastify.addHook('preClose', async () => {
     await runner.drain(opts.shutdownDrainMs, opts.shutdownCancelWaitMs)
-    await modern.close()
+    // CLOSE_GRACE_MS leaves 1 s after the drain and the stop (fastify.config.ts): answers flush within it.
+    await modern.close(Math.min(1000, opts.shutdownCancelWaitMs))
   })
 
   await fastify.register(mcpRoutes, { deps: { registry, runner, opts, modern } })

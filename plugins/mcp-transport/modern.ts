@@ -39,8 +39,12 @@ function chatBus (registry: RegistryInternals, scope: AsyncLocalStorage<string |
 export interface ModernLeg {
   /** Serves one 2026-07-28 POST (already parsed and classified modern) through the SDK's handler. */
   serve (request: FastifyRequest, reply: FastifyReply, message: unknown, ctx: McpRequestContext): Promise<unknown>
-  /** Ends open `subscriptions/listen` streams and in-flight exchanges (after the shutdown drain). */
-  close (): Promise<void>
+  /**
+   * After the shutdown drain: waits up to `flushMs` for exchanges still writing their answer (a drained
+   * call's result leaves the SDK a few ticks after the tool returns), then ends open
+   * `subscriptions/listen` streams and whatever is still in flight.
+   */
+  close (flushMs: number): Promise<void>
 }
 
 /**
@@ -66,6 +70,8 @@ export function createModernLeg (deps: ServerDeps & { registry: RegistryInternal
   }
   // Per chat (chatless ones share ''), so one chat cannot take the handler-wide maxSubscriptions.
   const listening = new Map<string, number>()
+  /** Requests other than listen streams whose response has not been sent completely. */
+  const answering = new Set<Promise<void>>()
   const common = {
     legacy: 'reject' as const,
     // Refused requests (bad envelope, header mismatch) are the client's; a client may send many.
@@ -88,6 +94,11 @@ export function createModernLeg (deps: ServerDeps & { registry: RegistryInternal
       }
       const disconnect = new AbortController()
       reply.raw.on('close', () => { if (!reply.raw.writableFinished) disconnect.abort() })
+      if (!listen) {
+        const answered = new Promise<void>(resolve => { reply.raw.once('close', resolve) })
+        answering.add(answered)
+        void answered.then(() => answering.delete(answered))
+      }
       const web = new Request(`http://mcp.invalid${request.url}`, { method: 'POST', headers: webHeaders(request), signal: disconnect.signal })
       pending.set(web, { ctx, method })
       const acceptsSse = (request.headers.accept ?? '').toLowerCase().includes('text/event-stream')
@@ -105,7 +116,10 @@ export function createModernLeg (deps: ServerDeps & { registry: RegistryInternal
       for (const [name, value] of response.headers) reply.header(name, value)
       return await reply.send(response.body ?? undefined)
     },
-    async close () {
+    async close (flushMs) {
+      let timer: NodeJS.Timeout | undefined
+      await Promise.race([Promise.allSettled([...answering]), new Promise<void>(resolve => { timer = setTimeout(resolve, flushMs) })])
+      clearTimeout(timer)
       await Promise.all([streamed.close(), auto.close()])
     }
   }

@@ -181,3 +181,23 @@ t.test('one chat cannot hold more than 16 listen streams; other chats still get 
   }
   t.equal(again.res.headers.get('content-type'), 'text/event-stream', 'a closed stream frees its place')
 })
+
+t.test('shutdown: a running 2026-07-28 call is drained, then answered with the restart error; listen streams end', async t => {
+  const probe = newProbe()
+  // CLOSE_GRACE_MS 5000: calls get 1000 ms to finish, then up to 3000 ms to stop.
+  const { app, url } = await listen(t, { CLOSE_GRACE_MS: '5000' }, kernelManifest(probe))
+  const client = await modernClient(t, url, { 'X-Chat-Id': 'drain-modern' })
+  const { res } = await openListen(t, url, 'drain-modern')
+  const streamEnded = res.text()
+  const call = client.callTool({ name: 'slow', arguments: { ms: 120000 } })
+  while (probe.calls.length === 0) await new Promise(resolve => setTimeout(resolve, 20))
+  const t0 = Date.now()
+  await app.close()
+  const closeMs = Date.now() - t0
+  const result = await call
+  t.equal(result.isError, true)
+  t.match(textOf(result), /server is shutting down .* sandbox keeps running/)
+  t.same(probe.aborted, ['drain-modern'], 'the tool saw its abort signal after the drain')
+  t.ok(closeMs >= 900 && closeMs < 4500, `close took ${closeMs} ms: the 1000 ms drain, then the stop`)
+  t.match(await streamEnded, /subscriptions\/acknowledged[\s\S]*"resultType":"complete"/, 'the listen stream was ended with its final result')
+})
