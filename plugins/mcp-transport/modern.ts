@@ -14,7 +14,7 @@ const EVENT_OF: Record<string, ServerEvent['kind'] | undefined> = {
 }
 
 /** What the factory needs to know about the HTTP request it builds a server for. */
-interface Pending { ctx: McpRequestContext, method: string | undefined }
+interface Pending { ctx: McpRequestContext, method: string | undefined, drop: () => void }
 
 /**
  * The SDK's event bus, scoped to chats: a `subscriptions/listen` stream subscribes while its request is
@@ -66,7 +66,8 @@ export function createModernLeg (deps: ServerDeps & { registry: RegistryInternal
     if (entry === undefined) throw new Error('MCP request served without its context')
     // server/discover carries the instructions on this revision; they are per chat, so rendered only when asked.
     const instructions = entry.method === 'server/discover' ? await registry.instructions(entry.ctx) : undefined
-    return createRequestServer(deps, entry.ctx, { era, instructions })
+    // A cancelled call sends no result: ending the exchange is how this transport drops it.
+    return createRequestServer(deps, entry.ctx, { era, instructions, onCancelled: entry.drop })
   }
   // Per chat (chatless ones share ''), so one chat cannot take the handler-wide maxSubscriptions.
   const listening = new Map<string, number>()
@@ -100,7 +101,7 @@ export function createModernLeg (deps: ServerDeps & { registry: RegistryInternal
         void answered.then(() => answering.delete(answered))
       }
       const web = new Request(`http://mcp.invalid${request.url}`, { method: 'POST', headers: webHeaders(request), signal: disconnect.signal })
-      pending.set(web, { ctx, method })
+      pending.set(web, { ctx, method, drop: () => { disconnect.abort() } })
       const acceptsSse = (request.headers.accept ?? '').toLowerCase().includes('text/event-stream')
       const handler = method === 'tools/call' && acceptsSse ? streamed : auto
       const response = await scope.run(chatOf(ctx), async () => await handler.fetch(web, { parsedBody: message }))

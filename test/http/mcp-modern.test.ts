@@ -201,3 +201,21 @@ t.test('shutdown: a running 2026-07-28 call is drained, then answered with the r
   t.ok(closeMs >= 900 && closeMs < 4500, `close took ${closeMs} ms: the 1000 ms drain, then the stop`)
   t.match(await streamEnded, /subscriptions\/acknowledged[\s\S]*"resultType":"complete"/, 'the listen stream was ended with its final result')
 })
+
+t.test('notifications/cancelled stops the matching call of that chat', async t => {
+  const probe = newProbe()
+  const { url } = await listen(t, {}, kernelManifest(probe))
+  const call = post(url, 'tools/call', { name: 'slow', arguments: { ms: 60000 } }, { 'x-chat-id': 'c9', 'mcp-name': 'slow' })
+  while (probe.calls.length === 0) await new Promise(resolve => setTimeout(resolve, 20))
+  const meta = { 'io.modelcontextprotocol/protocolVersion': REVISION, 'io.modelcontextprotocol/clientCapabilities': {} }
+  const cancel = await fetch(new URL('/mcp', url), {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': REVISION, 'mcp-method': 'notifications/cancelled', 'x-chat-id': 'c9' },
+    body: JSON.stringify({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 7, reason: 'user', _meta: meta } })
+  })
+  t.equal(cancel.status, 202)
+  while (probe.aborted.length === 0) await new Promise(resolve => setTimeout(resolve, 20))
+  t.same(probe.aborted, ['c9'], 'the tool saw its abort signal')
+  const res = await call
+  t.notMatch(await res.text().catch(() => ''), /"result"/, 'a cancelled call sends no result')
+})
