@@ -56,7 +56,12 @@ const plugins = {
   // Before every plugin that reads or writes chat data (uploads, outputs, state files).
   'chat-storage': config => entry(chatStorage, { dataDir: config.DATA_DIR }),
   // The sandbox engine first (it decorates fastify.sandboxEngine), then the engine-neutral core.
-  'sandbox-docker': config => entry(sandboxDocker, { dockerHost: config.DOCKER_HOST || config.DOCKER_SOCKET }),
+  'sandbox-docker': config => entry(sandboxDocker, {
+    dockerHost: config.DOCKER_HOST || config.DOCKER_SOCKET,
+    // The agent socket's run directories (docs/engine.md#the-agent-socket), as the server and the daemon see them.
+    agentRunDir: config.SANDBOX_AGENT && config.SANDBOX_AGENT_SOCKET ? `${config.DATA_DIR}/run` : '',
+    agentRunDirHost: `${config.dataDirHost}/run`
+  }),
   sandbox: config => entry(sandbox, {
     image: config.DOCKER_IMAGE,
     prefix: config.SANDBOX_PREFIX,

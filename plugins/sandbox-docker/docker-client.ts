@@ -7,6 +7,7 @@ import { execCalls } from './docker-exec-calls.js'
 import { createMonitorClient } from './docker-monitor.js'
 import { objectCalls } from './docker-objects.js'
 import { leaseCalls } from './docker-lease.js'
+import { withAgentSocket, type AgentSocketOptions } from './docker-agent.js'
 import type { SandboxEngine } from '../sandbox/types.js'
 
 /*
@@ -47,7 +48,7 @@ async function absorb (request: Promise<unknown>, statuses: number[]): Promise<v
  * Every request is queued in its lane, bounded in time, and retried when idempotent and the engine
  * was merely busy.
  */
-export function createDockerEngine (host: string, limits: Partial<EngineLimits> = {}): SandboxEngine {
+export function createDockerEngine (host: string, limits: Partial<EngineLimits> = {}, agentSocket?: AgentSocketOptions): SandboxEngine {
   const endpoint = parseDockerHost(host)
   const agent = createAgent(endpoint)
   const docker = new Docker({ ...endpoint.docker, ...(agent === undefined ? {} : { agent }) } as Docker.DockerOptions)
@@ -55,7 +56,18 @@ export function createDockerEngine (host: string, limits: Partial<EngineLimits> 
   const { run } = ctx
   const exec = execCalls(ctx)
 
-  return {
+  /** Starts the container; false when it was running already (Docker's 304). */
+  async function startFresh (id: string): Promise<boolean> {
+    try {
+      await run('lifecycle', 'container start', async s => await docker.getContainer(id).start({ abortSignal: s }), { retry: true })
+      return true
+    } catch (err) {
+      if ((err as DockerError).statusCode === 304) return false
+      throw err
+    }
+  }
+
+  const engine: SandboxEngine = {
     name: 'docker',
     label: { engine: 'the Docker engine', host: 'Docker' },
     ...createMonitorClient(docker, ctx.limits.callTimeoutMs),
@@ -81,7 +93,7 @@ export function createDockerEngine (host: string, limits: Partial<EngineLimits> 
     },
 
     async start (id) {
-      await absorb(run('lifecycle', 'container start', async s => await docker.getContainer(id).start({ abortSignal: s }), { retry: true }), [304])
+      await startFresh(id)
     },
 
     async stop (id, graceSeconds) {
@@ -171,4 +183,6 @@ export function createDockerEngine (host: string, limits: Partial<EngineLimits> 
       agent?.destroy()
     }
   }
+  // With a run directory: the in-sandbox agent is reached through a socket the engine listens on (docker-agent.ts).
+  return agentSocket === undefined ? engine : withAgentSocket(engine, { startFresh }, ctx, agentSocket)
 }

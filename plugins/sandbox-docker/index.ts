@@ -18,7 +18,9 @@ export type { SandboxDockerOptions } from './schemas.js'
 const sandboxDocker: FastifyPluginAsync<SandboxDockerOptions & { client?: SandboxEngine }> = async (fastify, raw) => {
   const { client, ...rest } = raw
   const opts = parseOptions(SandboxDockerOptions, rest, 'sandbox-docker')
-  fastify.decorate('sandboxEngine', client ?? createDockerEngine(opts.dockerHost))
+  const runDir = opts.agentRunDir ?? ''
+  const agentSocket = runDir === '' ? undefined : { runDir, runDirHost: opts.agentRunDirHost === '' || opts.agentRunDirHost === undefined ? runDir : opts.agentRunDirHost, log: fastify.log.child({ plugin: 'sandbox-docker' }) }
+  fastify.decorate('sandboxEngine', client ?? createDockerEngine(opts.dockerHost, {}, agentSocket))
 }
 
 export default fp(sandboxDocker, { name: 'sandbox-docker', fastify: '5.x' })

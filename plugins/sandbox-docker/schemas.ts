@@ -2,6 +2,8 @@ import Type, { type Static } from 'typebox'
 
 /** Options of the Docker engine plugin, fed from AppConfig by fastify.config.ts (docs/contract.md#routes-and-settings). */
 export const SandboxDockerOptions = Type.Object({
-  dockerHost: Type.Optional(Type.String({ default: 'unix:///var/run/docker.sock', description: 'DOCKER_HOST || DOCKER_SOCKET: unix://, tcp://, http(s)://' }))
+  dockerHost: Type.Optional(Type.String({ default: 'unix:///var/run/docker.sock', description: 'DOCKER_HOST || DOCKER_SOCKET: unix://, tcp://, http(s)://' })),
+  agentRunDir: Type.Optional(Type.String({ default: '', description: 'where the server keeps the agent sockets\' run directories (<DATA_DIR>/run with SANDBOX_AGENT and SANDBOX_AGENT_SOCKET); empty = no agent socket' })),
+  agentRunDirHost: Type.Optional(Type.String({ default: '', description: 'the same directory as the daemon sees it (<DATA_DIR_HOST>/run); empty = agentRunDir' }))
 })
 export type SandboxDockerOptions = Static<typeof SandboxDockerOptions>

@@ -1,5 +1,6 @@
 import { SANDBOX_USER } from './sandbox-spec.js'
 import { ByteBudget, readWithin } from './exec-stream.js'
+import type { Duplex, Readable } from 'node:stream'
 import type { ExecProcess } from './engine-types.js'
 import { decodeJson, encodeFrame, FrameParser, ProtocolError, PROTOCOL_VERSION, T_CLOSE, T_EXIT, T_FAIL, T_HELLO, T_RESULT } from './agent-protocol.js'
 import { describe, type Entry, type Registry } from './registry.js'
@@ -198,7 +199,39 @@ function failure (reg: Registry, st: AgentState, why: string, err?: unknown): vo
     'sandbox agent unavailable; using docker exec')
 }
 
-async function open (reg: Registry, st: AgentState): Promise<AgentConnection | null> {
+/** Where the agent's frames come from: the engine's socket (no exec) or the exec stream (the fallback). */
+interface AgentLink {
+  stdout: Readable
+  /** the exec's stderr (an engine's error about the command, python's traceback); none on a socket */
+  stderr: Readable | null
+  pipe: AgentPipe
+  /** settles when the link is gone */
+  ended: Promise<unknown>
+  /** the exec stream: an image without the agent can be recognised by its errors */
+  exec: boolean
+}
+
+/** The engine's connection to an agent that its sandbox started itself, or null (docs/engine.md#the-agent-socket). */
+async function socketLink (reg: Registry, st: AgentState): Promise<AgentLink | null> {
+  if (reg.engine.agentChannel === undefined) return null
+  let sock: Duplex | null
+  try { sock = await reg.engine.agentChannel(st.sandboxId) } catch (err) {
+    reg.log.debug({ chat: st.owner, err }, 'no agent socket; starting the agent over exec')
+    return null
+  }
+  if (sock === null) return null
+  const s = sock
+  s.on('error', () => { s.destroy() })
+  return {
+    stdout: s,
+    stderr: null,
+    pipe: { write: frame => s.write(frame), destroy: () => { s.destroy() } },
+    ended: new Promise(resolve => { s.once('close', resolve) }),
+    exec: false
+  }
+}
+
+async function execLink (reg: Registry, st: AgentState): Promise<AgentLink | null> {
   let proc: ExecProcess
   try {
     proc = await reg.engine.exec(st.sandboxId, { argv: AGENT_ARGV, user: SANDBOX_USER, cwd: '/', env: [], stdin: true })
@@ -206,25 +239,38 @@ async function open (reg: Registry, st: AgentState): Promise<AgentConnection | n
     if (!st.dropped) failure(reg, st, 'start', err)
     return null
   }
-  if (reg.closed || st.dropped) { proc.close(); return null }
-  reg.streams.add(proc)
   const stdin = proc.stdin
   stdin?.on('error', () => { proc.close() })
-  const pipe: AgentPipe = { write: frame => stdin?.write(frame), destroy: () => { proc.close() } }
+  return {
+    stdout: proc.stdout,
+    stderr: proc.stderr,
+    pipe: { write: frame => stdin?.write(frame), destroy: () => { proc.close() } },
+    ended: proc.exit,
+    exec: true
+  }
+}
+
+async function open (reg: Registry, st: AgentState): Promise<AgentConnection | null> {
+  const link = await socketLink(reg, st) ?? await execLink(reg, st)
+  if (link === null) return null
+  if (reg.closed || st.dropped) { link.pipe.destroy(); return null }
+  const pipe = link.pipe
+  const closer = { close: () => { pipe.destroy() } }
+  reg.streams.add(closer)
   return await new Promise<AgentConnection | null>(resolve => {
     let hello = false
     let stderr = ''
     /** the first output bytes before the hello, as text (an engine's error about the command) */
     let early = ''
     const conn = new AgentConnection(pipe, c => {
-      reg.streams.delete(proc)
+      reg.streams.delete(closer)
       clearTimeout(timer)
       if (st.conn === c) st.conn = null
       if (st.dropped) { resolve(null); return }
       if (!hello) {
         // Nothing answered: an image without the agent (no interpreter: the engine's own error text comes
         // in place of the output; no script: python cannot open the file) or a start that failed.
-        if (/can't open file|No such file/i.test(stderr + early)) {
+        if (link.exec && /can't open file|No such file/i.test(stderr + early)) {
           st.missing = true
           reg.log.info({ chat: st.owner }, 'the sandbox image has no cubicle-agent; using docker exec')
         } else failure(reg, st, c.failed ?? 'no hello', stderr === '' ? undefined : stderr.slice(0, 200))
@@ -247,18 +293,18 @@ async function open (reg: Registry, st: AgentState): Promise<AgentConnection | n
       }
       conn.dispatch(id, type, payload)
     }, reason => { conn.close(`protocol: ${reason}`) })
-    proc.stderr.on('data', (data: Buffer) => { if (stderr.length < STDERR_KEEP) stderr += data.toString('utf8', 0, STDERR_KEEP) })
+    link.stderr?.on('data', (data: Buffer) => { if (stderr.length < STDERR_KEEP) stderr += data.toString('utf8', 0, STDERR_KEEP) })
     const rate = reg.opts.agentBytesPerSecond
-    const stopBudget = readWithin(proc.stdout, new ByteBudget(rate, rate * AGENT_BURST_SECONDS), data => {
+    const stopBudget = readWithin(link.stdout, new ByteBudget(rate, rate * AGENT_BURST_SECONDS), data => {
       if (conn.closed) return
       if (!hello && early.length < STDERR_KEEP) early += data.toString('latin1', 0, STDERR_KEEP)
       try { parser.push(data) } catch (err) {
         conn.close(err instanceof ProtocolError ? `protocol: ${err.message}` : `handler: ${describe(err)}`)
       }
     })
-    proc.stdout.once('end', () => { parser.end(); conn.close() })
+    link.stdout.once('end', () => { parser.end(); conn.close() })
     // The output may end unread (paused by the budget): the process's end closes the connection all the same.
-    void proc.exit.then(() => { stopBudget(); conn.close() })
+    void link.ended.then(() => { stopBudget(); conn.close() })
   })
 }
 

@@ -1,3 +1,4 @@
+import type { Duplex } from 'node:stream'
 import type { SandboxDetails, SandboxSpec, SandboxSummary } from './engine-sandbox.js'
 import type { ExecProcess, ExecSpec } from './engine-process.js'
 import type { DiskUsageReport, EngineNetwork, ResourceStats, StorageInfo, VolumeSummary } from './engine-resources.js'
@@ -99,6 +100,14 @@ export interface SandboxEngine {
   removeVolume: (name: string) => Promise<void>
   /** Starts a process; throws reason no-such-sandbox / not-running / conflict when the sandbox is gone or stopped. */
   exec: (id: string, spec: ExecSpec) => Promise<ExecProcess>
+  /**
+   * Optional: a connection to the sandbox's in-sandbox agent that needs no exec (Docker: a Unix socket
+   * the engine listens on in a directory mounted read-only into the sandbox, docs/engine.md#the-agent-socket),
+   * authenticated by the engine; the agent's framed protocol starts with its HELLO. Null when the engine
+   * has none for this sandbox now (an old image, the agent gone): the core then starts the agent
+   * through exec. Each connection is handed out once; the caller destroys it when done.
+   */
+  agentChannel?: (id: string) => Promise<Duplex | null>
   /** Writes one file (parent dir must exist). */
   putFile: (id: string, path: string, content: Buffer, mode: number, uid: number, gid: number) => Promise<void>
   /** One sample of the sandbox's counters. */

@@ -125,8 +125,8 @@ export interface Registry {
   readonly addressHooks: AddressHook[]
   /** extra mounts (docs/contract.md#skills; extra-mounts.ts) */
   readonly mountProviders: MountProvider[]
-  /** open engine processes, closed by close() */
-  readonly streams: Set<ExecProcess>
+  /** open engine processes and agent links, closed by close() */
+  readonly streams: Set<Pick<ExecProcess, 'close'>>
   /** entries between reserveSlot() and the end of their ensure (capacity count) */
   readonly starting: Set<Entry>
   /** containers already reported as not adoptable (logged once each) */

@@ -1,7 +1,10 @@
 #!/usr/lib/cubicle-agent/python3 -I -S
-# cubicle-agent: the in-sandbox agent. The server starts it as `assistant` through one long-lived
-# `docker exec -i` per sandbox; stdin/stdout carry a multiplexed framed protocol so that commands and
-# file operations need no further exec through the container engine.
+# cubicle-agent: the in-sandbox agent. Two ways in, one framed protocol: started by the image's
+# entrypoint with --connect PATH, it connects to a Unix socket the engine listens on (a directory the
+# engine bind-mounts read-only, docs/engine.md#the-agent-socket) and reconnects whenever that stream
+# ends; started by the server through a long-lived `docker exec -i` (the fallback), it speaks over
+# stdin/stdout and exits when stdin ends. Either way commands and file operations need no further
+# exec through the container engine.
 #
 # Frame: u32 length (big-endian, of what follows) | u32 request id | u8 type | payload.
 # Server -> agent: EXEC (JSON: argv, cwd, env, merged, stdin), STDIN (bytes), STDIN_END, CLOSE
@@ -12,7 +15,9 @@
 # Each request's output is pumped by its own task and every frame write awaits the transport's
 # drain, so one command that prints gigabytes cannot starve the others on the stream. The agent
 # holds no privilege: everything it does, `assistant` could do with a shell. The server treats what
-# it says as untrusted. It exits when its stdin ends (the server went away).
+# it says as untrusted.
+#
+# The socket's handshake is in cubicle_socket.py.
 #
 # Hardening, before anything else is imported: the server runs this file with a root-owned
 # interpreter that `assistant` cannot read, so the kernel starts it non-dumpable, and with -I -S, so
@@ -20,7 +25,7 @@
 # directory, no .pth file). The lines below make the process non-dumpable again (prctl
 # PR_SET_DUMPABLE 0, for any other way of starting it) and refuse to run if that fails: no other
 # `assistant` process may ptrace the agent or open its /proc/<pid>/fd or mem to write frames in its
-# name. They can still kill it: the server restarts it and uses docker exec meanwhile.
+# name or read its key. They can still kill it: the server then starts one over docker exec.
 import sys
 import ctypes  # what the hardening needs; nothing else is imported before the prctl below
 
@@ -39,6 +44,7 @@ import subprocess  # noqa: E402
 
 sys.path.append(os.path.dirname(os.path.abspath(__file__)))
 from cubicle_files import handle  # noqa: E402
+from cubicle_socket import connect_loop  # noqa: E402
 
 VERSION = 1
 T_EXEC, T_STDIN, T_STDIN_END, T_CLOSE, T_FILE = 16, 17, 18, 19, 20
@@ -63,11 +69,24 @@ class Agent:
         self.writer = writer
         self.reqs = {}
         self.lock = asyncio.Lock()
+        # the stream ended: nothing more is sent, every request is being closed
+        self.lost = False
 
     async def send(self, rid, typ, payload=b''):
         async with self.lock:
-            self.writer.write(HEADER.pack(len(payload) + 5, rid, typ) + payload)
-            await self.writer.drain()
+            if self.lost:
+                return
+            try:
+                self.writer.write(HEADER.pack(len(payload) + 5, rid, typ) + payload)
+                await self.writer.drain()
+            except (ConnectionError, OSError):
+                self.lose()
+
+    def lose(self):
+        # The server went away: every request stops reading its process (as a CLOSE would).
+        self.lost = True
+        for req in list(self.reqs.values()):
+            req.closed.set()
 
     async def send_json(self, rid, typ, obj):
         body = json.dumps(obj, separators=(',', ':')).encode()
@@ -276,32 +295,43 @@ def read_pids():
     return None
 
 
+async def serve(reader, writer):
+    # One stream: HELLO, then requests until it ends (the requests are then closed).
+    agent = Agent(writer)
+    await agent.send_json(0, T_HELLO, {'v': VERSION, 'pid': os.getpid()})
+    try:
+        while True:
+            try:
+                head = await reader.readexactly(9)
+            except (asyncio.IncompleteReadError, ConnectionError):
+                return
+            length, rid, typ = HEADER.unpack(head)
+            if length < 5 or length > MAX_IN:
+                return
+            try:
+                payload = await reader.readexactly(length - 5)
+            except (asyncio.IncompleteReadError, ConnectionError):
+                return
+            agent.dispatch(rid, typ, payload)
+    finally:
+        agent.lose()
+
+
 async def main():
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=MAX_IN)
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(0, 'rb', 0))
     wt, wp = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, os.fdopen(1, 'wb', 0))
-    writer = asyncio.StreamWriter(wt, wp, None, loop)
-    agent = Agent(writer)
-    await agent.send_json(0, T_HELLO, {'v': VERSION, 'pid': os.getpid()})
-    while True:
-        try:
-            head = await reader.readexactly(9)
-        except (asyncio.IncompleteReadError, ConnectionError):
-            return
-        length, rid, typ = HEADER.unpack(head)
-        if length < 5 or length > MAX_IN:
-            return
-        try:
-            payload = await reader.readexactly(length - 5)
-        except (asyncio.IncompleteReadError, ConnectionError):
-            return
-        agent.dispatch(rid, typ, payload)
+    await serve(reader, asyncio.StreamWriter(wt, wp, None, loop))
 
 
 if __name__ == '__main__':
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     try:
-        asyncio.run(main())
+        if len(sys.argv) == 3 and sys.argv[1] == '--connect':
+            # SIGPIPE stays ignored: a write to a stream the server closed is an error, not our end.
+            asyncio.run(connect_loop(sys.argv[2], MAX_IN, serve))
+        else:
+            signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+            asyncio.run(main())
     except KeyboardInterrupt:
         pass

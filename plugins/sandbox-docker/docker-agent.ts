@@ -1,0 +1,154 @@
+import type Docker from 'dockerode'
+import type { Socket } from 'node:net'
+import { AGENT_MOUNT, RunDirs, TOKEN } from './agent-run-dir.js'
+import { AgentSockets, type AgentSocketLog } from './agent-socket.js'
+import type { AdapterContext } from './docker-context.js'
+import type { SandboxEngine } from '../sandbox/types.js'
+
+/*
+ * The agent socket wired into the Docker engine (docs/engine.md#the-agent-socket): a sandbox created from
+ * an image that says its entrypoint starts the agent (label cubicle.agent-socket=1) gets a run
+ * directory, labelled with its random token and bind-mounted read-only at /run/cubicle-agent; start
+ * opens the window for its fresh agent, exec waits for that window to close, remove deletes the
+ * directory, and agentChannel hands the core the authenticated connection. The mount is the engine's
+ * own: inspect leaves it out, so drift detection compares only what the core asked for. Any
+ * failure here leaves the sandbox to the exec path, never failing the call.
+ */
+
+/** Container label: the sandbox's run directory token. */
+export const RUN_LABEL = 'cubicle.agent-run'
+/** Image label: its entrypoint starts the agent with --connect when /run/cubicle-agent exists. */
+export const IMAGE_LABEL = 'cubicle.agent-socket'
+const IMAGE_CACHE_MS = 10_000
+/** How often at most orphaned run directories (sandboxes removed behind the server's back) are swept. */
+const SWEEP_EVERY_MS = 10 * 60_000
+
+export interface AgentSocketOptions { runDir: string, runDirHost: string, log: AgentSocketLog }
+
+/** What the wrapper needs of the plain engine: a start that says whether the sandbox was stopped before. */
+export interface StartCall { startFresh: (id: string) => Promise<boolean> }
+
+export function withAgentSocket (engine: SandboxEngine, start: StartCall, ctx: AdapterContext, o: AgentSocketOptions): SandboxEngine {
+  const { docker, run } = ctx
+  const sockets = new AgentSockets(new RunDirs(o.runDir, o.runDirHost), o.log)
+  const images = new Map<string, { at: number, socket: boolean }>()
+  const creating = new Set<string>()
+  let swept = 0
+
+  async function socketImage (image: string): Promise<boolean> {
+    const hit = images.get(image)
+    if (hit !== undefined && Date.now() - hit.at < IMAGE_CACHE_MS) return hit.socket
+    const info = await run('read', 'image inspect', async s => await docker.getImage(image).inspect({ abortSignal: s } as {}) as Docker.ImageInspectInfo, { retry: true, dedupKey: `image\u0000${image}` })
+    const socket = info.Config?.Labels?.[IMAGE_LABEL] === '1'
+    images.set(image, { at: Date.now(), socket })
+    return socket
+  }
+
+  /** Run directories of sandboxes that no longer exist (any server's sandbox with a token counts as live). */
+  async function sweep (): Promise<void> {
+    if (Date.now() - swept < SWEEP_EVERY_MS) return
+    swept = Date.now()
+    const all = await engine.list([RUN_LABEL])
+    const live = new Set([...sockets.tokens(), ...creating, ...all.map(c => c.labels[RUN_LABEL] ?? '')])
+    const n = await sockets.dirs.sweep(live)
+    if (n > 0) o.log.debug({ removed: n }, 'removed orphaned agent run directories')
+  }
+
+  function note (id: string, labels: Record<string, string>, running: boolean): void {
+    const token = labels[RUN_LABEL]
+    if (token === undefined || !TOKEN.test(token)) return
+    const s = sockets.note(id, token)
+    // A running sandbox this server has not listened for (a restart): its agent is retrying already.
+    if (running) void sockets.watch(s).catch(() => {})
+  }
+
+  async function slotOf (id: string): Promise<ReturnType<AgentSockets['known']>> {
+    const s = sockets.known(id)
+    if (s !== undefined) return s
+    const d = await engine.inspect(id)
+    if (d !== null) note(d.id, d.labels, false)
+    return sockets.known(id) ?? (d === null ? undefined : sockets.known(d.id))
+  }
+
+  return {
+    ...engine,
+
+    async create (spec) {
+      let token: string | null = null
+      let source = ''
+      if (!sockets.disabled) {
+        try {
+          if (await socketImage(spec.image)) {
+            token = RunDirs.newToken()
+            creating.add(token)
+            source = await sockets.dirs.prepare(token)
+          }
+        } catch (err) {
+          o.log.warn({ err }, 'cannot prepare the sandbox agent socket; its agent runs over exec')
+          if (token !== null) { creating.delete(token); await sockets.dirs.remove(token).catch(() => {}) }
+          token = null
+        }
+      }
+      if (token === null) return await engine.create(spec)
+      try {
+        const r = await engine.create({
+          ...spec,
+          labels: { ...spec.labels, [RUN_LABEL]: token },
+          mounts: [...spec.mounts, { type: 'bind', source, target: AGENT_MOUNT, readOnly: true }]
+        })
+        if (r === 'conflict') await sockets.dirs.remove(token)
+        else sockets.note(r.id, token)
+        return r
+      } catch (err) {
+        await sockets.dirs.remove(token).catch(() => {})
+        throw err
+      } finally {
+        creating.delete(token)
+        void sweep().catch(err => { o.log.debug({ err }, 'sweeping agent run directories failed') })
+      }
+    },
+
+    async start (id) {
+      const s = await slotOf(id)
+      if (s === undefined) { await start.startFresh(id); return }
+      await sockets.beforeStart(s)
+      let started = false
+      try {
+        started = await start.startFresh(id)
+      } finally { sockets.afterStart(s, started) }
+    },
+
+    async exec (id, spec) {
+      await sockets.beforeExec(id)
+      return await engine.exec(id, spec)
+    },
+
+    async remove (id) {
+      await engine.remove(id)
+      await sockets.forget(id).catch(err => { o.log.warn({ err }, 'removing an agent run directory failed') })
+    },
+
+    async inspect (idOrName) {
+      const d = await engine.inspect(idOrName)
+      if (d === null) return null
+      note(d.id, d.labels, d.running)
+      return { ...d, mounts: d.mounts.filter(m => m.target !== AGENT_MOUNT) }
+    },
+
+    async list (labelFilters) {
+      const all = await engine.list(labelFilters)
+      for (const c of all) note(c.id, c.labels, c.running)
+      return all
+    },
+
+    async agentChannel (id): Promise<Socket | null> {
+      const s = await slotOf(id)
+      return s === undefined ? null : await sockets.channel(s)
+    },
+
+    close () {
+      sockets.close()
+      engine.close()
+    }
+  }
+}
