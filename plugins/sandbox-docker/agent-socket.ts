@@ -1,26 +1,23 @@
-import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto'
+import { randomBytes, timingSafeEqual } from 'node:crypto'
 import { chmod, unlink, type FileHandle } from 'node:fs/promises'
 import { createServer, type Server, type Socket } from 'node:net'
+import { greeting, keyReply, NONCE, proofOf, readAnswer, resumeReply, type Answer } from './agent-handshake.js'
 import { KEY_BYTES, RunDirs, SOCKET_NAME } from './agent-run-dir.js'
 
 /*
  * The engine's end of the agent socket (docs/engine.md#the-agent-socket). Per sandbox the server listens
  * on `agent.sock` in the sandbox's run directory (agent-run-dir.ts), which the sandbox sees read-only:
  * it cannot remove, replace or plant anything there, and sees no other sandbox's socket. Whoever
- * connects is untrusted until the handshake: the engine sends a nonce; a *fresh* agent (no key yet)
+ * connects is untrusted until the handshake (agent-handshake.ts): the engine sends a nonce; a *fresh* agent (no key yet)
  * is accepted only once per start of the sandbox, between the start and the first exec, which is
  * when nothing but the entrypoint's agent can run in it (every other process enters through an exec,
  * and exec waits for this window to close); it gets a new key, kept on the host. Any later
  * connection must prove that key (HMAC of the nonce): the agent holds it in its non-dumpable memory,
  * so an `assistant` process that killed the agent cannot take its place. While an agent is connected
- * nobody else is even greeted. Handshake bytes are read with read(n) of fixed sizes (nothing beyond
- * them is accepted), at most two handshakes at once, and a sandbox that connects too often stops
+ * nobody else is even greeted. At most two handshakes run at once, and a sandbox that connects too often stops
  * being listened to for a while: a connect loop costs the server little and only that sandbox's agent.
  */
 
-const MAGIC = Buffer.from('CUBA\u0001', 'latin1')
-const NONCE = 32
-const ANSWER = 1 + NONCE
 const HANDSHAKE_MS = 3000
 /** How long after a start the first exec waits for the fresh agent (python's start: seconds under load). */
 export const FRESH_WAIT_MS = 10_000
@@ -61,8 +58,6 @@ interface Slot {
 }
 
 export interface AgentSocketLog { warn: (obj: object, msg: string) => void, debug: (obj: object, msg: string) => void }
-
-const hmac = (key: Buffer, nonce: Buffer): Buffer => createHmac('sha256', key).update(nonce).digest()
 
 export class AgentSockets {
   private readonly slots = new Map<string, Slot>()
@@ -244,40 +239,26 @@ export class AgentSockets {
     if ((s.conn !== null && !s.conn.destroyed) || s.handshakes >= MAX_HANDSHAKES) { sock.destroy(); return }
     s.handshakes++
     const nonce = randomBytes(NONCE)
-    let settled = false
-    const fail = (): void => {
-      if (!settled) { settled = true; s.handshakes--; clearTimeout(timer) }
-      sock.destroy()
-      this.wake(s)
-    }
-    const timer = setTimeout(fail, HANDSHAKE_MS)
-    sock.once('close', fail)
-    const onReadable = (): void => {
-      if (settled) return
-      const answer = sock.read(ANSWER) as Buffer | null
-      if (answer === null) return
-      sock.off('readable', onReadable)
-      // The agent says nothing more before the verdict: anything beyond the answer is a violation.
-      if (sock.readableLength > 0) { fail(); return }
-      void this.verdict(s, nonce, answer).then(reply => {
-        if (settled || reply === null || sock.destroyed) { fail(); return }
-        settled = true
-        s.handshakes--
-        clearTimeout(timer)
-        sock.off('close', fail)
-        sock.write(reply)
-        this.adopt(s, sock)
-      }, fail)
-    }
-    sock.on('readable', onReadable)
-    sock.write(Buffer.concat([MAGIC, nonce]))
+    sock.write(greeting(nonce))
+    void (async () => {
+      let reply: Buffer | null = null
+      try {
+        const answer = await readAnswer(sock, HANDSHAKE_MS)
+        if (answer !== null) reply = await this.verdict(s, nonce, answer)
+      } catch {} finally { s.handshakes-- }
+      if (reply === null || sock.destroyed) {
+        sock.destroy()
+        this.wake(s)
+        return
+      }
+      sock.write(reply)
+      this.adopt(s, sock)
+    })()
   }
 
   /** What to answer, or null to refuse. */
-  private async verdict (s: Slot, nonce: Buffer, answer: Buffer): Promise<Buffer | null> {
-    const mode = answer[0]
-    const proof = answer.subarray(1)
-    if (mode === 0x46) { // 'F': a fresh agent, once per start, before the first exec
+  private async verdict (s: Slot, nonce: Buffer, answer: Answer): Promise<Buffer | null> {
+    if (answer.fresh) { // once per start, before the first exec
       if (s.fresh === 'pending') await this.until(s, () => s.fresh !== 'pending', FRESH_WAIT_MS)
       if (s.fresh !== 'open' || s.gone) return null
       // Closed without waking the waiters: they wake when the connection is adopted (or the handshake fails).
@@ -288,14 +269,12 @@ export class AgentSockets {
       s.key = key
       s.expectUntil = Date.now() + RECONNECT_WAIT_MS
       await this.dirs.writeKey(s.token, key)
-      return Buffer.concat([Buffer.from('K'), key])
+      return keyReply(key)
     }
-    if (mode === 0x52) { // 'R': an agent of this start, back
-      if (!s.keyLoaded) { s.keyLoaded = true; s.key ??= await this.dirs.readKey(s.token) }
-      if (s.key === null || !timingSafeEqual(hmac(s.key, nonce), proof)) return null
-      return Buffer.concat([Buffer.from('O'), Buffer.alloc(NONCE)])
-    }
-    return null
+    // An agent of this start, back.
+    if (!s.keyLoaded) { s.keyLoaded = true; s.key ??= await this.dirs.readKey(s.token) }
+    if (s.key === null || !timingSafeEqual(proofOf(s.key, nonce), answer.proof)) return null
+    return resumeReply()
   }
 
   private adopt (s: Slot, sock: Socket): void {

@@ -1,13 +1,14 @@
-import { SANDBOX_USER } from './sandbox-spec.js'
 import { ByteBudget, readWithin } from './exec-stream.js'
-import type { Duplex, Readable } from 'node:stream'
-import type { ExecProcess } from './engine-types.js'
+import { execLink, socketLink, type AgentLink, type AgentPipe } from './agent-link.js'
 import { decodeJson, encodeFrame, FrameParser, ProtocolError, PROTOCOL_VERSION, T_CLOSE, T_EXIT, T_FAIL, T_HELLO, T_RESULT } from './agent-protocol.js'
 import { describe, type Entry, type Registry } from './registry.js'
 
+export { AGENT_ARGV, type AgentPipe } from './agent-link.js'
+
 /*
- * The server's end of cubicle-agent: one long-lived exec per running sandbox (AGENT_ARGV as assistant,
- * stdin attached), opened lazily by the first call that wants it and shared by every concurrent call
+ * The server's end of cubicle-agent: one long-lived stream per running sandbox, the engine's agent socket
+ * when it has one (docs/engine.md#the-agent-socket), else an exec of AGENT_ARGV as assistant with stdin
+ * attached (agent-link.ts); opened lazily by the first call that wants it and shared by every concurrent call
  * of the chat (requests are multiplexed by id). What the agent says is untrusted: frames are parsed
  * strictly (agent-protocol.ts); a frame for an id not in flight, or any other violation, closes the
  * stream; the stream is read within a byte budget (SANDBOX_AGENT_MAX_BYTES_PER_SECOND), so a flood meets
@@ -16,16 +17,6 @@ import { describe, type Entry, type Registry } from './registry.js'
  * has no agent is remembered per container and never asked again.
  */
 
-/**
- * The agent's command line. The interpreter is a root-owned copy of python3 that `assistant` may run
- * but not read (mode 0711, sandbox-image/Dockerfile): the kernel makes a process that executes an
- * unreadable file non-dumpable from its first instruction, so no other `assistant` process can
- * ptrace it or open its /proc/<pid>/fd or mem, not even while python starts. -I -S: no PYTHON*
- * variable, no user or site directory, no .pth file, no script directory on sys.path; every module
- * comes from the root-owned standard library. An image without this interpreter is treated as one
- * without the agent (docker exec).
- */
-export const AGENT_ARGV = ['/usr/lib/cubicle-agent/python3', '-I', '-S', '/opt/cubicle-agent/cubicle-agent.py']
 /** How long a new agent may take to say hello (python start in a busy sandbox). */
 const HELLO_TIMEOUT_MS = 10_000
 /** A connection that ends sooner than this counts as a failure (backoff before the next one). */
@@ -69,9 +60,6 @@ export interface AgentState {
   /** this container's image has no agent: plain docker exec for good */
   missing: boolean
 }
-
-/** What a connection writes frames to and closes: the agent process's stdin. */
-export interface AgentPipe { write: (frame: Buffer) => unknown, destroy: () => unknown }
 
 export class AgentConnection {
   private readonly handlers = new Map<number, AgentHandler>()
@@ -199,60 +187,14 @@ function failure (reg: Registry, st: AgentState, why: string, err?: unknown): vo
     'sandbox agent unavailable; using docker exec')
 }
 
-/** Where the agent's frames come from: the engine's socket (no exec) or the exec stream (the fallback). */
-interface AgentLink {
-  stdout: Readable
-  /** the exec's stderr (an engine's error about the command, python's traceback); none on a socket */
-  stderr: Readable | null
-  pipe: AgentPipe
-  /** settles when the link is gone */
-  ended: Promise<unknown>
-  /** the exec stream: an image without the agent can be recognised by its errors */
-  exec: boolean
-}
-
-/** The engine's connection to an agent that its sandbox started itself, or null (docs/engine.md#the-agent-socket). */
-async function socketLink (reg: Registry, st: AgentState): Promise<AgentLink | null> {
-  if (reg.engine.agentChannel === undefined) return null
-  let sock: Duplex | null
-  try { sock = await reg.engine.agentChannel(st.sandboxId) } catch (err) {
-    reg.log.debug({ chat: st.owner, err }, 'no agent socket; starting the agent over exec')
-    return null
-  }
-  if (sock === null) return null
-  const s = sock
-  s.on('error', () => { s.destroy() })
-  return {
-    stdout: s,
-    stderr: null,
-    pipe: { write: frame => s.write(frame), destroy: () => { s.destroy() } },
-    ended: new Promise(resolve => { s.once('close', resolve) }),
-    exec: false
-  }
-}
-
-async function execLink (reg: Registry, st: AgentState): Promise<AgentLink | null> {
-  let proc: ExecProcess
+async function open (reg: Registry, st: AgentState): Promise<AgentConnection | null> {
+  let link: AgentLink | null
   try {
-    proc = await reg.engine.exec(st.sandboxId, { argv: AGENT_ARGV, user: SANDBOX_USER, cwd: '/', env: [], stdin: true })
+    link = await socketLink(reg, st.sandboxId, st.owner) ?? await execLink(reg, st.sandboxId)
   } catch (err) {
     if (!st.dropped) failure(reg, st, 'start', err)
     return null
   }
-  const stdin = proc.stdin
-  stdin?.on('error', () => { proc.close() })
-  return {
-    stdout: proc.stdout,
-    stderr: proc.stderr,
-    pipe: { write: frame => stdin?.write(frame), destroy: () => { proc.close() } },
-    ended: proc.exit,
-    exec: true
-  }
-}
-
-async function open (reg: Registry, st: AgentState): Promise<AgentConnection | null> {
-  const link = await socketLink(reg, st) ?? await execLink(reg, st)
-  if (link === null) return null
   if (reg.closed || st.dropped) { link.pipe.destroy(); return null }
   const pipe = link.pipe
   const closer = { close: () => { pipe.destroy() } }

@@ -1,15 +1,17 @@
 /*
  * The agent socket (docs/engine.md#the-agent-socket) on a real engine: with an image whose entrypoint starts
  * the agent (SOCKET_IMAGE, label cubicle.agent-socket=1), commands reach it through the socket the
- * engine listens on, with no exec at all (not even one to start the agent); an old image, or an agent
- * that died, falls back to the agent over exec; a sandbox that kills its agent and poses as one
+ * engine listens on, with no exec at all (not even one to start the agent); the socket turned off, an
+ * old image, or an agent that died, fall back to the agent over exec; a sandbox that kills its agent and poses as one
  * (fresh, or with a made-up key) is refused and sees no other chat's socket, whose chat keeps its own;
  * a restarted server lets the running agents back in (the key on the host), and warm pool sandboxes
  * use the socket once claimed.
  */
+import { execFile } from 'node:child_process'
 import { mkdtemp, readdir } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { promisify } from 'node:util'
 import t from 'tap'
 import { createDockerEngine } from '../../plugins/sandbox-docker/docker-client.js'
 import { AGENT_ARGV } from '../../plugins/sandbox/agent-client.js'
@@ -19,8 +21,27 @@ import { buildSandboxApp, cleanupPrefix, DOCKER_HOST, dockerOrSkip } from './doc
 
 const PREFIX = 'tagentsock'
 const SOCKET_IMAGE = process.env.SOCKET_IMAGE ?? process.env.DOCKER_IMAGE ?? 'computer-use-sandbox:latest'
+/** An image built before the agent socket (none has the label: that subtest is skipped, the rest still runs). */
 const OLD_IMAGE = process.env.OLD_IMAGE ?? 'computer-use-sandbox:agents'
-const { skip } = await dockerOrSkip()
+const run = promisify(execFile)
+
+/** The image's cubicle.agent-socket label ('' when absent or the image is missing). */
+async function socketLabel (image: string): Promise<string> {
+  try {
+    return (await run('docker', ['image', 'inspect', '-f', '{{ index .Config.Labels "cubicle.agent-socket" }}', image])).stdout.trim()
+  } catch { return '' }
+}
+
+async function gate (): Promise<string | false> {
+  const { skip } = await dockerOrSkip()
+  if (skip !== false) return skip
+  if (await socketLabel(SOCKET_IMAGE) === '1') return false
+  const reason = `${SOCKET_IMAGE} predates the agent socket (no label cubicle.agent-socket=1): rebuild it (npm run sandbox:build) or set SOCKET_IMAGE`
+  if (process.env.REQUIRE_DOCKER === '1') throw new Error(`REQUIRE_DOCKER=1: ${reason}`)
+  return reason
+}
+const skip = await gate()
+const oldSkip = await socketLabel(OLD_IMAGE) === '' ? false : `${OLD_IMAGE} has the agent socket: set OLD_IMAGE to an image built before it`
 const quiet = { warn: () => {}, debug: () => {} }
 
 interface Counted { client: SandboxEngine, execs: Array<{ id: string, argv: string }> }
@@ -118,15 +139,24 @@ t.test('the agent socket (real Docker)', { skip }, async t => {
     t.same(execs, [], 'chat B keeps its socket: no exec')
   })
 
-  t.test('an old image without the socket agent falls back to the agent over exec', async t => {
+  t.test('without the socket (SANDBOX_AGENT_SOCKET=false) the entrypoint starts no agent and the server execs one', async t => {
+    const plain = createDockerEngine(DOCKER_HOST)
+    const off: Counted = { client: { ...plain, exec: async (id: string, spec: ExecSpec) => { off.execs.push({ id, argv: spec.argv.join(' ') }); return await plain.exec(id, spec) } }, execs: [] }
+    const o = await buildSandboxApp(t, `${PREFIX}f`, { client: off.client, image: SOCKET_IMAGE }, dataDir)
+    t.teardown(async () => { await o.app.close(); await cleanupPrefix(t, `${PREFIX}f`) })
+    await o.service.ensure('s-off')
+    t.equal(await sh(o.service, 's-off', 'test -e /run/cubicle-agent && echo mounted || echo none; ps -eo args | grep -c "[c]ubicle-agent.py --connect"'), 'none\n0\n[exit 1]')
+    t.equal(off.execs.filter(e => isAgentExec(e.argv)).length, 1, 'one agent exec')
+  })
+
+  t.test('an old image without the socket agent falls back to the agent over exec', { skip: oldSkip }, async t => {
     const old = await buildSandboxApp(t, `${PREFIX}o`, { client, image: OLD_IMAGE }, dataDir)
+    t.teardown(async () => { await old.app.close(); await cleanupPrefix(t, `${PREFIX}o`) })
     execs.length = 0
     await old.service.ensure('s-old')
     t.equal(await sh(old.service, 's-old', 'echo old'), 'old\n')
     t.equal(execs.filter(e => isAgentExec(e.argv)).length, 1, 'one agent exec')
     t.equal(await sh(old.service, 's-old', 'test -e /run/cubicle-agent && echo mounted || echo none'), 'none\n', 'no socket mounted')
-    await old.app.close()
-    await cleanupPrefix(t, `${PREFIX}o`)
   })
 
   t.test('after a server restart the running agents come back through their sockets', async t => {
