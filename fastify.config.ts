@@ -31,6 +31,8 @@ import runtimeCli from './plugins/runtime-cli/index.js'
 import subAgent from './plugins/sub-agent/index.js'
 import docs from './plugins/docs/index.js'
 import oauth from './plugins/oauth/index.js'
+import icons from './plugins/icons/index.js'
+import { serverIcons } from './plugins/icons/icons.js'
 import egress from './plugins/egress/index.js'
 
 const plugins = {
@@ -45,7 +47,9 @@ const plugins = {
     keepAliveMs: config.PROGRESS_INTERVAL_SECONDS * 1000,
     // Shutdown within CLOSE_GRACE_MS: calls get most of it to finish, then up to 3 s to stop.
     shutdownDrainMs: Math.max(0, config.CLOSE_GRACE_MS - 4000),
-    shutdownCancelWaitMs: Math.min(3000, config.CLOSE_GRACE_MS)
+    shutdownCancelWaitMs: Math.min(3000, config.CLOSE_GRACE_MS),
+    // Served by the icons plugin below (GET /icons/…).
+    serverIcons: serverIcons(config.publicBaseUrl)
   }),
   capabilities: config => entry(capabilities, {
     apiKey: config.MCP_API_KEY,
@@ -161,6 +165,8 @@ const plugins = {
     maxViewers: config.TERMINAL_MAX_VIEWERS
   }),
   docs: config => entry(docs, { publicBaseUrl: config.publicBaseUrl, singleUserMode: config.singleUserMode }),
+  // The server's and the tools' icons, and `icons` on each built-in tool of tools/list.
+  icons: config => entry(icons, { publicBaseUrl: config.publicBaseUrl }),
   oauth: config => entry(oauth, {
     enabled: config.OAUTH_ENABLED,
     publicBaseUrl: config.publicBaseUrl,

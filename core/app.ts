@@ -123,7 +123,8 @@ export async function buildApp (config: AppConfig, entries: Entry[], opts: Build
     const path = request.url.split('?')[0] ?? '/'
     const allowed = ['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'PATCH']
       .filter(m => mirror.find(m as FindMyWay.HTTPMethod, path) !== null)
-    if (allowed.length > 0) {
+    // A wildcard route that found no file (static assets) calls the not-found handler for a method it serves: 404.
+    if (allowed.length > 0 && !allowed.includes(request.method)) {
       return await reply.code(405).header('Allow', allowed.join(', '))
         .send(errorBody(new CORE_METHOD_NOT_ALLOWED(request.method, allowed.join(', '))))
     }

@@ -34,14 +34,14 @@ const mcpTransport: FastifyPluginAsync<McpTransportOptions> = async (fastify, ra
   // Graceful shutdown: Fastify already answers new requests with 503 here; running calls finish or are
   // stopped and answered within shutdownDrainMs + shutdownCancelWaitMs. Sandboxes are left running.
   // The 2026-07-28 leg's listen streams end after the drain (its calls run through the same runner).
-  const modern = createModernLeg({ registry, runner, opts, log: fastify.log.child({ plugin: 'mcp-transport' }) })
+  const modern = createModernLeg({ registry, runner, opts, serverIcons: opts.serverIcons, log: fastify.log.child({ plugin: 'mcp-transport' }) })
   fastify.addHook('preClose', async () => {
     await runner.drain(opts.shutdownDrainMs, opts.shutdownCancelWaitMs)
     // CLOSE_GRACE_MS leaves 1 s after the drain and the stop (fastify.config.ts): answers flush within it.
     await modern.close(Math.min(1000, opts.shutdownCancelWaitMs))
   })
 
-  await fastify.register(mcpRoutes, { deps: { registry, runner, opts, modern } })
+  await fastify.register(mcpRoutes, { deps: { registry, runner, opts, modern, serverIcons: opts.serverIcons } })
 
   fastify.get('/mcp-info', { schema: { tags: ['mcp'], summary: 'Server name, version, tools and the headers /mcp reads (JSON)' } }, async (request, reply) => {
     await requireKey(request, reply)

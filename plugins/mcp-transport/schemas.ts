@@ -14,7 +14,13 @@ export const McpTransportOptions = Type.Object({
   getStreamMaxMs: Type.Optional(Type.Integer({ default: 1800000, minimum: 1000, description: 'a GET stream is closed after this long' })),
   lenientWarnIntervalMs: Type.Optional(Type.Integer({ default: 60000, minimum: 0 })),
   shutdownDrainMs: Type.Optional(Type.Integer({ default: 6000, minimum: 0, description: 'on shutdown, running tool calls get this long to finish before they are cancelled' })),
-  shutdownCancelWaitMs: Type.Optional(Type.Integer({ default: 3000, minimum: 0, description: 'after cancelling, how long a tool may take to stop before its call is answered anyway' }))
+  shutdownCancelWaitMs: Type.Optional(Type.Integer({ default: 3000, minimum: 0, description: 'after cancelling, how long a tool may take to stop before its call is answered anyway' })),
+  serverIcons: Type.Optional(Type.Array(Type.Object({
+    src: Type.String({ minLength: 1 }),
+    mimeType: Type.Optional(Type.String()),
+    sizes: Type.Optional(Type.Array(Type.String())),
+    theme: Type.Optional(Type.Union([Type.Literal('light'), Type.Literal('dark')]))
+  }), { default: [], description: 'serverInfo.icons of initialize (docs/contract.md#icons); empty: none' }))
 })
 export type McpTransportOptions = Static<typeof McpTransportOptions>
 

@@ -1,4 +1,4 @@
-import { ProtocolErrorCode, ResourceNotFoundError, Server, type CacheHint, type CallToolResult, type Resource, type ServerOptions } from '@modelcontextprotocol/server'
+import { ProtocolErrorCode, ResourceNotFoundError, Server, type CacheHint, type CallToolResult, type Icon, type Resource, type ServerOptions } from '@modelcontextprotocol/server'
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/server/validators/ajv'
 import { SERVER_NAME, SERVER_VERSION } from '../../core/version.js'
 import { protocolError } from './errors.js'
@@ -39,6 +39,8 @@ function decodeCursor (cursor: string | undefined): number {
 export interface ServerDeps {
   registry: RegistryInternals
   runner: ToolRunner
+  /** serverInfo.icons (docs/contract.md#icons); none when empty. */
+  serverIcons: Icon[]
 }
 
 export interface RequestServerOptions {
@@ -57,7 +59,7 @@ export interface RequestServerOptions {
  */
 export function createRequestServer (deps: ServerDeps, ctx: McpRequestContext, opts: RequestServerOptions): Server {
   const { registry, runner } = deps
-  const server = new Server({ name: SERVER_NAME, version: SERVER_VERSION }, {
+  const server = new Server({ name: SERVER_NAME, version: SERVER_VERSION, ...(deps.serverIcons.length > 0 && { icons: deps.serverIcons }) }, {
     capabilities: { tools: { listChanged: false }, resources: { subscribe: false, listChanged: true }, prompts: { listChanged: false } },
     ...(opts.instructions !== undefined && { instructions: opts.instructions }),
     supportedProtocolVersions: [...SERVED_PROTOCOL_VERSIONS],

@@ -1,22 +1,12 @@
-import { existsSync } from 'node:fs'
-import { fileURLToPath } from 'node:url'
 import fp from 'fastify-plugin'
 import fastifyStatic from '@fastify/static'
 import type { FastifyPluginAsync, FastifyReply } from 'fastify'
+import { assetDir } from '../../core/asset-dir.js'
 import { parseOptions } from '../../core/config.js'
 import { PreviewOptions } from './schemas.js'
 import { VENDOR, packageDir } from './vendor.js'
 import routes from './routes.js'
 import terminalPage from './terminal-page.js'
-
-/** public/ beside this file (tsx) or, when running from dist/, the source tree's copy. */
-function defaultPublicDir (): string {
-  const here = fileURLToPath(new URL('./public/', import.meta.url))
-  if (existsSync(here)) return here
-  const fromDist = fileURLToPath(new URL('../../../plugins/preview/public/', import.meta.url))
-  if (existsSync(fromDist)) return fromDist
-  throw new Error('preview: front-end directory plugins/preview/public not found')
-}
 
 /**
  * The preview page (docs/contract.md#preview-page, docs/contract.md#browser-and-terminal): GET /preview/{chat} serves an HTML shell with
@@ -25,7 +15,7 @@ function defaultPublicDir (): string {
  */
 const preview: FastifyPluginAsync<PreviewOptions> = async (fastify, raw) => {
   const opts = parseOptions(PreviewOptions, raw, 'preview')
-  const publicDir = opts.publicDir !== '' ? opts.publicDir : defaultPublicDir()
+  const publicDir = opts.publicDir !== '' ? opts.publicDir : assetDir(import.meta.url, 'preview', 'public')
   // Public assets, no chat data: readable cross-origin, because the page may run in an opaque-origin
   // iframe (docs/contract.md#open-webui), where its module script is a CORS request.
   const nosniff = (reply: FastifyReply): void => {
