@@ -54,6 +54,8 @@ export function buildPrompt (v: PromptVars): string {
   const browserSkill = has(v.skills, 'public', 'browser')
     ? [`- Web browser: the \`browser\` command drives a Chromium that the user watches live and can take over in the Browser tab of this chat's preview page. Read \`${SANDBOX_SKILLS}/public/browser/SKILL.md\` before using it; for logins and captchas, ask the user to take over there instead of asking for passwords.`]
     : []
+  // Images without the `job` command (built before it) keep the nohup advice.
+  const jobSkill = has(v.skills, 'public', 'job')
   const subAgentSkill = has(v.skills, 'public', 'sub-agent') ? ` Read \`${SANDBOX_SKILLS}/public/sub-agent/SKILL.md\` before the first call.` : ''
   const cli = `${CLI_NAME[v.subagentCli]} (\`${v.subagentCli}\`)`
   const lines = [
@@ -63,7 +65,9 @@ export function buildPrompt (v: PromptVars): string {
     `You have a Linux computer (a Docker sandbox) that belongs to this chat alone. ${toolSentence(v.tools)} Everything runs as the unprivileged user \`assistant\`.`,
     '',
     `- \`${SANDBOX_HOME}\` is your workspace and working directory. It persists across turns and sandbox restarts: files left there are still there later.`,
-    `- A \`bash_tool\` command may run for ${v.commandTimeoutSeconds} seconds, then it is stopped. Start longer jobs in the background with output redirected (\`nohup cmd > job.log 2>&1 &\`) and check the log in later calls.`,
+    jobSkill
+      ? `- A \`bash_tool\` command may run for ${v.commandTimeoutSeconds} seconds, then it is stopped together with everything it started. Run servers and longer jobs in the background with the \`job\` command: \`job start --name web -- npm run dev\`, then \`job list\` (state, listening ports), \`job logs web\`, \`job stop web\`. Jobs keep running between calls; read \`${SANDBOX_SKILLS}/public/job/SKILL.md\` before the first one.`
+      : `- A \`bash_tool\` command may run for ${v.commandTimeoutSeconds} seconds, then it is stopped. Start longer jobs in the background with output redirected (\`nohup cmd > job.log 2>&1 &\`) and check the log in later calls.`,
     '- Commands run without a terminal or stdin: use non-interactive flags (`-y`, `--yes`), no editors or pagers.',
     v.networkEnabled ? '- Outbound network access is available (downloads, package installs into your home).' : '- The sandbox has no network access.',
     ...browserSkill,

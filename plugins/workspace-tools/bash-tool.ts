@@ -52,9 +52,10 @@ export function createBashTool (deps: WorkspaceDeps, settings: WorkspaceSettings
     name: 'bash_tool',
     order: 10,
     description: 'Run a bash command in this chat\'s own Linux sandbox, as user assistant in /home/assistant ' +
-      `(files there persist between calls). stdout and stderr come back together. Commands stop after ${T} seconds: ` +
-      'start longer jobs in the background with their output redirected (nohup cmd > /tmp/job.log 2>&1 &) and check ' +
-      `on them later. Output over ${settings.maxOutputChars} characters keeps only its beginning and end, so filter ` +
+      `(files there persist between calls). stdout and stderr come back together. Commands stop after ${T} seconds ` +
+      'together with everything they started: run servers and longer jobs with the job command ' +
+      '(job start --name web -- npm run dev; then job list for state and listening ports, job logs web, job stop web; ' +
+      `/mnt/skills/public/job/SKILL.md). Output over ${settings.maxOutputChars} characters keeps only its beginning and end, so filter ` +
       'it with head, tail or grep. Exit status 1 of grep, rg, find, diff and test is reported as information, not ' +
       'as a failure. Files written to /mnt/user-data/outputs are published, and their links are listed after the output.',
     inputSchema: BashToolInput,

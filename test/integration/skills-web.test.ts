@@ -47,7 +47,7 @@ t.test('webapp-testing, frontend-design and skill-creator as their SKILL.md says
     const md = await sh('cat /mnt/skills/public/webapp-testing/SKILL.md')
     await tool('create_file', { description: 'the app', path: '/home/assistant/app/index.html', file_text: TODO_APP })
     const start = commandOf(t, md, '/mnt/skills/public/webapp-testing/scripts/start_server.sh 8000 --')
-    t.match(await sh(start), /^ready: http:\/\/127\.0\.0\.1:8000\/ \(pid \d+, log /, 'the app answers')
+    t.match(await sh(start), /^ready: http:\/\/127\.0\.0\.1:8000\/ \(job webapp-8000, pid \d+; /, 'the app answers')
     const check = commandOf(t, md, 'node /mnt/skills/public/webapp-testing/scripts/check_page.js')
     const pass = await sh(`${check}; echo rc=$?`)
     t.match(pass, /ok {3}title contains "Todo"\nok {3}filled #new\nok {3}clicked #add\nok {3}text "Buy milk" present\nscreenshot: \/tmp\/todo\.png\nPASS\nrc=0/)
@@ -59,10 +59,10 @@ t.test('webapp-testing, frontend-design and skill-creator as their SKILL.md says
     t.match(fail, /FAIL --expect-text Buy milk: text not found/)
     t.match(fail, /FAIL page error: add is broken\nFAIL\nrc=1/)
     t.match(await sh('node /mnt/skills/public/webapp-testing/scripts/check_page.js http://127.0.0.1:8000/missing.js; echo rc=$?'), /FAIL HTTP 404: http:\/\/127\.0\.0\.1:8000\/missing\.js[\s\S]*rc=1/)
-    t.match(await sh(commandOf(t, md, '/mnt/skills/public/webapp-testing/scripts/start_server.sh --stop 8000')), /stopped the app on port 8000/)
+    t.match(await sh(commandOf(t, md, '/mnt/skills/public/webapp-testing/scripts/start_server.sh --stop 8000')), /job webapp-8000 stopped/)
     t.match(await sh('curl -s -o /dev/null -m 2 http://127.0.0.1:8000/; echo rc=$?'), /rc=7/, 'nothing answers after --stop')
     t.match(await sh('/mnt/skills/public/webapp-testing/scripts/start_server.sh 8001 -- python3 -c "import sys; print(\'boom\'); sys.exit(1)"; echo rc=$?'),
-      /exited before answering[\s\S]*boom[\s\S]*rc=1/, 'a crashing app is reported with its log')
+      /exited[\s\S]*boom[\s\S]*rc=1/, 'a crashing app is reported with its log')
   })
 
   // frontend-design previews a single-file artifact at two sizes and refuses outside dependencies

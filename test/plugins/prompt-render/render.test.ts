@@ -1,3 +1,6 @@
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { buildApp, entry } from '../../../core/app.js'
@@ -66,6 +69,20 @@ t.test('the prompt names only the tools that exist: no sub_agent section without
   // a skill that teaches a missing tool is not listed either
   t.notMatch(text, '/mnt/skills/public/sub-agent/')
   t.notOk((await a.prompts.skills()).some(s => s.name === 'sub-agent'))
+})
+
+t.test('long-running work: the job command with its skill, the nohup advice with an image that has no job skill', async t => {
+  const withJob = await (await app(t)).prompts.render({ chatId: 'chat-a' })
+  t.match(withJob, 'Run servers and longer jobs in the background with the `job` command: `job start --name web -- npm run dev`')
+  t.match(withJob, '/mnt/skills/public/job/SKILL.md')
+  t.notMatch(withJob, /nohup/)
+  const root = await mkdtemp(join(tmpdir(), 'render-skills-'))
+  t.teardown(async () => { await rm(root, { recursive: true, force: true }) })
+  await mkdir(join(root, 'public', 'docx'), { recursive: true })
+  await writeFile(join(root, 'public', 'docx', 'SKILL.md'), '---\nname: docx\ndescription: Word files.\n---\n# docx\n')
+  const withoutJob = await (await app(t, {}, { skillsDir: root })).prompts.render({ chatId: 'chat-a' })
+  t.match(withoutJob, 'Start longer jobs in the background with output redirected (`nohup cmd > job.log 2>&1 &`)')
+  t.notMatch(withoutJob, /job start/)
 })
 
 t.test('without a chat the legacy template keeps its three placeholders', async t => {
