@@ -82,7 +82,7 @@ t.test('the bundled skills of the sandbox image are all listed (examples only wh
     t.teardown(async () => { await a.close() })
     await a.ready()
     const names = (await a.prompts.skills()).map(s => s.name)
-    const expected = ['browser', 'describe-image', 'doc-coauthoring', 'docx', 'file-reading', 'file-sharing', 'frontend-design', 'pdf', 'pdf-reading', 'pptx', 'skill-creator', 'webapp-testing', 'xlsx', ...(includeExamples ? ['hello-skill'] : [])]
+    const expected = ['browser', 'describe-image', 'doc-coauthoring', 'docx', 'file-reading', 'file-sharing', 'frontend-design', 'job', 'pdf', 'pdf-reading', 'pptx', 'skill-creator', 'webapp-testing', 'xlsx', ...(includeExamples ? ['hello-skill'] : [])]
     t.same(names, expected, `includeExamples=${String(includeExamples)}`)
     const text = await a.prompts.render({ chatId: 'c1' })
     t.equal(text.includes('/mnt/skills/examples/hello-skill/SKILL.md'), includeExamples)
