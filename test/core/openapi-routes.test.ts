@@ -12,9 +12,9 @@ interface Seen { method: string, url: string, schema: Record<string, { propertie
  * Routes exempt from the rule, each with its reason: they are not an API a client calls with inputs.
  * - the authorization server's own endpoints (node-oidc-provider parses and checks them; its
  *   metadata at /.well-known/oauth-authorization-server describes them)
- * - static assets of the pages (@fastify/static: a file path, nothing else)
+ * - static assets of the pages and the icons (@fastify/static: a file path, nothing else)
  */
-const allowed = (url: string): boolean => url === '/oauth/*' || url.startsWith('/static/')
+const allowed = (url: string): boolean => url === '/oauth/*' || url.startsWith('/static/') || url.startsWith('/icons/')
 
 /** Routes that read query parameters besides the chat token `t`, and which. */
 const QUERY: Record<string, string[]> = {
