@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs'
-import type { Browser } from 'playwright-core'
+import type { Browser, Page } from 'playwright-core'
 import { chromium } from 'playwright-core'
 import { refuseInUnitTier } from '../fixtures/tier.js'
 
@@ -18,4 +18,22 @@ export function chromiumOrSkip (): { skip: string | false } {
 
 export async function launchChromium (): Promise<Browser> {
   return await chromium.launch({ executablePath: CHROMIUM_PATH, args: CHROMIUM_ARGS })
+}
+
+/** Adds the page's failed requests and 5xx answers to `log` (beside its console errors, if the test records them). */
+export function logRequestTrouble (page: Page, log: string[]): void {
+  page.on('requestfailed', req => { log.push(`request failed: ${req.method()} ${req.url()} ${req.failure()?.errorText ?? ''}`) })
+  page.on('response', res => { if (res.status() >= 500) log.push(`HTTP ${res.status()}: ${res.url()}`) })
+}
+
+/**
+ * `wait`, and when it fails (a timeout), an error that starts with the last lines of `log`: a timeout
+ * alone says nothing about why the page did not get there.
+ */
+export async function orPageLog<T> (log: string[], wait: Promise<T>): Promise<T> {
+  try {
+    return await wait
+  } catch (err) {
+    throw new Error(`page log: [${log.slice(-6).join(' | ')}] ${(err as Error).message.split('\n')[0] ?? ''}`)
+  }
 }

@@ -6,7 +6,7 @@ import { join } from 'node:path'
 import type { Test } from 'tap'
 import { chromiumOrSkip } from './chromium.js'
 import { allFixtures, docx } from './preview-fixtures.js'
-import { CHAT, KEY, open, setup as harness, shot } from './preview-harness.js'
+import { CHAT, KEY, open, orPageLog, setup as harness, shot } from './preview-harness.js'
 
 // Page-side callbacks run in the browser; the project compiles without the DOM lib.
 declare const document: any
@@ -25,7 +25,7 @@ t.test('the preview page opened with a files token renders every preview type an
   const response = await page.goto(`${url}/preview/${CHAT}?t=${token}`)
   t.equal(response?.status(), 200)
   const paths = Object.keys(fixtures)
-  await page.waitForFunction(n => document.querySelectorAll('#file-list li').length === n, paths.length)
+  await orPageLog(errors, page.waitForFunction(n => document.querySelectorAll('#file-list li').length === n, paths.length))
   t.notMatch(page.url(), /[?&]t=/, 'the token is removed from the address bar')
   const listed = await page.$$eval('#file-list li', items => items.map(li => li.getAttribute('data-path')))
   t.same(listed, [...paths].reverse(), 'newest first')
@@ -214,14 +214,29 @@ t.test('long markdown and DOCX render completely and in order (parsed in blocks,
 })
 
 t.test('a chat without outputs shows the empty state', chromiumOrSkip(), async t => {
-  const { url, page } = await setup(t)
+  const { url, page, errors } = await setup(t)
   const response = await page.goto(`${url}/preview/other-chat?t=${await tokenFor(url, 'other-chat')}`)
   t.equal(response?.status(), 200)
-  await page.waitForSelector('#preview .empty h2')
+  await orPageLog(errors, page.waitForSelector('#preview .empty h2'))
   t.equal(await page.textContent('#preview .empty h2'), 'No outputs yet')
   t.equal(await page.getAttribute('#download-all', 'aria-disabled'), 'true')
   t.equal(await page.isVisible('#download-file'), false, 'no per-file buttons without a file')
   await shot(page, 'empty')
+})
+
+t.test('a listing request that stalls is given up and the next poll lists the files', chromiumOrSkip(), async t => {
+  const { url, page, errors } = await setup(t)
+  let stalled = 0
+  // The first listing request never gets an answer (a dead connection the browser still waits on).
+  await page.route(/\/api\/outputs\//, async route => {
+    if (stalled++ === 0) return
+    await route.continue()
+  })
+  const started = Date.now()
+  await page.goto(`${url}/preview/other-chat?t=${await tokenFor(url, 'other-chat')}`)
+  await orPageLog(errors, page.waitForSelector('#preview .empty h2', { timeout: 30000 }))
+  t.ok(stalled >= 2, `the listing was asked again (${stalled} requests)`)
+  t.ok(Date.now() - started >= 9000, 'after the first request was given up (10 s)')
 })
 
 t.test('an expired link shows a clear error instead of the page', chromiumOrSkip(), async t => {

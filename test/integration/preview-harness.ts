@@ -15,7 +15,8 @@ import files from '../../plugins/files/index.js'
 import chatStorage from '../../plugins/chat-storage/index.js'
 import preview from '../../plugins/preview/index.js'
 import { listen, TEST_API_KEY } from '../helper.js'
-import { launchChromium } from './chromium.js'
+import { launchChromium, logRequestTrouble } from './chromium.js'
+export { orPageLog } from './chromium.js'
 
 export const KEY = TEST_API_KEY
 export const CHAT = 'preview-e2e'
@@ -63,6 +64,7 @@ export async function setup (t: Test, fixtures: Record<string, string | Buffer>,
   const errors: string[] = []
   page.on('console', msg => { if (msg.type() === 'error') errors.push(msg.text()) })
   page.on('pageerror', err => { errors.push(String(err)) })
+  logRequestTrouble(page, errors)
   return { app, url, outputs, context, page, token: app.links.token(CHAT, 'f') as string, errors }
 }
 

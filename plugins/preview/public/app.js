@@ -8,6 +8,9 @@ import { badgeFor, renderPreview } from './renderers.js'
 const config = JSON.parse(document.getElementById('config').textContent)
 const POLL_VISIBLE_MS = 3000
 const POLL_HIDDEN_MS = 15000
+// A listing request that stalls (a dropped connection the browser still waits on) is given up after
+// this long and the next poll tries again, instead of leaving the page waiting for ever.
+const LIST_TIMEOUT_MS = 10000
 
 // The token stays in memory only: strip it from the address bar (and so from history and bookmarks).
 const here = new URL(window.location.href)
@@ -127,7 +130,7 @@ function banner (text) {
 
 async function refresh () {
   try {
-    const res = await fetch(config.apiUrl, { cache: 'no-store', credentials: 'omit' })
+    const res = await fetch(config.apiUrl, { cache: 'no-store', credentials: 'omit', signal: AbortSignal.timeout(LIST_TIMEOUT_MS) })
     if (res.status === 401 || res.status === 403) {
       banner('This link has expired or is not valid. Ask the assistant for a fresh preview link.')
       app.dataset.state = 'denied'
