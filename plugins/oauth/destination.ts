@@ -56,3 +56,6 @@ export function redirectHostsProblem (uris: unknown): string | undefined {
   const shown = hosts.slice(0, 4).map(h => h.slice(0, 80)).join(', ') + (hosts.length > 4 ? ', …' : '')
   return `redirect_uris span more than one host (${shown}); the sign-in page can show only one destination, so register one client per host (only loopback redirect URIs may mix hosts and ports)`
 }
+
+/** True for the client_id of a Client ID Metadata Document, an https URL (client-metadata.ts); DCR ids are random base64url. */
+export const isMetadataDocumentClient = (clientId: string): boolean => clientId.startsWith('https://')

@@ -56,7 +56,8 @@ const oauth: FastifyPluginAsync<OAuthOptions> = async (fastify, raw) => {
     accessTokenTtlS: opts.accessTokenTtlS,
     refreshTokenTtlS: opts.refreshTokenTtlS,
     account: internals.principal,
-    maxClientMetadataBytes: opts.maxClientMetadataBytes
+    maxClientMetadataBytes: opts.maxClientMetadataBytes,
+    clientMetadata: { maxBytes: opts.maxClientMetadataBytes, perMinute: opts.registrationsPerMinute, perMinuteTotal: opts.registrationsPerMinuteTotal, overrides: raw.clientMetadataFetch }
   })
   const upstream = opts.oidcIssuer === ''
     ? undefined

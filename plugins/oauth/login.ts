@@ -7,7 +7,7 @@ import { PAGE_CSP, renderConsent, renderErrorPage, renderLogin, type ClientView 
 import type { AuthorizationServer } from './provider.js'
 import type { OAuthInternals } from './service.js'
 import type { Upstream } from './upstream.js'
-import { destinationOf } from './destination.js'
+import { destinationOf, isMetadataDocumentClient } from './destination.js'
 import { OAUTH_UPSTREAM_FAILED } from './errors.js'
 import { HAND_CHECKED } from '../../core/route-schema.js'
 import { CallbackQuery, ConsentForm, LoginForm, TicketQuery, UidParams } from './schemas.js'
@@ -97,7 +97,8 @@ export default async function loginRoutes (fastify: FastifyInstance, { deps }: {
       : requested === undefined
         ? (client.redirectUris?.length === 1 ? client.redirectUris[0] : undefined)
         : (client.redirectUriAllowed(requested) ? requested : undefined)
-    return { name: (client?.clientName ?? 'an unnamed app').slice(0, 100), destination: destinationOf(redirect) }
+    const publisher = client !== undefined && isMetadataDocumentClient(client.clientId) ? new URL(client.clientId).host.slice(0, 200) : undefined
+    return { name: (client?.clientName ?? 'an unnamed app').slice(0, 100), destination: destinationOf(redirect), ...(publisher === undefined ? {} : { publisher }) }
   }
 
   async function finish (request: FastifyRequest, reply: FastifyReply, result: InteractionResults): Promise<FastifyReply> {

@@ -32,6 +32,8 @@ export interface ClientView {
   name: string
   /** Where this request's code goes: the host of its redirect_uri (ASCII), so a look-alike name cannot hide it. */
   destination: Destination
+  /** For a client_id URL (a Client ID Metadata Document): the host (ASCII) that published the name and redirect URIs. */
+  publisher?: string
 }
 
 const KIND: Record<Destination['kind'], string> = {
@@ -49,7 +51,7 @@ function destinationBlock (client: ClientView, lead: string): string {
   const { destination: d } = client
   if (d.kind === 'unknown') return '<div class="error" role="alert">Where this sign-in would go is unknown. Do not continue; start again from your app.</div>'
   return `<p class="dest-label">${lead} ${esc(KIND[d.kind])}</p><p class="dest"><code data-destination>${esc(d.host)}</code></p>
-<p class="hint">The app calls itself <q>${esc(client.name)}</q>, a name anyone can choose. Continue only if you started this from <strong>${esc(d.host)}</strong>.</p>`
+<p class="hint">The app calls itself <q>${esc(client.name)}</q>, a name anyone can choose${client.publisher === undefined ? '' : ` (its description is published by <strong data-publisher>${esc(client.publisher)}</strong>)`}. Continue only if you started this from <strong>${esc(d.host)}</strong>.</p>`
 }
 
 export interface LoginView {

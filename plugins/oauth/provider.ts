@@ -5,14 +5,16 @@ import type { TokenUser } from '../../core/identity.js'
 import type { OAuthKeys } from './keys.js'
 import type { OAuthStore } from './store.js'
 import { renderErrorPage } from './pages.js'
-import { redirectHostsProblem } from './destination.js'
+import { isMetadataDocumentClient, redirectHostsProblem } from './destination.js'
+import { clientMetadataConfiguration, type ClientMetadataOptions } from './client-metadata.js'
 
 /*
  * The one file that configures oidc-provider (a certified OpenID/OAuth implementation; docs/contract.md#oauth
  * asks for a kept library instead of hand-rolled token crypto). Everything else of the plugin talks
  * to `AuthorizationServer`. The profile is OAuth 2.1 as MCP clients use it: authorization code with
- * PKCE S256 for every client, open dynamic registration (RFC 7591), opaque access tokens bound to the
- * one resource `<PUBLIC>/mcp` (RFC 8707), rotating refresh tokens, revocation (RFC 7009).
+ * PKCE S256 for every client, open dynamic registration (RFC 7591) and Client ID Metadata Documents
+ * (client-metadata.ts), opaque access tokens bound to the one resource `<PUBLIC>/mcp` (RFC 8707),
+ * rotating refresh tokens, revocation (RFC 7009).
  */
 
 import { SCOPE } from './schemas.js'
@@ -32,12 +34,17 @@ export interface ServerOptions {
   account: (subject: string) => TokenUser
   /** Largest accepted registration request (client metadata) as JSON, in bytes. */
   maxClientMetadataBytes: number
+  /** Client ID Metadata Documents: fetch budget, size and test overrides (the client address comes from `handle`). */
+  clientMetadata: Omit<ClientMetadataOptions, 'addressOf'>
 }
 
 export interface AuthorizationServer {
   readonly provider: Provider
-  /** Hands a raw request to the provider; `innerUrl` is the path below the prefix ('/token', '/.well-known/openid-configuration'). */
-  handle: (req: IncomingMessage, res: ServerResponse, innerUrl: string) => Promise<void>
+  /**
+   * Hands a raw request to the provider; `innerUrl` is the path below the prefix ('/token',
+   * '/.well-known/openid-configuration'), `clientAddress` the request's address as fastify sees it (trusted proxies applied).
+   */
+  handle: (req: IncomingMessage, res: ServerResponse, innerUrl: string, clientAddress: string) => Promise<void>
   /** The subject of a live access token for our resource whose grant and client still exist. */
   verifyAccessToken: (token: string) => Promise<string | undefined>
 }
@@ -57,9 +64,11 @@ export function checkRegistration (body: unknown, maxBytes: number): void {
 // A resource indicator names our resource with or without a trailing slash (what a user typed into Claude).
 const sameResource = (indicator: string, resource: string): boolean => indicator.replace(/\/+$/, '') === resource
 
-function configuration (store: OAuthStore, keys: OAuthKeys, opts: ServerOptions): Configuration {
+function configuration (store: OAuthStore, keys: OAuthKeys, opts: ServerOptions, addressOf: (req: IncomingMessage) => string): Configuration {
   const basePath = new URL(opts.issuer).pathname.replace(/\/+$/, '')
+  const { feature: clientIdMetadataDocument, ...outbound } = clientMetadataConfiguration({ ...opts.clientMetadata, addressOf })
   return {
+    ...outbound,
     adapter: (name: string) => store.adapterFor(name),
     jwks: { keys: keys.jwks as NonNullable<Configuration['jwks']>['keys'] },
     cookies: { keys: keys.cookieKeys, long: { httpOnly: true, sameSite: 'lax' }, short: { httpOnly: true, sameSite: 'lax' } },
@@ -88,6 +97,7 @@ function configuration (store: OAuthStore, keys: OAuthKeys, opts: ServerOptions)
           return randomBytes(16).toString('base64url')
         }
       },
+      clientIdMetadataDocument,
       revocation: { enabled: true },
       userinfo: { enabled: false },
       introspection: { enabled: false },
@@ -133,8 +143,26 @@ function configuration (store: OAuthStore, keys: OAuthKeys, opts: ServerOptions)
   }
 }
 
+/**
+ * RFC 6749 section 3.3: an authorization request without a scope gets the default, the one scope of
+ * the resource (MCP clients send none when the server's challenge names none); oidc-provider would
+ * grant nothing and answer access_denied. Set before the provider sees the request, so it is part of
+ * the interaction's stored parameters.
+ */
+function withDefaultScope (innerUrl: string): string {
+  const q = innerUrl.indexOf('?')
+  if ((q < 0 ? innerUrl : innerUrl.slice(0, q)) !== '/authorize') return innerUrl
+  const params = new URLSearchParams(q < 0 ? '' : innerUrl.slice(q + 1))
+  if ((params.get('scope') ?? '') !== '') return innerUrl
+  params.set('scope', SCOPE)
+  return `/authorize?${params.toString()}`
+}
+
 export function createAuthorizationServer (store: OAuthStore, keys: OAuthKeys, opts: ServerOptions): AuthorizationServer {
-  const provider = new Provider(opts.issuer, configuration(store, keys, opts))
+  // The address of each request in the provider's hands, for the metadata fetch budget.
+  const addresses = new WeakMap<IncomingMessage, string>()
+  const addressOf = (req: IncomingMessage): string => addresses.get(req) ?? req.socket.remoteAddress ?? ''
+  const provider = new Provider(opts.issuer, configuration(store, keys, opts, addressOf))
   const publicUrl = new URL(opts.issuer)
   const mountPath = `${publicUrl.pathname.replace(/\/+$/, '')}${opts.prefix}`
   // URLs in metadata and redirects come from PUBLIC_BASE_URL, never from the request's Host (docs/contract.md#general-http-rules):
@@ -144,7 +172,9 @@ export function createAuthorizationServer (store: OAuthStore, keys: OAuthKeys, o
 
   return {
     provider,
-    async handle (req, res, innerUrl) {
+    async handle (req, res, raw, clientAddress) {
+      addresses.set(req, clientAddress)
+      const innerUrl = req.method === 'GET' ? withDefaultScope(raw) : raw
       req.headers.host = publicUrl.host
       req.headers['x-forwarded-host'] = publicUrl.host
       req.headers['x-forwarded-proto'] = publicUrl.protocol.slice(0, -1)
@@ -164,9 +194,12 @@ export function createAuthorizationServer (store: OAuthStore, keys: OAuthKeys, o
       if (at === undefined || at.isExpired) return undefined
       const audience = Array.isArray(at.aud) ? at.aud : [at.aud]
       if (!audience.includes(opts.resource) || !at.scopes.has(SCOPE)) return undefined
-      // A revoked grant or a deleted client ends its tokens at once, not when they expire.
+      // A revoked grant or a deleted client ends its tokens at once, not when they expire. A client of
+      // a metadata document is never stored (nothing to delete) and is not looked up here: that would
+      // fetch its document again on /mcp whenever the cache entry expired.
       if (at.grantId === undefined || await provider.Grant.find(at.grantId) === undefined) return undefined
-      if (at.clientId === undefined || await provider.Client.find(at.clientId) === undefined) return undefined
+      if (at.clientId === undefined) return undefined
+      if (!isMetadataDocumentClient(at.clientId) && await provider.Client.find(at.clientId) === undefined) return undefined
       return at.accountId
     }
   }

@@ -63,7 +63,7 @@ export default async function oauthRoutes (fastify: FastifyInstance, { deps }: {
     }
     reply.hijack()
     for (const [name, value] of Object.entries(reply.getHeaders())) if (value !== undefined) reply.raw.setHeader(name, value)
-    await server.handle(request.raw, reply.raw, innerUrl)
+    await server.handle(request.raw, reply.raw, innerUrl, request.ip)
   }
 
   for (const url of ['/.well-known/oauth-authorization-server', '/.well-known/openid-configuration']) {

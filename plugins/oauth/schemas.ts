@@ -1,4 +1,5 @@
 import Type, { type Static } from 'typebox'
+import type { ClientMetadataFetchOverrides } from './client-metadata.js'
 
 export const OAuthOptions = Type.Object({
   enabled: Type.Optional(Type.Boolean({ default: false, description: 'OAUTH_ENABLED: off, the plugin registers nothing' })),
@@ -19,7 +20,8 @@ export const OAuthOptions = Type.Object({
   maxClients: Type.Optional(Type.Integer({ default: 2000, minimum: 10, description: 'Registered clients kept; the oldest unused one goes first' })),
   maxTokens: Type.Optional(Type.Integer({ default: 50000, minimum: 100, description: 'Entries kept per kind of state (grants, tokens, sessions, interactions)' }))
 })
-export type OAuthOptions = Static<typeof OAuthOptions>
+/** The schema's options plus `clientMetadataFetch`, test overrides of the metadata fetch that no setting reaches (client-metadata.ts). */
+export type OAuthOptions = Static<typeof OAuthOptions> & { clientMetadataFetch?: ClientMetadataFetchOverrides }
 
 export const UserParams = Type.Object({ subject: Type.String({ minLength: 1, maxLength: 254, description: 'the user (email, or owner) whose grants are revoked' }) })
 export type UserParams = Static<typeof UserParams>

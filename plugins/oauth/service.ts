@@ -2,6 +2,7 @@ import type { FastifyBaseLogger } from 'fastify'
 import type { AdapterPayload } from 'oidc-provider'
 import { userChatId, validEmail, type TokenUser } from '../../core/identity.js'
 import { OAUTH_UNKNOWN_USER } from './errors.js'
+import { isMetadataDocumentClient } from './destination.js'
 import type { AuthorizationServer } from './provider.js'
 import type { OAuthStore } from './store.js'
 import type { OAuthService, OAuthUser } from './types.js'
@@ -48,8 +49,10 @@ export function createOAuthService (deps: OAuthServiceDeps): OAuthInternals {
     listUsers () {
       const users: OAuthUser[] = store.list('Account').map(([subject, p]) => {
         const record = p as unknown as AccountRecord
-        const clients = grantsOf(subject).map(([, g]) => store.get('Client', String(g.clientId)))
-          .filter(c => c !== undefined).map(c => String(c.client_name ?? c.client_id))
+        // A registered client by its name; a client of a metadata document (never stored) by its client_id URL.
+        const clients = grantsOf(subject).map(([, g]) => String(g.clientId))
+          .map(id => isMetadataDocumentClient(id) ? id : store.get('Client', id)).filter(c => c !== undefined)
+          .map(c => typeof c === 'string' ? c : String(c.client_name ?? c.client_id))
         return { ...principal(subject), chatId: userChatId(subject), via: record.via, lastSignIn: record.lastSignIn, clients }
       })
       return users.sort((a, b) => b.lastSignIn.localeCompare(a.lastSignIn))

@@ -66,6 +66,17 @@ t.test('OAuth protocol rules', async t => {
     t.equal(new URL(res.headers.get('location') ?? '').searchParams.get('error'), 'invalid_target', 'no token for another audience (RFC 8707)')
   })
 
+  t.test('an authorization request without scope gets the default scope, mcp (RFC 6749 section 3.3)', async t => {
+    for (const scope of [undefined, '']) {
+      const url = new URL(authorizeUrl(base, clientId, REDIRECT))
+      if (scope === undefined) url.searchParams.delete('scope')
+      else url.searchParams.set('scope', scope)
+      const tokens = await exchangeCode(base, clientId, REDIRECT, await signInWithFetch(url, REDIRECT, { email: 'noscope@example.com' })) as { access_token: string, scope?: string }
+      t.equal(tokens.scope, 'mcp', `scope ${scope === undefined ? 'absent' : 'empty'}`)
+      t.not((await probeMcp(base, tokens.access_token)).status, 401)
+    }
+  })
+
   t.test('the code needs the PKCE verifier and works once', async t => {
     const landed = await signInWithFetch(authorizeUrl(base, clientId, REDIRECT), REDIRECT, { email: 'dan@example.com' })
     await t.rejects(exchangeCode(base, clientId, REDIRECT, landed, 'x'.repeat(43)), /invalid_grant/)
