@@ -7,6 +7,10 @@ import { fileURLToPath } from 'node:url'
 
 const root = fileURLToPath(new URL('../..', import.meta.url))
 
+// Each case boots its own server process and mostly waits on it: four at a time instead of fourteen in a
+// row (docs/testing.md, "The unit tier's time").
+t.jobs = 4
+
 /** Starts core/server.ts; resolves with exit code and output once it exits, or kills it when stdout matches `until` (or after `ms`). */
 async function boot (env: Record<string, string>, until?: RegExp, ms = 60000): Promise<{ code: number | null, stderr: string, stdout: string }> {
   return await new Promise(resolve => {
