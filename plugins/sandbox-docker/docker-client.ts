@@ -2,7 +2,7 @@ import Docker from 'dockerode'
 import { adapterContext, DEFAULT_ENGINE_LIMITS, type EngineLimits } from './docker-context.js'
 import { createAgent, parseDockerHost } from './docker-endpoint.js'
 import { dockerCreateBody } from './docker-create-body.js'
-import type { DockerError } from './docker-error.js'
+import { DockerError } from './docker-error.js'
 import { execCalls } from './docker-exec-calls.js'
 import { createMonitorClient } from './docker-monitor.js'
 import { objectCalls } from './docker-objects.js'
@@ -56,14 +56,29 @@ export function createDockerEngine (host: string, limits: Partial<EngineLimits> 
   const { run } = ctx
   const exec = execCalls(ctx)
 
-  /** Starts the container; false when it was running already (Docker's 304). */
+  /** Starts the container; false when it was running already (Docker's 304) or paused (then it is unpaused). */
   async function startFresh (id: string): Promise<boolean> {
     try {
       await run('lifecycle', 'container start', async s => await docker.getContainer(id).start({ abortSignal: s }), { retry: true })
       return true
     } catch (err) {
-      if ((err as DockerError).statusCode === 304) return false
+      const e = err as DockerError
+      if (e.statusCode === 304) return false
+      // "cannot start a paused container, try unpause instead"
+      if (e.statusCode === 409 && /paused/i.test(e.message)) { await unpause(id); return false }
       throw err
+    }
+  }
+
+  async function unpause (id: string): Promise<void> {
+    try {
+      await run('lifecycle', 'container unpause', async s => await docker.getContainer(id).unpause({ abortSignal: s }), { retry: true })
+    } catch (err) {
+      const e = err as DockerError
+      // "is not paused": fine when it runs (a retry, or never paused), not when it is stopped.
+      if (e.statusCode !== 500 || !/not paused/i.test(e.message)) throw e
+      if ((await engine.inspect(id))?.running === true) return
+      throw new DockerError(`sandbox ${id} is not running`, 409, false, e, false, 'not-running')
     }
   }
 
@@ -95,6 +110,18 @@ export function createDockerEngine (host: string, limits: Partial<EngineLimits> 
     async start (id) {
       await startFresh(id)
     },
+
+    async pause (id) {
+      try {
+        await run('lifecycle', 'container pause', async s => await docker.getContainer(id).pause({ abortSignal: s }), { retry: true })
+      } catch (err) {
+        const e = err as DockerError
+        if (e.statusCode === 409 && /already paused/i.test(e.message)) return
+        throw e
+      }
+    },
+
+    unpause,
 
     async stop (id, graceSeconds) {
       try {
@@ -135,7 +162,8 @@ export function createDockerEngine (host: string, limits: Partial<EngineLimits> 
       return {
         id: info.Id,
         name: info.Name.replace(/^\//, ''),
-        running: info.State.Running === true && info.State.Restarting !== true,
+        running: info.State.Running === true && info.State.Restarting !== true && info.State.Paused !== true,
+        paused: info.State.Paused === true,
         labels: info.Config.Labels ?? {},
         imageId: info.Image,
         env: info.Config.Env ?? [],
@@ -158,6 +186,7 @@ export function createDockerEngine (host: string, limits: Partial<EngineLimits> 
         id: c.Id,
         name: (c.Names[0] ?? '').replace(/^\//, ''),
         running: c.State === 'running',
+        paused: c.State === 'paused',
         labels: c.Labels ?? {},
         addresses: networkAddresses(c.NetworkSettings?.Networks)
       }))

@@ -19,7 +19,8 @@ export function reasonOf (status: number | undefined, message: string): EngineEr
     if (/network/i.test(message)) return 'network-missing'
     return undefined
   }
-  if (status === 409) return 'conflict'
+  // 409 is also Docker's answer to a call that needs a running (or unpaused) container.
+  if (status === 409) return /is not running|is paused/i.test(message) ? 'not-running' : 'conflict'
   if (status === 500 && /not running|is paused|restarting/i.test(message)) return 'not-running'
   if ((status === 400 || status === 500) && /storage.?opt|quota|storage option/i.test(message)) return 'quota-refused'
   return undefined

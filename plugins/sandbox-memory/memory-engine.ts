@@ -38,6 +38,8 @@ export interface MemorySandbox {
   name: string
   spec: SandboxSpec
   running: boolean
+  /** frozen by pause(): no exec until unpause() */
+  paused: boolean
   layer: FileTree
   tmpfs: Map<string, FileTree>
   procs: Set<Proc>
@@ -87,13 +89,14 @@ export function createMemoryEngine (o: MemoryEngineOptions = {}): SandboxEngine 
 
   const halt = (b: MemorySandbox): void => {
     b.running = false
+    b.paused = false
     b.address = null
     b.tmpfs.clear()
     for (const p of [...b.procs]) p.process.lost()
   }
 
   const summary = (b: MemorySandbox): SandboxSummary => ({
-    id: b.id, name: b.name, running: b.running, labels: { ...b.spec.labels }, addresses: b.address === null ? {} : { [b.spec.network]: b.address }
+    id: b.id, name: b.name, running: b.running && !b.paused, paused: b.paused, labels: { ...b.spec.labels }, addresses: b.address === null ? {} : { [b.spec.network]: b.address }
   })
 
   const network = (name: string): EngineNetwork => {
@@ -126,16 +129,28 @@ export function createMemoryEngine (o: MemoryEngineOptions = {}): SandboxEngine 
         if (m.type === 'volume' && !volumes.has(m.source)) volumes.set(m.source, { labels: m.volumeLabels ?? {}, tree: new FileTree(), createdAt: new Date().toISOString() })
       }
       const id = randomBytes(32).toString('hex')
-      boxes.set(id, { id, name: spec.name, spec: structuredClone(spec), running: false, layer: new FileTree(), tmpfs: new Map(), procs: new Set(), address: null })
+      boxes.set(id, { id, name: spec.name, spec: structuredClone(spec), running: false, paused: false, layer: new FileTree(), tmpfs: new Map(), procs: new Set(), address: null })
       return { id }
     },
     async start (id) {
       up()
       const b = need(id)
-      if (b.running) return
+      if (b.running) { b.paused = false; return }
       b.running = true
       for (const target of Object.keys(b.spec.tmpfs)) b.tmpfs.set(target, new FileTree())
       if (b.spec.network !== 'none') b.address = `10.88.${Math.floor(nextAddress / 250)}.${(nextAddress++ % 250) + 2}`
+    },
+    async pause (id) {
+      up()
+      const b = need(id)
+      if (!b.running) throw new MemoryEngineError(`sandbox ${id} is not running`, 409, false, 'not-running')
+      b.paused = true
+    },
+    async unpause (id) {
+      up()
+      const b = need(id)
+      if (!b.running) throw new MemoryEngineError(`sandbox ${id} is not running`, 409, false, 'not-running')
+      b.paused = false
     },
     async stop (id) { up(); const b = find(id); if (b === undefined) return false; halt(b); return true },
     async kill (id) { up(); const b = find(id); if (b !== undefined) halt(b) },
@@ -186,7 +201,7 @@ export function createMemoryEngine (o: MemoryEngineOptions = {}): SandboxEngine 
       up()
       if (spec.signal?.aborted === true) throw new MemoryEngineError('the call was cancelled while it waited for the engine', undefined, false, undefined, true)
       const b = need(id)
-      if (!b.running) throw new MemoryEngineError(`sandbox ${id} is not running`, 409, false, 'not-running')
+      if (!b.running || b.paused) throw new MemoryEngineError(`sandbox ${id} is ${b.paused ? 'paused' : 'not running'}`, 409, false, 'not-running')
       const env = envObject([...b.spec.env, ...(spec.env ?? [])])
       const startable = b.spec.limits.pids <= 0 || b.procs.size + 1 < b.spec.limits.pids
       const entry: Proc = { argv: spec.argv, env, process: undefined as unknown as MemoryProcess }
@@ -201,6 +216,7 @@ export function createMemoryEngine (o: MemoryEngineOptions = {}): SandboxEngine 
     async putFile (id, path, content, mode, uid, gid) {
       up()
       const b = need(id)
+      // Files can be written while paused (as Docker writes an archive into a frozen container).
       if (!b.running) throw new MemoryEngineError(`sandbox ${id} is not running`, 409, false, 'not-running')
       try { await fsOf(b).write(path, content, { append: false, mode, uid, gid }) } catch (err) {
         if (!(err instanceof FsError)) throw err

@@ -62,7 +62,10 @@ export interface SandboxSummary {
   id: string
   /** the engine-level name (spec.name, or the name given by claim) */
   name: string
+  /** its processes run (false while paused) */
   running: boolean
+  /** its processes are frozen by pause(), memory kept; absent means false */
+  paused?: boolean
   labels: Record<string, string>
   /** address per attached network, when the listing reports it (empty when stopped) */
   addresses?: Record<string, string>

@@ -70,9 +70,16 @@ export interface SandboxEngine {
   removeNetwork: (idOrName: string) => Promise<void>
   /** 'conflict' when the name is taken. */
   create: (spec: SandboxSpec) => Promise<{ id: string } | 'conflict'>
-  /** running already is success */
+  /** running already is success; a paused sandbox is resumed (as unpause) */
   start: (id: string) => Promise<void>
-  /** stopped already is success; false when the sandbox does not exist */
+  /**
+   * Freezes every process of a running sandbox, keeping its memory (Docker: pause; docs/engine.md#pause).
+   * Paused already is success; reason not-running when it is stopped, no-such-sandbox when missing.
+   */
+  pause: (id: string) => Promise<void>
+  /** Thaws a paused sandbox: the same processes go on. Running already is success; not-running when stopped, no-such-sandbox when missing. */
+  unpause: (id: string) => Promise<void>
+  /** stopped already is success (a paused sandbox is stopped too); false when the sandbox does not exist */
   stop: (id: string, graceSeconds: number) => Promise<boolean>
   /** missing or stopped is success */
   kill: (id: string) => Promise<void>
