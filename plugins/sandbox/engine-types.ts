@@ -73,7 +73,7 @@ export interface SandboxEngine {
   /** running already is success; a paused sandbox is resumed (as unpause) */
   start: (id: string) => Promise<void>
   /**
-   * Freezes every process of a running sandbox, keeping its memory (Docker: pause; docs/engine.md#pause).
+   * Freezes every process of a running sandbox, keeping its memory (Docker: pause; docs/engine.md#what-an-engine-implements).
    * Paused already is success; reason not-running when it is stopped, no-such-sandbox when missing.
    */
   pause: (id: string) => Promise<void>
