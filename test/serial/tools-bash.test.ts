@@ -6,7 +6,10 @@ import { bash, client, textOf, toolsApp } from '../plugins/workspace-tools/integ
 const gate = await dockerOrSkip()
 
 t.test('bash_tool over MCP on real Docker', gate, async t => {
-  const { url } = await toolsApp(t)
+  // The agent stream's byte budget (SANDBOX_AGENT_MAX_BYTES_PER_SECOND, 8 MiB/s by default, held by
+  // sandbox-agent-hardening.test.ts) would make the 1 GB flood below last two minutes; read as fast as
+  // the sandbox writes it (about 15 s), it is the harder case for the server's memory.
+  const { url } = await toolsApp(t, { SANDBOX_AGENT_MAX_BYTES_PER_SECOND: '1g' })
   const c = await client(t, url, 'wt-bash')
 
   t.test('tools/list shows the four tools in order with their schemas', async t => {
