@@ -1,6 +1,6 @@
 /*
- * Headless n8n for the n8n integration tests: the install gate and a throwaway n8n user
- * folder per test. scripts/n8n-install.sh installs n8n 2.41.1 on Node 24 from the npm registry into
+ * Headless n8n for the n8n integration test (n8n.test.ts): the install gate and a throwaway n8n
+ * user folder. scripts/n8n-install.sh installs n8n 2.41.1 on Node 24 from the npm registry into
  * a cache; the gate skips loudly when that fails (even under REQUIRE_DOCKER=1: the install needs the
  * registry, not the engine), and a test fails when n8n is installed and the call fails.
  */
@@ -41,7 +41,7 @@ export interface N8nUser {
 
 /**
  * A fresh n8n user folder under `work` (its own sqlite database and encryption key), and its own task
- * broker port: every n8n command starts a broker (5679 by default), and the n8n test files may run at once.
+ * broker port: every n8n command starts a broker (5679 by default), and another checkout's n8n may run at once.
  */
 export async function n8nUser (t: Test, home: string, work: string): Promise<N8nUser> {
   const env = {
