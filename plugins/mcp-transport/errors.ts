@@ -1,5 +1,7 @@
 import { defineError, INTERNAL_ERROR } from '../../core/errors.js'
 
+/** An extension id, or a method name that the transport or another extension already serves. */
+export const MCP_DUPLICATE_EXTENSION = defineError('MCP_DUPLICATE_EXTENSION', INTERNAL_ERROR, "The MCP extension or method '%s' is already registered", 500, TypeError)
 export const MCP_DUPLICATE_TOOL = defineError('MCP_DUPLICATE_TOOL', INTERNAL_ERROR, "A tool named '%s' is already registered", 500, TypeError)
 /** A browser Origin that may not call /mcp (listed ones get CORS headers). */
 export const MCP_FORBIDDEN_ORIGIN = defineError('MCP_FORBIDDEN_ORIGIN', 'forbidden', 'Origin not allowed: set PUBLIC_BASE_URL or ALLOWED_ORIGINS to the browser origin that calls /mcp', 403)

@@ -1,11 +1,11 @@
 import type { TObject } from 'typebox'
 import { Compile, type Validator } from 'typebox/compile'
 import Value from 'typebox/value'
-import type { Tool } from '@modelcontextprotocol/server'
-import { MCP_DUPLICATE_TOOL, MCP_REGISTRY_SEALED } from './errors.js'
+import type { JSONObject, StandardSchemaV1, Tool } from '@modelcontextprotocol/server'
+import { MCP_DUPLICATE_EXTENSION, MCP_DUPLICATE_TOOL, MCP_REGISTRY_SEALED } from './errors.js'
 import type {
-  ChatlessRequestEvent, ChatlessRequestObserver, ChatNotification, InstructionsProvider, McpRegistry, McpRequestContext, ResourceProvider,
-  ToolCallEvent, ToolCallObserver, ToolDefinition, ToolListTransform
+  ChatlessRequestEvent, ChatlessRequestObserver, ChatNotification, ExtensionDefinition, ExtensionMethod, InstructionsProvider, McpRegistry,
+  McpRequestContext, ResourceProvider, ToolCallEvent, ToolCallObserver, ToolDefinition, ToolListTransform
 } from './types.js'
 
 /** A registered tool with its validator compiled once at boot. */
@@ -14,12 +14,38 @@ export interface CompiledTool {
   validator: Validator
 }
 
+/** An extension method with its params as the Standard Schema the SDK's custom-method handlers take. */
+export interface CompiledMethod { name: string, method: ExtensionMethod, params: StandardSchemaV1 }
+export interface CompiledExtension { id: string, settings: JSONObject, methods: CompiledMethod[] }
+
+/** Methods the transport serves itself: an extension may not take them over. */
+const OWN_METHODS = new Set(['initialize', 'ping', 'server/discover', 'subscriptions/listen', 'tools/list', 'tools/call', 'resources/list',
+  'resources/read', 'resources/templates/list', 'resources/subscribe', 'resources/unsubscribe', 'prompts/list', 'prompts/get',
+  'completion/complete', 'logging/setLevel'])
+
+/** A TypeBox object schema as a Standard Schema (what the SDK validates custom-method params with); absent params are `{}`. */
+function standardParams (schema: ExtensionMethod['params']): StandardSchemaV1 {
+  const validator = Compile(schema)
+  return {
+    '~standard': {
+      version: 1,
+      vendor: 'typebox',
+      validate: (raw: unknown) => {
+        const value = raw ?? {}
+        if (validator.Check(value)) return { value }
+        return { issues: validator.Errors(value).slice(0, 5).map(e => ({ message: `${e.instancePath === '' ? 'params' : e.instancePath.slice(1)}: ${e.message}` })) }
+      }
+    }
+  }
+}
+
 /** A sink for server-initiated messages on one open GET stream. */
 export type StreamSink = (notification: ChatNotification) => void
 
 export interface RegistryInternals extends McpRegistry {
   tool (name: string): CompiledTool | undefined
   resourceProviders (): readonly ResourceProvider[]
+  extensions (): readonly CompiledExtension[]
   instructions (ctx: McpRequestContext): Promise<string | undefined>
   /** Subscribes a GET stream to its chat; returns the unsubscribe function. */
   subscribe (chatId: string, sink: StreamSink): () => void
@@ -34,6 +60,7 @@ export interface RegistryInternals extends McpRegistry {
 export function createMcpRegistry (): RegistryInternals {
   const tools = new Map<string, CompiledTool>()
   const providers: ResourceProvider[] = []
+  const extensions: CompiledExtension[] = []
   const instructionProviders: Array<{ priority: number, provider: InstructionsProvider }> = []
   const transforms: ToolListTransform[] = []
   const streams = new Map<string, Set<StreamSink>>()
@@ -51,6 +78,16 @@ export function createMcpRegistry (): RegistryInternals {
       tools.set(def.name, { def: def as unknown as ToolDefinition, validator: Compile(def.inputSchema) })
     },
     addResourceProvider (provider) { guard('addResourceProvider'); providers.push(provider) },
+    addExtension (def: ExtensionDefinition) {
+      guard(`addExtension ${def.id}`)
+      if (extensions.some(e => e.id === def.id)) throw new MCP_DUPLICATE_EXTENSION(def.id)
+      const taken = new Set(extensions.flatMap(e => e.methods.map(m => m.name)))
+      const methods = Object.entries(def.methods).map(([name, method]) => {
+        if (OWN_METHODS.has(name) || taken.has(name)) throw new MCP_DUPLICATE_EXTENSION(name)
+        return { name, method, params: standardParams(method.params) }
+      })
+      extensions.push({ id: def.id, settings: def.settings, methods })
+    },
     addInstructions (priority, provider) {
       guard('addInstructions')
       instructionProviders.push({ priority, provider })
@@ -93,6 +130,7 @@ export function createMcpRegistry (): RegistryInternals {
     },
     tool: name => tools.get(name),
     resourceProviders: () => providers,
+    extensions: () => extensions,
     async instructions (ctx) {
       for (const { provider } of instructionProviders) {
         try {

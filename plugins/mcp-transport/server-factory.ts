@@ -59,8 +59,14 @@ export interface RequestServerOptions {
  */
 export function createRequestServer (deps: ServerDeps, ctx: McpRequestContext, opts: RequestServerOptions): Server {
   const { registry, runner } = deps
+  const extensions = registry.extensions()
   const server = new Server({ name: SERVER_NAME, version: SERVER_VERSION, ...(deps.serverIcons.length > 0 && { icons: deps.serverIcons }) }, {
-    capabilities: { tools: { listChanged: false }, resources: { subscribe: false, listChanged: true }, prompts: { listChanged: false } },
+    capabilities: {
+      tools: { listChanged: false },
+      resources: { subscribe: false, listChanged: true },
+      prompts: { listChanged: false },
+      ...(extensions.length > 0 && { extensions: Object.fromEntries(extensions.map(e => [e.id, e.settings])) })
+    },
     ...(opts.instructions !== undefined && { instructions: opts.instructions }),
     supportedProtocolVersions: [...SERVED_PROTOCOL_VERSIONS],
     cacheHints: CACHE_HINTS,
@@ -111,6 +117,15 @@ export function createRequestServer (deps: ServerDeps, ctx: McpRequestContext, o
     // recognise it by data.uri, docs/contract.md#tier-5-uploads-as-mcp-resources).
     throw new ResourceNotFoundError(uri, 'Resource not found')
   })
+
+  // Extension methods (docs/contract.md#extensions): the SDK puts no cache fields on results it does not
+  // know, so they are added here on 2026-07-28; every extension result depends on the caller.
+  for (const { name, method, params } of extensions.flatMap(e => e.methods)) {
+    server.setRequestHandler(name, { params }, async (args: unknown) => {
+      const result = await method.handler(args as Record<string, unknown>, ctx)
+      return opts.era === 'modern' ? { ...result, ...PER_CHAT } : result
+    })
+  }
 
   server.setRequestHandler('resources/templates/list', async () => ({ resourceTemplates: [] }))
   // No prompts by contract (docs/contract.md#initialize-result); a prompt named `system` never exists.

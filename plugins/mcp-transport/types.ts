@@ -1,7 +1,7 @@
 import type { IncomingHttpHeaders } from 'node:http'
 import type { FastifyBaseLogger } from 'fastify'
 import type { Static, TObject } from 'typebox'
-import type { CallToolResult, Resource, ReadResourceResult, Tool, ToolAnnotations } from '@modelcontextprotocol/server'
+import type { CallToolResult, JSONObject, Resource, ReadResourceResult, Tool, ToolAnnotations } from '@modelcontextprotocol/server'
 import type { ChatResolution, RequestUser } from '../../core/identity.js'
 
 /** What every provider learns about the MCP request it serves. */
@@ -79,6 +79,26 @@ export type ToolCallObserver = (event: ToolCallEvent) => void
 export interface ChatlessRequestEvent { method: string, mode: 'lenient' | 'strict' }
 export type ChatlessRequestObserver = (event: ChatlessRequestEvent) => void
 
+/**
+ * One request method of a protocol extension (docs/contract.md#extensions). `params` is checked first (a
+ * missing params object counts as `{}`; a mismatch is -32602); the handler answers for the request's
+ * context, or throws a protocolError. On 2026-07-28 the transport adds `ttlMs: 0, cacheScope: "private"`.
+ */
+export interface ExtensionMethod<S extends TObject = TObject> {
+  params: S
+  handler: (params: Static<S>, ctx: McpRequestContext) => Promise<Record<string, unknown>>
+}
+
+/** A protocol extension: advertised as `capabilities.extensions[id] = settings`, served by its own methods. */
+export interface ExtensionDefinition {
+  /** The extension identifier, e.g. `io.modelcontextprotocol/skills`. */
+  id: string
+  /** The settings object advertised under the identifier (`{}`: supported, no optional features). */
+  settings: JSONObject
+  /** Request methods by name; none may be a method the transport already serves or another extension's. */
+  methods: Record<string, ExtensionMethod>
+}
+
 /** A server-initiated message for the GET streams of one chat. */
 export interface ChatNotification { method: string, params?: Record<string, unknown> }
 
@@ -86,6 +106,8 @@ export interface McpRegistry {
   /** Register while plugins load. Throws on a duplicate name. */
   addTool<S extends TObject> (def: ToolDefinition<S>): void
   addResourceProvider (provider: ResourceProvider): void
+  /** Register while plugins load. Throws on a duplicate extension id or method name. */
+  addExtension (def: ExtensionDefinition): void
   /** Higher priority is asked first; the first non-empty answer wins (tier 4 dynamic > tier 3 static). */
   addInstructions (priority: number, provider: InstructionsProvider): void
   transformToolList (transform: ToolListTransform): void

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto'
 import { lstat, readFile } from 'node:fs/promises'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import type { FastifyBaseLogger } from 'fastify'
 import QuickLRU from 'quick-lru'
@@ -188,6 +188,11 @@ export async function createPromptService (deps: PromptDeps, opts: PromptService
       const info = await lstat(file).catch(() => undefined)
       if (info === undefined || !info.isFile() || info.size > MAX_SKILL_MD_BYTES) return undefined
       return await readFile(file, 'utf8').catch(() => undefined)
+    },
+
+    async skillFolders (who) {
+      const { skills, files } = await offered(who ?? {})
+      return { skills, folders: new Map([...files].map(([location, file]) => [location, dirname(file)])) }
     },
 
     async reloadSkills () {

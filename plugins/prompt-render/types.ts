@@ -71,6 +71,11 @@ export interface PromptService {
    * the user is not offered that skill or the file is unreadable. At most 256 KiB.
    */
   readSkill (location: string, who?: SkillsRequest): Promise<string | undefined>
+  /**
+   * The skills offered to this user (as `skills`) with the folder on the server holding each (SKILL.md at
+   * its top), by sandbox `location`. For serving the skills' files over MCP; folders are never shown to clients.
+   */
+  skillFolders (who?: SkillsRequest): Promise<{ skills: SkillEntry[], folders: ReadonlyMap<string, string> }>
   /** Re-reads the skills directory and invalidates every cached render. */
   reloadSkills (): Promise<void>
   /** Which chat a render for `chatId` really uses (`default` under SINGLE_USER_MODE=true). */

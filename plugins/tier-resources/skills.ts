@@ -1,57 +1,78 @@
 import type { ReadResourceResult, Resource } from '@modelcontextprotocol/server'
-import { SANDBOX_SKILLS } from '../../core/chat-paths.js'
-import { SKILL_NAME } from '../../core/skill-front-matter.js'
+import { ResourceNotFoundError } from '@modelcontextprotocol/server'
+import { McpError } from '@modelcontextprotocol/sdk/types.js'
+import { humanSize } from '../../core/sizes.js'
 import type { ChatRequestContext, ResourceProvider } from '../mcp-transport/types.js'
-import type { PromptService, SkillCategory, SkillsRequest } from '../prompt-render/types.js'
+import type { PromptService } from '../prompt-render/types.js'
+import { isTextMime } from './mime.js'
+import { dirOf, locationOf, parseSkillUri, who, type SkillCatalog } from './skill-catalog.js'
+import type { ManifestCache } from './skill-manifest.js'
 import type { SkillWatchers } from './skill-watchers.js'
 
 /*
- * Skills as MCP resources (docs/contract.md#skills; beyond the reference): every skill offered to the request's user
- * (the same list as the prompt: user skills, public, examples) as `skill://<category>/<name>`, whose
- * contents are its SKILL.md. MCP-native clients can show and attach them without a shell round trip.
- * A skill the user is not offered is "not ours" (undefined → -32602 with data.uri), like another chat's upload.
+ * Skills as MCP resources (docs/contract.md#skills; beyond the reference): every skill offered to the request's
+ * user (the same list as the prompt: user skills, public, examples) as `skill://<category>/<name>/SKILL.md`,
+ * named and described by its front matter, as the skills extension asks (docs/contract.md#skills-extension);
+ * every other file of a served skill is readable at its URI below the skill, verified against the digest the
+ * extension published. The older form `skill://<category>/<name>` still reads the SKILL.md. A skill the user
+ * is not offered is "not ours" (undefined → -32602 with data.uri), like another chat's upload.
  */
-const PREFIX = 'skill://'
-const CATEGORIES: readonly SkillCategory[] = ['user', 'public', 'examples']
+const INTERNAL_ERROR = -32603
+const utf8 = new TextDecoder('utf-8', { fatal: true })
+const asText = (bytes: Buffer): string | undefined => { try { return utf8.decode(bytes) } catch { return undefined } }
 
-export const skillUri = (category: SkillCategory, name: string): string => `${PREFIX}${category}/${name}`
-
-/** The SKILL.md location of a skill URI, or undefined when it is not one (strict: category and name rules). */
-export function parseSkillUri (uri: string): string | undefined {
-  if (!uri.startsWith(PREFIX)) return undefined
-  const [category, name, ...rest] = uri.slice(PREFIX.length).split('/')
-  if (rest.length > 0 || category === undefined || name === undefined) return undefined
-  if (!CATEGORIES.includes(category as SkillCategory) || !SKILL_NAME.test(name)) return undefined
-  return `${SANDBOX_SKILLS}/${category}/${name}/SKILL.md`
+export interface SkillResourceDeps {
+  prompts: PromptService
+  catalog: SkillCatalog
+  manifests: ManifestCache
+  /** Learns which chats of a user look at skills, for notifications/resources/list_changed. */
+  watchers?: SkillWatchers
+  maxReadBytes: number
 }
 
-const who = (ctx: ChatRequestContext): SkillsRequest => ({
-  ...(ctx.user.email !== undefined && { email: ctx.user.email }),
-  ...(ctx.user.credentials !== undefined && { credentials: ctx.user.credentials })
-})
-
-/** `watchers` learns which chats of a user look at skills, for notifications/resources/list_changed. */
-export function createSkillResources (prompts: PromptService, watchers?: SkillWatchers): ResourceProvider {
-  const seen = (ctx: ChatRequestContext): void => { if (ctx.user.email !== undefined) watchers?.remember(ctx.user.email, ctx.chatId) }
+export function createSkillResources (deps: SkillResourceDeps): ResourceProvider {
+  const { prompts, catalog, manifests } = deps
+  const seen = (ctx: ChatRequestContext): void => { if (ctx.user.email !== undefined) deps.watchers?.remember(ctx.user.email, ctx.chatId) }
   return {
     async list (ctx): Promise<Resource[]> {
       seen(ctx)
-      const skills = await prompts.skills(who(ctx))
-      return skills.map(s => ({
-        uri: skillUri(s.category, s.name),
-        name: `${s.category}/${s.name}`,
-        title: `Skill: ${s.name}`,
-        mimeType: 'text/markdown',
-        description: `${s.description} (SKILL.md, also at ${s.location})`
-      }))
+      return (await catalog.offered(ctx)).map(({ skill, manifest }) => {
+        const front = manifest?.entry.frontmatter
+        return {
+          uri: manifest?.entry.uri ?? `skill://${skill.category}/${dirOf(skill)}/SKILL.md`,
+          name: front?.name ?? skill.name,
+          title: `Skill: ${skill.name} (${skill.category})`,
+          mimeType: 'text/markdown',
+          description: front?.description ?? skill.description,
+          ...(manifest !== undefined && { size: manifest.files.get(manifest.entry.uri)?.size })
+        }
+      })
     },
 
     async read (uri, ctx): Promise<ReadResourceResult['contents'] | undefined> {
-      const location = parseSkillUri(uri)
-      if (location === undefined) return undefined
+      const parsed = parseSkillUri(uri)
+      if (parsed === undefined) return undefined
       seen(ctx)
-      const text = await prompts.readSkill(location, who(ctx))
-      return text === undefined ? undefined : [{ uri, mimeType: 'text/markdown', text }]
+      const root = `skill://${parsed.category}/${parsed.name}`
+      const manifest = await catalog.manifestOf(parsed, ctx)
+      if (manifest === undefined) {
+        // Not servable through the extension (or not offered): its SKILL.md alone, as before.
+        if (parsed.canonical !== root && parsed.canonical !== `${root}/SKILL.md`) return undefined
+        const text = await prompts.readSkill(locationOf(parsed.category, parsed.name), who(ctx))
+        return text === undefined ? undefined : [{ uri, mimeType: 'text/markdown', text }]
+      }
+      const file = manifest.files.get(parsed.canonical === root ? manifest.entry.uri : parsed.canonical)
+      if (file === undefined) {
+        if (manifest.dirs.has(parsed.canonical)) throw new ResourceNotFoundError(uri, `${uri} is a directory; use resources/directory/read`)
+        return undefined
+      }
+      if (file.size > deps.maxReadBytes) throw new McpError(INTERNAL_ERROR, `The file is larger than ${humanSize(deps.maxReadBytes)}, too large for resources/read.`)
+      const bytes = await manifests.read(manifest, file)
+      if (bytes === undefined) throw new McpError(INTERNAL_ERROR, `${uri} changed since the skill was listed; list the skills again`)
+      const text = isTextMime(file.mimeType) ? asText(bytes) : undefined
+      return text !== undefined
+        ? [{ uri, mimeType: file.mimeType, text }]
+        : [{ uri, mimeType: file.mimeType, blob: bytes.toString('base64') }]
     }
   }
 }

@@ -1,18 +1,19 @@
 import t, { type Test } from 'tap'
 import { execFile } from 'node:child_process'
-import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises'
+import { cp, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { startServer } from '../fixtures/server-process.js'
-import { REVISION_2025, REVISION_2026, type Revision } from '../fixtures/conformance-scenarios.js'
+import { EXTENSION_SCENARIOS, REVISION_2025, REVISION_2026, type Revision } from '../fixtures/conformance-scenarios.js'
 import { locateSuite, suiteRequired, type Check } from '../fixtures/conformance-suite.js'
 
 // The official MCP conformance suite (@modelcontextprotocol/conformance, pinned with the Node >= 22 it
 // needs in test/conformance/package.json) against the real server in open mode, PUBLIC_BASE_URL
 // unset (the setup in which a review found dns-rebinding-protection failing and server-sse-polling
 // warning), once per protocol revision the server speaks: 2025-11-25 (initialize, session ids, SSE
-// priming) and 2026-07-28 (stateless, server/discover, header validation, cache hints).
+// priming) and 2026-07-28 (stateless, server/discover, header validation, cache hints), then the
+// skills extension's scenarios, which the suite runs only when named.
 
 const run = promisify(execFile)
 
@@ -58,6 +59,34 @@ async function checkRevision (t: Test, suite: { node: string, cli: string }, url
   return results
 }
 
+/** The built-in skills plus `examples/directory-tour` (first by URI, with two subfolders), for the skills scenarios. */
+async function skillsDir (t: Test): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), 'cu-conformance-skills-'))
+  t.teardown(async () => { await rm(dir, { recursive: true, force: true }) })
+  await cp(new URL('../../sandbox-image/skills', import.meta.url), dir, { recursive: true })
+  const tour = join(dir, 'examples', 'directory-tour')
+  await mkdir(join(tour, 'references'), { recursive: true })
+  await mkdir(join(tour, 'scripts'))
+  await writeFile(join(tour, 'SKILL.md'), '---\nname: directory-tour\ndescription: |\n  A skill with subfolders,\n  for the directory checks.\nmetadata:\n  owner: tests\n---\n\n# Tour\n\nRead references/notes.md.\n')
+  await writeFile(join(tour, 'references', 'notes.md'), '# Notes\n')
+  await writeFile(join(tour, 'scripts', 'tour.sh'), '#!/bin/sh\necho tour\n')
+  return dir
+}
+
+async function checkExtensionScenarios (t: Test, suite: { node: string, cli: string }, url: string): Promise<void> {
+  const listed = (await run(suite.node, [suite.cli, 'list', '--server'], { timeout: 60000 })).stdout
+  for (const scenario of EXTENSION_SCENARIOS) {
+    t.match(listed, new RegExp(`- ${scenario} \\[extension\\]`), `the suite still has ${scenario}`)
+    const out = await mkdtemp(join(tmpdir(), 'cu-conformance-'))
+    t.teardown(async () => { await rm(out, { recursive: true, force: true }) })
+    await run(suite.node, [suite.cli, 'server', '--url', `${url}/mcp`, '--scenario', scenario, '-o', out], { timeout: 120000 }).catch(() => undefined)
+    const checks: Check[] = []
+    for (const dir of await readdir(out)) checks.push(...JSON.parse(await readFile(join(out, dir, 'checks.json'), 'utf8')) as Check[])
+    t.ok(checks.length >= 6, `${scenario}: ran its checks (${checks.length})`)
+    t.same(checks.filter(c => c.status !== 'SUCCESS').map(c => `${c.id} ${c.status}: ${c.errorMessage ?? ''}`), [], `${scenario}: every check passed`)
+  }
+}
+
 const status = (results: Map<string, Check[]>, scenario: string, id: string): string | undefined => results.get(scenario)?.find(c => c.id === id)?.status
 
 t.test('the official MCP conformance suite passes every applicable server scenario of both protocol revisions', { skip: typeof suite === 'string' && !required ? suite : false }, async t => {
@@ -65,7 +94,7 @@ t.test('the official MCP conformance suite passes every applicable server scenar
     t.fail(`the MCP conformance suite is required here (REQUIRE_DOCKER=1 or CI): ${suite}`)
     return
   }
-  const { url } = await startServer(t)
+  const { url } = await startServer(t, { SKILLS_DIR: await skillsDir(t), SKILLS_INCLUDE_EXAMPLES: 'true' })
 
   await t.test('2025-11-25', async t => {
     const results = await checkRevision(t, suite, url, REVISION_2025)
@@ -82,5 +111,9 @@ t.test('the official MCP conformance suite passes every applicable server scenar
     t.equal(status(results, 'server-stateless', 'sep-2575-server-sends-subscription-ack'), 'SUCCESS', 'subscriptions/listen acknowledges first')
     t.equal(status(results, 'dns-rebinding-protection', 'localhost-host-rebinding-rejected'), 'SUCCESS', 'foreign Host/Origin refused')
     t.equal(status(results, 'caching', 'sep-2549-cache-scope-valid'), 'SUCCESS', 'cache hints on the cacheable results')
+  })
+
+  await t.test('the MCP skills extension (SEP-2640)', async t => {
+    await checkExtensionScenarios(t, suite, url)
   })
 })

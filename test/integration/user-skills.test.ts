@@ -94,16 +94,16 @@ t.test('per-user skills on real Docker', gate, async t => {
     const ann = await connect(t, url, { ...auth, 'X-Chat-Id': chatA, 'X-User-Email': 'ann@example.com' })
     const { resources } = await ann.listResources()
     const skills = resources.filter(r => r.uri.startsWith('skill://'))
-    t.equal(skills[0]?.uri, 'skill://user/team-notes', 'user skills first')
-    t.match(skills[0], { name: 'user/team-notes', mimeType: 'text/markdown', description: /Ann's team note format.*\/mnt\/skills\/user\/team-notes\/SKILL\.md/ })
+    t.equal(skills[0]?.uri, 'skill://user/team-notes/SKILL.md', 'user skills first')
+    t.match(skills[0], { name: 'team-notes', title: 'Skill: team-notes (user)', mimeType: 'text/markdown', description: 'Ann\'s team note format (user skill).' })
     t.ok(skills.some(r => r.uri.startsWith('skill://public/')), 'the built-in public skills too')
     const read = await ann.readResource({ uri: 'skill://user/team-notes' })
     t.same(read.contents, [{ uri: 'skill://user/team-notes', mimeType: 'text/markdown', text: skillMd('team-notes', 'Ann\'s team note format (user skill).') }])
     const pub = skills.find(r => r.uri.startsWith('skill://public/'))!
     t.match((await ann.readResource({ uri: pub.uri })).contents[0], { text: /^---\n[\s\S]*name: / }, 'a built-in SKILL.md reads too')
     const bob = await connect(t, url, { ...auth, 'X-Chat-Id': chatB, 'X-User-Email': 'bob@example.com' })
-    t.notOk((await bob.listResources()).resources.some(r => r.uri === 'skill://user/team-notes'), 'not in Bob\'s list')
-    for (const uri of ['skill://user/team-notes', 'skill://user/../public/x', 'skill://user/Team-Notes', 'skill://secret/team-notes']) {
+    t.notOk((await bob.listResources()).resources.some(r => r.uri.startsWith('skill://user/team-notes')), 'not in Bob\'s list')
+    for (const uri of ['skill://user/team-notes', 'skill://user/team-notes/SKILL.md', 'skill://user/../public/x', 'skill://user/Team-Notes', 'skill://secret/team-notes']) {
       const err = await bob.readResource({ uri }).then(() => undefined, (e: unknown) => e as { code: number })
       t.equal(err?.code, -32602, `${uri} is not found for Bob`)
     }

@@ -77,7 +77,7 @@ t.test('a changed skill set reaches the user\'s chats as resources/list_changed,
   const bobBefore = bob.heard()
   await ann.client.listResources() // starts the download of team-notes, off the request path
   // the download landing changes Ann's skill set: her chat is told, lists again and sees it
-  t.ok(await waitFor(async () => (await userSkillUris(ann.client)).includes('skill://user/team-notes') && ann.heard() > 0), 'Ann heard list_changed and sees her skill')
+  t.ok(await waitFor(async () => (await userSkillUris(ann.client)).includes('skill://user/team-notes/SKILL.md') && ann.heard() > 0), 'Ann heard list_changed and sees her skill')
   t.equal(bob.heard(), bobBefore, 'Bob heard nothing of Ann\'s change')
   t.equal(annIdle.heard(), 0, 'a chat that never looked at resources is not told')
   t.same(await userSkillUris(bob.client), [], 'Bob does not see Ann\'s skill')
@@ -86,8 +86,8 @@ t.test('a changed skill set reaches the user\'s chats as resources/list_changed,
   const before = ann.heard()
   fake.users.set('ann@example.com', [enabled('team-notes', notesZip), enabled('second', secondZip)])
   await sleep(400) // past the 300 ms memory TTL: the next request refreshes the configuration
-  t.ok(await waitFor(async () => (await userSkillUris(ann.client)).includes('skill://user/second') && ann.heard() > before), 'the new skill is announced and listed')
-  t.same(await userSkillUris(ann.client), ['skill://user/second', 'skill://user/team-notes'])
+  t.ok(await waitFor(async () => (await userSkillUris(ann.client)).includes('skill://user/second/SKILL.md') && ann.heard() > before), 'the new skill is announced and listed')
+  t.same(await userSkillUris(ann.client), ['skill://user/second/SKILL.md', 'skill://user/team-notes/SKILL.md'])
   t.equal(bob.heard(), bobBefore, 'Bob still heard nothing')
 })
 
