@@ -1,7 +1,8 @@
 import { chatPaths } from '../../core/chat-paths.js'
 import type { RequestUser } from '../../core/identity.js'
 import { readMeta, writeMeta, type ChatMeta } from './data-dirs.js'
-import { type Entry, type Registry } from './registry.js'
+import type { Entry } from './chats.js'
+import type { CoreBase } from './context.js'
 
 /*
  * Activity and leases (docs/contract.md#idle-stop-max-age-and-purge) and the chat's meta.json (docs/contract.md#creation), cached on
@@ -19,56 +20,69 @@ export function metaUserChanged (entry: Entry, user: RequestUser): boolean {
 
 const META_INTERVAL_MS = 60_000
 
-/** Records activity (idle reaper) and flushes last_active_at to meta.json at most once a minute. */
-export function activity (reg: Registry, entry: Entry): void {
-  const now = reg.opts.now()
-  entry.lastActive = Math.max(entry.lastActive, now)
-  if (now - entry.metaWrittenAt >= META_INTERVAL_MS && (entry.meta !== undefined || !entry.metaLoaded)) {
-    entry.metaWrittenAt = now
-    void saveMeta(reg, entry).catch(() => {})
-  }
+/** Activity (the idle clock), leases and meta.json of a chat. */
+export interface Activity {
+  activity: (entry: Entry) => void
+  holdLease: (entry: Entry, kind?: 'call' | 'socket') => () => void
+  saveMeta: (entry: Entry, user?: RequestUser, force?: boolean) => Promise<void>
 }
 
-/** Holds the sandbox against the idle reaper (`socket`: against the idle stop only) until released. */
-export function holdLease (reg: Registry, entry: Entry, kind: 'call' | 'socket' = 'call'): () => void {
-  const socket = kind === 'socket'
-  if (socket) entry.socketLeases++
-  else entry.callLeases++
-  activity(reg, entry)
-  let released = false
-  return () => {
-    if (released) return
-    released = true
-    if (socket) entry.socketLeases--
-    else entry.callLeases--
-    activity(reg, entry)
-  }
-}
+export function createActivity (base: Pick<CoreBase, 'opts' | 'log' | 'clock' | 'bootTime'>): Activity {
+  const { opts, log, clock } = base
 
-/** Writes meta.json; without `force` only when the chat already has one. Never throws on a write failure. */
-export async function saveMeta (reg: Registry, entry: Entry, user?: RequestUser, force = false): Promise<void> {
-  const path = chatPaths(reg.opts.dataDir, entry.names.chatId).meta
-  if (!entry.metaLoaded || (entry.meta === undefined && force)) {
-    entry.metaLoaded = true
-    entry.meta = await readMeta(path) ?? undefined
+  /** Records activity (idle reaper) and flushes last_active_at to meta.json at most once a minute. */
+  function activity (entry: Entry): void {
+    const now = clock.now()
+    entry.lastActive = Math.max(entry.lastActive, now)
+    if (now - entry.metaWrittenAt >= META_INTERVAL_MS && (entry.meta !== undefined || !entry.metaLoaded)) {
+      entry.metaWrittenAt = now
+      void saveMeta(entry).catch(() => {})
+    }
   }
-  if (entry.meta === undefined && !force) return
-  const now = new Date(reg.opts.now()).toISOString()
-  const previous = entry.meta
-  const meta: ChatMeta = {
-    chat_id: entry.names.chatId,
-    user_email: user?.email ?? previous?.user_email ?? null,
-    user_name: user?.name ?? previous?.user_name ?? null,
-    mcp_servers: user !== undefined && user.mcpServers.length > 0 ? user.mcpServers : previous?.mcp_servers ?? [],
-    created_at: previous?.created_at ?? now,
-    last_active_at: new Date(Math.max(entry.lastActive, reg.bootTime)).toISOString(),
-    image: reg.opts.image
+
+  /** Holds the sandbox against the idle reaper (`socket`: against the idle stop only) until released. */
+  function holdLease (entry: Entry, kind: 'call' | 'socket' = 'call'): () => void {
+    const socket = kind === 'socket'
+    if (socket) entry.socketLeases++
+    else entry.callLeases++
+    activity(entry)
+    let released = false
+    return () => {
+      if (released) return
+      released = true
+      if (socket) entry.socketLeases--
+      else entry.callLeases--
+      activity(entry)
+    }
   }
-  entry.meta = meta
-  entry.metaWrittenAt = reg.opts.now()
-  try {
-    await writeMeta(path, meta)
-  } catch (err) {
-    reg.log.warn({ chat: entry.names.key, err }, 'could not write meta.json')
+
+  /** Writes meta.json; without `force` only when the chat already has one. Never throws on a write failure. */
+  async function saveMeta (entry: Entry, user?: RequestUser, force = false): Promise<void> {
+    const path = chatPaths(opts.dataDir, entry.names.chatId).meta
+    if (!entry.metaLoaded || (entry.meta === undefined && force)) {
+      entry.metaLoaded = true
+      entry.meta = await readMeta(path) ?? undefined
+    }
+    if (entry.meta === undefined && !force) return
+    const now = new Date(clock.now()).toISOString()
+    const previous = entry.meta
+    const meta: ChatMeta = {
+      chat_id: entry.names.chatId,
+      user_email: user?.email ?? previous?.user_email ?? null,
+      user_name: user?.name ?? previous?.user_name ?? null,
+      mcp_servers: user !== undefined && user.mcpServers.length > 0 ? user.mcpServers : previous?.mcp_servers ?? [],
+      created_at: previous?.created_at ?? now,
+      last_active_at: new Date(Math.max(entry.lastActive, base.bootTime)).toISOString(),
+      image: opts.image
+    }
+    entry.meta = meta
+    entry.metaWrittenAt = clock.now()
+    try {
+      await writeMeta(path, meta)
+    } catch (err) {
+      log.warn({ chat: entry.names.key, err }, 'could not write meta.json')
+    }
   }
+
+  return { activity, holdLease, saveMeta }
 }

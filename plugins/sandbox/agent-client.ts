@@ -1,7 +1,8 @@
 import { ByteBudget, readWithin } from './exec-stream.js'
 import { execLink, socketLink, type AgentLink, type AgentPipe } from './agent-link.js'
 import { decodeJson, encodeFrame, FrameParser, ProtocolError, PROTOCOL_VERSION, T_CLOSE, T_EXIT, T_FAIL, T_HELLO, T_RESULT } from './agent-protocol.js'
-import { describe, type Entry, type Registry } from './registry.js'
+import type { Entry } from './chats.js'
+import { describe, type CoreBase } from './context.js'
 
 export { AGENT_ARGV, type AgentPipe } from './agent-link.js'
 
@@ -69,7 +70,6 @@ export class AgentConnection {
   private answered: number | undefined
   private nextId = 1
   closed = false
-  readonly openedAt = Date.now()
   failed: string | undefined
 
   constructor (private readonly socket: AgentPipe, private readonly onClosed: (conn: AgentConnection) => void) {}
@@ -146,16 +146,6 @@ export function dropAgent (st: AgentState | undefined): void {
   st.conn?.close()
 }
 
-/**
- * The chat's agent connection, opened when needed; null when the agent cannot be used now (old
- * image, backoff after a failure, sandbox not running): the caller then uses docker exec.
- */
-export async function agentFor (reg: Registry, entry: Entry): Promise<AgentConnection | null> {
-  const sandboxId = entry.sandboxId
-  if (entry.state !== 'running' || sandboxId === undefined) return null
-  return await openAgent(reg, agentOf(entry, sandboxId))
-}
-
 /** The chat's agent state for this sandbox (a new one, the old dropped, when the sandbox changed). */
 export function agentOf (entry: Entry, sandboxId: string): AgentState {
   const st = entry.agent
@@ -170,86 +160,6 @@ export function giveAgent (entry: Entry, st: AgentState): AgentState {
   return st
 }
 
-/** The state's open connection, or the one being opened, or a new one (single flight, after the backoff). */
-export async function openAgent (reg: Registry, st: AgentState): Promise<AgentConnection | null> {
-  if (reg.closed || !reg.opts.agent || st.dropped) return null
-  if (st.conn !== null && !st.conn.closed) return st.conn
-  if (st.missing || Date.now() < st.retryAt) return null
-  st.opening ??= open(reg, st).finally(() => { st.opening = null })
-  return await st.opening
-}
-
-function failure (reg: Registry, st: AgentState, why: string, err?: unknown): void {
-  st.failures++
-  const wait = Math.min(BACKOFF_MAX_MS, 1000 * 2 ** Math.min(st.failures - 1, 16))
-  st.retryAt = Date.now() + wait
-  reg.log.warn({ chat: st.owner, why, err, retryInMs: wait },
-    'sandbox agent unavailable; using docker exec')
-}
-
-async function open (reg: Registry, st: AgentState): Promise<AgentConnection | null> {
-  let link: AgentLink | null
-  try {
-    link = await socketLink(reg, st.sandboxId, st.owner) ?? await execLink(reg, st.sandboxId)
-  } catch (err) {
-    if (!st.dropped) failure(reg, st, 'start', err)
-    return null
-  }
-  if (reg.closed || st.dropped) { link.pipe.destroy(); return null }
-  const pipe = link.pipe
-  const closer = { close: () => { pipe.destroy() } }
-  reg.streams.add(closer)
-  return await new Promise<AgentConnection | null>(resolve => {
-    let hello = false
-    let stderr = ''
-    /** the first output bytes before the hello, as text (an engine's error about the command) */
-    let early = ''
-    const conn = new AgentConnection(pipe, c => {
-      reg.streams.delete(closer)
-      clearTimeout(timer)
-      if (st.conn === c) st.conn = null
-      if (st.dropped) { resolve(null); return }
-      if (!hello) {
-        // Nothing answered: an image without the agent (no interpreter: the engine's own error text comes
-        // in place of the output; no script: python cannot open the file) or a start that failed.
-        if (link.exec && /can't open file|No such file/i.test(stderr + early)) {
-          st.missing = true
-          reg.log.info({ chat: st.owner }, 'the sandbox image has no cubicle-agent; using docker exec')
-        } else failure(reg, st, c.failed ?? 'no hello', stderr === '' ? undefined : stderr.slice(0, 200))
-        resolve(null)
-        return
-      }
-      if (c.failed !== undefined || Date.now() - c.openedAt < STABLE_MS) failure(reg, st, c.failed ?? 'ended')
-      else st.failures = 0
-    })
-    const timer = setTimeout(() => { conn.close('no hello in time') }, HELLO_TIMEOUT_MS)
-    const parser = new FrameParser((id, type, payload) => {
-      if (!hello) {
-        if (id !== 0 || type !== T_HELLO || decodeJson(payload).v !== PROTOCOL_VERSION) throw new ProtocolError('bad hello')
-        hello = true
-        clearTimeout(timer)
-        if (st.dropped) { conn.close(); return }
-        st.conn = conn
-        resolve(conn)
-        return
-      }
-      conn.dispatch(id, type, payload)
-    }, reason => { conn.close(`protocol: ${reason}`) })
-    link.stderr?.on('data', (data: Buffer) => { if (stderr.length < STDERR_KEEP) stderr += data.toString('utf8', 0, STDERR_KEEP) })
-    const rate = reg.opts.agentBytesPerSecond
-    const stopBudget = readWithin(link.stdout, new ByteBudget(rate, rate * AGENT_BURST_SECONDS), data => {
-      if (conn.closed) return
-      if (!hello && early.length < STDERR_KEEP) early += data.toString('latin1', 0, STDERR_KEEP)
-      try { parser.push(data) } catch (err) {
-        conn.close(err instanceof ProtocolError ? `protocol: ${err.message}` : `handler: ${describe(err)}`)
-      }
-    })
-    link.stdout.once('end', () => { parser.end(); conn.close() })
-    // The output may end unread (paused by the budget): the process's end closes the connection all the same.
-    void link.ended.then(() => { stopBudget(); conn.close() })
-  })
-}
-
 /** `KEY=value` list (toEnvList, already filtered) as the agent's env object. */
 export function envObject (list: string[]): Record<string, string> {
   const env: Record<string, string> = {}
@@ -258,4 +168,112 @@ export function envObject (list: string[]): Record<string, string> {
     if (at > 0) env[kv.slice(0, at)] = kv.slice(at + 1)
   }
   return env
+}
+
+/** The agent connections of every sandbox (chats' and the warm pool's). */
+export interface Agents {
+  /**
+   * The chat's agent connection, opened when needed; null when the agent cannot be used now (old
+   * image, backoff after a failure, sandbox not running): the caller then uses docker exec.
+   */
+  agentFor: (entry: Entry) => Promise<AgentConnection | null>
+  /** The state's open connection, or the one being opened, or a new one (single flight, after the backoff). */
+  openAgent: (st: AgentState) => Promise<AgentConnection | null>
+}
+
+export function createAgents (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | 'clock' | 'status' | 'streams'>): Agents {
+  const { log, opts, clock, status, streams } = base
+
+  /**
+   * The chat's agent connection, opened when needed; null when the agent cannot be used now (old
+   * image, backoff after a failure, sandbox not running): the caller then uses docker exec.
+   */
+  async function agentFor (entry: Entry): Promise<AgentConnection | null> {
+    const sandboxId = entry.sandboxId
+    if (entry.state !== 'running' || sandboxId === undefined) return null
+    return await openAgent(agentOf(entry, sandboxId))
+  }
+
+  /** The state's open connection, or the one being opened, or a new one (single flight, after the backoff). */
+  async function openAgent (st: AgentState): Promise<AgentConnection | null> {
+    if (status.closed || !opts.agent || st.dropped) return null
+    if (st.conn !== null && !st.conn.closed) return st.conn
+    if (st.missing || clock.now() < st.retryAt) return null
+    st.opening ??= open(st).finally(() => { st.opening = null })
+    return await st.opening
+  }
+
+  function failure (st: AgentState, why: string, err?: unknown): void {
+    st.failures++
+    const wait = Math.min(BACKOFF_MAX_MS, 1000 * 2 ** Math.min(st.failures - 1, 16))
+    st.retryAt = clock.now() + wait
+    log.warn({ chat: st.owner, why, err, retryInMs: wait },
+      'sandbox agent unavailable; using docker exec')
+  }
+
+  async function open (st: AgentState): Promise<AgentConnection | null> {
+    let link: AgentLink | null
+    try {
+      link = await socketLink(base, st.sandboxId, st.owner) ?? await execLink(base, st.sandboxId)
+    } catch (err) {
+      if (!st.dropped) failure(st, 'start', err)
+      return null
+    }
+    if (status.closed || st.dropped) { link.pipe.destroy(); return null }
+    const pipe = link.pipe
+    const closer = { close: () => { pipe.destroy() } }
+    streams.add(closer)
+    return await new Promise<AgentConnection | null>(resolve => {
+      let hello = false
+      let stderr = ''
+      /** the first output bytes before the hello, as text (an engine's error about the command) */
+      let early = ''
+      const openedAt = clock.now()
+      const conn = new AgentConnection(pipe, c => {
+        streams.delete(closer)
+        clearTimeout(timer)
+        if (st.conn === c) st.conn = null
+        if (st.dropped) { resolve(null); return }
+        if (!hello) {
+          // Nothing answered: an image without the agent (no interpreter: the engine's own error text comes
+          // in place of the output; no script: python cannot open the file) or a start that failed.
+          if (link.exec && /can't open file|No such file/i.test(stderr + early)) {
+            st.missing = true
+            log.info({ chat: st.owner }, 'the sandbox image has no cubicle-agent; using docker exec')
+          } else failure(st, c.failed ?? 'no hello', stderr === '' ? undefined : stderr.slice(0, 200))
+          resolve(null)
+          return
+        }
+        if (c.failed !== undefined || clock.now() - openedAt < STABLE_MS) failure(st, c.failed ?? 'ended')
+        else st.failures = 0
+      })
+      const timer = setTimeout(() => { conn.close('no hello in time') }, HELLO_TIMEOUT_MS)
+      const parser = new FrameParser((id, type, payload) => {
+        if (!hello) {
+          if (id !== 0 || type !== T_HELLO || decodeJson(payload).v !== PROTOCOL_VERSION) throw new ProtocolError('bad hello')
+          hello = true
+          clearTimeout(timer)
+          if (st.dropped) { conn.close(); return }
+          st.conn = conn
+          resolve(conn)
+          return
+        }
+        conn.dispatch(id, type, payload)
+      }, reason => { conn.close(`protocol: ${reason}`) })
+      link.stderr?.on('data', (data: Buffer) => { if (stderr.length < STDERR_KEEP) stderr += data.toString('utf8', 0, STDERR_KEEP) })
+      const rate = opts.agentBytesPerSecond
+      const stopBudget = readWithin(link.stdout, new ByteBudget(rate, rate * AGENT_BURST_SECONDS), data => {
+        if (conn.closed) return
+        if (!hello && early.length < STDERR_KEEP) early += data.toString('latin1', 0, STDERR_KEEP)
+        try { parser.push(data) } catch (err) {
+          conn.close(err instanceof ProtocolError ? `protocol: ${err.message}` : `handler: ${describe(err)}`)
+        }
+      })
+      link.stdout.once('end', () => { parser.end(); conn.close() })
+      // The output may end unread (paused by the budget): the process's end closes the connection all the same.
+      void link.ended.then(() => { stopBudget(); conn.close() })
+    })
+  }
+
+  return { agentFor, openAgent }
 }

@@ -1,13 +1,14 @@
 import { randomBytes } from 'node:crypto'
-import { agentFor, envObject, type AgentConnection } from './agent-client.js'
+import { envObject, type AgentConnection, type Agents } from './agent-client.js'
 import { CHUNK, decodeJson, encodeFrame, encodeJson, parseExit, parseFailure, ProtocolError, T_ERR, T_EXEC, T_EXIT, T_FAIL, T_OUT, T_STDIN, T_STDIN_END } from './agent-protocol.js'
-import { afterExit, explainLoss, outputSink } from './command.js'
 import { SANDBOX_USER } from './sandbox-spec.js'
 import { toEnvList } from './env.js'
-import { chatExecEnv } from './pool-claim.js'
-import { relieve, restartedSince, RESULT_GRACE_MS, type RawExecResult } from './exec.js'
-import { terminate } from './kill.js'
-import { armDeadline, type Entry, type Registry } from './registry.js'
+import type { Entry } from './chats.js'
+import { armDeadline } from './clock.js'
+import type { CoreBase } from './context.js'
+import { RESULT_GRACE_MS, type RawExecResult } from './exec-collect.js'
+import { outputSink, restartedSince, type Outcome } from './exec-outcome.js'
+import type { Kill } from './kill.js'
 import type { CommandOptions, CommandResult, ExecOptions, SandboxNotice } from './types.js'
 
 /*
@@ -48,144 +49,156 @@ interface RunSpec {
   onData: (type: number, data: Buffer) => void
 }
 
-/**
- * The process's env over the agent's own: a claimed pool sandbox lacks the chat's env in its
- * container env (pool-claim.ts), so each request carries it in front of the call's own, exactly as
- * withChatEnv does for docker exec (the agent may have been opened before the claim was bound).
- */
-function requestEnv (reg: Registry, entry: Entry, own: string[]): Record<string, string> {
-  return envObject([...(chatExecEnv(reg, entry.sandboxId ?? '') ?? []), ...own])
+/** runCommand and the collecting exec through the agent; `undefined`: the caller takes the engine's exec. */
+export interface AgentExec {
+  agentExec: (entry: Entry, argv: string[], opts: ExecOptions) => Promise<RawExecResult | undefined>
+  agentCommand: (entry: Entry, command: string, opts: CommandOptions, own: SandboxNotice[], t0: number) => Promise<CommandResult | undefined>
 }
 
-/** One request on the agent stream until EXIT, FAIL, loss, or the grace after a timeout/abort. */
-async function run (reg: Registry, entry: Entry, conn: AgentConnection, execId: string, spec: RunSpec): Promise<Run> {
-  return await new Promise<Run>(resolve => {
-    const r: Run = { timedOut: false, cancelled: false, spawnFailed: false }
-    let done = false
-    let grace: NodeJS.Timeout | undefined
-    let id = 0
-    const finish = (): void => {
-      if (done) return
-      done = true
-      clearTimeout(grace)
-      disarm()
-      conn.finish(id)
-      resolve(r)
-    }
-    id = conn.request(i => encodeJson(i, T_EXEC, { argv: spec.argv, cwd: spec.cwd, env: spec.env, merged: spec.merged, stdin: spec.stdin !== undefined }), {
-      frame: (type, payload) => {
-        if (done) return
-        if (type === T_OUT || type === T_ERR) { spec.onData(type, payload); return }
-        if (type === T_EXIT) {
-          const e = parseExit(payload)
-          r.code = e.code
-          if (e.pids !== undefined) r.pids = e.pids
-          finish()
-          return
-        }
-        if (type === T_FAIL) {
-          reg.log.debug({ chat: entry.names.key, ...parseFailure(decodeJson(payload)) }, 'agent could not spawn')
-          r.spawnFailed = true
-          finish()
-          return
-        }
-        throw new ProtocolError(`frame type ${type} in an exec`)
-      },
-      lost: finish
-    })
-    if (spec.stdin !== undefined) {
-      for (let at = 0; at < spec.stdin.length; at += CHUNK) conn.send(encodeFrame(id, T_STDIN, spec.stdin.subarray(at, at + CHUNK)))
-      conn.send(encodeFrame(id, T_STDIN_END))
-    }
-    const stop = (): void => {
-      const wait = terminate(reg, entry, execId, SANDBOX_USER, spec.killGraceMs)
-      // bash_tool's wrapper dies with the SIGTERM and the engine ends its stream about 2 s later even
-      // when bash ignores it: the command mode returns as soon (the SIGKILL still follows).
-      grace = setTimeout(finish, spec.merged ? TERM_WAIT_MS : Math.max(RESULT_GRACE_MS, wait + 5000))
-    }
-    const disarm = armDeadline(spec.timeoutMs, spec.signal,
-      () => { if (!done && !r.cancelled) { r.timedOut = true; stop() } },
-      () => { if (!done && !r.timedOut && !r.cancelled) { r.cancelled = true; stop() } })
-  })
-}
+export function createAgentExec (base: Pick<CoreBase, 'log' | 'opts' | 'clock'>, agents: Pick<Agents, 'agentFor'>, kill: Kill, outcome: Outcome, chatEnv: (sandboxId: string) => string[] | undefined): AgentExec {
+  const { log, clock } = base
 
-/** The collecting exec (exec.ts) through the agent: as assistant only; undefined = use docker exec. */
-export async function agentExec (reg: Registry, entry: Entry, argv: string[], opts: ExecOptions): Promise<RawExecResult | undefined> {
-  if ((opts.user !== undefined && opts.user !== SANDBOX_USER) || argv.length === 0) return undefined
-  const conn = await agentFor(reg, entry)
-  if (conn === null) return undefined
-  const execId = randomBytes(12).toString('hex')
-  const max = opts.maxBytes ?? DEFAULT_MAX_BYTES
-  const kept: Record<number, Buffer[]> = { [T_OUT]: [], [T_ERR]: [] }
-  const len: Record<number, number> = { [T_OUT]: 0, [T_ERR]: 0 }
-  let truncated = false
-  const stdin = opts.stdin === undefined ? undefined : Buffer.isBuffer(opts.stdin) ? opts.stdin : Buffer.from(opts.stdin, 'utf8')
-  const r = await run(reg, entry, conn, execId, {
-    argv,
-    env: requestEnv(reg, entry, toEnvList(opts.env, { CUBICLE_EXEC_ID: execId })),
-    merged: false,
-    cwd: opts.cwd ?? '/home/assistant',
-    stdin,
-    timeoutMs: opts.timeoutMs ?? reg.opts.commandTimeoutS * 1000,
-    signal: opts.signal,
-    killGraceMs: opts.killGraceMs,
-    onData: (type, data) => {
-      const room = max - (len[type] ?? 0)
-      if (data.length > room) truncated = true
-      if (room <= 0) return
-      const part = data.length > room ? data.subarray(0, room) : data
-      kept[type]?.push(part)
-      len[type] = (len[type] ?? 0) + part.length
-    }
-  })
-  if (r.spawnFailed && !r.timedOut && !r.cancelled) return undefined
-  return {
-    exitCode: r.code ?? null,
-    stdout: Buffer.concat(kept[T_OUT] ?? [], len[T_OUT]),
-    stderr: Buffer.concat(kept[T_ERR] ?? [], len[T_ERR]),
-    truncated,
-    timedOut: r.timedOut,
-    cancelled: r.cancelled,
-    notStarted: false
+  /**
+   * The process's env over the agent's own: a claimed pool sandbox lacks the chat's env in its
+   * container env (pool-claim.ts), so each request carries it in front of the call's own, exactly as
+   * withChatEnv does for docker exec (the agent may have been opened before the claim was bound).
+   */
+  function requestEnv (entry: Entry, own: string[]): Record<string, string> {
+    return envObject([...(chatEnv(entry.sandboxId ?? '') ?? []), ...own])
   }
-}
 
-/**
- * runCommand's attempt (command.ts) through the agent; undefined = use docker exec. Saturation hints
- * (fork failures in the output, the pids count after bash exited) are checked as on the exec path.
- */
-export async function agentCommand (reg: Registry, entry: Entry, command: string, opts: CommandOptions, own: SandboxNotice[], t0: number): Promise<CommandResult | undefined> {
-  const conn = await agentFor(reg, entry)
-  if (conn === null) return undefined
-  const at = Date.now()
-  const execId = randomBytes(12).toString('hex')
-  const decoder = new TextDecoder('utf-8')
-  let relieving: Promise<boolean> | undefined
-  const sink = outputSink(reg, opts.onOutput, () => {
-    relieving ??= relieve(reg, entry, true).catch(err => {
-      reg.log.warn({ chat: entry.names.key, err }, 'restarting a saturated sandbox failed')
-      return false
+  /** One request on the agent stream until EXIT, FAIL, loss, or the grace after a timeout/abort. */
+  async function run (entry: Entry, conn: AgentConnection, execId: string, spec: RunSpec): Promise<Run> {
+    return await new Promise<Run>(resolve => {
+      const r: Run = { timedOut: false, cancelled: false, spawnFailed: false }
+      let done = false
+      let grace: NodeJS.Timeout | undefined
+      let id = 0
+      const finish = (): void => {
+        if (done) return
+        done = true
+        clearTimeout(grace)
+        disarm()
+        conn.finish(id)
+        resolve(r)
+      }
+      id = conn.request(i => encodeJson(i, T_EXEC, { argv: spec.argv, cwd: spec.cwd, env: spec.env, merged: spec.merged, stdin: spec.stdin !== undefined }), {
+        frame: (type, payload) => {
+          if (done) return
+          if (type === T_OUT || type === T_ERR) { spec.onData(type, payload); return }
+          if (type === T_EXIT) {
+            const e = parseExit(payload)
+            r.code = e.code
+            if (e.pids !== undefined) r.pids = e.pids
+            finish()
+            return
+          }
+          if (type === T_FAIL) {
+            log.debug({ chat: entry.names.key, ...parseFailure(decodeJson(payload)) }, 'agent could not spawn')
+            r.spawnFailed = true
+            finish()
+            return
+          }
+          throw new ProtocolError(`frame type ${type} in an exec`)
+        },
+        lost: finish
+      })
+      if (spec.stdin !== undefined) {
+        for (let at = 0; at < spec.stdin.length; at += CHUNK) conn.send(encodeFrame(id, T_STDIN, spec.stdin.subarray(at, at + CHUNK)))
+        conn.send(encodeFrame(id, T_STDIN_END))
+      }
+      const stop = (): void => {
+        const wait = kill.terminate(entry, execId, SANDBOX_USER, spec.killGraceMs)
+        // bash_tool's wrapper dies with the SIGTERM and the engine ends its stream about 2 s later even
+        // when bash ignores it: the command mode returns as soon (the SIGKILL still follows).
+        grace = setTimeout(finish, spec.merged ? TERM_WAIT_MS : Math.max(RESULT_GRACE_MS, wait + 5000))
+      }
+      const disarm = armDeadline(spec.timeoutMs, spec.signal,
+        () => { if (!done && !r.cancelled) { r.timedOut = true; stop() } },
+        () => { if (!done && !r.timedOut && !r.cancelled) { r.cancelled = true; stop() } })
     })
-  })
-  const r = await run(reg, entry, conn, execId, {
-    argv: ['bash', '-c', command],
-    env: requestEnv(reg, entry, toEnvList(opts.env, { ...COMMAND_ENV, CUBICLE_EXEC_ID: execId })),
-    merged: true,
-    cwd: '/home/assistant',
-    timeoutMs: Math.max(1000, opts.timeoutMs - (at - t0)),
-    signal: opts.signal,
-    killGraceMs: opts.killGraceMs,
-    onData: (_type, data) => { sink.emit(decoder.decode(data, { stream: true })) }
-  })
-  sink.emit(decoder.decode())
-  if (r.spawnFailed && !r.timedOut && !r.cancelled) return undefined
-  const relieved = relieving !== undefined && await relieving
-  const exitCode = r.timedOut || r.cancelled ? null : r.code ?? null
-  const result: CommandResult = { exitCode, timedOut: r.timedOut, cancelled: r.cancelled }
-  if (r.code !== undefined || r.timedOut || r.cancelled) {
-    await afterExit(reg, entry, { exitCode, pids: r.pids, forkErrors: sink.hints.fork, killedJobs: sink.hints.killed }, at, own, relieved || restartedSince(entry, at))
+  }
+
+  /** The collecting exec (exec.ts) through the agent: as assistant only; undefined = use docker exec. */
+  async function agentExec (entry: Entry, argv: string[], opts: ExecOptions): Promise<RawExecResult | undefined> {
+    if ((opts.user !== undefined && opts.user !== SANDBOX_USER) || argv.length === 0) return undefined
+    const conn = await agents.agentFor(entry)
+    if (conn === null) return undefined
+    const execId = randomBytes(12).toString('hex')
+    const max = opts.maxBytes ?? DEFAULT_MAX_BYTES
+    const kept: Record<number, Buffer[]> = { [T_OUT]: [], [T_ERR]: [] }
+    const len: Record<number, number> = { [T_OUT]: 0, [T_ERR]: 0 }
+    let truncated = false
+    const stdin = opts.stdin === undefined ? undefined : Buffer.isBuffer(opts.stdin) ? opts.stdin : Buffer.from(opts.stdin, 'utf8')
+    const r = await run(entry, conn, execId, {
+      argv,
+      env: requestEnv(entry, toEnvList(opts.env, { CUBICLE_EXEC_ID: execId })),
+      merged: false,
+      cwd: opts.cwd ?? '/home/assistant',
+      stdin,
+      timeoutMs: opts.timeoutMs ?? base.opts.commandTimeoutS * 1000,
+      signal: opts.signal,
+      killGraceMs: opts.killGraceMs,
+      onData: (type, data) => {
+        const room = max - (len[type] ?? 0)
+        if (data.length > room) truncated = true
+        if (room <= 0) return
+        const part = data.length > room ? data.subarray(0, room) : data
+        kept[type]?.push(part)
+        len[type] = (len[type] ?? 0) + part.length
+      }
+    })
+    if (r.spawnFailed && !r.timedOut && !r.cancelled) return undefined
+    return {
+      exitCode: r.code ?? null,
+      stdout: Buffer.concat(kept[T_OUT] ?? [], len[T_OUT]),
+      stderr: Buffer.concat(kept[T_ERR] ?? [], len[T_ERR]),
+      truncated,
+      timedOut: r.timedOut,
+      cancelled: r.cancelled,
+      notStarted: false
+    }
+  }
+
+  /**
+   * runCommand's attempt (command.ts) through the agent; undefined = use docker exec. Saturation hints
+   * (fork failures in the output, the pids count after bash exited) are checked as on the exec path.
+   */
+  async function agentCommand (entry: Entry, command: string, opts: CommandOptions, own: SandboxNotice[], t0: number): Promise<CommandResult | undefined> {
+    const conn = await agents.agentFor(entry)
+    if (conn === null) return undefined
+    const at = clock.now()
+    const execId = randomBytes(12).toString('hex')
+    const decoder = new TextDecoder('utf-8')
+    let relieving: Promise<boolean> | undefined
+    const sink = outputSink(log, opts.onOutput, () => {
+      relieving ??= outcome.relieve(entry, true).catch(err => {
+        log.warn({ chat: entry.names.key, err }, 'restarting a saturated sandbox failed')
+        return false
+      })
+    })
+    const r = await run(entry, conn, execId, {
+      argv: ['bash', '-c', command],
+      env: requestEnv(entry, toEnvList(opts.env, { ...COMMAND_ENV, CUBICLE_EXEC_ID: execId })),
+      merged: true,
+      cwd: '/home/assistant',
+      timeoutMs: Math.max(1000, opts.timeoutMs - (at - t0)),
+      signal: opts.signal,
+      killGraceMs: opts.killGraceMs,
+      onData: (_type, data) => { sink.emit(decoder.decode(data, { stream: true })) }
+    })
+    sink.emit(decoder.decode())
+    if (r.spawnFailed && !r.timedOut && !r.cancelled) return undefined
+    const relieved = relieving !== undefined && await relieving
+    const exitCode = r.timedOut || r.cancelled ? null : r.code ?? null
+    const result: CommandResult = { exitCode, timedOut: r.timedOut, cancelled: r.cancelled }
+    if (r.code !== undefined || r.timedOut || r.cancelled) {
+      await outcome.afterExit(entry, { exitCode, pids: r.pids, forkErrors: sink.hints.fork, killedJobs: sink.hints.killed }, at, own, relieved || restartedSince(entry, at))
+      return result
+    }
+    await outcome.explainLoss(entry, at, own)
     return result
   }
-  await explainLoss(reg, entry, at, own)
-  return result
+
+  return { agentExec, agentCommand }
 }

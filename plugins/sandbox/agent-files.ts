@@ -1,8 +1,8 @@
-import { holdLease } from './activity.js'
-import { agentFor, type AgentConnection } from './agent-client.js'
+import type { Activity } from './activity.js'
+import type { AgentConnection, Agents } from './agent-client.js'
 import { decodeJson, encodeJson, parseFailure, ProtocolError, T_DATA, T_FILE, T_RESULT } from './agent-protocol.js'
-import { runningEntry } from './recovery.js'
-import { armDeadline, type Registry } from './registry.js'
+import { armDeadline } from './clock.js'
+import type { Recovery } from './recovery.js'
 import type { SandboxFileKind, SandboxFileOp, SandboxFileResult } from './types.js'
 
 /*
@@ -82,14 +82,18 @@ export async function fileRequest (conn: AgentConnection, op: SandboxFileOp, opt
   })
 }
 
+export type FileOp = (chatId: string, op: SandboxFileOp, opts: { timeoutMs: number, signal?: AbortSignal }) => Promise<SandboxFileResult | undefined>
+
 /** SandboxService.fileOp: holds a lease for the call; undefined = run the equivalent command instead. */
-export async function fileOp (reg: Registry, chatId: string, op: SandboxFileOp, opts: { timeoutMs: number, signal?: AbortSignal }): Promise<SandboxFileResult | undefined> {
-  if (op.op === 'write' && op.data.length > WRITE_MAX) return undefined
-  const entry = await runningEntry(reg, chatId)
-  const release = holdLease(reg, entry)
-  try {
-    const conn = await agentFor(reg, entry)
-    if (conn === null) return undefined
-    return await fileRequest(conn, op, opts)
-  } finally { release() }
+export function createFileOp (d: { recovery: Pick<Recovery, 'runningEntry'>, activity: Pick<Activity, 'holdLease'>, agents: Pick<Agents, 'agentFor'> }): FileOp {
+  return async (chatId, op, opts) => {
+    if (op.op === 'write' && op.data.length > WRITE_MAX) return undefined
+    const entry = await d.recovery.runningEntry(chatId)
+    const release = d.activity.holdLease(entry)
+    try {
+      const conn = await d.agents.agentFor(entry)
+      if (conn === null) return undefined
+      return await fileRequest(conn, op, opts)
+    } finally { release() }
+  }
 }

@@ -1,6 +1,6 @@
 import type { Duplex, Readable } from 'node:stream'
 import { SANDBOX_USER } from './sandbox-spec.js'
-import type { Registry } from './registry.js'
+import type { CoreBase } from './context.js'
 
 /*
  * Where the agent's frames come from: the engine's connection to an agent its sandbox started itself
@@ -35,11 +35,11 @@ export interface AgentLink {
 }
 
 /** The engine's connection to the sandbox's own agent, or null (none now: the caller execs the agent). */
-export async function socketLink (reg: Registry, sandboxId: string, owner: string): Promise<AgentLink | null> {
-  if (reg.engine.agentChannel === undefined) return null
+export async function socketLink (base: Pick<CoreBase, 'engine' | 'log'>, sandboxId: string, owner: string): Promise<AgentLink | null> {
+  if (base.engine.agentChannel === undefined) return null
   let sock: Duplex | null
-  try { sock = await reg.engine.agentChannel(sandboxId) } catch (err) {
-    reg.log.debug({ chat: owner, err }, 'no agent socket; starting the agent over exec')
+  try { sock = await base.engine.agentChannel(sandboxId) } catch (err) {
+    base.log.debug({ chat: owner, err }, 'no agent socket; starting the agent over exec')
     return null
   }
   if (sock === null) return null
@@ -55,8 +55,8 @@ export async function socketLink (reg: Registry, sandboxId: string, owner: strin
 }
 
 /** The agent started through exec; throws when the engine could not start it. */
-export async function execLink (reg: Registry, sandboxId: string): Promise<AgentLink> {
-  const proc = await reg.engine.exec(sandboxId, { argv: AGENT_ARGV, user: SANDBOX_USER, cwd: '/', env: [], stdin: true })
+export async function execLink (base: Pick<CoreBase, 'engine'>, sandboxId: string): Promise<AgentLink> {
+  const proc = await base.engine.exec(sandboxId, { argv: AGENT_ARGV, user: SANDBOX_USER, cwd: '/', env: [], stdin: true })
   const stdin = proc.stdin
   stdin?.on('error', () => { proc.close() })
   return {

@@ -1,16 +1,17 @@
-import { noteListed } from './addresses.js'
+import type { Addresses } from './addresses.js'
+import type { Chats, Entry } from './chats.js'
+import type { CoreBase } from './context.js'
 import { probeWritable } from './data-dirs.js'
-import { noteOutsideChange } from './recovery.js'
-import { detectQuota } from './disk-quota.js'
-import { diskPass } from './disk-watchdog.js'
+import type { DiskQuota } from './disk-quota.js'
+import type { DiskWatchdog } from './disk-watchdog.js'
 import type { SandboxSummary } from './engine-types.js'
-import { ownerFilter, readLabels, sandboxNames } from './names.js'
-import { drainPool, maintain } from './pool.js'
-import { bindListed, sortListing } from './sandbox-identity.js'
-import { changed, entryOf, type Entry, type Registry } from './registry.js'
-import { prepareNetwork } from './network.js'
-import { releaseLease, takeLease } from './prefix-lease.js'
 import { SandboxSetupRefused } from './errors.js'
+import { ownerFilter, readLabels, sandboxNames } from './names.js'
+import type { SandboxNetwork } from './network.js'
+import type { Pool } from './pool.js'
+import type { PrefixLease } from './prefix-lease.js'
+import type { Recovery } from './recovery.js'
+import type { Identity } from './sandbox-identity.js'
 
 /*
  * Boot, re-adoption and readiness: connect, take the prefix's lease (prefix-lease.ts), ensure the
@@ -18,132 +19,160 @@ import { SandboxSetupRefused } from './errors.js'
  * down: bootstrap() is retried by ensure() and the reaper until it succeeds once.
  */
 
-/** Single flight; retried by ensure() and the reaper until it succeeds once. */
-export async function bootstrap (reg: Registry): Promise<void> {
-  if (reg.bootstrapped) return
-  reg.bootstrapping ??= (async () => {
-    try {
-      await reg.engine.ping(3000)
-    } catch (err) {
-      reg.engineUp = false
-      throw err
-    }
-    reg.engineUp = true
-    try {
-      // Nothing of the prefix is touched before this instance holds its lease (prefix-lease.ts).
-      await takeLease(reg)
-      if (reg.opts.enableNetwork) await prepareNetwork(reg)
-    } catch (err) {
-      // Logged once per distinct reason: ensure() and the reaper retry the bootstrap.
-      if (err instanceof SandboxSetupRefused && reg.refusal !== err.message) { reg.refusal = err.message; reg.log.error(err.message) }
-      throw err
-    }
-    reg.refusal = null
-    await detectQuota(reg)
-    const imageId = await reg.engine.imageId(reg.opts.image)
-    if (imageId === null) {
-      reg.log.error(`sandbox image '${reg.opts.image}' is missing: build it with \`npm run sandbox:build\` (sandbox-image/build.sh); tool calls fail until it exists`)
-    }
-    await readopt(reg)
-    reg.bootstrapped = true
-  })().finally(() => { reg.bootstrapping = null })
-  await reg.bootstrapping
+/** What boot builds on. */
+export interface BootDeps {
+  lease: PrefixLease
+  network: Pick<SandboxNetwork, 'prepareNetwork'>
+  quota: Pick<DiskQuota, 'detectQuota'>
+  pool: Pick<Pool, 'maintain' | 'drainPool'>
+  identity: Identity
+  recovery: Pick<Recovery, 'noteOutsideChange'>
+  addresses: Pick<Addresses, 'noteListed'>
+  disk: Pick<DiskWatchdog, 'start' | 'stop'>
 }
 
-/** docs/contract.md#idle-stop-max-age-and-purge: register every labelled container of our prefix; the boot time counts as activity. */
-async function readopt (reg: Registry): Promise<void> {
-  const { chats, unclaimed } = await sortListing(reg, await reg.engine.list(ownerFilter(reg.opts.prefix)))
-  let adopted = 0
-  for (const c of chats) {
-    if (register(reg, c, reg.opts.now()) !== null) adopted++
+/** Bootstrap and re-adoption, /ready's check, the timers, close. */
+export interface Boot {
+  /** Single flight; retried by ensure() and the reaper until it succeeds once. */
+  bootstrap: () => Promise<void>
+  /** Registers a listed sandbox when its labels are consistent (null: ignored); `mark`: entries changed after it are left alone. */
+  register: (c: SandboxSummary, activity: number, mark?: number) => Entry | null
+  readiness: () => Promise<{ ok: boolean, fields: Record<string, string> }>
+  start: (reap: () => Promise<void>, purge: () => Promise<unknown>) => Promise<void>
+  close: () => Promise<void>
+}
+
+export function createBoot (base: CoreBase, chats: Chats, d: BootDeps): Boot {
+  const { engine, log, clock, status, streams } = base
+  const { lease, network, quota, pool, identity, recovery, addresses, disk } = d
+  let bootstrapping: Promise<void> | null = null
+  /** why the last bootstrap refused the setup (logged once per reason), null when it did not */
+  let refusal: string | null = null
+  let reaperTimer: NodeJS.Timeout | undefined
+  let purgeTimer: NodeJS.Timeout | undefined
+
+  /** Single flight; retried by ensure() and the reaper until it succeeds once. */
+  async function bootstrap (): Promise<void> {
+    if (status.bootstrapped) return
+    bootstrapping ??= (async () => {
+      try {
+        await engine.ping(3000)
+      } catch (err) {
+        status.engineUp = false
+        throw err
+      }
+      status.engineUp = true
+      try {
+        // Nothing of the prefix is touched before this instance holds its lease (prefix-lease.ts).
+        await lease.takeLease()
+        if (base.opts.enableNetwork) await network.prepareNetwork()
+      } catch (err) {
+        // Logged once per distinct reason: ensure() and the reaper retry the bootstrap.
+        if (err instanceof SandboxSetupRefused && refusal !== err.message) { refusal = err.message; log.error(err.message) }
+        throw err
+      }
+      refusal = null
+      await quota.detectQuota()
+      const imageId = await engine.imageId(base.opts.image)
+      if (imageId === null) {
+        log.error(`sandbox image '${base.opts.image}' is missing: build it with \`npm run sandbox:build\` (sandbox-image/build.sh); tool calls fail until it exists`)
+      }
+      await readopt()
+      status.bootstrapped = true
+    })().finally(() => { bootstrapping = null })
+    await bootstrapping
   }
-  const volumes = await reg.engine.listVolumes(ownerFilter(reg.opts.prefix)).catch(() => [])
-  reg.log.info({ containers: adopted, running: chats.filter(c => c.running).length, volumes: volumes.length, pool: unclaimed.length }, 're-adopted sandboxes')
-  // Unclaimed pool sandboxes: kept when they still match, else replaced; then the pool fills up.
-  void maintain(reg, unclaimed).catch(err => { reg.log.warn({ err }, 'warm pool: re-adoption failed') })
-}
 
-/** Registers a listed container when its labels are consistent; mismatches are logged, never touched. */
-export function register (reg: Registry, c: SandboxSummary, activity: number, mark = Infinity): Entry | null {
-  const labels = readLabels(reg.opts.prefix, c.labels)
-  if (!labels.ok || c.name !== sandboxNames(reg.opts.prefix, labels.chatId).container) {
-    if (!reg.ignored.has(c.id)) {
-      reg.ignored.add(c.id)
-      reg.log.warn({ container: c.name, reason: labels.ok ? 'name does not match the chat key' : labels.reason },
+  /** docs/contract.md#idle-stop-max-age-and-purge: register every labelled container of our prefix; the boot time counts as activity. */
+  async function readopt (): Promise<void> {
+    const { chats: listed, unclaimed } = await identity.sortListing(await engine.list(ownerFilter(base.opts.prefix)))
+    let adopted = 0
+    for (const c of listed) {
+      if (register(c, clock.now()) !== null) adopted++
+    }
+    const volumes = await engine.listVolumes(ownerFilter(base.opts.prefix)).catch(() => [])
+    log.info({ containers: adopted, running: listed.filter(c => c.running).length, volumes: volumes.length, pool: unclaimed.length }, 're-adopted sandboxes')
+    // Unclaimed pool sandboxes: kept when they still match, else replaced; then the pool fills up.
+    void pool.maintain(unclaimed).catch(err => { log.warn({ err }, 'warm pool: re-adoption failed') })
+  }
+
+  /** Registers a listed container when its labels are consistent; mismatches are logged, never touched. */
+  function register (c: SandboxSummary, activity: number, mark = Infinity): Entry | null {
+    const labels = readLabels(base.opts.prefix, c.labels)
+    if (!labels.ok || c.name !== sandboxNames(base.opts.prefix, labels.chatId).container) {
+      identity.ignore(c, labels.ok ? 'name does not match the chat key' : labels.reason,
         'ignoring a labelled container that is not a consistent sandbox of ours (left untouched)')
+      return null
     }
-    return null
+    const entry = chats.entryOf(labels.chatId)
+    if (entry.locked > 0 || entry.ensuring !== null || entry.epoch > mark) return entry
+    const known = entry.state === 'running' || entry.state === 'stopped'
+    if (entry.state === 'running' && !c.running) recovery.noteOutsideChange(entry, false)
+    entry.state = c.running ? 'running' : 'stopped'
+    entry.sandboxId = c.id
+    entry.createdAt = labels.createdAt
+    if (!known) entry.lastActive = Math.max(entry.lastActive, activity)
+    identity.bindListed(entry, c)
+    chats.changed(entry)
+    addresses.noteListed(entry, c)
+    return entry
   }
-  const entry = entryOf(reg, labels.chatId)
-  if (entry.locked > 0 || entry.ensuring !== null || entry.epoch > mark) return entry
-  const known = entry.state === 'running' || entry.state === 'stopped'
-  if (entry.state === 'running' && !c.running) noteOutsideChange(entry, false)
-  entry.state = c.running ? 'running' : 'stopped'
-  entry.sandboxId = c.id
-  entry.createdAt = labels.createdAt
-  if (!known) entry.lastActive = Math.max(entry.lastActive, activity)
-  bindListed(reg, entry, c)
-  changed(reg, entry)
-  noteListed(reg, entry, c)
-  return entry
-}
 
-/**
- * The engine's check of /ready: fields engine (ok | unavailable), the same under the engine's own name
- * (`docker`, which monitors written for earlier versions read), image, data_dir.
- */
-export async function readiness (reg: Registry): Promise<{ ok: boolean, fields: Record<string, string> }> {
-  const [up, writable] = await Promise.all([
-    reg.engine.ping(2000).then(() => true, () => false),
-    probeWritable(reg.opts.dataDir)
-  ])
-  reg.engineUp = up
-  let image: 'present' | 'missing' = 'missing'
-  if (up) {
-    image = (await reg.engine.imageId(reg.opts.image).catch(() => null)) === null ? 'missing' : 'present'
-    if (!reg.bootstrapped) void bootstrap(reg).catch(() => {})
-  }
-  const engine = up ? 'ok' : 'unavailable'
-  return {
-    ok: up && image === 'present' && writable,
-    fields: { engine, [reg.engine.name]: engine, image, data_dir: writable ? 'writable' : 'not_writable' }
-  }
-}
-
-/** Boot: connect, ensure the network, re-adopt, start the reaper. Never throws when Docker is down. */
-export async function startService (reg: Registry, reap: () => Promise<void>, purge: () => Promise<unknown>): Promise<void> {
-  try {
-    await bootstrap(reg)
-  } catch (err) {
-    // An unsafe setup refuses the boot (the message says what to fix); an engine that is down does not.
-    if (err instanceof SandboxSetupRefused) { await releaseLease(reg); reg.engine.close(); throw err }
-    if (reg.engineUp === true) {
-      reg.log.error({ err, engine: reg.engine.name }, 'the sandbox setup did not finish at boot; the next tool call and the reaper try again')
-    } else {
-      reg.log.error({ err, engine: reg.engine.name },
-        `${reg.engine.label.engine} is unavailable at boot; sandboxes will be created once it answers (/ready reports ${reg.engine.name}: unavailable)`)
+  /**
+   * The engine's check of /ready: fields engine (ok | unavailable), the same under the engine's own name
+   * (`docker`, which monitors written for earlier versions read), image, data_dir.
+   */
+  async function readiness (): Promise<{ ok: boolean, fields: Record<string, string> }> {
+    const [up, writable] = await Promise.all([
+      engine.ping(2000).then(() => true, () => false),
+      probeWritable(base.opts.dataDir)
+    ])
+    status.engineUp = up
+    let image: 'present' | 'missing' = 'missing'
+    if (up) {
+      image = (await engine.imageId(base.opts.image).catch(() => null)) === null ? 'missing' : 'present'
+      if (!status.bootstrapped) void bootstrap().catch(() => {})
+    }
+    const answer = up ? 'ok' : 'unavailable'
+    return {
+      ok: up && image === 'present' && writable,
+      fields: { engine: answer, [engine.name]: answer, image, data_dir: writable ? 'writable' : 'not_writable' }
     }
   }
-  reg.reaperTimer = setInterval(() => { void reap().catch(err => reg.log.warn({ err }, 'reaper pass failed')) }, reg.opts.reaperIntervalMs)
-  reg.reaperTimer.unref()
-  reg.purgeTimer = setInterval(() => { void purge().catch(err => reg.log.warn({ err }, 'purge pass failed')) }, reg.opts.purgeIntervalMs)
-  reg.purgeTimer.unref()
-  if (reg.opts.diskLimit > 0) {
-    reg.diskTimer = setInterval(() => { void diskPass(reg) }, reg.opts.diskCheckIntervalMs)
-    reg.diskTimer.unref()
-  }
-}
 
-/** onClose: timers stop and open exec streams end; sandboxes keep running (re-adopted next boot). */
-export async function closeService (reg: Registry): Promise<void> {
-  reg.closed = true
-  clearInterval(reg.reaperTimer)
-  clearInterval(reg.purgeTimer)
-  clearInterval(reg.diskTimer)
-  clearTimeout(reg.diskPoke)
-  for (const s of reg.streams) s.close()
-  reg.streams.clear()
-  await drainPool(reg)
-  await releaseLease(reg)
-  reg.engine.close()
+  /** Boot: connect, ensure the network, re-adopt, start the reaper. Never throws when Docker is down. */
+  async function start (reap: () => Promise<void>, purge: () => Promise<unknown>): Promise<void> {
+    try {
+      await bootstrap()
+    } catch (err) {
+      // An unsafe setup refuses the boot (the message says what to fix); an engine that is down does not.
+      if (err instanceof SandboxSetupRefused) { await lease.releaseLease(); engine.close(); throw err }
+      if (status.engineUp === true) {
+        log.error({ err, engine: engine.name }, 'the sandbox setup did not finish at boot; the next tool call and the reaper try again')
+      } else {
+        log.error({ err, engine: engine.name },
+          `${engine.label.engine} is unavailable at boot; sandboxes will be created once it answers (/ready reports ${engine.name}: unavailable)`)
+      }
+    }
+    reaperTimer = setInterval(() => { void reap().catch(err => log.warn({ err }, 'reaper pass failed')) }, base.opts.reaperIntervalMs)
+    reaperTimer.unref()
+    purgeTimer = setInterval(() => { void purge().catch(err => log.warn({ err }, 'purge pass failed')) }, base.opts.purgeIntervalMs)
+    purgeTimer.unref()
+    disk.start()
+  }
+
+  /** onClose: timers stop and open exec streams end; sandboxes keep running (re-adopted next boot). */
+  async function close (): Promise<void> {
+    status.closed = true
+    clearInterval(reaperTimer)
+    clearInterval(purgeTimer)
+    disk.stop()
+    for (const s of streams) s.close()
+    streams.clear()
+    await pool.drainPool()
+    await lease.releaseLease()
+    engine.close()
+  }
+
+  return { bootstrap, register, readiness, start, close }
 }

@@ -1,18 +1,21 @@
 import { randomBytes } from 'node:crypto'
-import { holdLease } from './activity.js'
-import { agentCommand } from './agent-exec.js'
-import { SANDBOX_USER } from './sandbox-spec.js'
-import { pokeDiskWatchdog } from './disk-watchdog.js'
-import { outputClosed } from './process-socket.js'
+import type { Activity } from './activity.js'
+import type { AgentExec } from './agent-exec.js'
+import type { Entry } from './chats.js'
+import { armDeadline } from './clock.js'
+import type { CoreBase } from './context.js'
+import type { DiskWatchdog } from './disk-watchdog.js'
 import type { ExecProcess } from './engine-types.js'
 import { toEnvList } from './env.js'
-import { checkAlive, relieve, restartedSince, RESULT_GRACE_MS, watchStart } from './exec.js'
+import { RESULT_GRACE_MS, watchStart } from './exec-collect.js'
+import { HINT_CARRY, outputSink, restartedSince, type Outcome } from './exec-outcome.js'
 import { commandArgv, EofFilter, SentinelParser } from './exec-stream.js'
-import { terminate } from './kill.js'
-import { eventSince, takeNotices } from './notices.js'
-import { notRunning, recoverVanished, runningEntry } from './recovery.js'
-import { armDeadline, execStartError, sleep, type Entry, type Registry } from './registry.js'
-import { diagnose, memoryNotice, pidsNotice, pidsSuspicious, restartSandbox } from './saturation.js'
+import type { Kill } from './kill.js'
+import { takeNotices } from './notices.js'
+import { outputClosed } from './process-socket.js'
+import { notRunning, type Recovery } from './recovery.js'
+import { SANDBOX_USER } from './sandbox-spec.js'
+import type { Transitions } from './transitions.js'
 import type { CommandOptions, CommandResult, SandboxNotice } from './types.js'
 
 /*
@@ -39,243 +42,184 @@ interface Watched extends CommandResult {
   cannotFork: boolean
 }
 
-export async function runCommand (reg: Registry, chatId: string, command: string, opts: CommandOptions): Promise<CommandResult> {
-  const entry = await runningEntry(reg, chatId)
-  const release = holdLease(reg, entry)
-  const own: SandboxNotice[] = []
-  try {
-    const result = await attempt(reg, entry, command, opts, own, Date.now(), true)
-    const notices = takeNotices(entry, own)
-    return notices.length > 0 ? { ...result, notices } : result
-  } finally {
-    release()
-    pokeDiskWatchdog(reg, entry)
-  }
+/** The roles bash_tool's command builds on. */
+export interface CommandDeps {
+  activity: Pick<Activity, 'holdLease'>
+  agentExec: Pick<AgentExec, 'agentCommand'>
+  recovery: Pick<Recovery, 'runningEntry' | 'recoverVanished'>
+  kill: Kill
+  outcome: Pick<Outcome, 'relieve' | 'afterExit' | 'explainLoss'>
+  transitions: Pick<Transitions, 'execStartError'>
+  disk: Pick<DiskWatchdog, 'poke'>
 }
 
-async function attempt (reg: Registry, entry: Entry, command: string, opts: CommandOptions, own: SandboxNotice[], t0: number, first: boolean): Promise<CommandResult> {
-  const at = Date.now()
-  const again = async (): Promise<CommandResult> => { opts.onReset?.(); return await attempt(reg, entry, command, opts, own, t0, false) }
-  // The in-sandbox agent when it can serve the call; docker exec otherwise (agent-exec.ts).
-  const viaAgent = await agentCommand(reg, entry, command, opts, own, t0)
-  if (viaAgent !== undefined) return viaAgent
-  const execId = randomBytes(12).toString('hex')
-  const env = toEnvList(opts.env, { PAGER: 'cat', GIT_PAGER: 'cat', DEBIAN_FRONTEND: 'noninteractive', CUBICLE_EXEC_ID: execId })
-  let proc: ExecProcess
-  try {
-    // The wait for an exec slot counts toward the command's timeout and ends with its signal.
-    proc = await reg.engine.exec(entry.sandboxId ?? '', { argv: commandArgv(command), user: SANDBOX_USER, cwd: '/home/assistant', env, signal: opts.signal, deadline: t0 + opts.timeoutMs })
-  } catch (err) {
-    const e = execStartError(reg, entry, err)
-    if (!first || !notRunning(e)) throw e
-    const notice = await recoverVanished(reg, entry)
-    if (notice !== undefined) own.push(notice)
-    return await again()
-  }
-  // A start that hangs, or fork failures in the output: ask the engine at once, and restart a
-  // saturated sandbox while the command is still running (the restart ends its stream).
-  let stalled = false
-  let relieving: Promise<boolean> | undefined
-  const relieveNow = (confirm: boolean): void => {
-    relieving ??= relieve(reg, entry, confirm).catch(err => {
-      reg.log.warn({ chat: entry.names.key, err }, 'restarting a saturated sandbox failed')
-      return false
-    })
-  }
-  const w = await watchCommand(reg, proc, { ...opts, timeoutMs: Math.max(1000, opts.timeoutMs - (at - t0)) },
-    () => terminate(reg, entry, execId, SANDBOX_USER, opts.killGraceMs),
-    seen => watchStart(proc, seen, () => { stalled = true; relieveNow(false) }),
-    () => { relieveNow(true) })
-  const relieved = relieving !== undefined && await relieving
-  const result: CommandResult = { exitCode: w.exitCode, timedOut: w.timedOut, cancelled: w.cancelled }
-  const retry = first && opts.signal?.aborted !== true
-  if (w.sentinel || w.timedOut || w.cancelled) {
-    // The wrapper could not even fork bash: nothing of the command ran.
-    if (retry && w.cannotFork && w.exitCode === 2 && (relieved || restartedSince(entry, at) || await relieve(reg, entry))) return await again()
-    await afterExit(reg, entry, w, at, own, relieved || restartedSince(entry, at))
-    return result
-  }
-  // The stream ended without bash's status: the process never started, or the sandbox went away.
-  // (Its only output the wrapper's own fork failure: bash never ran either.)
-  const notStarted = (await proc.exit).notStarted || (stalled && !w.seen) || w.cannotFork
-  if (retry && notStarted && (relieved || restartedSince(entry, at) || await relieve(reg, entry))) return await again()
-  await explainLoss(reg, entry, at, own)
-  return result
-}
+export function createCommand (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | 'clock' | 'streams'>, d: CommandDeps): {
+  runCommand: (chatId: string, command: string, opts: CommandOptions) => Promise<CommandResult>
+} {
+  const { engine, log, clock, streams } = base
+  const { activity, agentExec, recovery, kill, outcome, transitions, disk } = d
 
-/**
- * bash exited (or was timed out): ask the engine when the output or the wrapper's hint suggests
- * saturation (unless the sandbox was restarted during the call already) or OOM kills.
- */
-export async function afterExit (reg: Registry, entry: Entry, w: Pick<Watched, 'forkErrors' | 'pids' | 'killedJobs' | 'exitCode'>, at: number, own: SandboxNotice[], restarted: boolean): Promise<void> {
-  const suspicious = !restarted && (w.forkErrors || pidsSuspicious(w.pids, reg.opts.pidsLimit))
-  const killed = w.killedJobs || (w.exitCode !== null && w.exitCode >= 128)
-  if (!suspicious && !killed) return
-  const d = await diagnose(reg, entry, { stats: suspicious, oomSince: killed ? at : undefined, confirm: true })
-  if (d.oomKills > 0) own.push(memoryNotice(reg, d, 'none'))
-  if (d.pidsFull) await restartFor(reg, entry, pidsNotice(reg, d, 'restarted'), own)
-}
-
-/** Why a command lost its stream: a driver action, the sandbox stopped or removed outside, or saturation. */
-export async function explainLoss (reg: Registry, entry: Entry, at: number, own: SandboxNotice[]): Promise<void> {
-  let c = await checkAlive(reg, entry)
-  // The engine may still report a killed container as running for a moment after its streams closed.
-  for (let i = 0; i < 3 && c?.running === true; i++) {
-    await sleep(250)
-    c = await checkAlive(reg, entry)
+  async function runCommand (chatId: string, command: string, opts: CommandOptions): Promise<CommandResult> {
+    const entry = await recovery.runningEntry(chatId)
+    const release = activity.holdLease(entry)
+    const own: SandboxNotice[] = []
+    try {
+      const result = await attempt(entry, command, opts, own, clock.now(), true)
+      const notices = takeNotices(entry, own)
+      return notices.length > 0 ? { ...result, notices } : result
+    } finally {
+      release()
+      disk.poke(entry)
+    }
   }
-  const ours = eventSince(entry, at)
-  if (ours !== undefined) { own.unshift(ours); return }
-  if (c === undefined) return
-  if (c === null || !c.running) {
-    // checkAlive marks a change it did not expect (not stop(), not a driver action) as recoverable.
-    const by = entry.recoverable ? 'outside' : 'server'
-    own.unshift(c?.oomKilled === true ? memoryNotice(reg, null, 'stopped') : { kind: 'sandbox-stopped', action: 'stopped', removed: c === null, by })
-    return
-  }
-  const d = await diagnose(reg, entry, { stats: true, oomSince: at })
-  if (d.pidsFull) await restartFor(reg, entry, pidsNotice(reg, d, 'restarted'), own, true)
-  else own.unshift(d.oomKills > 0 ? memoryNotice(reg, d, 'none') : { kind: 'stream-lost', action: 'none' })
-}
 
-/** Restarts a saturated sandbox; `notice` goes first in the result when it explains a lost command. */
-async function restartFor (reg: Registry, entry: Entry, notice: SandboxNotice, own: SandboxNotice[], cause = false): Promise<void> {
-  if (cause) own.unshift(notice)
-  else own.push(notice)
-  try {
-    await restartSandbox(reg, entry, notice)
-  } catch (err) {
-    // Killed but not started again: the next call starts it (the chat is marked recoverable).
-    notice.action = 'stopped'
-    reg.log.warn({ chat: entry.names.key, err }, 'restarting a saturated sandbox failed')
-  }
-}
-
-/** Streams the command's output until bash's status arrived and the output went quiet, or until timeout/abort. */
-async function watchCommand (reg: Registry, proc: ExecProcess, opts: CommandOptions, kill: () => number, stall: (seen: () => boolean) => () => void,
-  onForkErrors: () => void): Promise<Watched> {
-  reg.streams.add(proc)
-  return await new Promise<Watched>(resolve => {
-    let timedOut = false
-    let cancelled = false
-    let done = false
-    let seen = false
-    let exitCode: number | null = null
-    const timers: NodeJS.Timeout[] = []
-    let quiet: NodeJS.Timeout | undefined
-    let disarm = (): void => {}
-    let unwatch = (): void => {}
-    const finish = (): void => {
-      if (done) return
-      done = true
-      for (const t of timers) clearTimeout(t)
-      clearTimeout(quiet)
-      disarm()
-      unwatch()
-      output.end()
-      reg.streams.delete(proc)
-      proc.close()
-      resolve({
-        exitCode,
-        timedOut,
-        cancelled,
-        sentinel: output.exited(),
-        seen,
-        pids: output.pids(),
-        forkErrors: output.hints.fork,
-        killedJobs: output.hints.killed,
-        cannotFork: output.cannotFork()
+  async function attempt (entry: Entry, command: string, opts: CommandOptions, own: SandboxNotice[], t0: number, first: boolean): Promise<CommandResult> {
+    const at = clock.now()
+    const again = async (): Promise<CommandResult> => { opts.onReset?.(); return await attempt(entry, command, opts, own, t0, false) }
+    // The in-sandbox agent when it can serve the call; docker exec otherwise (agent-exec.ts).
+    const viaAgent = await agentExec.agentCommand(entry, command, opts, own, t0)
+    if (viaAgent !== undefined) return viaAgent
+    const execId = randomBytes(12).toString('hex')
+    const env = toEnvList(opts.env, { PAGER: 'cat', GIT_PAGER: 'cat', DEBIAN_FRONTEND: 'noninteractive', CUBICLE_EXEC_ID: execId })
+    let proc: ExecProcess
+    try {
+      // The wait for an exec slot counts toward the command's timeout and ends with its signal.
+      proc = await engine.exec(entry.sandboxId ?? '', { argv: commandArgv(command), user: SANDBOX_USER, cwd: '/home/assistant', env, signal: opts.signal, deadline: t0 + opts.timeoutMs })
+    } catch (err) {
+      const e = transitions.execStartError(entry, err)
+      if (!first || !notRunning(e)) throw e
+      const notice = await recovery.recoverVanished(entry)
+      if (notice !== undefined) own.push(notice)
+      return await again()
+    }
+    // A start that hangs, or fork failures in the output: ask the engine at once, and restart a
+    // saturated sandbox while the command is still running (the restart ends its stream).
+    let stalled = false
+    let relieving: Promise<boolean> | undefined
+    const relieveNow = (confirm: boolean): void => {
+      relieving ??= outcome.relieve(entry, confirm).catch(err => {
+        log.warn({ chat: entry.names.key, err }, 'restarting a saturated sandbox failed')
+        return false
       })
     }
-    // Once bash's status and the end of its output are both in, wait for QUIET_MS without output
-    // (background children may still print), then return even if they hold the output open.
-    const settle = (): void => {
-      if (!output.settled()) return
-      clearTimeout(quiet)
-      quiet = setTimeout(finish, QUIET_MS)
+    const w = await watchCommand(proc, { ...opts, timeoutMs: Math.max(1000, opts.timeoutMs - (at - t0)) },
+      () => kill.terminate(entry, execId, SANDBOX_USER, opts.killGraceMs),
+      seen => watchStart(proc, seen, () => { stalled = true; relieveNow(false) }),
+      () => { relieveNow(true) })
+    const relieved = relieving !== undefined && await relieving
+    const result: CommandResult = { exitCode: w.exitCode, timedOut: w.timedOut, cancelled: w.cancelled }
+    const retry = first && opts.signal?.aborted !== true
+    if (w.sentinel || w.timedOut || w.cancelled) {
+      // The wrapper could not even fork bash: nothing of the command ran.
+      if (retry && w.cannotFork && w.exitCode === 2 && (relieved || restartedSince(entry, at) || await outcome.relieve(entry))) return await again()
+      await outcome.afterExit(entry, w, at, own, relieved || restartedSince(entry, at))
+      return result
     }
-    const output = mergedOutput(reg, opts.onOutput, onForkErrors, settle, code => {
-      if (timedOut || cancelled) return
-      exitCode = code
-      // bash has exited: return within DRAIN_MS whatever is still in flight.
-      timers.push(setTimeout(finish, DRAIN_MS))
-      settle()
+    // The stream ended without bash's status: the process never started, or the sandbox went away.
+    // (Its only output the wrapper's own fork failure: bash never ran either.)
+    const notStarted = (await proc.exit).notStarted || (stalled && !w.seen) || w.cannotFork
+    if (retry && notStarted && (relieved || restartedSince(entry, at) || await outcome.relieve(entry))) return await again()
+    await outcome.explainLoss(entry, at, own)
+    return result
+  }
+
+  /** Streams the command's output until bash's status arrived and the output went quiet, or until timeout/abort. */
+  async function watchCommand (proc: ExecProcess, opts: CommandOptions, kill: () => number, stall: (seen: () => boolean) => () => void,
+    onForkErrors: () => void): Promise<Watched> {
+    streams.add(proc)
+    return await new Promise<Watched>(resolve => {
+      let timedOut = false
+      let cancelled = false
+      let done = false
+      let seen = false
+      let exitCode: number | null = null
+      const timers: NodeJS.Timeout[] = []
+      let quiet: NodeJS.Timeout | undefined
+      let disarm = (): void => {}
+      let unwatch = (): void => {}
+      const finish = (): void => {
+        if (done) return
+        done = true
+        for (const t of timers) clearTimeout(t)
+        clearTimeout(quiet)
+        disarm()
+        unwatch()
+        output.end()
+        streams.delete(proc)
+        proc.close()
+        resolve({
+          exitCode,
+          timedOut,
+          cancelled,
+          sentinel: output.exited(),
+          seen,
+          pids: output.pids(),
+          forkErrors: output.hints.fork,
+          killedJobs: output.hints.killed,
+          cannotFork: output.cannotFork()
+        })
+      }
+      // Once bash's status and the end of its output are both in, wait for QUIET_MS without output
+      // (background children may still print), then return even if they hold the output open.
+      const settle = (): void => {
+        if (!output.settled()) return
+        clearTimeout(quiet)
+        quiet = setTimeout(finish, QUIET_MS)
+      }
+      const output = mergedOutput(opts.onOutput, onForkErrors, settle, code => {
+        if (timedOut || cancelled) return
+        exitCode = code
+        // bash has exited: return within DRAIN_MS whatever is still in flight.
+        timers.push(setTimeout(finish, DRAIN_MS))
+        settle()
+      })
+      proc.stdout.on('data', (c: Buffer) => { seen = true; output.stdout(c) })
+      proc.stderr.on('data', (c: Buffer) => { seen = true; output.stderr(c) })
+      void outputClosed(proc).then(finish)
+      const stop = (): void => {
+        clearTimeout(quiet)
+        timers.push(setTimeout(finish, Math.max(RESULT_GRACE_MS, kill() + 5000)))
+      }
+      disarm = armDeadline(opts.timeoutMs, opts.signal,
+        () => { if (!done && !cancelled && !output.exited()) { timedOut = true; stop() } },
+        () => { if (!done && !timedOut && !cancelled) { cancelled = true; stop() } })
+      unwatch = stall(() => seen)
     })
-    proc.stdout.on('data', (c: Buffer) => { seen = true; output.stdout(c) })
-    proc.stderr.on('data', (c: Buffer) => { seen = true; output.stderr(c) })
-    void outputClosed(proc).then(finish)
-    const stop = (): void => {
-      clearTimeout(quiet)
-      timers.push(setTimeout(finish, Math.max(RESULT_GRACE_MS, kill() + 5000)))
-    }
-    disarm = armDeadline(opts.timeoutMs, opts.signal,
-      () => { if (!done && !cancelled && !output.exited()) { timedOut = true; stop() } },
-      () => { if (!done && !timedOut && !cancelled) { cancelled = true; stop() } })
-    unwatch = stall(() => seen)
-  })
-}
-
-/** Phrases of fork failures (bash, dash) and of jobs killed by SIGKILL: hints only, the engine decides. */
-const FORK_HINTS = ['Resource temporarily unavailable', 'Cannot fork']
-const HINT_CARRY = 40
-
-/**
- * stdout decoded as UTF-8 (sequences never split) for onOutput, without the wrapper's end marker;
- * stderr carries the wrapper's exit sentinel. `onStdout` runs when the marker or later stdout arrives.
- */
-function mergedOutput (reg: Registry, onOutput: (text: string) => void, onForkErrors: () => void, onStdout: () => void, onExit: (code: number) => void): {
-  stdout: (data: Buffer) => void,
-  stderr: (data: Buffer) => void,
-  exited: () => boolean,
-  settled: () => boolean,
-  pids: () => number | undefined,
-  end: () => void,
-  hints: { fork: boolean, killed: boolean },
-  cannotFork: () => boolean
-} {
-  const decoder = new TextDecoder('utf-8')
-  const sink = outputSink(reg, onOutput, onForkErrors)
-  const { emit, hints } = sink
-  const parser = new SentinelParser(emit, onExit)
-  const eof = new EofFilter(data => {
-    emit(decoder.decode(data, { stream: true }))
-    if (eof.seen) onStdout()
-  }, onStdout)
-  return {
-    stdout: data => eof.push(data),
-    stderr: data => parser.push(data),
-    exited: () => parser.exitCode !== null,
-    settled: () => parser.exitCode !== null && eof.seen,
-    pids: () => parser.pids,
-    end: () => { eof.end(); parser.end(); emit(decoder.decode()) },
-    hints,
-    cannotFork: () => sink.total() < HINT_CARRY * 2 && /^sh: \d+: Cannot fork\n?$/.test(sink.head())
   }
-}
 
-/**
- * Hands decoded output to onOutput and scans it for fork failures and SIGKILLed jobs (hints that
- * make the driver ask the engine). Shared by the exec path and the agent path (agent-exec.ts).
- */
-export function outputSink (reg: Registry, onOutput: (text: string) => void, onForkErrors: () => void): {
-  emit: (text: string) => void, hints: { fork: boolean, killed: boolean }, total: () => number, head: () => string
-} {
-  const hints = { fork: false, killed: false }
-  let tail = ''
-  let head = ''
-  let total = 0
-  const emit = (text: string): void => {
-    if (text === '') return
-    total += text.length
-    if (head.length < HINT_CARRY * 2) head += text.slice(0, HINT_CARRY * 2)
-    if (!hints.fork || !hints.killed) {
-      // A bounded scan with a short carry, so a phrase split across chunks is still seen.
-      const window = tail + text.slice(0, 4096) + (text.length > 4096 ? '\n' + text.slice(-4096) : '')
-      if (!hints.fork && FORK_HINTS.some(h => window.includes(h))) { hints.fork = true; onForkErrors() }
-      if (window.includes('Killed')) hints.killed = true
-      tail = text.slice(-HINT_CARRY)
+  /**
+   * stdout decoded as UTF-8 (sequences never split) for onOutput, without the wrapper's end marker;
+   * stderr carries the wrapper's exit sentinel. `onStdout` runs when the marker or later stdout arrives.
+   */
+  function mergedOutput (onOutput: (text: string) => void, onForkErrors: () => void, onStdout: () => void, onExit: (code: number) => void): {
+    stdout: (data: Buffer) => void,
+    stderr: (data: Buffer) => void,
+    exited: () => boolean,
+    settled: () => boolean,
+    pids: () => number | undefined,
+    end: () => void,
+    hints: { fork: boolean, killed: boolean },
+    cannotFork: () => boolean
+  } {
+    const decoder = new TextDecoder('utf-8')
+    const sink = outputSink(log, onOutput, onForkErrors)
+    const { emit, hints } = sink
+    const parser = new SentinelParser(emit, onExit)
+    const eof = new EofFilter(data => {
+      emit(decoder.decode(data, { stream: true }))
+      if (eof.seen) onStdout()
+    }, onStdout)
+    return {
+      stdout: data => eof.push(data),
+      stderr: data => parser.push(data),
+      exited: () => parser.exitCode !== null,
+      settled: () => parser.exitCode !== null && eof.seen,
+      pids: () => parser.pids,
+      end: () => { eof.end(); parser.end(); emit(decoder.decode()) },
+      hints,
+      cannotFork: () => sink.total() < HINT_CARRY * 2 && /^sh: \d+: Cannot fork\n?$/.test(sink.head())
     }
-    try { onOutput(text) } catch (err) { reg.log.warn({ err }, 'onOutput threw') }
   }
-  return { emit, hints, total: () => total, head: () => head }
+
+  return { runCommand }
 }

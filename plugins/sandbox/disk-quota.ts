@@ -1,6 +1,6 @@
 import type { SandboxSettings } from './sandbox-spec.js'
 import { isEngineFailure } from './engine-error.js'
-import { type Registry } from './registry.js'
+import type { CoreBase } from './context.js'
 import type { DiskUsage } from './types.js'
 
 /*
@@ -23,36 +23,50 @@ export interface DiskState {
   stoppedTotal: number
 }
 
-/** Reads the storage driver once (bootstrap); never throws. */
-export async function detectQuota (reg: Registry): Promise<void> {
-  if (reg.quota !== 'unknown') return
-  try {
-    const { driver, backingFs, quota } = await reg.engine.storageInfo()
-    reg.quota = quota ? 'try' : 'no'
-    reg.log.info({ driver, backingFs, diskLimit: reg.opts.diskLimit, writableLayerQuota: reg.quota === 'try' ? 'trying' : 'unsupported' },
-      reg.quota === 'try'
-        ? 'disk limit: writable-layer quota will be tried; /tmp is a sized tmpfs; the watchdog measures home, outputs and the writable layer'
-        : 'disk limit: this storage driver has no writable-layer quota; /tmp is a sized tmpfs and the watchdog measures home, outputs and the writable layer')
-  } catch (err) {
-    reg.log.warn({ err }, 'cannot read the storage driver; no writable-layer quota is used')
-    reg.quota = 'no'
-  }
-}
-
-/** The container settings with the current quota decision. */
-export function settingsWithQuota (reg: Registry): SandboxSettings {
-  return { ...reg.settings, storageQuota: reg.quota === 'try' || reg.quota === 'yes' }
-}
-
 /** A create refused because of the writable-layer quota (the engine's storage has no quota support). */
 export function isQuotaRefusal (err: unknown): boolean {
   return isEngineFailure(err) && err.reason === 'quota-refused'
 }
 
-/** Records the outcome of a create that carried a quota. */
-export function quotaOutcome (reg: Registry, ok: boolean, err?: unknown): void {
-  if (reg.quota !== 'try') return
-  reg.quota = ok ? 'yes' : 'no'
-  if (ok) reg.log.info({ diskLimit: reg.opts.diskLimit }, 'disk limit: the writable layer of every sandbox has a hard quota')
-  else reg.log.warn({ err }, 'disk limit: the storage driver refused a writable-layer quota; sandboxes are created without one (the watchdog still applies)')
+/** Whether sandboxes get a writable-layer quota, decided at boot and by the first create. */
+export interface DiskQuota {
+  detectQuota: () => Promise<void>
+  settingsWithQuota: () => SandboxSettings
+  quotaOutcome: (ok: boolean, err?: unknown) => void
+}
+
+export function createDiskQuota (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | 'settings'>): DiskQuota {
+  const { engine, log, opts } = base
+  let quota: QuotaSupport = opts.diskLimit > 0 ? 'unknown' : 'off'
+
+  /** Reads the storage driver once (bootstrap); never throws. */
+  async function detectQuota (): Promise<void> {
+    if (quota !== 'unknown') return
+    try {
+      const { driver, backingFs, quota: supported } = await engine.storageInfo()
+      quota = supported ? 'try' : 'no'
+      log.info({ driver, backingFs, diskLimit: opts.diskLimit, writableLayerQuota: quota === 'try' ? 'trying' : 'unsupported' },
+        quota === 'try'
+          ? 'disk limit: writable-layer quota will be tried; /tmp is a sized tmpfs; the watchdog measures home, outputs and the writable layer'
+          : 'disk limit: this storage driver has no writable-layer quota; /tmp is a sized tmpfs and the watchdog measures home, outputs and the writable layer')
+    } catch (err) {
+      log.warn({ err }, 'cannot read the storage driver; no writable-layer quota is used')
+      quota = 'no'
+    }
+  }
+
+  /** The container settings with the current quota decision. */
+  function settingsWithQuota (): SandboxSettings {
+    return { ...base.settings, storageQuota: quota === 'try' || quota === 'yes' }
+  }
+
+  /** Records the outcome of a create that carried a quota. */
+  function quotaOutcome (ok: boolean, err?: unknown): void {
+    if (quota !== 'try') return
+    quota = ok ? 'yes' : 'no'
+    if (ok) log.info({ diskLimit: opts.diskLimit }, 'disk limit: the writable layer of every sandbox has a hard quota')
+    else log.warn({ err }, 'disk limit: the storage driver refused a writable-layer quota; sandboxes are created without one (the watchdog still applies)')
+  }
+
+  return { detectQuota, settingsWithQuota, quotaOutcome }
 }

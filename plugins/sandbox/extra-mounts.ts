@@ -10,7 +10,9 @@ import { chatPaths, SANDBOX_HOME, SANDBOX_OUTPUTS, SANDBOX_SKILLS, SANDBOX_UPLOA
 import type { RequestUser } from '../../core/identity.js'
 import type { SpecMount } from './engine-types.js'
 import { readMeta } from './data-dirs.js'
-import { type Entry, type Registry } from './registry.js'
+import type { Entry } from './chats.js'
+import type { CoreBase } from './context.js'
+import type { MountProvider } from './types.js'
 
 const RESERVED = [SANDBOX_HOME, SANDBOX_UPLOADS, SANDBOX_OUTPUTS, SANDBOX_SKILLS]
 
@@ -20,30 +22,43 @@ function acceptable (m: { source: unknown, target: unknown }): m is { source: st
   return clean(m.source) && clean(m.target) && m.target.startsWith('/mnt/') && !RESERVED.includes(m.target)
 }
 
-async function emailOf (reg: Registry, entry: Entry, user: RequestUser | undefined): Promise<string | undefined> {
-  if (user?.email !== undefined) return user.email
-  if (!entry.metaLoaded) {
-    entry.metaLoaded = true
-    entry.meta = await readMeta(chatPaths(reg.opts.dataDir, entry.names.chatId).meta) ?? undefined
-  }
-  return entry.meta?.user_email ?? undefined
+/** The addMounts extension: providers registered at boot, asked when a sandbox is created or started. */
+export interface ExtraMounts {
+  addProvider: (provider: MountProvider) => void
+  extraMounts: (entry: Entry, user: RequestUser | undefined) => Promise<SpecMount[]>
 }
 
-/** The providers' mounts, checked (absolute, normalised, below /mnt/, not a core mount, no duplicate target), sorted by target. */
-export async function extraMounts (reg: Registry, entry: Entry, user: RequestUser | undefined): Promise<SpecMount[]> {
-  if (reg.mountProviders.length === 0) return []
-  const email = await emailOf(reg, entry, user)
-  const out = new Map<string, SpecMount>()
-  for (const provider of reg.mountProviders) {
-    try {
-      const mounts = await provider({ chatId: entry.names.chatId, ...(email !== undefined && { email }), ...(user !== undefined && { user }) })
-      for (const m of mounts) {
-        if (!acceptable(m)) { reg.log.warn({ chat: entry.names.key }, 'an extra mount was refused (not an absolute, normalised path below /mnt/)'); continue }
-        if (!out.has(m.target)) out.set(m.target, { type: 'bind', source: m.source, target: m.target, readOnly: true })
-      }
-    } catch (err) {
-      reg.log.warn({ chat: entry.names.key, err }, 'a mount provider failed; the sandbox starts without its mounts')
+export function createMounts (base: Pick<CoreBase, 'log' | 'opts'>): ExtraMounts {
+  const { log } = base
+  const providers: MountProvider[] = []
+
+  async function emailOf (entry: Entry, user: RequestUser | undefined): Promise<string | undefined> {
+    if (user?.email !== undefined) return user.email
+    if (!entry.metaLoaded) {
+      entry.metaLoaded = true
+      entry.meta = await readMeta(chatPaths(base.opts.dataDir, entry.names.chatId).meta) ?? undefined
     }
+    return entry.meta?.user_email ?? undefined
   }
-  return [...out.values()].sort((a, b) => a.target < b.target ? -1 : 1)
+
+  /** The providers' mounts, checked (absolute, normalised, below /mnt/, not a core mount, no duplicate target), sorted by target. */
+  async function extraMounts (entry: Entry, user: RequestUser | undefined): Promise<SpecMount[]> {
+    if (providers.length === 0) return []
+    const email = await emailOf(entry, user)
+    const out = new Map<string, SpecMount>()
+    for (const provider of providers) {
+      try {
+        const mounts = await provider({ chatId: entry.names.chatId, ...(email !== undefined && { email }), ...(user !== undefined && { user }) })
+        for (const m of mounts) {
+          if (!acceptable(m)) { log.warn({ chat: entry.names.key }, 'an extra mount was refused (not an absolute, normalised path below /mnt/)'); continue }
+          if (!out.has(m.target)) out.set(m.target, { type: 'bind', source: m.source, target: m.target, readOnly: true })
+        }
+      } catch (err) {
+        log.warn({ chat: entry.names.key, err }, 'a mount provider failed; the sandbox starts without its mounts')
+      }
+    }
+    return [...out.values()].sort((a, b) => a.target < b.target ? -1 : 1)
+  }
+
+  return { addProvider: provider => { providers.push(provider) }, extraMounts }
 }

@@ -2,6 +2,7 @@ import fp from 'fastify-plugin'
 import type { FastifyPluginAsync } from 'fastify'
 import { parseOptions } from '../../core/config.js'
 import { SandboxOptions } from './schemas.js'
+import { systemClock } from './clock.js'
 import { createSandboxService } from './service.js'
 
 export type { SandboxOptions } from './schemas.js'
@@ -21,9 +22,8 @@ const sandbox: FastifyPluginAsync<SandboxOptions> = async (fastify, raw) => {
   const engine = fastify.sandboxEngine
   const service = createSandboxService({
     ...opts,
-    dataDirHost: opts.dataDirHost.trim() || opts.dataDir,
-    now: now ?? Date.now
-  }, engine, fastify.log.child({ plugin: 'sandbox', engine: engine.name }))
+    dataDirHost: opts.dataDirHost.trim() || opts.dataDir
+  }, engine, fastify.log.child({ plugin: 'sandbox', engine: engine.name }), now === undefined ? systemClock : { now })
   fastify.decorate('sandbox', service)
   fastify.readiness.addCheck(engine.name, async () => await service.readiness())
   fastify.addHook('onClose', async () => { await service.close() })

@@ -1,7 +1,7 @@
 import type { EngineNetwork } from './engine-types.js'
 import { SandboxSetupRefused } from './errors.js'
 import { MANAGED_BY } from './names.js'
-import { describe, type Registry } from './registry.js'
+import { describe, type CoreBase } from './context.js'
 
 /*
  * The sandbox network: internal (no route out: egress only through the policy proxy)
@@ -19,41 +19,55 @@ function flaws (net: EngineNetwork): string[] {
   ]
 }
 
-/**
- * Ensures the internal, isolated sandbox network and points new sandboxes' proxy variables at its
- * gateway. Throws SandboxSetupRefused when the network by that name is unsafe and cannot be replaced.
- */
-export async function prepareNetwork (reg: Registry): Promise<void> {
-  const name = reg.networkName
-  const labels = { 'managed-by': MANAGED_BY, 'cu.prefix': reg.opts.prefix }
-  let net = await reg.engine.ensureNetwork(name, labels)
-  const found = flaws(net)
-  if (found.length > 0) {
-    const ours = net.labels['managed-by'] === MANAGED_BY && net.labels['cu.prefix'] === reg.opts.prefix
-    const unsafe = `sandbox network '${name}' is not safe to use: ${found.join(', and ')}`
-    if (!ours) {
-      throw new SandboxSetupRefused(`${unsafe}. It was not created by this server (labels managed-by=${MANAGED_BY}, cu.prefix=${reg.opts.prefix}), so it is left as it is: remove it and the server creates an internal, isolated one, or set SANDBOX_NETWORK to another name`)
+/** The sandbox network, prepared at boot (and again when it vanished); `current()` once it is ready. */
+export interface SandboxNetwork {
+  prepareNetwork: () => Promise<void>
+  /** the internal sandbox network once bootstrap prepared it; null without one (fail closed: network none) */
+  current: () => EngineNetwork | null
+}
+
+export function createNetwork (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | 'settings' | 'networkName'>): SandboxNetwork {
+  const { engine, log, opts } = base
+  let network: EngineNetwork | null = null
+
+  /**
+   * Ensures the internal, isolated sandbox network and points new sandboxes' proxy variables at its
+   * gateway. Throws SandboxSetupRefused when the network by that name is unsafe and cannot be replaced.
+   */
+  async function prepareNetwork (): Promise<void> {
+    const name = base.networkName
+    const labels = { 'managed-by': MANAGED_BY, 'cu.prefix': opts.prefix }
+    let net = await engine.ensureNetwork(name, labels)
+    const found = flaws(net)
+    if (found.length > 0) {
+      const ours = net.labels['managed-by'] === MANAGED_BY && net.labels['cu.prefix'] === opts.prefix
+      const unsafe = `sandbox network '${name}' is not safe to use: ${found.join(', and ')}`
+      if (!ours) {
+        throw new SandboxSetupRefused(`${unsafe}. It was not created by this server (labels managed-by=${MANAGED_BY}, cu.prefix=${opts.prefix}), so it is left as it is: remove it and the server creates an internal, isolated one, or set SANDBOX_NETWORK to another name`)
+      }
+      try {
+        await engine.removeNetwork(name)
+      } catch (err) {
+        throw new SandboxSetupRefused(`${unsafe}. It is this server's but still in use (${describe(err)}): stop its sandboxes and remove it, and the server creates an internal, isolated one`)
+      }
+      net = await engine.ensureNetwork(name, labels)
+      const still = flaws(net)
+      if (still.length > 0) throw new SandboxSetupRefused(`sandbox network '${name}' was recreated but ${still.join(', and ')}`)
+      log.warn({ network: name, was: found }, 'replaced an unsafe sandbox network of this server with an internal, isolated one')
     }
-    try {
-      await reg.engine.removeNetwork(name)
-    } catch (err) {
-      throw new SandboxSetupRefused(`${unsafe}. It is this server's but still in use (${describe(err)}): stop its sandboxes and remove it, and the server creates an internal, isolated one`)
+    if (net.gateway === null) {
+      log.error({ network: name }, `sandbox network '${name}' reports no gateway: new sandboxes get no network`)
+      network = null
+      base.settings.networkMode = 'none'
+      base.settings.egressProxy = null
+      return
     }
-    net = await reg.engine.ensureNetwork(name, labels)
-    const still = flaws(net)
-    if (still.length > 0) throw new SandboxSetupRefused(`sandbox network '${name}' was recreated but ${still.join(', and ')}`)
-    reg.log.warn({ network: name, was: found }, 'replaced an unsafe sandbox network of this server with an internal, isolated one')
+    network = net
+    base.settings.networkMode = name
+    base.settings.egressProxy = opts.egressPort > 0 ? `http://${net.gateway}:${opts.egressPort}` : null
+    log.info({ network: name, result: net.result, gateway: net.gateway, proxy: base.settings.egressProxy },
+      `sandbox network ready (internal: no route out; isolated: ${net.isolationSetting})`)
   }
-  if (net.gateway === null) {
-    reg.log.error({ network: name }, `sandbox network '${name}' reports no gateway: new sandboxes get no network`)
-    reg.network = null
-    reg.settings.networkMode = 'none'
-    reg.settings.egressProxy = null
-    return
-  }
-  reg.network = net
-  reg.settings.networkMode = name
-  reg.settings.egressProxy = reg.opts.egressPort > 0 ? `http://${net.gateway}:${reg.opts.egressPort}` : null
-  reg.log.info({ network: name, result: net.result, gateway: net.gateway, proxy: reg.settings.egressProxy },
-    `sandbox network ready (internal: no route out; isolated: ${net.isolationSetting})`)
+
+  return { prepareNetwork, current: () => network }
 }

@@ -1,4 +1,4 @@
-import type { Entry } from './registry.js'
+import type { Entry } from './chats.js'
 import type { SandboxNotice } from './types.js'
 
 /*
@@ -11,7 +11,7 @@ import type { SandboxNotice } from './types.js'
 export interface NoticeLog {
   /** not yet reported, oldest first */
   pending: SandboxNotice[]
-  /** recent events (ms, the driver's wall clock), oldest first */
+  /** recent events (ms, the core's clock: clock.ts), oldest first */
   actions: Array<{ at: number, notice: SandboxNotice }>
 }
 
@@ -19,8 +19,8 @@ const KEEP = 8
 
 const same = (a: SandboxNotice, b: SandboxNotice): boolean => a.kind === b.kind && a.action === b.action
 
-/** Records an event for the next result (an equal pending notice is replaced by the newer one). */
-export function report (entry: Entry, notice: SandboxNotice, at = Date.now()): void {
+/** Records an event (at `at`, the core's clock) for the next result (an equal pending notice is replaced by the newer one). */
+export function report (entry: Entry, notice: SandboxNotice, at: number): void {
   const log = entry.notices
   log.pending = log.pending.filter(n => !same(n, notice))
   log.pending.push(notice)

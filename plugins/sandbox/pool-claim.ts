@@ -6,9 +6,11 @@ import type { SpecMount } from './engine-types.js'
 import type { ExecSpec, SandboxEngine } from './engine-types.js'
 import { chatEnv, toEnvList } from './env.js'
 import { chatLabels, ownerFilter, rfc3339 } from './names.js'
-import { claimable, discardSlot, poolNames, poolOf, refill, slotDirs, takeSlot, type PoolSlot } from './pool.js'
+import { poolNames, slotDirs, type Pool, type PoolSlot } from './pool.js'
 import { readIdentity, readRecord, RECORD, type BindingRecord, type SandboxRecord } from './pool-record.js'
-import { sleep, type Entry, type Registry } from './registry.js'
+import type { Entry } from './chats.js'
+import { sleep } from './clock.js'
+import type { CoreBase, ServiceOptions } from './context.js'
 import { giveAgent } from './agent-client.js'
 
 /*
@@ -33,7 +35,7 @@ export interface PoolBinding {
 /** After a claim, the refill waits this long (the chat's hooks and first command run meanwhile). */
 const QUIET_MS = 2000
 
-type Claimed = { container: { id: string, labels: Record<string, string>, running: boolean }, ids: { uid: number, gid: number } | null }
+export type Claimed = { container: { id: string, labels: Record<string, string>, running: boolean }, ids: { uid: number, gid: number } | null }
 
 export function bindEntry (entry: Entry, b: PoolBinding | null): void {
   entry.pool = b
@@ -41,38 +43,24 @@ export function bindEntry (entry: Entry, b: PoolBinding | null): void {
 }
 
 /** A record names only the volume of its own slot under our prefix. */
-export const ownVolume = (reg: Registry, r: BindingRecord): boolean => r.home_volume === poolNames(reg.opts.prefix, r.slot).volume
+export const ownVolume = (prefix: string, r: BindingRecord): boolean => r.home_volume === poolNames(prefix, r.slot).volume
 
-const recordPath = (reg: Registry, chatId: string): string => join(chatPaths(reg.opts.dataDir, chatId).dir, RECORD)
+const recordPath = (dataDir: string, chatId: string): string => join(chatPaths(dataDir, chatId).dir, RECORD)
+
+type Where = Pick<ServiceOptions, 'dataDir' | 'prefix'>
 
 /** Before a chat's sandbox is created: its record (chat id, home volume), unless it has one (a claimed home). */
-export async function recordCreated (reg: Registry, entry: Entry): Promise<void> {
+export async function recordCreated (where: Where, entry: Entry): Promise<void> {
   if (entry.pool != null) return
   const record: SandboxRecord = { chat_id: entry.names.chatId, home_volume: entry.names.volume }
-  await writeJson(recordPath(reg, entry.names.chatId), record)
+  await writeJson(recordPath(where.dataDir, entry.names.chatId), record)
 }
 
 /** Reads the chat's pool record once: from then on its home volume is the claimed one (create, drift, removal, purge). */
-export async function loadBinding (reg: Registry, entry: Entry): Promise<void> {
+export async function loadBinding (where: Where, entry: Entry): Promise<void> {
   if (entry.pool !== undefined) return
-  const r = await readRecord(recordPath(reg, entry.names.chatId))
-  bindEntry(entry, r !== null && r.chat_id === entry.names.chatId && ownVolume(reg, r) ? { slot: r.slot, volume: r.home_volume, record: r } : null)
-}
-
-/** The environment a fresh container of this chat carries and a claimed one lacks: given to each of its execs. */
-export function chatExecEnv (reg: Registry, sandboxId: string): string[] | undefined {
-  const entry = poolOf(reg).bound.get(sandboxId)
-  const b = entry?.pool
-  if (entry === undefined || b === undefined || b === null) return undefined
-  const r = b.record
-  const user: RequestUser = b.user ?? {
-    emailRejected: false,
-    mcpServers: [],
-    ...(r.user_name !== null && { name: r.user_name }),
-    ...(r.user_email !== null && { email: r.user_email }),
-    credentials: { ...(r.gitlab_host !== null && { gitlabHost: r.gitlab_host }), ...(entry.user?.credentials.gitlabToken !== undefined && { gitlabToken: entry.user.credentials.gitlabToken }) }
-  }
-  return toEnvList(chatEnv(entry.names.chatId, reg.opts.subagentCli, user))
+  const r = await readRecord(recordPath(where.dataDir, entry.names.chatId))
+  bindEntry(entry, r !== null && r.chat_id === entry.names.chatId && ownVolume(where.prefix, r) ? { slot: r.slot, volume: r.home_volume, record: r } : null)
 }
 
 /** The adapter with the chat env in front of each exec's own (later entries win, as over a container's env). */
@@ -92,81 +80,10 @@ export async function writeJson (path: string, value: unknown): Promise<void> {
   await rename(tmp, path)
 }
 
-/**
- * A new chat (no pool record, no home volume of its own) with no extra mounts takes a ready pool
- * sandbox that still matches the settings; null: create one as usual.
- */
-export async function claim (reg: Registry, entry: Entry, user: RequestUser | undefined, extra: SpecMount[]): Promise<Claimed | null> {
-  if (reg.opts.poolSize <= 0) return null
-  await loadBinding(reg, entry)
-  // Per-user mounts are fixed at create: such chats get a fresh sandbox. A chat claimed before keeps its volume.
-  if (extra.length > 0 || entry.pool !== null || poolOf(reg).ready.length === 0) { refill(reg); return null }
-  // A chat that had a sandbox has a record (or, made by an earlier version, a volume labelled with its key).
-  const [record, own, imageId] = await Promise.all([
-    readIdentity(recordPath(reg, entry.names.chatId)),
-    reg.engine.listVolumes([...ownerFilter(reg.opts.prefix), `cu.chat-key=${entry.names.key}`]),
-    reg.engine.imageId(reg.opts.image).catch(() => null)
-  ])
-  if (record !== null || own.length > 0) return null
-  let slot: PoolSlot | undefined
-  while ((slot = takeSlot(reg)) !== undefined) {
-    const why = claimable(reg, slot, imageId)
-    if (why === null) break
-    reg.log.info({ slot: slot.slot, reason: why }, 'warm pool: replacing a sandbox that no longer matches')
-    void discardSlot(reg, slot)
-  }
-  if (slot === undefined) { refill(reg); return null }
-  const pool = poolOf(reg)
-  pool.claiming.add(slot.id)
-  try {
-    return await bind(reg, entry, slot, user)
-  } finally {
-    pool.claiming.delete(slot.id)
-    // The new chat's hooks and first command go first: the refill waits a moment.
-    pool.quietUntil = Date.now() + QUIET_MS
-    refill(reg)
-  }
-}
-
-async function bind (reg: Registry, entry: Entry, slot: PoolSlot, user: RequestUser | undefined): Promise<Claimed | null> {
-  const dirs = slotDirs(reg.opts.dataDir, slot.slot)
-  const record: BindingRecord = {
-    chat_id: entry.names.chatId,
-    slot: slot.slot,
-    home_volume: poolNames(reg.opts.prefix, slot.slot).volume,
-    sandbox_id: slot.id,
-    claimed_at: rfc3339(new Date(reg.opts.now())),
-    user_name: user?.name ?? null,
-    user_email: user?.email ?? null,
-    gitlab_host: user?.credentials.gitlabHost ?? null
-  }
-  // Journal first (a restart before the claim rolls back), then the chat's record (a restart after it finishes).
-  await writeJson(dirs.journal, { chat_id: entry.names.chatId })
-  await writeJson(recordPath(reg, entry.names.chatId), record)
-  const labels = chatLabels(reg.engine.labelsAtClaim, entry.names.chatId)
-  const renamed = await reg.engine.claim(slot.id, { name: entry.names.container, labels }).catch(err => err as Error)
-  if (renamed !== true) {
-    await unlink(recordPath(reg, entry.names.chatId)).catch(() => {})
-    await unlink(dirs.journal).catch(() => {})
-    if (renamed === 'conflict') poolOf(reg).ready.unshift(slot)
-    else void discardSlot(reg, slot)
-    reg.log.info({ chat: entry.names.key, slot: slot.slot, ...(renamed instanceof Error ? { err: renamed } : { result: String(renamed) }) }, 'warm pool: claim not possible; creating instead')
-    if (renamed instanceof Error) throw renamed
-    return null
-  }
-  bindEntry(entry, { slot: slot.slot, volume: record.home_volume, record, ...(user !== undefined && { user }) })
-  // Its agent, opened while it waited, now serves the chat (requests carry the chat's env: agent-exec.ts).
-  if (slot.agent !== undefined) giveAgent(entry, slot.agent)
-  poolOf(reg).bound.set(slot.id, entry)
-  await finishClaim(reg, entry.names.chatId, slot.slot)
-  reg.log.info({ chat: entry.names.key, slot: slot.slot, container: entry.names.container }, 'warm pool: sandbox claimed')
-  return { container: { id: slot.id, labels: { ...slot.details.labels, ...labels }, running: true }, ids: slot.uid > 0 ? { uid: slot.uid, gid: slot.gid } : null }
-}
-
 /** After the engine's claim: the slot's uploads and outputs become the chat's (idempotent: a restart finishes it). */
-export async function finishClaim (reg: Registry, chatId: string, slot: string): Promise<void> {
-  const dirs = slotDirs(reg.opts.dataDir, slot)
-  const paths = chatPaths(reg.opts.dataDir, chatId)
+export async function finishClaim (dataDir: string, chatId: string, slot: string): Promise<void> {
+  const dirs = slotDirs(dataDir, slot)
+  const paths = chatPaths(dataDir, chatId)
   await mkdir(paths.dir, { recursive: true, mode: 0o755 })
   await adoptDir(dirs.uploads, paths.uploads)
   await adoptDir(dirs.outputs, paths.outputs)
@@ -210,4 +127,108 @@ async function adoptDir (from: string, to: string): Promise<void> {
       if ((code !== 'ENOTEMPTY' && code !== 'EEXIST') || round > 200) throw err
     }
   }
+}
+
+/** Claiming a pool sandbox for a new chat, and the chat env of every exec into a claimed one. */
+export interface PoolClaim {
+  /**
+   * A new chat (no pool record, no home volume of its own) with no extra mounts takes a ready pool
+   * sandbox that still matches the settings; null: create one as usual.
+   */
+  claim: (entry: Entry, user: RequestUser | undefined, extra: SpecMount[]) => Promise<Claimed | null>
+  /** The environment a fresh container of this chat carries and a claimed one lacks: given to each of its execs. */
+  chatExecEnv: (sandboxId: string) => string[] | undefined
+}
+
+export function createPoolClaim (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | 'clock'>, pool: Pool): PoolClaim {
+  const { engine, log, clock } = base
+
+  /** The environment a fresh container of this chat carries and a claimed one lacks: given to each of its execs. */
+  function chatExecEnv (sandboxId: string): string[] | undefined {
+    const entry = pool.state.bound.get(sandboxId)
+    const b = entry?.pool
+    if (entry === undefined || b === undefined || b === null) return undefined
+    const r = b.record
+    const user: RequestUser = b.user ?? {
+      emailRejected: false,
+      mcpServers: [],
+      ...(r.user_name !== null && { name: r.user_name }),
+      ...(r.user_email !== null && { email: r.user_email }),
+      credentials: { ...(r.gitlab_host !== null && { gitlabHost: r.gitlab_host }), ...(entry.user?.credentials.gitlabToken !== undefined && { gitlabToken: entry.user.credentials.gitlabToken }) }
+    }
+    return toEnvList(chatEnv(entry.names.chatId, base.opts.subagentCli, user))
+  }
+
+  /**
+   * A new chat (no pool record, no home volume of its own) with no extra mounts takes a ready pool
+   * sandbox that still matches the settings; null: create one as usual.
+   */
+  async function claim (entry: Entry, user: RequestUser | undefined, extra: SpecMount[]): Promise<Claimed | null> {
+    if (base.opts.poolSize <= 0) return null
+    await loadBinding(base.opts, entry)
+    // Per-user mounts are fixed at create: such chats get a fresh sandbox. A chat claimed before keeps its volume.
+    if (extra.length > 0 || entry.pool !== null || pool.state.ready.length === 0) { pool.refill(); return null }
+    // A chat that had a sandbox has a record (or, made by an earlier version, a volume labelled with its key).
+    const [record, own, imageId] = await Promise.all([
+      readIdentity(recordPath(base.opts.dataDir, entry.names.chatId)),
+      engine.listVolumes([...ownerFilter(base.opts.prefix), `cu.chat-key=${entry.names.key}`]),
+      engine.imageId(base.opts.image).catch(() => null)
+    ])
+    if (record !== null || own.length > 0) return null
+    let slot: PoolSlot | undefined
+    while ((slot = pool.takeSlot()) !== undefined) {
+      const why = pool.claimable(slot, imageId)
+      if (why === null) break
+      log.info({ slot: slot.slot, reason: why }, 'warm pool: replacing a sandbox that no longer matches')
+      void pool.discardSlot(slot)
+    }
+    if (slot === undefined) { pool.refill(); return null }
+    const state = pool.state
+    state.claiming.add(slot.id)
+    try {
+      return await bind(entry, slot, user)
+    } finally {
+      state.claiming.delete(slot.id)
+      // The new chat's hooks and first command go first: the refill waits a moment.
+      state.quietUntil = clock.now() + QUIET_MS
+      pool.refill()
+    }
+  }
+
+  async function bind (entry: Entry, slot: PoolSlot, user: RequestUser | undefined): Promise<Claimed | null> {
+    const dirs = slotDirs(base.opts.dataDir, slot.slot)
+    const record: BindingRecord = {
+      chat_id: entry.names.chatId,
+      slot: slot.slot,
+      home_volume: poolNames(base.opts.prefix, slot.slot).volume,
+      sandbox_id: slot.id,
+      claimed_at: rfc3339(new Date(clock.now())),
+      user_name: user?.name ?? null,
+      user_email: user?.email ?? null,
+      gitlab_host: user?.credentials.gitlabHost ?? null
+    }
+    // Journal first (a restart before the claim rolls back), then the chat's record (a restart after it finishes).
+    await writeJson(dirs.journal, { chat_id: entry.names.chatId })
+    await writeJson(recordPath(base.opts.dataDir, entry.names.chatId), record)
+    const labels = chatLabels(engine.labelsAtClaim, entry.names.chatId)
+    const renamed = await engine.claim(slot.id, { name: entry.names.container, labels }).catch(err => err as Error)
+    if (renamed !== true) {
+      await unlink(recordPath(base.opts.dataDir, entry.names.chatId)).catch(() => {})
+      await unlink(dirs.journal).catch(() => {})
+      if (renamed === 'conflict') pool.state.ready.unshift(slot)
+      else void pool.discardSlot(slot)
+      log.info({ chat: entry.names.key, slot: slot.slot, ...(renamed instanceof Error ? { err: renamed } : { result: String(renamed) }) }, 'warm pool: claim not possible; creating instead')
+      if (renamed instanceof Error) throw renamed
+      return null
+    }
+    bindEntry(entry, { slot: slot.slot, volume: record.home_volume, record, ...(user !== undefined && { user }) })
+    // Its agent, opened while it waited, now serves the chat (requests carry the chat's env: agent-exec.ts).
+    if (slot.agent !== undefined) giveAgent(entry, slot.agent)
+    pool.state.bound.set(slot.id, entry)
+    await finishClaim(base.opts.dataDir, entry.names.chatId, slot.slot)
+    log.info({ chat: entry.names.key, slot: slot.slot, container: entry.names.container }, 'warm pool: sandbox claimed')
+    return { container: { id: slot.id, labels: { ...slot.details.labels, ...labels }, running: true }, ids: slot.uid > 0 ? { uid: slot.uid, gid: slot.gid } : null }
+  }
+
+  return { chatExecEnv, claim }
 }

@@ -1,17 +1,19 @@
 import { readdir } from 'node:fs/promises'
 import { join } from 'node:path'
 import { chatKey } from '../../core/chat-id.js'
-import { dropAddress } from './addresses.js'
-import { bootstrap, register } from './boot.js'
+import type { Addresses } from './addresses.js'
+import type { Boot } from './boot.js'
+import { withLock, type Chats, type Entry } from './chats.js'
+import { tooOld, type CoreBase } from './context.js'
 import { readMeta, removeChatDir } from './data-dirs.js'
 import type { SandboxSummary } from './engine-types.js'
 import { SANDBOX_CAPACITY } from './errors.js'
 import { ownerFilter } from './names.js'
-import { noteOutsideChange } from './recovery.js'
-import { maintain, poolOf, yieldSlot } from './pool.js'
+import type { Pool } from './pool.js'
 import { loadBinding } from './pool-claim.js'
-import { sortListing } from './sandbox-identity.js'
-import { changed, entryOf, notifyStop, stopEntry, tooOld, withLock, type Entry, type Registry } from './registry.js'
+import type { Recovery } from './recovery.js'
+import type { Identity } from './sandbox-identity.js'
+import type { Transitions } from './transitions.js'
 
 /*
  * Server-driven lifecycle (docs/contract.md#isolation, docs/contract.md#idle-stop-max-age-and-purge): the reaper pass (reconcile from one
@@ -19,150 +21,178 @@ import { changed, entryOf, notifyStop, stopEntry, tooOld, withLock, type Entry, 
  * MAX_RUNNING_SANDBOXES cap.
  */
 
-/** One reaper pass (every reaperIntervalMs): reconcile, idle stop, max-age removal. Single flight. */
-export async function reap (reg: Registry): Promise<void> {
-  if (reg.closed) return
-  reg.reaping ??= reapOnce(reg).finally(() => { reg.reaping = null })
-  await reg.reaping
+/** What the reaper builds on. */
+export interface ReaperDeps {
+  boot: Pick<Boot, 'bootstrap' | 'register'>
+  pool: Pick<Pool, 'state' | 'maintain' | 'yieldSlot'>
+  identity: Pick<Identity, 'sortListing'>
+  recovery: Pick<Recovery, 'noteOutsideChange'>
+  addresses: Pick<Addresses, 'dropAddress'>
+  transitions: Pick<Transitions, 'stopEntry' | 'notifyStop'>
 }
 
-async function reapOnce (reg: Registry): Promise<void> {
-  if (!reg.bootstrapped) {
-    try { await bootstrap(reg) } catch { return }
+/** Server-driven lifecycle: reaper passes, the data purge and the capacity cap. */
+export interface Reaper {
+  /** One reaper pass (every reaperIntervalMs): reconcile, idle stop, max-age removal. Single flight. */
+  reap: () => Promise<void>
+  /** One purge pass (hourly); resolves with the number of chats purged. */
+  purge: () => Promise<number>
+  /** MAX_RUNNING_SANDBOXES: stop the least recently active idle sandbox, or fail with SANDBOX_CAPACITY. */
+  reserveSlot: (entry: Entry) => Promise<void>
+}
+
+export function createReaper (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | 'clock' | 'status'>, chats: Chats, d: ReaperDeps): Reaper {
+  const { engine, log, clock, status } = base
+  const { boot, pool, identity, recovery, addresses, transitions } = d
+  let reaping: Promise<void> | null = null
+
+  /** One reaper pass (every reaperIntervalMs): reconcile, idle stop, max-age removal. Single flight. */
+  async function reap (): Promise<void> {
+    if (status.closed) return
+    reaping ??= reapOnce().finally(() => { reaping = null })
+    await reaping
   }
-  let list: SandboxSummary[]
-  const mark = reg.epoch
-  try {
-    list = await reg.engine.list(ownerFilter(reg.opts.prefix))
-    reg.engineUp = true
-  } catch (err) {
-    reg.engineUp = false
-    reg.log.debug({ err }, 'reaper: the engine is unavailable')
-    return
-  }
-  const { chats, unclaimed } = await sortListing(reg, list)
-  const seen = reconcile(reg, chats, mark)
-  const now = reg.opts.now()
-  const jobs: Array<Promise<void>> = []
-  for (const entry of seen) {
-    if (entry.locked > 0 || entry.ensuring !== null || entry.stopping) continue
-    if (tooOld(reg, entry.createdAt) && entry.callLeases === 0) {
-      jobs.push(removeForAge(reg, entry))
-      continue
+
+  async function reapOnce (): Promise<void> {
+    if (!status.bootstrapped) {
+      try { await boot.bootstrap() } catch { return }
     }
-    if (entry.state === 'running' && entry.callLeases + entry.socketLeases === 0 && now - entry.lastActive >= reg.opts.idleTimeoutS * 1000) {
-      jobs.push(stopEntry(reg, entry, 'idle').catch(err => { reg.log.warn({ chat: entry.names.key, err }, 'idle stop failed') }))
+    let list: SandboxSummary[]
+    const mark = chats.mark()
+    try {
+      list = await engine.list(ownerFilter(base.opts.prefix))
+      status.engineUp = true
+    } catch (err) {
+      status.engineUp = false
+      log.debug({ err }, 'reaper: the engine is unavailable')
+      return
+    }
+    const { chats: listed, unclaimed } = await identity.sortListing(list)
+    const seen = reconcile(listed, mark)
+    const now = clock.now()
+    const jobs: Array<Promise<void>> = []
+    for (const entry of seen) {
+      if (entry.locked > 0 || entry.ensuring !== null || entry.stopping) continue
+      if (tooOld(base, entry.createdAt) && entry.callLeases === 0) {
+        jobs.push(removeForAge(entry))
+        continue
+      }
+      if (entry.state === 'running' && entry.callLeases + entry.socketLeases === 0 && now - entry.lastActive >= base.opts.idleTimeoutS * 1000) {
+        jobs.push(transitions.stopEntry(entry, 'idle').catch(err => { log.warn({ chat: entry.names.key, err }, 'idle stop failed') }))
+      }
+    }
+    await Promise.all(jobs)
+    await pool.maintain(unclaimed).catch(err => { log.warn({ err }, 'warm pool: maintenance failed') })
+    // Forget chats that have nothing left to track.
+    for (const [key, entry] of chats.entries) {
+      if (entry.state === 'absent' && entry.locked === 0 && entry.ensuring === null && entry.callLeases + entry.socketLeases === 0 &&
+        now - entry.lastActive > base.opts.idleTimeoutS * 1000) chats.entries.delete(key)
     }
   }
-  await Promise.all(jobs)
-  await maintain(reg, unclaimed).catch(err => { reg.log.warn({ err }, 'warm pool: maintenance failed') })
-  // Forget chats that have nothing left to track.
-  for (const [key, entry] of reg.entries) {
-    if (entry.state === 'absent' && entry.locked === 0 && entry.ensuring === null && entry.callLeases + entry.socketLeases === 0 &&
-      now - entry.lastActive > reg.opts.idleTimeoutS * 1000) reg.entries.delete(key)
-  }
-}
 
-/** Registers what Docker lists; untouched entries (epoch ≤ mark) no longer listed become absent. */
-function reconcile (reg: Registry, list: SandboxSummary[], mark: number): Set<Entry> {
-  const seen = new Set<Entry>()
-  for (const c of list) {
-    const entry = register(reg, c, reg.opts.now(), mark)
-    if (entry !== null) seen.add(entry)
+  /** Registers what Docker lists; untouched entries (epoch ≤ mark) no longer listed become absent. */
+  function reconcile (list: SandboxSummary[], mark: number): Set<Entry> {
+    const seen = new Set<Entry>()
+    for (const c of list) {
+      const entry = boot.register(c, clock.now(), mark)
+      if (entry !== null) seen.add(entry)
+    }
+    for (const entry of chats.entries.values()) {
+      if (!seen.has(entry) && entry.locked === 0 && entry.ensuring === null && entry.epoch <= mark && (entry.state === 'running' || entry.state === 'stopped')) {
+        if (entry.state === 'running') recovery.noteOutsideChange(entry, true)
+        addresses.dropAddress(entry)
+        entry.state = 'absent'
+        entry.sandboxId = undefined
+        chats.changed(entry)
+      }
+    }
+    return seen
   }
-  for (const entry of reg.entries.values()) {
-    if (!seen.has(entry) && entry.locked === 0 && entry.ensuring === null && entry.epoch <= mark && (entry.state === 'running' || entry.state === 'stopped')) {
-      if (entry.state === 'running') noteOutsideChange(entry, true)
-      dropAddress(reg, entry)
-      entry.state = 'absent'
-      entry.sandboxId = undefined
-      changed(reg, entry)
+
+  async function removeForAge (entry: Entry): Promise<void> {
+    try {
+      await withLock(entry, async () => {
+        if (entry.callLeases > 0) return
+        await engine.remove(entry.sandboxId ?? entry.names.container)
+        entry.state = 'absent'
+        entry.sandboxId = undefined
+        entry.recoverable = false
+        chats.changed(entry)
+        log.info({ chat: entry.names.key, maxAgeHours: base.opts.maxAgeHours }, 'sandbox reached its maximum age: removed (volume and data kept)')
+      })
+      transitions.notifyStop(entry, 'max-age')
+    } catch (err) {
+      log.warn({ chat: entry.names.key, err }, 'max-age removal failed')
     }
   }
-  return seen
-}
 
-async function removeForAge (reg: Registry, entry: Entry): Promise<void> {
-  try {
-    await withLock(entry, async () => {
-      if (entry.callLeases > 0) return
-      await reg.engine.remove(entry.sandboxId ?? entry.names.container)
-      entry.state = 'absent'
-      entry.sandboxId = undefined
-      entry.recoverable = false
-      changed(reg, entry)
-      reg.log.info({ chat: entry.names.key, maxAgeHours: reg.opts.maxAgeHours }, 'sandbox reached its maximum age: removed (volume and data kept)')
-    })
-    notifyStop(reg, entry, 'max-age')
-  } catch (err) {
-    reg.log.warn({ chat: entry.names.key, err }, 'max-age removal failed')
-  }
-}
-
-/** One purge pass (hourly): chats with no container and no activity for DATA_MAX_AGE_DAYS lose volume and data. */
-export async function purge (reg: Registry): Promise<number> {
-  if (reg.closed || reg.opts.dataMaxAgeDays <= 0) return 0
-  const cutoff = reg.opts.now() - reg.opts.dataMaxAgeDays * 86_400_000
-  let keys: string[]
-  try {
-    keys = (await readdir(join(reg.opts.dataDir, 'chats'))).filter(k => /^[0-9a-f]{32}$/.test(k))
-  } catch { return 0 }
-  let purged = 0
-  for (const key of keys) {
-    if (await purgeChat(reg, key, cutoff)) purged++
-  }
-  return purged
-}
-
-async function purgeChat (reg: Registry, key: string, cutoff: number): Promise<boolean> {
-  const meta = await readMeta(join(reg.opts.dataDir, 'chats', key, 'meta.json'))
-  if (meta === null || chatKey(meta.chat_id) !== key) return false
-  const last = Date.parse(meta.last_active_at)
-  if (!Number.isFinite(last) || last > cutoff) return false
-  const known = reg.entries.get(key)
-  if (known !== undefined && (known.callLeases + known.socketLeases > 0 || known.ensuring !== null || known.locked > 0 || known.lastActive > cutoff)) return false
-  const entry = entryOf(reg, meta.chat_id)
-  let purged = false
-  try {
-    await withLock(entry, async () => {
-      if (await reg.engine.inspect(entry.names.container) !== null) return
-      await loadBinding(reg, entry)
-      await reg.engine.removeVolume(entry.names.volume)
-      await removeChatDir(reg.opts.dataDir, key)
-      entry.state = 'absent'
-      entry.meta = undefined
-      entry.metaLoaded = false
-      changed(reg, entry)
-      purged = true
-      reg.log.info({ chat: key, lastActive: meta.last_active_at }, 'purged an inactive chat (volume and data deleted)')
-    })
-  } catch (err) {
-    reg.log.warn({ chat: key, err }, 'purge failed')
-  }
-  return purged
-}
-
-function runningCount (reg: Registry, except: Entry): number {
-  let n = 0
-  for (const e of reg.entries.values()) if (e !== except && e.state === 'running') n++
-  for (const e of reg.starting) if (e !== except && e.state !== 'running') n++
-  return n
-}
-
-/** MAX_RUNNING_SANDBOXES: stop the least recently active idle sandbox, or fail with SANDBOX_CAPACITY. */
-export async function reserveSlot (reg: Registry, entry: Entry): Promise<void> {
-  if (reg.opts.maxRunning === 0) { reg.starting.add(entry); return }
-  // Ready pool sandboxes count too, and give way before any chat's sandbox is stopped.
-  while (runningCount(reg, entry) + poolOf(reg).ready.length >= reg.opts.maxRunning) {
-    if (await yieldSlot(reg)) continue
-    let victim: Entry | undefined
-    for (const e of reg.entries.values()) {
-      if (e === entry || e.state !== 'running' || e.stopping || e.locked > 0 || e.callLeases + e.socketLeases > 0) continue
-      if (victim === undefined || e.lastActive < victim.lastActive) victim = e
+  /** One purge pass (hourly): chats with no container and no activity for DATA_MAX_AGE_DAYS lose volume and data. */
+  async function purge (): Promise<number> {
+    if (status.closed || base.opts.dataMaxAgeDays <= 0) return 0
+    const cutoff = clock.now() - base.opts.dataMaxAgeDays * 86_400_000
+    let keys: string[]
+    try {
+      keys = (await readdir(join(base.opts.dataDir, 'chats'))).filter(k => /^[0-9a-f]{32}$/.test(k))
+    } catch { return 0 }
+    let purged = 0
+    for (const key of keys) {
+      if (await purgeChat(key, cutoff)) purged++
     }
-    if (victim === undefined) throw new SANDBOX_CAPACITY()
-    reg.log.info({ chat: victim.names.key }, 'sandbox capacity reached: stopping the least recently active idle sandbox')
-    await stopEntry(reg, victim, 'capacity')
+    return purged
   }
-  reg.starting.add(entry)
+
+  async function purgeChat (key: string, cutoff: number): Promise<boolean> {
+    const meta = await readMeta(join(base.opts.dataDir, 'chats', key, 'meta.json'))
+    if (meta === null || chatKey(meta.chat_id) !== key) return false
+    const last = Date.parse(meta.last_active_at)
+    if (!Number.isFinite(last) || last > cutoff) return false
+    const known = chats.entries.get(key)
+    if (known !== undefined && (known.callLeases + known.socketLeases > 0 || known.ensuring !== null || known.locked > 0 || known.lastActive > cutoff)) return false
+    const entry = chats.entryOf(meta.chat_id)
+    let purged = false
+    try {
+      await withLock(entry, async () => {
+        if (await engine.inspect(entry.names.container) !== null) return
+        await loadBinding(base.opts, entry)
+        await engine.removeVolume(entry.names.volume)
+        await removeChatDir(base.opts.dataDir, key)
+        entry.state = 'absent'
+        entry.meta = undefined
+        entry.metaLoaded = false
+        chats.changed(entry)
+        purged = true
+        log.info({ chat: key, lastActive: meta.last_active_at }, 'purged an inactive chat (volume and data deleted)')
+      })
+    } catch (err) {
+      log.warn({ chat: key, err }, 'purge failed')
+    }
+    return purged
+  }
+
+  function runningCount (except: Entry): number {
+    let n = 0
+    for (const e of chats.entries.values()) if (e !== except && e.state === 'running') n++
+    for (const e of chats.starting) if (e !== except && e.state !== 'running') n++
+    return n
+  }
+
+  /** MAX_RUNNING_SANDBOXES: stop the least recently active idle sandbox, or fail with SANDBOX_CAPACITY. */
+  async function reserveSlot (entry: Entry): Promise<void> {
+    if (base.opts.maxRunning === 0) { chats.starting.add(entry); return }
+    // Ready pool sandboxes count too, and give way before any chat's sandbox is stopped.
+    while (runningCount(entry) + pool.state.ready.length >= base.opts.maxRunning) {
+      if (await pool.yieldSlot()) continue
+      let victim: Entry | undefined
+      for (const e of chats.entries.values()) {
+        if (e === entry || e.state !== 'running' || e.stopping || e.locked > 0 || e.callLeases + e.socketLeases > 0) continue
+        if (victim === undefined || e.lastActive < victim.lastActive) victim = e
+      }
+      if (victim === undefined) throw new SANDBOX_CAPACITY()
+      log.info({ chat: victim.names.key }, 'sandbox capacity reached: stopping the least recently active idle sandbox')
+      await transitions.stopEntry(victim, 'capacity')
+    }
+    chats.starting.add(entry)
+  }
+
+  return { reap, purge, reserveSlot }
 }

@@ -1,22 +1,37 @@
 import type { FastifyBaseLogger } from 'fastify'
-import { activity, holdLease } from './activity.js'
-import { addAddressHook, sandboxAddress } from './addresses.js'
-import { fileOp } from './agent-files.js'
-import { closeService, readiness, startService } from './boot.js'
-import { runCommand } from './command.js'
-import type { SandboxEngine } from './engine-types.js'
-import { exec, openStream, putFile } from './exec.js'
-import { ensure, remove, status } from './lifecycle.js'
-import { takeNotices } from './notices.js'
-import { diskPass } from './disk-watchdog.js'
-import { purge, reap } from './reaper.js'
-import { poolOf } from './pool.js'
+import { createActivity } from './activity.js'
+import { createAddresses } from './addresses.js'
+import { createAgents } from './agent-client.js'
+import { createAgentExec } from './agent-exec.js'
+import { createFileOp } from './agent-files.js'
+import { createBoot } from './boot.js'
+import { Chats, type Ensure } from './chats.js'
+import { systemClock, type Clock } from './clock.js'
+import { createCommand } from './command.js'
+import { createBase, type ServiceOptions } from './context.js'
+import { createDiskQuota } from './disk-quota.js'
+import { createDiskWatchdog } from './disk-watchdog.js'
 import { loggedEngine } from './engine-log.js'
-import { chatExecEnv, withChatEnv } from './pool-claim.js'
-import { createRegistry, entryOf, stopEntry, type Registry, type ServiceOptions } from './registry.js'
+import type { SandboxEngine } from './engine-types.js'
+import { createExec } from './exec.js'
+import { createOutcome } from './exec-outcome.js'
+import { createMounts } from './extra-mounts.js'
+import { createKill } from './kill.js'
+import { createLifecycle, type Lifecycle } from './lifecycle.js'
+import { createNetwork } from './network.js'
+import { takeNotices } from './notices.js'
+import { createPool } from './pool.js'
+import { createPoolClaim, withChatEnv, type PoolClaim } from './pool-claim.js'
+import { createPrefixLease } from './prefix-lease.js'
+import { createReadiness } from './readiness.js'
+import { createReaper } from './reaper.js'
+import { createRecovery } from './recovery.js'
+import { createIdentity } from './sandbox-identity.js'
+import { createSaturation } from './saturation.js'
+import { createTransitions } from './transitions.js'
 import type { SandboxService } from './types.js'
 
-export type { ServiceOptions } from './registry.js'
+export type { ServiceOptions } from './context.js'
 
 /** The sandbox core: the contract of types.ts plus what the plugin and the tests drive directly. */
 export interface CoreSandboxService extends Required<SandboxService> {
@@ -38,48 +53,79 @@ export interface CoreSandboxService extends Required<SandboxService> {
 }
 
 /**
- * Builds the driver. All state lives in the registry (registry.ts) created here; the files beside
- * this one hold the behaviour by role: lifecycle.ts (ensure, status, remove), exec.ts, command.ts and
- * kill.ts (reaching into a running sandbox), recovery.ts and saturation.ts (a sandbox gone behind our
- * back, a saturated one), disk-quota.ts and disk-watchdog.ts (SANDBOX_DISK_LIMIT), notices.ts (what
- * the model is told), reaper.ts (idle, max age, purge, capacity), boot.ts (bootstrap, re-adoption,
- * readiness), activity.ts (leases, meta.json).
+ * Builds the core (docs/engine.md#the-core-inside): the shared parts (context.ts: options, engine,
+ * logger, clock, status; chats.ts: the per-chat table), then each role from the parts it names, in
+ * dependency order, so that no file reaches another's state. Two calls go upwards and are bound late
+ * here: a restart or a recovery starts the sandbox again through lifecycle's ensure(), and every exec
+ * into a claimed pool sandbox carries the chat's environment (pool-claim.ts).
  */
-export function createSandboxService (opts: ServiceOptions, engine: SandboxEngine, log: FastifyBaseLogger): CoreSandboxService {
-  // Execs into a claimed pool sandbox carry the chat's environment (pool-claim.ts).
-  const ref: { reg?: Registry } = {}
-  const reg = createRegistry(opts, withChatEnv(loggedEngine(engine, log), id => ref.reg === undefined ? undefined : chatExecEnv(ref.reg, id)), log)
-  ref.reg = reg
+export function createSandboxService (opts: ServiceOptions, engine: SandboxEngine, log: FastifyBaseLogger, clock: Clock = systemClock): CoreSandboxService {
+  // The two late-bound calls: set once both roles exist, before the service is returned.
+  const late: { lifecycle?: Lifecycle, poolClaim?: PoolClaim } = {}
+  const ensure: Ensure = async (chatId, o) => {
+    if (late.lifecycle === undefined) throw new Error('the sandbox core is not built yet')
+    return await late.lifecycle.ensure(chatId, o)
+  }
+  const wrapped = withChatEnv(loggedEngine(engine, log), id => late.poolClaim?.chatExecEnv(id))
+  const base = createBase(opts, wrapped, log, clock)
+  const chats = new Chats(opts.prefix)
+
+  const addresses = createAddresses(base, chats)
+  const activity = createActivity(base)
+  const transitions = createTransitions(base, chats, addresses.dropAddress)
+  const quota = createDiskQuota(base)
+  const network = createNetwork(base)
+  const lease = createPrefixLease(base)
+  const mounts = createMounts(base)
+  const agents = createAgents(base)
+  const readiness = createReadiness(base)
+  const saturation = createSaturation(base, transitions, ensure)
+  const kill = createKill(base, saturation)
+  const outcome = createOutcome(base, chats, saturation)
+  const recovery = createRecovery(base, chats, ensure)
+  const pool = createPool(base, chats, { readiness, agents, quota })
+  const poolClaim = late.poolClaim = createPoolClaim(base, pool)
+  const identity = createIdentity(base, pool)
+  const disk = createDiskWatchdog(base, chats, transitions)
+  const boot = createBoot(base, chats, { lease, network, quota, pool, identity, recovery, addresses, disk })
+  const reaper = createReaper(base, chats, { boot, pool, identity, recovery, addresses, transitions })
+  const lifecycle = late.lifecycle = createLifecycle(base, chats, { activity, addresses, agents, boot, network, mounts, quota, readiness, poolClaim, reaper, transitions })
+  const agentExec = createAgentExec(base, agents, kill, outcome, poolClaim.chatExecEnv)
+  const execs = createExec(base, { activity, agentExec, recovery, kill, outcome, transitions })
+  const { runCommand } = createCommand(base, { activity, agentExec, recovery, kill, outcome, transitions, disk })
+  const fileOp = createFileOp({ recovery, activity, agents })
+
   const service: CoreSandboxService = {
     engine,
-    bootTime: reg.bootTime,
-    start: async () => { await startService(reg, service.reap, service.purge) },
-    readiness: async () => await readiness(reg),
-    close: async () => { await closeService(reg) },
-    reap: async () => { await reap(reg) },
-    purge: async () => await purge(reg),
-    diskCheck: async () => { await diskPass(reg) },
-    ensure: async (chatId, o) => await ensure(reg, chatId, o),
-    status: async chatId => await status(reg, chatId),
-    exec: async (chatId, argv, o) => await exec(reg, chatId, argv, o),
-    runCommand: async (chatId, command, o) => await runCommand(reg, chatId, command, o),
-    putFile: async (chatId, path, content, o) => { await putFile(reg, chatId, path, content, o) },
-    fileOp: async (chatId, op, o) => await fileOp(reg, chatId, op, o),
-    openStream: async (chatId, argv, o) => await openStream(reg, chatId, argv, o),
-    lease: (chatId, o = {}) => holdLease(reg, entryOf(reg, chatId), o.kind),
-    touch: chatId => { activity(reg, entryOf(reg, chatId)) },
-    stop: async chatId => { await stopEntry(reg, entryOf(reg, chatId), 'stopped') },
-    remove: async (chatId, o) => { await remove(reg, chatId, o) },
-    takeNotices: chatId => takeNotices(entryOf(reg, chatId)),
-    onEnsure: hook => { reg.hooks.push(hook) },
-    onStop: hook => { reg.stopHooks.push(hook) },
-    onAddress: hook => { addAddressHook(reg, hook) },
-    network: () => reg.network === null || reg.network.gateway === null
-      ? null
-      : { name: reg.networkName, gateway: reg.network.gateway, subnet: reg.network.subnet, bridge: reg.network.bridge },
-    address: async chatId => await sandboxAddress(reg, entryOf(reg, chatId)),
-    addMounts: provider => { reg.mountProviders.push(provider) },
-    pooled: () => poolOf(reg).ready.length
+    bootTime: base.bootTime,
+    start: async () => { await boot.start(service.reap, service.purge) },
+    readiness: async () => await boot.readiness(),
+    close: async () => { await boot.close() },
+    reap: async () => { await reaper.reap() },
+    purge: async () => await reaper.purge(),
+    diskCheck: async () => { await disk.pass() },
+    ensure: async (chatId, o) => await lifecycle.ensure(chatId, o),
+    status: async chatId => await lifecycle.status(chatId),
+    exec: async (chatId, argv, o) => await execs.exec(chatId, argv, o),
+    runCommand: async (chatId, command, o) => await runCommand(chatId, command, o),
+    putFile: async (chatId, path, content, o) => { await execs.putFile(chatId, path, content, o) },
+    fileOp: async (chatId, op, o) => await fileOp(chatId, op, o),
+    openStream: async (chatId, argv, o) => await execs.openStream(chatId, argv, o),
+    lease: (chatId, o = {}) => activity.holdLease(chats.entryOf(chatId), o.kind),
+    touch: chatId => { activity.activity(chats.entryOf(chatId)) },
+    stop: async chatId => { await transitions.stopEntry(chats.entryOf(chatId), 'stopped') },
+    remove: async (chatId, o) => { await lifecycle.remove(chatId, o) },
+    takeNotices: chatId => takeNotices(chats.entryOf(chatId)),
+    onEnsure: hook => { lifecycle.addHook(hook) },
+    onStop: hook => { transitions.addStopHook(hook) },
+    onAddress: hook => { addresses.addHook(hook) },
+    network: () => {
+      const net = network.current()
+      return net === null || net.gateway === null ? null : { name: base.networkName, gateway: net.gateway, subnet: net.subnet, bridge: net.bridge }
+    },
+    address: async chatId => await addresses.addressOf(chats.entryOf(chatId)),
+    addMounts: provider => { mounts.addProvider(provider) },
+    pooled: () => pool.state.ready.length
   }
   return service
 }

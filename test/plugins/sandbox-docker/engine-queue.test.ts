@@ -8,7 +8,7 @@ import type Docker from 'dockerode'
 import { adapterContext, DEFAULT_ENGINE_LIMITS } from '../../../plugins/sandbox-docker/docker-context.js'
 import { DockerError, failureKind, toDockerError, transient } from '../../../plugins/sandbox-docker/docker-error.js'
 import { Dedup, Lane } from '../../../plugins/sandbox-docker/engine-queue.js'
-import { mapError } from '../../../plugins/sandbox/registry.js'
+import { mapError } from '../../../plugins/sandbox/context.js'
 
 // What node's http.request rejects with when its signal fires (docker-modem passes the signal on).
 const sleep = async (ms: number): Promise<void> => await new Promise(resolve => setTimeout(resolve, ms))
@@ -50,18 +50,19 @@ t.test('classification: gone, cut off, answered', async t => {
 })
 
 t.test('mapError: busy is a clear retriable error, never internal or "not reachable"', async t => {
-  const reg = { engineUp: true, engine: { label: { engine: 'the Docker engine', host: 'Docker' } }, log: { error () {}, warn () {} } } as never
+  const status = { closed: false, engineUp: true as boolean | null, bootstrapped: true }
+  const reg = { status, engine: { label: { engine: 'the Docker engine', host: 'Docker' } }, log: { error () {}, warn () {} } } as never
   const busy = mapError(reg, toDockerError(timeout(), 'exec create', true)) as Error & { code: string, statusCode: number }
   t.equal(busy.code, 'SANDBOX_ENGINE_BUSY')
   t.equal(busy.statusCode, 503)
   t.match(busy.message, /busy/)
   t.match(busy.message, /again in a moment/)
   t.notMatch(busy.message, /Docker|reachable|internal/i, 'engine-neutral')
-  t.equal((reg as { engineUp: boolean }).engineUp, true, 'a busy engine is still up')
+  t.equal(status.engineUp, true, 'a busy engine is still up')
   const gone = mapError(reg, toDockerError(coded('ECONNREFUSED'), 'ping')) as Error & { code: string }
   t.equal(gone.code, 'SANDBOX_ENGINE_UNAVAILABLE')
   t.equal(gone.message, 'the Docker engine is not reachable; try again shortly', 'the words users saw before the neutral code')
-  t.equal((reg as { engineUp: boolean }).engineUp, false)
+  t.equal(status.engineUp, false)
 })
 
 t.test('a lane admits N at once, in order of arrival', async t => {

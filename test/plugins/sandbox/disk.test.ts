@@ -14,12 +14,15 @@ import { dockerCreateBody } from '../../../plugins/sandbox-docker/docker-create-
 import { isQuotaRefusal } from '../../../plugins/sandbox/disk-quota.js'
 import { quotaFor } from '../../../plugins/sandbox-docker/docker-monitor.js'
 import { treeUsage } from '../../../plugins/sandbox/disk-usage.js'
-import { diskPass } from '../../../plugins/sandbox/disk-watchdog.js'
+import { createDiskWatchdog } from '../../../plugins/sandbox/disk-watchdog.js'
 import type { DiskUsageReport, SandboxEngine } from '../../../plugins/sandbox/engine-types.js'
 import { DockerError } from '../../../plugins/sandbox-docker/docker-error.js'
 import { volumeLabels } from '../../../plugins/sandbox/names.js'
 import { takeNotices } from '../../../plugins/sandbox/notices.js'
-import { createRegistry, entryOf } from '../../../plugins/sandbox/registry.js'
+import { Chats, type Entry } from '../../../plugins/sandbox/chats.js'
+import { systemClock } from '../../../plugins/sandbox/clock.js'
+import { createBase, type ServiceOptions } from '../../../plugins/sandbox/context.js'
+import { createTransitions } from '../../../plugins/sandbox/transitions.js'
 import { SandboxOptions } from '../../../plugins/sandbox/schemas.js'
 
 const MiB = 1024 * 1024
@@ -129,14 +132,22 @@ function fakeDocker (): FakeDocker {
   return { client, killed, df }
 }
 
+/** The disk watchdog alone over a fake engine, bootstrapped. */
+function watchdog (opts: Omit<ServiceOptions, 'dataDirHost'>, engine: SandboxEngine): { pass: () => Promise<void>, entryOf: (chatId: string) => Entry } {
+  const base = createBase({ ...opts, dataDirHost: opts.dataDir }, engine, pino({ level: 'silent' }), systemClock)
+  base.status.bootstrapped = true
+  const chats = new Chats(opts.prefix)
+  const disk = createDiskWatchdog(base, chats, createTransitions(base, chats, () => {}))
+  return { pass: disk.pass, entryOf: chatId => chats.entryOf(chatId) }
+}
+
 t.test('watchdog: a chat over its limit is killed once, warned while over, killed again only when it grows', async t => {
   const dataDir = await mkdtemp(join(tmpdir(), 'disk-wd-'))
   t.teardown(async () => { await rm(dataDir, { recursive: true, force: true }) })
   const opts = parseOptions(SandboxOptions, { prefix: 'cu', dataDir, diskLimit: 50 * MiB }, 'sandbox')
   const fake = fakeDocker()
-  const reg = createRegistry({ ...opts, dataDirHost: dataDir, now: Date.now }, fake.client, pino({ level: 'silent' }))
-  reg.bootstrapped = true
-  const entry = entryOf(reg, 'chat-disk')
+  const reg = watchdog(opts, fake.client)
+  const entry = reg.entryOf('chat-disk')
   entry.state = 'running'
   entry.sandboxId = 'cid-1'
   const outputs = chatPaths(dataDir, 'chat-disk').outputs
@@ -149,12 +160,12 @@ t.test('watchdog: a chat over its limit is killed once, warned while over, kille
   }
 
   measure(30 * MiB, MiB)
-  await diskPass(reg)
+  await reg.pass()
   t.same(fake.killed, [], 'under the limit (30 + 5 + 1 MiB)')
   t.same(takeNotices(entry), [])
 
   measure(80 * MiB, MiB)
-  await diskPass(reg)
+  await reg.pass()
   t.same(fake.killed, ['cid-1'], 'over the limit: killed')
   t.equal(entry.state, 'stopped')
   t.equal(entry.recoverable, true, 'the next call starts it again')
@@ -165,25 +176,25 @@ t.test('watchdog: a chat over its limit is killed once, warned while over, kille
 
   entry.state = 'running' // the next call started it again
   measure(81 * MiB, MiB)
-  await diskPass(reg)
+  await reg.pass()
   t.same(fake.killed, ['cid-1'], 'still over but not growing: not killed again')
   t.match(takeNotices(entry), [{ kind: 'disk-limit', action: 'none' }], 'every result warns while over')
   t.match(takeNotices(entry), [{ kind: 'disk-limit', action: 'none' }])
 
   measure(120 * MiB, MiB)
-  await diskPass(reg)
+  await reg.pass()
   t.same(fake.killed, ['cid-1', 'cid-1'], 'grew past the margin: killed again')
   t.match(takeNotices(entry), [{ kind: 'disk-limit', action: 'stopped' }])
 
   entry.state = 'running'
   measure(10 * MiB, 0)
-  await diskPass(reg)
+  await reg.pass()
   t.equal(entry.disk.over, null, 'back under the limit')
   t.same(takeNotices(entry), [], 'no more warnings')
 
   entry.state = 'stopped'
   measure(500 * MiB, 0)
-  await diskPass(reg)
+  await reg.pass()
   t.same(fake.killed, ['cid-1', 'cid-1'], 'a stopped chat is not measured')
 })
 
@@ -193,9 +204,8 @@ t.test('watchdog: what the writer adds until it is killed is measured after the 
   const opts = parseOptions(SandboxOptions, { prefix: 'cu', dataDir, diskLimit: 50 * MiB }, 'sandbox')
   const fake = fakeDocker()
   const labels = volumeLabels('cu', 'chat-dd')
-  const reg = createRegistry({ ...opts, dataDirHost: dataDir, now: Date.now }, fake.client, pino({ level: 'silent' }))
-  reg.bootstrapped = true
-  const entry = entryOf(reg, 'chat-dd')
+  const reg = watchdog(opts, fake.client)
+  const entry = reg.entryOf('chat-dd')
   entry.state = 'running'
   entry.sandboxId = 'cid-dd'
   const measure = (home: number): void => { fake.df.volumes = [{ name: entry.names.volume, labels, size: home }] }
@@ -203,11 +213,11 @@ t.test('watchdog: what the writer adds until it is killed is measured after the 
   fake.client.kill = async (id: string) => { measure(80 * MiB); await kill(id) } // dd went on from 52 to 80 MiB before it died
 
   measure(52 * MiB)
-  await diskPass(reg)
+  await reg.pass()
   t.same(fake.killed, ['cid-dd'])
   t.match(takeNotices(entry), [{ kind: 'disk-limit', action: 'stopped', usage: { home: 80 * MiB } }], 'the note gives the size after the kill')
   entry.state = 'running' // the next call started it again
-  await diskPass(reg)
+  await reg.pass()
   t.same(fake.killed, ['cid-dd'], 'not killed again for what was written before the kill')
   t.match(takeNotices(entry), [{ kind: 'disk-limit', action: 'none', usage: { total: 80 * MiB } }])
 })
@@ -221,12 +231,11 @@ t.test('watchdog: an engine that does not report disk usage skips the pass', asy
     diskUsage: async () => { throw new DockerError('disk usage: a disk usage operation is already running', 409, false) },
     kill: async () => { killed++ }
   } as unknown as SandboxEngine
-  const reg = createRegistry({ ...opts, dataDirHost: dataDir, now: Date.now }, client, pino({ level: 'silent' }))
-  reg.bootstrapped = true
-  const entry = entryOf(reg, 'chat-x')
+  const reg = watchdog(opts, client)
+  const entry = reg.entryOf('chat-x')
   entry.state = 'running'
   entry.sandboxId = 'cid'
-  await diskPass(reg)
+  await reg.pass()
   t.equal(killed, 0)
   t.equal(entry.disk.over, null)
 })

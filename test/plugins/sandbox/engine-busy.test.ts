@@ -10,9 +10,11 @@ import { parseOptions } from '../../../core/config.js'
 import type { ExecSpec, SandboxDetails, SandboxEngine } from '../../../plugins/sandbox/engine-types.js'
 import { DockerError } from '../../../plugins/sandbox-docker/docker-error.js'
 import { MemoryProcess } from '../../../plugins/sandbox-memory/memory-process.js'
+import { Chats } from '../../../plugins/sandbox/chats.js'
+import { systemClock } from '../../../plugins/sandbox/clock.js'
+import { createBase, mapError, type CoreBase } from '../../../plugins/sandbox/context.js'
 import { adoptable } from '../../../plugins/sandbox/lifecycle.js'
-import { waitReady } from '../../../plugins/sandbox/readiness.js'
-import { createRegistry, entryOf, mapError } from '../../../plugins/sandbox/registry.js'
+import { createReadiness } from '../../../plugins/sandbox/readiness.js'
 import { SandboxOptions } from '../../../plugins/sandbox/schemas.js'
 
 const details = (name: string): SandboxDetails => ({
@@ -20,10 +22,12 @@ const details = (name: string): SandboxDetails => ({
   ...{ addresses: {}, memory: 0, cpus: 0, pids: 0, tmpfs: {}, diskQuota: 0, oomKilled: false }
 })
 
-function registry (client: Partial<SandboxEngine>, extra: Record<string, unknown> = {}): ReturnType<typeof createRegistry> {
+function registry (client: Partial<SandboxEngine>, extra: Record<string, unknown> = {}): CoreBase {
   const opts = parseOptions(SandboxOptions, { prefix: 'cu', dataDir: '/nonexistent', ...extra }, 'sandbox')
-  return createRegistry({ ...opts, dataDirHost: '/nonexistent', now: Date.now }, client as SandboxEngine, pino({ level: 'silent' }))
+  return createBase({ ...opts, dataDirHost: '/nonexistent' }, client as SandboxEngine, pino({ level: 'silent' }), systemClock)
 }
+const entryOf = (_reg: CoreBase, chatId: string): ReturnType<Chats['entryOf']> => new Chats('cu').entryOf(chatId)
+const waitReady = async (reg: CoreBase, entry: ReturnType<Chats['entryOf']>): ReturnType<ReturnType<typeof createReadiness>['waitReady']> => await createReadiness(reg).waitReady(entry)
 
 t.test('a ready probe that times out on a loaded engine is slow, not failed', async t => {
   let probes = 0

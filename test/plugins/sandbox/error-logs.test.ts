@@ -7,13 +7,14 @@ import pino from 'pino'
 import { parseOptions } from '../../../core/config.js'
 import type { SandboxEngine } from '../../../plugins/sandbox/engine-types.js'
 import { DockerError } from '../../../plugins/sandbox-docker/docker-error.js'
-import { createRegistry, mapError } from '../../../plugins/sandbox/registry.js'
+import { systemClock } from '../../../plugins/sandbox/clock.js'
+import { createBase, mapError, type CoreBase } from '../../../plugins/sandbox/context.js'
 import { SandboxOptions } from '../../../plugins/sandbox/schemas.js'
 
-function registry (lines: Array<Record<string, unknown>>): ReturnType<typeof createRegistry> {
+function registry (lines: Array<Record<string, unknown>>): CoreBase {
   const opts = parseOptions(SandboxOptions, { prefix: 'cu', dataDir: '/nonexistent' }, 'sandbox')
   const log = pino({ level: 'debug' }, { write: (line: string) => { lines.push(JSON.parse(line) as Record<string, unknown>) } })
-  return createRegistry({ ...opts, dataDirHost: '/nonexistent', now: Date.now }, {} as SandboxEngine, log)
+  return createBase({ ...opts, dataDirHost: '/nonexistent' }, {} as SandboxEngine, log, systemClock)
 }
 
 t.test('an engine failure is logged as an error object with its cause and fields', async t => {
