@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto'
-import { envObject, type AgentConnection, type Agents } from './agent-client.js'
+import { envObject, type Agents } from './agent-client.js'
+import type { AgentConnection } from './agent-connection.js'
 import { CHUNK, decodeJson, encodeFrame, encodeJson, parseExit, parseFailure, ProtocolError, T_ERR, T_EXEC, T_EXIT, T_FAIL, T_OUT, T_STDIN, T_STDIN_END } from './agent-protocol.js'
 import { SANDBOX_USER } from './sandbox-spec.js'
 import { toEnvList } from './env.js'

@@ -1,5 +1,6 @@
 import type { Activity } from './activity.js'
-import type { AgentConnection, Agents } from './agent-client.js'
+import type { Agents } from './agent-client.js'
+import type { AgentConnection } from './agent-connection.js'
 import { decodeJson, encodeJson, parseFailure, ProtocolError, T_DATA, T_FILE, T_RESULT } from './agent-protocol.js'
 import { armDeadline } from './clock.js'
 import type { Recovery } from './recovery.js'

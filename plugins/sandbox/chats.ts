@@ -1,11 +1,11 @@
 import { chatKey } from '../../core/chat-id.js'
 import type { RequestUser } from '../../core/identity.js'
-import type { AgentState } from './agent-client.js'
+import type { AgentState } from './agent-connection.js'
 import type { ChatMeta } from './data-dirs.js'
 import type { DiskState } from './disk-quota.js'
 import { sandboxNames, type SandboxNames } from './names.js'
 import type { NoticeLog } from './notices.js'
-import type { PoolBinding } from './pool-claim.js'
+import type { PoolBinding } from './pool-record.js'
 import type { EnsureOptions, SandboxInfo } from './types.js'
 
 /*
@@ -57,7 +57,7 @@ export interface Entry {
   notices: NoticeLog
   /** the disk watchdog's view of this chat (disk-watchdog.ts) */
   disk: DiskState
-  /** its home volume came from the warm pool (pool-claim.ts); null: no; undefined: not looked up yet */
+  /** its home volume came from the warm pool (pool-claim.ts, pool-record.ts); null: no; undefined: not looked up yet */
   pool?: PoolBinding | null
   /** the in-sandbox agent's connection and backoff (agent-client.ts), created on first use */
   agent?: AgentState

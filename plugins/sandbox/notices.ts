@@ -1,4 +1,4 @@
-import type { Entry } from './chats.js'
+import type { DiskState } from './disk-quota.js'
 import type { SandboxNotice } from './types.js'
 
 /*
@@ -15,12 +15,15 @@ export interface NoticeLog {
   actions: Array<{ at: number, notice: SandboxNotice }>
 }
 
+/** What these functions read of a chat's entry (chats.ts). */
+type Noted = { notices: NoticeLog }
+
 const KEEP = 8
 
 const same = (a: SandboxNotice, b: SandboxNotice): boolean => a.kind === b.kind && a.action === b.action
 
 /** Records an event (at `at`, the core's clock) for the next result (an equal pending notice is replaced by the newer one). */
-export function report (entry: Entry, notice: SandboxNotice, at: number): void {
+export function report (entry: Noted, notice: SandboxNotice, at: number): void {
   const log = entry.notices
   log.pending = log.pending.filter(n => !same(n, notice))
   log.pending.push(notice)
@@ -30,7 +33,7 @@ export function report (entry: Entry, notice: SandboxNotice, at: number): void {
 }
 
 /** The latest event recorded at or after `since` (why a command's sandbox went away), if any. */
-export function eventSince (entry: Entry, since: number): SandboxNotice | undefined {
+export function eventSince (entry: Noted, since: number): SandboxNotice | undefined {
   for (let i = entry.notices.actions.length - 1; i >= 0; i--) {
     const a = entry.notices.actions[i]
     if (a !== undefined && a.at >= since) return a.notice
@@ -43,7 +46,7 @@ export function eventSince (entry: Entry, since: number): SandboxNotice | undefi
  * then everything pending, each once; pending ones are marked reported. While the chat is over its
  * disk limit, a `disk-limit` warning is added unless a disk-limit notice is already in the list.
  */
-export function takeNotices (entry: Entry, own: SandboxNotice[] = []): SandboxNotice[] {
+export function takeNotices (entry: Noted & { disk: DiskState }, own: SandboxNotice[] = []): SandboxNotice[] {
   const out: SandboxNotice[] = []
   const add = (n: SandboxNotice): void => { if (!out.some(o => o === n || same(o, n))) out.push(n) }
   for (const n of own) add(n)

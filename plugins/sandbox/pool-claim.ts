@@ -7,7 +7,7 @@ import type { ExecSpec, SandboxEngine } from './engine-types.js'
 import { chatEnv, toEnvList } from './env.js'
 import { chatLabels, ownerFilter, rfc3339 } from './names.js'
 import { poolNames, slotDirs, type Pool, type PoolSlot } from './pool.js'
-import { readIdentity, readRecord, RECORD, type BindingRecord, type SandboxRecord } from './pool-record.js'
+import { readIdentity, readRecord, RECORD, type BindingRecord, type PoolBinding, type SandboxRecord } from './pool-record.js'
 import type { Entry } from './chats.js'
 import { sleep } from './clock.js'
 import type { CoreBase, ServiceOptions } from './context.js'
@@ -22,15 +22,6 @@ import { giveAgent } from './agent-client.js'
  * (Entry.pool, the record); the per-chat environment a sandbox gets at create is given to every exec of
  * a claimed sandbox instead.
  */
-
-/** A chat whose home volume came from the pool (Entry.pool; null: none; undefined: record not read yet). */
-export interface PoolBinding {
-  slot: string
-  volume: string
-  /** who claimed it (the git identity and GitLab host a fresh container would have been created with) */
-  user?: RequestUser
-  record: BindingRecord
-}
 
 /** After a claim, the refill waits this long (the chat's hooks and first command run meanwhile). */
 const QUIET_MS = 2000

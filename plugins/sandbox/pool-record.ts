@@ -1,4 +1,5 @@
 import { readFile } from 'node:fs/promises'
+import type { RequestUser } from '../../core/identity.js'
 
 /*
  * The server's record of a chat's sandbox, `{DATA_DIR}/chats/{K}/sandbox.json`: which chat it is and
@@ -27,6 +28,15 @@ export interface BindingRecord extends SandboxRecord {
   user_email: string | null
   gitlab_host: string | null
 }
+/** A chat whose home volume came from the pool (Entry.pool; null: none; undefined: record not read yet). */
+export interface PoolBinding {
+  slot: string
+  volume: string
+  /** who claimed it (the git identity and GitLab host a fresh container would have been created with) */
+  user?: RequestUser
+  record: BindingRecord
+}
+
 export const RECORD = 'sandbox.json'
 
 async function readJson (path: string): Promise<Record<string, unknown> | null> {

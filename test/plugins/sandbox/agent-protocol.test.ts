@@ -1,6 +1,6 @@
 import t from 'tap'
 import { PassThrough } from 'node:stream'
-import { AgentConnection } from '../../../plugins/sandbox/agent-client.js'
+import { AgentConnection } from '../../../plugins/sandbox/agent-connection.js'
 import {
   CHUNK, decodeJson, encodeFrame, encodeJson, FrameParser, MAX_FRAME, MAX_JSON, parseExit, parseFailure, ProtocolError,
   T_DATA, T_EXEC, T_EXIT, T_FAIL, T_HELLO, T_OUT, T_RESULT

@@ -95,7 +95,7 @@ t.test('the agent\'s RESULT is checked: unknown kinds, bad numbers and messages 
 
 t.test('a hostile agent: DATA beyond what was asked, or a frame of another kind, ends the stream; the call falls back', async t => { // docs/contract.md#in-sandbox-agent
   const { PassThrough } = await import('node:stream')
-  const { AgentConnection } = await import('../../../plugins/sandbox/agent-client.js')
+  const { AgentConnection } = await import('../../../plugins/sandbox/agent-connection.js')
   const { encodeJson, T_DATA, T_EXIT, T_RESULT } = await import('../../../plugins/sandbox/agent-protocol.js')
   const sent: Buffer[] = []
   const socket = new PassThrough()
