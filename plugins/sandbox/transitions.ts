@@ -12,7 +12,7 @@ import type { StopReason, StopHook } from './types.js'
  */
 
 export interface Transitions {
-  /** onStop (docs/contract.md#extensions-to-the-contract) */
+  /** onStop of the contract (types.ts) */
   addStopHook: (hook: StopHook) => void
   /** Drops the chat's address and tells every onStop hook. */
   notifyStop: (entry: Entry, reason: StopReason) => void
