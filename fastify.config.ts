@@ -34,6 +34,7 @@ import oauth from './plugins/oauth/index.js'
 import icons from './plugins/icons/index.js'
 import { serverIcons } from './plugins/icons/icons.js'
 import egress from './plugins/egress/index.js'
+import ports from './plugins/ports/index.js'
 
 const plugins = {
   // First: its HTTP hooks then cover every route registered after it.
@@ -163,6 +164,16 @@ const plugins = {
   terminal: config => entry(terminal, {
     cli: config.subagentCli,
     maxViewers: config.TERMINAL_MAX_VIEWERS
+  }),
+  // App preview URLs: /apps/<chat>/<port>/ relayed into the sandbox; after workspace-tools (its bash_tool notes).
+  ports: config => entry(ports, {
+    publicBaseUrl: config.publicBaseUrl,
+    maxConnectionsPerChat: config.APPS_MAX_CONNECTIONS,
+    maxRequestBytes: config.APPS_MAX_REQUEST_BYTES,
+    maxResponseBytes: config.APPS_MAX_RESPONSE_BYTES,
+    headersTimeoutS: config.APPS_TIMEOUT,
+    idleTimeoutS: config.APPS_IDLE_TIMEOUT,
+    hiddenPorts: [config.CDP_PORT]
   }),
   docs: config => entry(docs, { publicBaseUrl: config.publicBaseUrl, singleUserMode: config.singleUserMode }),
   // The server's and the tools' icons, and `icons` on each built-in tool of tools/list.

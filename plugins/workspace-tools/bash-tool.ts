@@ -3,7 +3,7 @@ import { BashToolInput } from './schemas.js'
 import type { WorkspaceDeps, WorkspaceSettings } from './types.js'
 import { inSandbox } from './prologue.js'
 import { createOutputCapper } from './output-capper.js'
-import { appendOutputLinks, bashResult, progressMessage } from './bash-result.js'
+import { appendNotes, appendOutputLinks, bashResult, progressMessage, resultNotes } from './bash-result.js'
 import { changedOutputs, snapshotOutputs, type OutputsWalker } from './outputs-snapshot.js'
 import type { WalkOptions } from '../chat-storage/types.js'
 
@@ -84,13 +84,12 @@ export function createBashTool (deps: WorkspaceDeps, settings: WorkspaceSettings
       const result = bashResult({
         command: args.command, exitCode: outcome.exitCode, timedOut: outcome.timedOut, output: output.text, timeoutSeconds: T, notices: outcome.notices, limit
       })
-      if (result.isError === true || before === undefined) return result
-      const after = await snapshotOutputs(outputs)
-      if (after === undefined) return result
-      const links = changedOutputs(before, after).map((rel): [string, string] => [rel, deps.links.fileUrl(ctx.chatId, rel)])
+      if (result.isError === true) return result
+      const [after, notes] = await Promise.all([before === undefined ? undefined : snapshotOutputs(outputs), resultNotes(deps.notes ?? [], ctx.chatId)])
+      const links = before === undefined || after === undefined ? [] : changedOutputs(before, after).map((rel): [string, string] => [rel, deps.links.fileUrl(ctx.chatId, rel)])
       const block = result.content[0]
-      if (links.length === 0 || block?.type !== 'text') return result
-      return { ...result, content: [{ type: 'text', text: appendOutputLinks(block.text, links, limit) }] }
+      if ((links.length === 0 && notes.length === 0) || block?.type !== 'text') return result
+      return { ...result, content: [{ type: 'text', text: appendNotes(appendOutputLinks(block.text, links, limit), notes, limit) }] }
     })
   }
 }

@@ -8,6 +8,26 @@ export interface WorkspaceDeps {
   links: LinkService
   /** The chat's outputs (bind-mounted at /mnt/user-data/outputs), walked by descriptor for the result links. */
   storage: Pick<ChatStorageService, 'walk'>
+  /** Notes other plugins add to bash_tool results (WorkspaceToolsService.addResultNote). */
+  notes?: ResultNote[]
+}
+
+/**
+ * Text another plugin appends to a successful bash_tool result, after the output links (the ports
+ * plugin's new listening ports): asked after every command that ran, in registration order; an
+ * answer that does not fit the result's limit is left out; one that rejects or takes longer than
+ * 3 s is skipped (and logged at debug level by its owner).
+ */
+export type ResultNote = (chatId: string) => Promise<string | undefined>
+
+/** What workspace-tools offers other plugins. */
+export interface WorkspaceToolsService {
+  /** Register while plugins load. */
+  addResultNote (note: ResultNote): void
+}
+
+declare module 'fastify' {
+  interface FastifyInstance { workspaceTools: WorkspaceToolsService }
 }
 
 /** The plugin's options after parseOptions. */

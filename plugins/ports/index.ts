@@ -1,0 +1,57 @@
+import fp from 'fastify-plugin'
+import type { FastifyPluginAsync } from 'fastify'
+import { parseOptions } from '../../core/config.js'
+import { PortsOptions } from './schemas.js'
+import { createPortsService } from './service.js'
+import routes from './routes.js'
+import type {} from '../workspace-tools/types.js'
+
+/**
+ * App preview URLs (docs/features.md#app-preview-urls): `/apps/<chat>/<port>/…` relays HTTP and
+ * WebSocket requests to 127.0.0.1:<port> inside the chat's sandbox through exec relays (no published
+ * port, no network change), with the chat's control token or the API key. Decorates `ports`; adds
+ * the new listening ports to bash_tool results when workspace-tools is loaded. Never starts a sandbox.
+ */
+const ports: FastifyPluginAsync<PortsOptions> = async (fastify, raw) => {
+  const opts = parseOptions(PortsOptions, raw, 'ports')
+  const log = fastify.log.child({ plugin: 'ports' })
+  const runtime = createPortsService({ sandbox: fastify.sandbox, links: fastify.links, log }, {
+    maxConnectionsPerChat: opts.maxConnectionsPerChat,
+    freeSocketMs: opts.freeSocketMs,
+    hiddenPorts: opts.hiddenPorts,
+    listTimeoutMs: opts.listTimeoutMs
+  })
+  fastify.decorate('ports', runtime.service)
+  fastify.sandbox.onStop?.(chatId => { runtime.sandboxStopped(chatId) })
+  if (fastify.hasDecorator('workspaceTools')) {
+    fastify.workspaceTools.addResultNote(async chatId => {
+      const fresh = await runtime.newlyListening(chatId)
+      if (fresh.length === 0) return undefined
+      return `[Listening ports, open in the browser: ${fresh.map(port => `${port} → ${runtime.service.appUrl(chatId, port)}`).join(', ')}]`
+    })
+  }
+  // preClose: server.close() waits for upgraded sockets and kept-alive streams.
+  fastify.addHook('preClose', runtime.close)
+  fastify.addHook('onClose', runtime.close)
+  await fastify.register(routes, {
+    runtime,
+    publicBaseUrl: opts.publicBaseUrl,
+    limits: {
+      maxRequestBytes: opts.maxRequestBytes,
+      maxResponseBytes: opts.maxResponseBytes,
+      headersTimeoutMs: opts.headersTimeoutS * 1000,
+      idleTimeoutMs: opts.idleTimeoutS * 1000,
+      handshakeTimeoutMs: opts.headersTimeoutS * 1000,
+      maxHeaderBytes: opts.maxHeaderBytes,
+      maxMessageBytes: opts.maxMessageBytes,
+      highWaterBytes: opts.highWaterBytes
+    }
+  })
+}
+
+export default fp(ports, {
+  name: 'ports',
+  fastify: '5.x',
+  dependencies: ['sandbox', 'capabilities'],
+  decorators: { fastify: ['sandbox', 'links', 'auth', 'origins', 'websocketServer'] }
+})

@@ -1,0 +1,131 @@
+/*
+ * One HTTP request relayed to an app in a sandbox (docs/features.md#app-preview-urls): the request body
+ * streamed with its cap, the answer's head awaited within the headers timeout, then the answer
+ * streamed as it comes (SSE stays unbuffered) with its own cap and an idle timeout both ways.
+ */
+import { request as httpRequest, type IncomingMessage, type OutgoingHttpHeaders } from 'node:http'
+import { Transform, type Readable, type Writable } from 'node:stream'
+import type { FastifyReply } from 'fastify'
+import { responseHeaders, type AppView } from './headers.js'
+import { PORTS_APP_TIMEOUT, PORTS_APP_UNREACHABLE, PORTS_BAD_ANSWER, PORTS_REQUEST_TOO_LARGE } from './errors.js'
+import type { AppSocket, SandboxAgent } from './connection.js'
+import { definitionOf } from '../../core/errors.js'
+
+export interface ProxyLimits {
+  maxRequestBytes: number
+  maxResponseBytes: number
+  headersTimeoutMs: number
+  idleTimeoutMs: number
+  maxHeaderBytes: number
+}
+
+export interface RelayedRequest {
+  method: string
+  /** path and query as the app sees them */
+  path: string
+  headers: OutgoingHttpHeaders
+  /** the body, when the request has one */
+  body: Readable | undefined
+  view: AppView
+}
+
+/** Counts bytes through; past `max` it fails with `tooBig()`. */
+function capped (max: number, tooBig: () => Error): Transform {
+  let seen = 0
+  return new Transform({
+    transform (chunk: Buffer, _encoding, done) {
+      seen += chunk.length
+      if (seen > max) { done(tooBig()); return }
+      done(null, chunk)
+    }
+  })
+}
+
+const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS'])
+
+/** Maps what the http client reports before an answer's head to our coded errors. */
+function headError (err: Error & { code?: string }, port: number, socket: AppSocket | undefined): Error {
+  if (typeof err.code === 'string' && err.code.startsWith('HPE_')) return new PORTS_BAD_ANSWER(err.code === 'HPE_HEADER_OVERFLOW' ? 'headers too large' : 'malformed HTTP', { cause: err })
+  if (socket !== undefined && socket.complaint !== '' && !/refused/i.test(socket.complaint.slice(0, 300))) return new PORTS_BAD_ANSWER('the connection failed', { cause: err })
+  return new PORTS_APP_UNREACHABLE(String(port), { cause: err })
+}
+
+/** Sends the request and resolves with the answer's head; retried once on a reused keep-alive connection the app had closed. */
+async function exchange (agent: SandboxAgent, req: RelayedRequest, limits: ProxyLimits, retry: boolean): Promise<IncomingMessage> {
+  return await new Promise((resolve, reject) => {
+    const out = httpRequest({
+      agent,
+      host: '127.0.0.1',
+      port: req.view.port,
+      method: req.method,
+      path: req.path,
+      headers: req.headers,
+      maxHeaderSize: limits.maxHeaderBytes,
+      setHost: false
+    })
+    let socket: AppSocket | undefined
+    const timer = setTimeout(() => { out.destroy(new PORTS_APP_TIMEOUT(String(Math.round(limits.headersTimeoutMs / 1000)))) }, limits.headersTimeoutMs)
+    timer.unref()
+    out.on('socket', s => {
+      socket = s as unknown as AppSocket
+      // Idle while the body is sent and the answer read; the headers timer covers the wait for the head.
+      out.setTimeout(limits.idleTimeoutMs, () => { out.destroy(new PORTS_APP_TIMEOUT(String(Math.round(limits.idleTimeoutMs / 1000)))) })
+    })
+    out.once('error', (err: Error & { code?: string }) => {
+      clearTimeout(timer)
+      if (retry && out.reusedSocket && err.code === 'ECONNRESET' && req.body === undefined && IDEMPOTENT.has(req.method)) {
+        exchange(agent, req, limits, false).then(resolve, reject)
+        return
+      }
+      reject(definitionOf(err) !== undefined ? err : headError(err, req.view.port, socket))
+    })
+    out.once('response', res => {
+      clearTimeout(timer)
+      resolve(res)
+    })
+    if (req.body === undefined) { out.end(); return }
+    req.body.pipe(capped(limits.maxRequestBytes, () => new PORTS_REQUEST_TOO_LARGE(String(limits.maxRequestBytes))))
+      .on('error', err => { out.destroy(err) })
+      .pipe(out)
+  })
+}
+
+/**
+ * Relays one request and writes the answer to `reply` (hijacked once the head arrived, so errors
+ * before it are ordinary coded errors for the route's error handler). Resolves when the answer ended
+ * or either side went away.
+ */
+export async function relayHttp (agent: SandboxAgent, req: RelayedRequest, reply: FastifyReply, limits: ProxyLimits, extraHeaders: OutgoingHttpHeaders): Promise<void> {
+  const res = await exchange(agent, req, limits, true)
+  const declared = Number(res.headers['content-length'] ?? 0)
+  if (Number.isFinite(declared) && declared > limits.maxResponseBytes) {
+    res.destroy()
+    throw new PORTS_BAD_ANSWER(`the answer exceeds ${limits.maxResponseBytes} bytes`)
+  }
+  const headers = { ...extraHeaders, ...responseHeaders(res.rawHeaders, req.view, req.path) }
+  reply.hijack()
+  const raw = reply.raw
+  raw.writeHead(res.statusCode ?? 502, headers)
+  raw.flushHeaders()
+  await pump(res, capped(limits.maxResponseBytes, () => new PORTS_BAD_ANSWER('answer too large')), raw)
+}
+
+/** res → cap → client; a failure on any side destroys the others (the client sees a cut answer). */
+async function pump (res: IncomingMessage, cap: Transform, raw: Writable): Promise<void> {
+  await new Promise<void>(resolve => {
+    let done = false
+    const finish = (err?: Error): void => {
+      if (done) return
+      done = true
+      if (err !== undefined) { res.destroy(); cap.destroy(); raw.destroy() }
+      resolve()
+    }
+    res.once('aborted', () => { finish(new Error('aborted')) })
+    res.once('error', finish)
+    cap.once('error', finish)
+    raw.once('error', finish)
+    raw.once('close', () => { if (!raw.writableFinished) finish(new Error('client gone')); else finish() })
+    raw.once('finish', () => { finish() })
+    res.pipe(cap).pipe(raw)
+  })
+}

@@ -1,0 +1,178 @@
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
+import type WebSocket from 'ws'
+import type { OutgoingHttpHeaders } from 'node:http'
+import { chatAccess, chatOf, chatParam, chatRoutes, linkToken } from '../../core/route-kit.js'
+import { HAND_CHECKED } from '../../core/route-schema.js'
+import { definitionOf } from '../../core/errors.js'
+import type { AppSocket } from './connection.js'
+import { ourCookie, requestHeaders, tokenCookie, withoutToken, type AppView } from './headers.js'
+import { appPort } from './listening.js'
+import { PORTS_INVALID_PORT } from './errors.js'
+import { errorPage } from './page.js'
+import { relayHttp, type ProxyLimits } from './proxy.js'
+import { AppParams, AppPathParams, AppQuery, AppsReply, ChatParams } from './schemas.js'
+import type { PortsRuntime } from './service.js'
+import { relaySocket, type SocketLimits } from './websocket.js'
+
+export interface PortsRoutesOptions {
+  runtime: PortsRuntime
+  publicBaseUrl: string
+  limits: ProxyLimits & SocketLimits
+}
+
+interface AppRoute { Params: { chat: string, port: string } }
+
+const NO_STORE = 'no-cache, no-store'
+const OTHER_METHODS = ['DELETE', 'PATCH', 'POST', 'PUT', 'OPTIONS'] as const
+
+/** The raw path after `/apps/<chat>/<port>` (encoding kept) and the raw query: what the app gets. */
+function split (rawUrl: string): { inner: string, search: string, segments: string[] } {
+  const q = rawUrl.indexOf('?')
+  const path = q < 0 ? rawUrl : rawUrl.slice(0, q)
+  const search = q < 0 ? '' : rawUrl.slice(q)
+  const parts = path.split('/')
+  // ['', 'apps', chat, port, ...rest]
+  return { inner: parts.length > 4 ? `/${parts.slice(4).join('/')}` : '', search, segments: parts.slice(2, 4) }
+}
+
+/** `/apps/<chat>/<port>/…` (docs/features.md#app-preview-urls) and the list of a chat's apps. */
+const routes: FastifyPluginAsync<PortsRoutesOptions> = async (fastify, opts) => {
+  const { runtime, limits } = opts
+  const { auth, sandbox } = fastify
+  const base = new URL(opts.publicBaseUrl)
+  const basePath = base.pathname.replace(/\/+$/, '')
+  const secure = base.protocol === 'https:'
+  const viewOf = (chatId: string, port: number): AppView => ({
+    port,
+    prefix: `${basePath}/apps/${chatId}/${port}`,
+    prefixOf: p => `${basePath}/apps/${chatId}/${p}`,
+    publicOrigin: base.origin,
+    publicHost: base.host,
+    publicProto: secure ? 'https' : 'http'
+  })
+  const ours = (authorization: string): boolean => {
+    const token = /^\s*bearer\s+(\S+)\s*$/i.exec(authorization.slice(0, 4096))?.[1]
+    return token !== undefined && (auth.isApiKey(token) || token.startsWith('v1.'))
+  }
+
+  chatRoutes(fastify)
+  // Bodies are relayed as they come, never parsed here.
+  fastify.removeAllContentTypeParsers()
+  fastify.addContentTypeParser('*', (_request, payload, done) => { done(null, payload) })
+
+  // A browser navigation that cannot reach the app gets a page saying why; everything else the usual JSON error.
+  fastify.setErrorHandler(async (err, request, reply) => {
+    const definition = definitionOf(err)
+    const navigation = request.headers['sec-fetch-mode'] === 'navigate' || (request.headers.accept ?? '').startsWith('text/html')
+    if (definition === undefined || !navigation || request.ws || (definition.statusCode >= 500 && !definition.code.startsWith('PORTS_'))) throw err
+    const headers = (err as { headers?: Record<string, string> }).headers ?? {}
+    return await reply.code(definition.statusCode).headers(headers).header('Cache-Control', NO_STORE)
+      .header('Content-Security-Policy', 'default-src \'none\'; style-src \'unsafe-inline\'')
+      .type('text/html; charset=utf-8').send(errorPage(definition.statusCode, (err as Error).message))
+  })
+
+  // The chat (400), then the chat's control token from `?t=` or the app's cookie, or the API key
+  // (401/403), before a body is read or a socket upgraded; then the port (400).
+  const access = async (request: FastifyRequest, reply: FastifyReply): Promise<void> => {
+    const cookie = ourCookie(request.headers.cookie)
+    // chatAccess lets CORS preflights through untouched; here an OPTIONS goes to the app, so it needs credentials too.
+    if (request.method === 'OPTIONS') auth.authorizeChat(request, chatParam(request), 'c', cookie)
+    else await chatAccess('c', { pathToken: () => cookie })(request, reply)
+    if (appPort((request.params as { port: string }).port) === undefined) throw new PORTS_INVALID_PORT()
+  }
+
+  const target = (request: FastifyRequest): { chatId: string, port: number, view: AppView, inner: string, search: string, canonical: boolean } => {
+    const chatId = chatOf(request)
+    const port = appPort((request.params as { port: string }).port) as number
+    const { inner, search, segments } = split(request.raw.url ?? '/')
+    return { chatId, port, view: viewOf(chatId, port), inner, search, canonical: segments[0] === chatId && segments[1] === String(port) }
+  }
+
+  const http = async (request: FastifyRequest, reply: FastifyReply): Promise<void> => {
+    const { chatId, view, inner, search, canonical } = target(request)
+    const token = linkToken(request)
+    const hasToken = /(?:^\?|&)t=/.test(search)
+    // The cookie's path must be the one the browser uses: `/apps/<chat>/<port>/`, in canonical spelling.
+    if (!canonical || inner === '' || (hasToken && token !== undefined && (request.method === 'GET' || request.method === 'HEAD'))) {
+      if (hasToken && token !== undefined) reply.header('Set-Cookie', tokenCookie(token, view.prefix, secure))
+      // The token leaves the URL (history, the app's Referer) once it is in the cookie.
+      const keep = hasToken && token !== undefined ? withoutToken(search) : search
+      await reply.header('Cache-Control', NO_STORE).redirect(`${view.prefix}${inner === '' ? '/' : inner}${keep}`, request.method === 'GET' || request.method === 'HEAD' ? 303 : 307)
+      return
+    }
+    await runtime.requireRunning(chatId)
+    sandbox.touch(chatId)
+    const release = sandbox.lease(chatId, { kind: 'socket' })
+    try {
+      // Core's no-referrer yields to same-origin (the app's own policy wins): pages of an app may need
+      // their Referer (CSRF checks), and a Referer from outside the app never reaches it (headers.ts).
+      const hasBody = request.body !== undefined && request.body !== null && typeof (request.body as { pipe?: unknown }).pipe === 'function'
+      await relayHttp(runtime.agent(chatId), {
+        method: request.method,
+        path: `${inner}${withoutToken(search)}`,
+        headers: requestHeaders(request.headers, view, { ours }),
+        body: hasBody ? request.body as NodeJS.ReadableStream as never : undefined,
+        view
+      }, reply, limits, { ...reply.getHeaders() as OutgoingHttpHeaders, 'referrer-policy': 'same-origin' })
+    } finally {
+      release()
+    }
+  }
+
+  // Relay connections opened before the upgrade (so a stopped sandbox or the cap is a plain HTTP answer), by handshake request.
+  const opened = new WeakMap<FastifyRequest, AppSocket>()
+  const openSocket = async (request: FastifyRequest): Promise<void> => {
+    if (!request.ws) return
+    const { chatId, port } = target(request)
+    await runtime.requireRunning(chatId)
+    const connection = await runtime.socket(chatId, port)
+    opened.set(request, connection)
+    request.raw.socket.once('close', () => { if (opened.delete(request)) connection.destroy() })
+  }
+  const websocket = (socket: WebSocket, request: FastifyRequest): void => {
+    const connection = opened.get(request)
+    opened.delete(request)
+    if (connection === undefined) { socket.close(1011, 'no connection'); return }
+    const { chatId, port, view, inner, search } = target(request)
+    sandbox.touch(chatId)
+    const release = sandbox.lease(chatId, { kind: 'socket' })
+    relaySocket(socket, connection, {
+      port,
+      path: `${inner === '' ? '/' : inner}${withoutToken(search)}`,
+      headers: requestHeaders(request.headers, view, { ours, websocket: true }),
+      protocol: socket.protocol
+    }, limits, release)
+  }
+
+  const summary = 'An app in the chat\'s sandbox: HTTP and WebSocket relayed to 127.0.0.1:<port>'
+  for (const url of ['/apps/:chat/:port', '/apps/:chat/:port/*']) {
+    const params = url.endsWith('*') ? AppPathParams : AppParams
+    fastify.route<AppRoute>({
+      method: 'GET',
+      url,
+      schema: { summary, tags: ['apps'], params, querystring: AppQuery },
+      ...HAND_CHECKED,
+      onRequest: access,
+      preHandler: openSocket,
+      handler: http,
+      wsHandler: websocket
+    })
+    fastify.route<AppRoute>({
+      method: [...OTHER_METHODS],
+      url,
+      schema: { summary, tags: ['apps'], params, querystring: AppQuery },
+      ...HAND_CHECKED,
+      onRequest: access,
+      handler: http
+    })
+  }
+
+  fastify.get<{ Params: { chat: string } }>('/api/apps/:chat', {
+    schema: { summary: 'The chat\'s apps: ports listening in its sandbox, with their URLs', tags: ['apps'], params: ChatParams, response: { 200: AppsReply } },
+    onRequest: chatAccess('c')
+  }, async (request, reply) => {
+    return await reply.header('Cache-Control', NO_STORE).send({ apps: await runtime.service.apps(chatOf(request)) })
+  })
+}
+
+export default routes

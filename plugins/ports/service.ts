@@ -1,0 +1,148 @@
+import type { FastifyBaseLogger } from 'fastify'
+import type { SandboxService } from '../sandbox/types.js'
+import type { LinkService } from '../capabilities/types.js'
+import { AppSocket, relayArgv, SandboxAgent } from './connection.js'
+import { PORTS_SANDBOX_NOT_RUNNING, PORTS_TOO_MANY_CONNECTIONS } from './errors.js'
+import { parseListening } from './listening.js'
+import type { PortsService } from './types.js'
+
+export interface PortsDeps { sandbox: SandboxService, links: LinkService, log: FastifyBaseLogger }
+
+export interface PortsServiceOptions {
+  maxConnectionsPerChat: number
+  /** How long an unused keep-alive connection stays open (below the 5 s of Node's servers, so the app rarely closes it first). */
+  freeSocketMs: number
+  /** Ports never listed (the browser's CDP port). */
+  hiddenPorts: number[]
+  listTimeoutMs: number
+}
+
+/** What the routes and the other hooks of the plugin drive besides the public service. */
+export interface PortsRuntime {
+  service: PortsService
+  /** The chat's agent for HTTP requests; 429 when its queue is full. */
+  agent: (chatId: string) => SandboxAgent
+  /** A relay connection for a WebSocket, counted against the chat's cap until it closes (429 over it). */
+  socket: (chatId: string, port: number) => Promise<AppSocket>
+  /** Throws PORTS_SANDBOX_NOT_RUNNING unless the chat's sandbox runs; never starts it. */
+  requireRunning: (chatId: string) => Promise<void>
+  /** Listening ports that were not listening at the previous call for this chat (bash_tool results). */
+  newlyListening: (chatId: string) => Promise<number[]>
+  /** onStop of the sandbox: the chat's connections are closed. */
+  sandboxStopped: (chatId: string) => void
+  close: () => Promise<void>
+}
+
+const notRunning = (err: unknown): boolean => (err as { code?: unknown } | null)?.code === 'SANDBOX_NOT_RUNNING'
+
+export function createPortsService (deps: PortsDeps, opts: PortsServiceOptions): PortsRuntime {
+  const { sandbox, links, log } = deps
+  const openStream = sandbox.openStream
+  if (openStream === undefined) throw new TypeError('ports needs a sandbox driver with openStream()')
+  const agents = new Map<string, SandboxAgent>()
+  /** open relay connections per chat (HTTP, pooled or in use, and WebSockets) */
+  const open = new Map<string, Set<AppSocket>>()
+  /** the ports seen at the last bash_tool call, per chat (bounded: oldest chats forgotten first) */
+  const seen = new Map<string, Set<number>>()
+  const hidden = new Set(opts.hiddenPorts)
+
+  async function connect (chatId: string, port: number): Promise<AppSocket> {
+    let stream
+    try {
+      stream = await openStream!.call(sandbox, chatId, relayArgv(port))
+    } catch (err) {
+      if (notRunning(err)) throw new PORTS_SANDBOX_NOT_RUNNING()
+      throw err
+    }
+    const socket = new AppSocket(stream)
+    let set = open.get(chatId)
+    if (set === undefined) { set = new Set(); open.set(chatId, set) }
+    const own = set
+    own.add(socket)
+    socket.once('close', () => {
+      own.delete(socket)
+      if (own.size === 0 && open.get(chatId) === own) open.delete(chatId)
+    })
+    return socket
+  }
+
+  function agent (chatId: string): SandboxAgent {
+    let a = agents.get(chatId)
+    if (a === undefined) {
+      a = new SandboxAgent(async port => await connect(chatId, port), {
+        keepAlive: true,
+        maxSockets: opts.maxConnectionsPerChat,
+        maxTotalSockets: opts.maxConnectionsPerChat,
+        maxFreeSockets: Math.min(8, opts.maxConnectionsPerChat),
+        timeout: opts.freeSocketMs,
+        scheduling: 'lifo'
+      })
+      agents.set(chatId, a)
+    }
+    if (a.queued() >= opts.maxConnectionsPerChat * 4) throw new PORTS_TOO_MANY_CONNECTIONS(`${opts.maxConnectionsPerChat} per chat`)
+    return a
+  }
+
+  async function requireRunning (chatId: string): Promise<void> {
+    if ((await sandbox.status(chatId)).state !== 'running') throw new PORTS_SANDBOX_NOT_RUNNING()
+  }
+
+  async function readTables (chatId: string): Promise<string> {
+    const abort = AbortSignal.timeout(opts.listTimeoutMs)
+    const res = await sandbox.exec(chatId, ['cat', '/proc/net/tcp', '/proc/net/tcp6'], { timeoutMs: opts.listTimeoutMs, maxBytes: 1024 * 1024, signal: abort })
+    return res.stdout.toString('latin1')
+  }
+
+  async function listening (chatId: string): Promise<number[]> {
+    if ((await sandbox.status(chatId)).state !== 'running') return []
+    try {
+      return parseListening(await readTables(chatId), hidden)
+    } catch (err) {
+      if (notRunning(err)) return []
+      throw err
+    }
+  }
+
+  const appUrl = (chatId: string, port: number): string => {
+    const token = links.token(chatId, 'c')
+    return `${links.publicBaseUrl}/apps/${encodeURIComponent(chatId)}/${port}/${token === undefined ? '' : `?t=${token}`}`
+  }
+
+  const service: PortsService = {
+    async apps (chatId) { return (await listening(chatId)).map(port => ({ port, url: appUrl(chatId, port) })) },
+    appUrl,
+    connections: chatId => open.get(chatId)?.size ?? 0
+  }
+
+  const dropChat = (chatId: string): void => {
+    agents.get(chatId)?.destroy()
+    agents.delete(chatId)
+    for (const socket of [...open.get(chatId) ?? []]) socket.destroy()
+  }
+
+  return {
+    service,
+    agent,
+    async socket (chatId, port) {
+      if (service.connections(chatId) >= opts.maxConnectionsPerChat) throw new PORTS_TOO_MANY_CONNECTIONS(`${opts.maxConnectionsPerChat} per chat`)
+      return await connect(chatId, port)
+    },
+    requireRunning,
+    async newlyListening (chatId) {
+      const now = await listening(chatId)
+      const before = seen.get(chatId)
+      seen.delete(chatId)
+      seen.set(chatId, new Set(now))
+      if (seen.size > 10_000) seen.delete(seen.keys().next().value as string)
+      return now.filter(port => before?.has(port) !== true)
+    },
+    sandboxStopped (chatId) {
+      dropChat(chatId)
+      seen.delete(chatId)
+      log.debug({ chatId }, 'sandbox stopped: app connections closed')
+    },
+    async close () {
+      for (const chatId of [...agents.keys(), ...open.keys()]) dropChat(chatId)
+    }
+  }
+}

@@ -1,0 +1,129 @@
+// What crosses the app proxy in headers and which ports count as apps (plugins/ports/headers.ts, listening.ts): pure functions.
+import t from 'tap'
+import { ourCookie, requestHeaders, responseHeaders, rewriteLocation, scopeSetCookie, stripOurCookie, tokenCookie, withoutToken, type AppView } from '../../../plugins/ports/headers.js'
+import { appPort, parseListening } from '../../../plugins/ports/listening.js'
+
+const view: AppView = {
+  port: 3000,
+  prefix: '/apps/chat-a/3000',
+  prefixOf: p => `/apps/chat-a/${p}`,
+  publicOrigin: 'https://cubicle.example',
+  publicHost: 'cubicle.example',
+  publicProto: 'https'
+}
+const ours = (a: string): boolean => a === 'Bearer the-key' || a.startsWith('Bearer v1.')
+
+t.test('none of our credentials or forwarding headers reach the app', async t => {
+  const out = requestHeaders({
+    host: 'evil.example',
+    cookie: 'cubicle_app=v1.c.1.sig; theme=dark; CUBICLE_APP=x',
+    authorization: 'Bearer the-key',
+    referer: 'https://cubicle.example/preview/chat-a?t=v1.c.1.sig',
+    'x-forwarded-host': 'spoofed',
+    'x-forwarded-for': '10.0.0.1',
+    forwarded: 'for=1.2.3.4',
+    connection: 'keep-alive, x-secret',
+    'x-secret': 'hop',
+    'keep-alive': 'timeout=5',
+    'x-chat-id': 'chat-b',
+    accept: 'text/html'
+  }, view, { ours })
+  t.same(out, {
+    cookie: 'theme=dark',
+    accept: 'text/html',
+    host: 'cubicle.example',
+    'x-forwarded-host': 'cubicle.example',
+    'x-forwarded-proto': 'https',
+    'x-forwarded-prefix': '/apps/chat-a/3000'
+  })
+  t.equal(requestHeaders({ authorization: 'Bearer app-own-token' }, view, { ours }).authorization, 'Bearer app-own-token', 'the app\'s own Authorization passes')
+  t.equal(requestHeaders({ authorization: 'Bearer v1.c.9.x' }, view, { ours }).authorization, undefined, 'a capability token does not')
+  t.equal(requestHeaders({ referer: 'https://cubicle.example/apps/chat-a/3000/page' }, view, { ours }).referer, 'https://cubicle.example/apps/chat-a/3000/page', 'a Referer inside the app passes')
+  t.equal(requestHeaders({ referer: 'https://cubicle.example/apps/chat-a/30001/' }, view, { ours }).referer, undefined, 'another prefix does not')
+  t.equal(requestHeaders({ cookie: 'cubicle_app=v1' }, view, { ours }).cookie, undefined, 'a Cookie of ours alone is dropped')
+  const ws = requestHeaders({ 'sec-websocket-key': 'k', 'sec-websocket-protocol': 'p', 'content-length': '3', origin: 'https://cubicle.example' }, view, { ours, websocket: true })
+  t.same(Object.keys(ws).sort(), ['host', 'origin', 'x-forwarded-host', 'x-forwarded-prefix', 'x-forwarded-proto'])
+})
+
+t.test('our cookie is read and stripped by exact name', async t => {
+  t.equal(ourCookie('a=1; cubicle_app=v1.c.2.s; cubicle_app=old'), 'v1.c.2.s')
+  t.equal(ourCookie('xcubicle_app=1; cubicle_appx=2'), undefined)
+  t.equal(stripOurCookie('a=1;cubicle_app=v;b=2'), 'a=1; b=2')
+  t.equal(tokenCookie('v1.c.2.s', '/apps/chat-a/3000', true), 'cubicle_app=v1.c.2.s; Path=/apps/chat-a/3000/; HttpOnly; SameSite=Lax; Secure')
+  t.equal(withoutToken('?t=abc&x=1&t=def&tt=2'), '?x=1&tt=2')
+  t.equal(withoutToken('?t=abc'), '')
+  t.equal(withoutToken(''), '')
+})
+
+t.test('an app\'s redirects stay inside its prefix unless they leave the server', async t => {
+  const cases: Array<[string, string, string]> = [
+    ['/login', '/x', '/apps/chat-a/3000/login'],
+    ['next?a=1#h', '/dir/page', '/apps/chat-a/3000/dir/next?a=1#h'],
+    ['../../../chat-b/3000/', '/a/b', '/apps/chat-a/3000/chat-b/3000/'],
+    ['/apps/chat-b/3000/', '/', '/apps/chat-a/3000/apps/chat-b/3000/'],
+    ['https://cubicle.example/apps/chat-b/3000/x', '/', '/apps/chat-a/3000/apps/chat-b/3000/x'],
+    ['https://cubicle.example/preview/chat-b', '/', '/apps/chat-a/3000/preview/chat-b'],
+    ['/apps/chat-a/3000/already', '/', '/apps/chat-a/3000/already'],
+    ['http://localhost:3000/home', '/', '/apps/chat-a/3000/home'],
+    ['http://127.0.0.1:5173/', '/', '/apps/chat-a/5173/'],
+    ['http://0.0.0.0/', '/', '/apps/chat-a/3000/'],
+    ['https://github.com/login', '/', 'https://github.com/login'],
+    ['//evil.example/x', '/', '//evil.example/x'],
+    ['http://[bad', '/', '/apps/chat-a/3000/']
+  ]
+  for (const [location, inner, expected] of cases) t.equal(rewriteLocation(location, inner, view), expected, location)
+})
+
+t.test('an app\'s cookies are confined to its prefix', async t => {
+  t.equal(scopeSetCookie('sid=1; Path=/; Domain=cubicle.example; HttpOnly', view.prefix), 'sid=1; HttpOnly; Path=/apps/chat-a/3000/')
+  t.equal(scopeSetCookie('sid=1', view.prefix), 'sid=1; Path=/apps/chat-a/3000/')
+  t.equal(scopeSetCookie('sid=1; path=/api', view.prefix), 'sid=1; Path=/apps/chat-a/3000/api')
+  t.equal(scopeSetCookie('sid=1; Path=/apps/chat-a/3000/x', view.prefix), 'sid=1; Path=/apps/chat-a/3000/x')
+  t.equal(scopeSetCookie('sid=1; Path=/apps/chat-a/30001', view.prefix), 'sid=1; Path=/apps/chat-a/3000/apps/chat-a/30001')
+  t.equal(scopeSetCookie('cubicle_app=forged; Path=/apps/chat-a/3000/', view.prefix), undefined, 'ours is never set by an app')
+  t.equal(scopeSetCookie('__Host-x=1; Path=/; Secure', view.prefix), undefined)
+  t.equal(scopeSetCookie(`big=${'x'.repeat(5000)}`, view.prefix), undefined)
+})
+
+t.test('the answer keeps its own headers minus hop-by-hop and origin-wide ones', async t => {
+  const out = responseHeaders([
+    'Content-Type', 'text/html', 'Connection', 'close, X-Hop', 'X-Hop', '1', 'Transfer-Encoding', 'chunked',
+    'Set-Cookie', 'a=1; Path=/', 'Set-Cookie', 'b=2; Domain=.example', 'Location', '/next',
+    'Strict-Transport-Security', 'max-age=9', 'Clear-Site-Data', '"*"', 'Service-Worker-Allowed', '/',
+    'Access-Control-Allow-Credentials', 'true', 'X-App', 'one', 'X-App', 'two', 'Content-Length', '12'
+  ], view, '/')
+  t.same(out, {
+    'content-type': 'text/html',
+    location: '/apps/chat-a/3000/next',
+    'x-app': ['one', 'two'],
+    'content-length': '12',
+    'set-cookie': ['a=1; Path=/apps/chat-a/3000/', 'b=2; Path=/apps/chat-a/3000/']
+  })
+})
+
+t.test('listening ports are read from /proc/net/tcp tables, reachable ones in the app range only', async t => {
+  const tcp = [
+    '  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode',
+    '   0: 00000000:0BB8 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 1 1',
+    '   1: 0100007F:1F40 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 2 1',
+    '   2: 0100007F:240E 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 3 1',
+    '   3: 0200A8C0:1F41 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 4 1',
+    '   4: 0100007F:1F42 0100007F:0BB8 01 00000000:00000000 00:00000000 00000000  1000        0 5 1',
+    '   5: 00000000:0050 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 6 1'
+  ].join('\n')
+  const tcp6 = [
+    '  sl  local_address                         remote_address                        st',
+    '   0: 00000000000000000000000000000000:1435 00000000000000000000000000000000:0000 0A 0',
+    '   1: 00000000000000000000000001000000:1436 00000000000000000000000000000000:0000 0A 0',
+    '   2: 0000000000000000FFFF00000100007F:1437 00000000000000000000000000000000:0000 0A 0'
+  ].join('\n')
+  t.same(parseListening(`${tcp}\n${tcp6}`, new Set([9230])), [3000, 5173, 5175, 8000], '0.0.0.0, 127.0.0.1, :: and v4-mapped; not another address, ::1 only, a connection, port 80 or a hidden port')
+  t.same(parseListening('garbage\n\n: : :\n'.repeat(100)), [])
+  t.same(parseListening(`${'x'.repeat(10_000)} 00000000:0BB8 0 0A`), [], 'an overlong line is skipped')
+})
+
+t.test('a port segment is a decimal number from 1024 to 65535', async t => {
+  t.equal(appPort('3000'), 3000)
+  t.equal(appPort('65535'), 65535)
+  for (const bad of ['80', '1023', '65536', '03000', '3000.0', '+3000', '0x10', '', '99999999']) t.equal(appPort(bad), undefined, bad)
+})
