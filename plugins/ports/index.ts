@@ -27,7 +27,7 @@ const ports: FastifyPluginAsync<PortsOptions> = async (fastify, raw) => {
     fastify.workspaceTools.addResultNote(async chatId => {
       const fresh = await runtime.newlyListening(chatId)
       if (fresh.length === 0) return undefined
-      return `[Listening ports, open in the browser: ${fresh.map(port => `${port} → ${runtime.service.appUrl(chatId, port)}`).join(', ')}]`
+      return `[New listening ports, open in the user's browser: ${fresh.map(port => `${port}: ${runtime.service.appUrl(chatId, port)}`).join(', ')}]`
     })
   }
   // preClose: server.close() waits for upgraded sockets and kept-alive streams.

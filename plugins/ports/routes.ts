@@ -2,7 +2,6 @@ import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
 import type WebSocket from 'ws'
 import type { OutgoingHttpHeaders } from 'node:http'
 import { chatAccess, chatOf, chatParam, chatRoutes, linkToken } from '../../core/route-kit.js'
-import { HAND_CHECKED } from '../../core/route-schema.js'
 import { definitionOf } from '../../core/errors.js'
 import type { AppSocket } from './connection.js'
 import { ourCookie, requestHeaders, tokenCookie, withoutToken, type AppView } from './headers.js'
@@ -10,7 +9,8 @@ import { appPort } from './listening.js'
 import { PORTS_INVALID_PORT } from './errors.js'
 import { errorPage } from './page.js'
 import { relayHttp, type ProxyLimits } from './proxy.js'
-import { AppParams, AppPathParams, AppQuery, AppsReply, ChatParams } from './schemas.js'
+import { AppBody, AppParams, AppPathParams, AppQuery, AppsReply, ChatParams } from './schemas.js'
+import { ChatQuery, HAND_CHECKED } from '../../core/route-schema.js'
 import type { PortsRuntime } from './service.js'
 import { relaySocket, type SocketLimits } from './websocket.js'
 
@@ -144,7 +144,7 @@ const routes: FastifyPluginAsync<PortsRoutesOptions> = async (fastify, opts) => 
     }, limits, release)
   }
 
-  const summary = 'An app in the chat\'s sandbox: HTTP and WebSocket relayed to 127.0.0.1:<port>'
+  const summary = 'An app in the chat\'s sandbox: HTTP and WebSocket relayed to that port on its 127.0.0.1'
   for (const url of ['/apps/:chat/:port', '/apps/:chat/:port/*']) {
     const params = url.endsWith('*') ? AppPathParams : AppParams
     fastify.route<AppRoute>({
@@ -160,7 +160,7 @@ const routes: FastifyPluginAsync<PortsRoutesOptions> = async (fastify, opts) => 
     fastify.route<AppRoute>({
       method: [...OTHER_METHODS],
       url,
-      schema: { summary, tags: ['apps'], params, querystring: AppQuery },
+      schema: { summary, tags: ['apps'], params, querystring: AppQuery, body: AppBody },
       ...HAND_CHECKED,
       onRequest: access,
       handler: http
@@ -168,10 +168,13 @@ const routes: FastifyPluginAsync<PortsRoutesOptions> = async (fastify, opts) => 
   }
 
   fastify.get<{ Params: { chat: string } }>('/api/apps/:chat', {
-    schema: { summary: 'The chat\'s apps: ports listening in its sandbox, with their URLs', tags: ['apps'], params: ChatParams, response: { 200: AppsReply } },
+    schema: { summary: 'The chat\'s apps: ports listening in its sandbox, with their URLs', tags: ['apps'], params: ChatParams, querystring: ChatQuery, response: { 200: AppsReply } },
     onRequest: chatAccess('c')
   }, async (request, reply) => {
-    return await reply.header('Cache-Control', NO_STORE).send({ apps: await runtime.service.apps(chatOf(request)) })
+    // The caller holds a control token (or the key): its links carry that token, so they open in a new tab too.
+    const token = linkToken(request)
+    const apps = (await runtime.service.apps(chatOf(request))).map(a => ({ port: a.port, url: token === undefined ? a.url : `${a.url}?t=${token}` }))
+    return await reply.header('Cache-Control', NO_STORE).send({ apps })
   })
 }
 

@@ -26,6 +26,7 @@ export const AppQuery = Type.Object({
   t: Type.Optional(Type.String({ description: 'control token of this chat; a GET with it sets the app\'s cookie and is redirected without it' }))
 }, { additionalProperties: true })
 export const ChatParams = Type.Object({ chat })
+export const AppBody = Type.Unknown({ description: 'any body, relayed to the app as it comes (at most APPS_MAX_REQUEST_BYTES, else 413)' })
 
 export const AppsReply = Type.Object({
   apps: Type.Array(Type.Object({

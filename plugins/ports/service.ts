@@ -103,10 +103,7 @@ export function createPortsService (deps: PortsDeps, opts: PortsServiceOptions):
     }
   }
 
-  const appUrl = (chatId: string, port: number): string => {
-    const token = links.token(chatId, 'c')
-    return `${links.publicBaseUrl}/apps/${encodeURIComponent(chatId)}/${port}/${token === undefined ? '' : `?t=${token}`}`
-  }
+  const appUrl = (chatId: string, port: number): string => `${links.publicBaseUrl}/apps/${encodeURIComponent(chatId)}/${port}/`
 
   const service: PortsService = {
     async apps (chatId) { return (await listening(chatId)).map(port => ({ port, url: appUrl(chatId, port) })) },

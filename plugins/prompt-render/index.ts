@@ -34,7 +34,9 @@ const promptRender: FastifyPluginAsync<PromptRenderOptions> = async (fastify, ra
   const tools = (): string[] => fastify.hasDecorator('mcp') ? fastify.mcp.listTools().map(t => t.name) : [...BUILTIN_TOOLS]
   // Per-user skills are optional: without the user-skills plugin every user gets the defaults.
   const userSkills = fastify.hasDecorator('userSkills') ? fastify.userSkills : undefined
-  const prompts = await createPromptService({ links: fastify.links, log, ...(userSkills !== undefined && { userSkills }) }, { ...opts, skillsDir, tools })
+  // App preview URLs exist when the ports plugin (loaded later) decorated `ports`; asked at render time.
+  const apps = (): boolean => fastify.hasDecorator('ports')
+  const prompts = await createPromptService({ links: fastify.links, log, ...(userSkills !== undefined && { userSkills }) }, { ...opts, skillsDir, tools, apps })
   // docs/contract.md#render-cache: a user's skill list changed (new configuration, a download landed).
   userSkills?.onChange(email => { prompts.invalidateUser(email) })
   log.info({ skills: (await prompts.skills()).map(s => s.name) }, 'skills indexed')

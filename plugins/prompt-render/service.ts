@@ -31,6 +31,8 @@ export interface PromptServiceOptions {
   networkEnabled: boolean
   /** The tools clients see; read at render time (the registry is complete once the app is ready). */
   tools: () => string[]
+  /** Whether app preview URLs are served (the ports plugin is loaded); read at render time. */
+  apps?: () => boolean
   ttlMs: number
   maxEntries: number
   maxBytes: number
@@ -104,7 +106,8 @@ export async function createPromptService (deps: PromptDeps, opts: PromptService
       ...(email !== undefined && { email })
     }
     if (chatId === undefined) return { ...common, chatId: '{chat_id}', filesBase: '{file_base_url}', archiveUrl: '{archive_url}' }
-    return { ...common, chatId, filesBase: links.filesBase(chatId), archiveUrl: links.archiveUrl(chatId), previewUrl: links.previewUrl(chatId, 'f') }
+    const appsBase = opts.apps?.() === true ? `${links.publicBaseUrl}/apps/${encodeURIComponent(chatId)}` : undefined
+    return { ...common, chatId, filesBase: links.filesBase(chatId), archiveUrl: links.archiveUrl(chatId), previewUrl: links.previewUrl(chatId, 'f'), ...(appsBase !== undefined && { appsBase }) }
   }
 
   /** Renders with every skill, dropping skills from the end until the text fits the byte cap. */

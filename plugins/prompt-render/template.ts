@@ -15,6 +15,8 @@ export interface PromptVars {
   archiveUrl: string
   /** Only for a real chat: the preview page with a read-only files token. */
   previewUrl?: string
+  /** Only for a real chat with app preview URLs: `<PUBLIC>/apps/<chat>` (docs/features.md#app-preview-urls). */
+  appsBase?: string
   email?: string
   skills: SkillEntry[]
   /** Skill categories whose directory exists (only those are named). */
@@ -111,6 +113,9 @@ export function buildPrompt (v: PromptVars): string {
     '- For big tables (CSV, Excel) read the header and a sample (`head -n 20`, pandas `nrows=`), then compute with code.',
     '- Page through long PDFs: `pdfinfo` for the page count, then `pdftotext -f N -l M file.pdf -` a few pages at a time.',
     '',
+    ...(v.appsBase !== undefined
+      ? ['## Web apps', '', `A server you start here (a web app, dashboard or API listening on \`0.0.0.0\` or \`127.0.0.1\`, port 1024–65535) opens in the user's browser at ${v.appsBase}/<port>/ : \`bash_tool\` results list newly listening ports with that link. ${jobSkill ? 'Run it as a job (`job start --name web -- …`)' : 'Keep it running in the background'} and give the user the link. The app is served under that path, so use relative links and asset paths (or the \`X-Forwarded-Prefix\` request header; Vite: \`--base /apps/${v.chatId}/<port>/\`), and allow any \`Host\` in dev servers that check it.`, '']
+      : []),
     ...(v.tools.includes('sub_agent')
       ? ['## Sub-agent', '', `\`sub_agent\` hands a task to ${cli}, an autonomous coding agent running in this sandbox. It is slow and costly: use it only as a last resort for coding work that needs many build-run-fix iterations, not for things you can do in a few tool calls.${subAgentSkill} Give it a complete, self-contained task. Its result includes a session id; pass it as \`resume_session_id\` to continue that session with a follow-up task.`, '']
       : []),

@@ -26,7 +26,13 @@ const CONTROL = ['POST /api/uploads/{chat}/{*}', 'GET /api/uploads/{chat}/manife
   'GET /terminal/{chat}', 'GET /terminal/{chat}/status', 'POST /terminal/{chat}/start-ttyd', 'POST /terminal/{chat}/stop-ttyd',
   'POST /terminal/{chat}/restart-container', 'POST /terminal/{chat}/resurrect-container', 'GET /terminal/{chat}/sessions',
   'GET /terminal/{chat}/processes', 'POST /terminal/{chat}/processes/{pid}/kill', 'GET /terminal/{chat}/heartbeat',
-  'GET /terminal/{chat}/ws']
+  'GET /terminal/{chat}/ws', 'GET /api/apps/{chat}']
+/**
+ * App preview URLs (control scope): the one place a cookie is a credential, `cubicle_app`, set by a
+ * `?t=` visit with Path=/apps/<chat>/<port>/ (docs/features.md#app-preview-urls), so an app's own
+ * links and assets work; it opens nothing else.
+ */
+const APPS = ['GET', 'DELETE', 'PATCH', 'POST', 'PUT', 'OPTIONS'].flatMap(m => [`${m} /apps/{chat}/{port}`, `${m} /apps/{chat}/{port}/{*}`])
 
 const refused = (status: number): boolean => status === 401 || status === 403
 
@@ -44,7 +50,7 @@ async function server (t: Test): Promise<Server> {
     const [method = 'GET', path = '/'] = route.split(' ')
     return await app.inject({
       method: method as 'GET',
-      url: path.replace('{chat}', 'chat-a').replace('{*}', 'a.txt').replace('{pid}', '42'),
+      url: path.replace('{chat}', 'chat-a').replace('{*}', 'a.txt').replace('{pid}', '42').replace('{port}', '3000'),
       headers,
       ...(method === 'PUT' && { payload: {} }),
       // A fresh client address per request: this many failures from one would be throttled (429).
@@ -56,8 +62,9 @@ async function server (t: Test): Promise<Server> {
 
 t.test('every route answers no credential, files and control tokens and the key as its scope says', async t => {
   const { app, routes, call } = await server(t)
-  t.same(routes.filter(r => ![...PUBLIC, ...KEY_ONLY, ...FILES, ...CONTROL].includes(r)), [], 'every route is in a class')
-  t.same([...PUBLIC, ...KEY_ONLY, ...FILES, ...CONTROL].filter(r => !routes.includes(r)), [], 'every class lists only routes that exist')
+  const classes = [...PUBLIC, ...KEY_ONLY, ...FILES, ...CONTROL, ...APPS]
+  t.same(routes.filter(r => !classes.includes(r)), [], 'every route is in a class')
+  t.same(classes.filter(r => !routes.includes(r)), [], 'every class lists only routes that exist')
   const credentials: Record<string, string | undefined> = {
     none: undefined,
     files: app.links.token('chat-a', 'f'),
@@ -92,11 +99,13 @@ t.test('every route answers no credential, files and control tokens and the key 
 t.test('a cookie is no credential: every protected route refuses it, and no route sets one', async t => {
   const { app, routes, call } = await server(t)
   const control = app.links.token('chat-a', 'c') as string
-  // What a browser would attach on its own if the server ever looked at cookies: the key and a token under likely names.
-  const cookie = [`session=${TEST_API_KEY}`, `token=${control}`, `t=${control}`, `authorization=Bearer%20${TEST_API_KEY}`, `_session=${control}`].join('; ')
+  // What a browser would attach on its own if the server ever looked at cookies: the key and a token under
+  // likely names, and the app cookie of chat-a, which only the app routes take.
+  const cookie = [`session=${TEST_API_KEY}`, `token=${control}`, `t=${control}`, `authorization=Bearer%20${TEST_API_KEY}`, `_session=${control}`, `cubicle_app=${control}`].join('; ')
   for (const route of routes.filter(r => !PUBLIC.includes(r))) {
     const res = await call(route, { cookie, origin: 'http://cubicle.test', 'sec-fetch-site': 'same-origin' })
-    t.equal(res.statusCode, 401, `${route}: cookies alone are 401`)
+    if (APPS.includes(route)) t.notOk(refused(res.statusCode), `${route}: the app cookie of the chat opens its apps (${res.statusCode})`)
+    else t.equal(res.statusCode, 401, `${route}: cookies alone are 401`)
   }
   for (const route of routes) {
     const res = await call(route, { authorization: `Bearer ${TEST_API_KEY}` })

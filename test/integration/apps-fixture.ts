@@ -4,15 +4,8 @@
  * a redirect, cookies, SSE, a streamed download and the hostile answers (huge headers, a head that
  * never comes, a redirect into another chat's prefix, a cookie for `/`).
  */
-import { randomBytes } from 'node:crypto'
-import { mkdtemp, rm } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import type { Test } from 'tap'
-import type { FastifyInstance } from 'fastify'
-import { entries } from '../../fastify.config.js'
-import { build, freePort, TEST_API_KEY } from '../helper.js'
-import { removeByPrefix, TEST_IMAGE } from './docker.js'
+import { browserApp, type BrowserApp } from './browser-app.js'
 
 export const APP_JS = String.raw`
 const http = require('http'), crypto = require('crypto')
@@ -79,21 +72,7 @@ EOF
 (cd ~/app && nohup node server.js ${port} > ~/app/${port}.log 2>&1 &)
 for i in $(seq 100); do curl -fs -o /dev/null http://127.0.0.1:${port}/small && break; sleep 0.1; done; echo started`
 
-export interface AppsServer { app: FastifyInstance, url: string, prefix: string }
-
-/** The server the app tests run: protected mode, the tools, the preview page and the ports plugin, on a fixed free port (PUBLIC_BASE_URL is what the browser uses). */
-export async function appsServer (t: Test, env: Record<string, string> = {}): Promise<AppsServer> {
-  const prefix = `ap-${randomBytes(4).toString('hex')}`
-  const dataDir = await mkdtemp(join(tmpdir(), `${prefix}-data-`))
-  t.teardown(async () => {
-    await removeByPrefix(prefix)
-    await rm(dataDir, { recursive: true, force: true })
-  })
-  const port = await freePort()
-  const url = `http://127.0.0.1:${port}`
-  const app = await build(t, {
-    SANDBOX_PREFIX: prefix, DATA_DIR: dataDir, DOCKER_IMAGE: TEST_IMAGE, MCP_API_KEY: TEST_API_KEY, PUBLIC_BASE_URL: url, COMMAND_TIMEOUT: '120', ...env
-  }, config => entries(config, ['chat-storage', 'mcp-transport', 'capabilities', 'sandbox-docker', 'sandbox', 'workspace-tools', 'files', 'preview', 'ports']))
-  await app.listen({ port, host: '127.0.0.1' })
-  return { app, url, prefix }
+/** The server the app tests run (browser-app.ts: protected mode, a fixed free port that PUBLIC_BASE_URL names) with the ports plugin. */
+export async function appsServer (t: Test, env: Record<string, string> = {}): Promise<BrowserApp> {
+  return await browserApp(t, { COMMAND_TIMEOUT: '120', ...env }, ['ports'])
 }

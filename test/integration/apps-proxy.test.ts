@@ -27,8 +27,9 @@ t.test('an app in the sandbox works through its preview URL, and only for its ow
 
   const started = await bash(a, startApp(3000))
   t.match(started, /started/)
-  t.match(started, `[Listening ports, open in the browser: 3000 → ${url}/apps/ports-a/3000/?t=${tokenA}]`, 'bash_tool lists the new port with its link')
-  t.notMatch(await bash(a, 'true'), /Listening ports/, 'a port is listed once, when it starts listening')
+  t.match(started, `[New listening ports, open in the user's browser: 3000: ${url}/apps/ports-a/3000/]`, 'bash_tool lists the new port with its link, without a control token')
+  t.notMatch(started, /\?t=/)
+  t.notMatch(await bash(a, 'true'), /listening ports/, 'a port is listed once, when it starts listening')
   await bash(b, startApp(3000))
   t.same(await (await fetch(`${url}/api/apps/ports-a?t=${tokenA}`)).json(), { apps: [{ port: 3000, url: `${url}/apps/ports-a/3000/?t=${tokenA}` }] })
 

@@ -13,7 +13,7 @@ import type { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js'
 import type { FastifyInstance } from 'fastify'
 import WebSocket from 'ws'
-import { entries } from '../../fastify.config.js'
+import { entries, type PluginName } from '../../fastify.config.js'
 import { build, freePort, TEST_API_KEY } from '../helper.js'
 import { connect } from '../fixtures/mcp-probe.js'
 import { removeByPrefix, TEST_IMAGE } from './docker.js'
@@ -22,7 +22,8 @@ export const KEY = TEST_API_KEY
 
 export interface BrowserApp { app: FastifyInstance, url: string, prefix: string, dataDir: string }
 
-export async function browserApp (t: Test, env: Record<string, string> = {}): Promise<BrowserApp> {
+/** `extra`: more plugins of the manifest to load (the app preview tests add `ports`). */
+export async function browserApp (t: Test, env: Record<string, string> = {}, extra: PluginName[] = []): Promise<BrowserApp> {
   const prefix = `br-${randomBytes(4).toString('hex')}`
   const dataDir = await mkdtemp(join(tmpdir(), `${prefix}-data-`))
   t.teardown(async () => {
@@ -33,7 +34,7 @@ export async function browserApp (t: Test, env: Record<string, string> = {}): Pr
   const url = `http://127.0.0.1:${port}`
   const app = await build(t, {
     SANDBOX_PREFIX: prefix, DATA_DIR: dataDir, DOCKER_IMAGE: TEST_IMAGE, MCP_API_KEY: KEY, PUBLIC_BASE_URL: url, COMMAND_TIMEOUT: '180', ...env
-  }, config => entries(config, ['chat-storage', 'mcp-transport', 'capabilities', 'sandbox-docker', 'sandbox', 'workspace-tools', 'files', 'cdp-bridge', 'preview']))
+  }, config => entries(config, ['chat-storage', 'mcp-transport', 'capabilities', 'sandbox-docker', 'sandbox', 'workspace-tools', 'files', 'cdp-bridge', 'preview', ...extra]))
   await app.listen({ port, host: '127.0.0.1' })
   return { app, url, prefix, dataDir }
 }

@@ -18,12 +18,16 @@ const fakeSubAgent = fp(async fastify => {
   fastify.mcp.addTool({ name: 'sub_agent', description: 'x', order: 50, inputSchema: Type.Object({}), handler: async () => ({ content: [] }) })
 }, { name: 'fake-sub-agent', dependencies: ['mcp-transport'] })
 
-async function app (t: Test, env: Record<string, string> = {}, opts: PromptRenderOptions = {}, withSubAgent = false): Promise<FastifyInstance> {
+/** Decorates `ports`, as the ports plugin (app preview URLs) does. */
+const fakePorts = fp(async fastify => { fastify.decorate('ports', { apps: async () => [], appUrl: () => '', connections: () => 0 }) }, { name: 'fake-ports' })
+
+async function app (t: Test, env: Record<string, string> = {}, opts: PromptRenderOptions = {}, withSubAgent = false, withPorts = false): Promise<FastifyInstance> {
   const config = loadConfig({ LOG_LEVEL: 'silent', PUBLIC_BASE_URL: 'http://cubicle.test/', ...env })
   const a = await buildApp(config, [
     ...(withSubAgent ? [...entries(config, ['mcp-transport']), entry(fakeSubAgent, {})] : []),
     entry(capabilities, { apiKey: config.MCP_API_KEY, signingKey: config.LINK_SIGNING_KEY, tokenTtlSeconds: config.LINK_TOKEN_TTL, publicBaseUrl: config.publicBaseUrl }),
-    entry(promptRender, { singleUserMode: config.singleUserMode, ...opts })
+    entry(promptRender, { singleUserMode: config.singleUserMode, ...opts }),
+    ...(withPorts ? [entry(fakePorts, {})] : [])
   ], { logger: false })
   t.teardown(async () => { await a.close() })
   await a.ready()
@@ -83,6 +87,15 @@ t.test('long-running work: the job command with its skill, the nohup advice with
   const withoutJob = await (await app(t, {}, { skillsDir: root })).prompts.render({ chatId: 'chat-a' })
   t.match(withoutJob, 'Start longer jobs in the background with output redirected (`nohup cmd > job.log 2>&1 &`)')
   t.notMatch(withoutJob, /job start/)
+})
+
+t.test('the prompt explains app preview URLs only when the ports plugin is loaded', async t => {
+  const withApps = await (await app(t, { MCP_API_KEY: 'k'.repeat(40) }, {}, false, true)).prompts.render({ chatId: 'chat-a' })
+  t.match(withApps, '## Web apps')
+  t.match(withApps, 'http://cubicle.test/apps/chat-a/<port>/', 'the chat\'s apps base, without a token')
+  t.match(withApps, '--base /apps/chat-a/<port>/')
+  t.notMatch(withApps.slice(withApps.indexOf('## Web apps')), /\?t=v1\.c/, 'never a control token')
+  t.notMatch(await (await app(t)).prompts.render({ chatId: 'chat-a' }), 'Web apps')
 })
 
 t.test('without a chat the legacy template keeps its three placeholders', async t => {
