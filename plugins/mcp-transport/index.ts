@@ -6,6 +6,7 @@ import { requireKey } from '../../core/route-kit.js'
 import { SERVER_NAME, SERVER_VERSION } from '../../core/version.js'
 import { createMcpRegistry } from './registry.js'
 import { createToolRunner } from './tool-call.js'
+import { createClientRequests } from './client-requests.js'
 import { createModernLeg } from './modern.js'
 import { McpTransportOptions } from './schemas.js'
 import mcpRoutes from './routes.js'
@@ -29,6 +30,7 @@ const mcpTransport: FastifyPluginAsync<McpTransportOptions> = async (fastify, ra
         'other clients must send X-Chat-Id; or set SINGLE_USER_MODE (true: one shared sandbox on purpose, false: chat id required)')
     }
   })
+  const clientRequests = createClientRequests({ maxPerChat: 4, maxTotal: 1000 })
   fastify.decorate('mcp', registry)
   fastify.addHook('onReady', async () => { registry.seal() })
   // Graceful shutdown: Fastify already answers new requests with 503 here; running calls finish or are
@@ -36,12 +38,13 @@ const mcpTransport: FastifyPluginAsync<McpTransportOptions> = async (fastify, ra
   // The 2026-07-28 leg's listen streams end after the drain (its calls run through the same runner).
   const modern = createModernLeg({ registry, runner, opts, serverIcons: opts.serverIcons, log: fastify.log.child({ plugin: 'mcp-transport' }) })
   fastify.addHook('preClose', async () => {
+    clientRequests.close()
     await runner.drain(opts.shutdownDrainMs, opts.shutdownCancelWaitMs)
     // CLOSE_GRACE_MS leaves 1 s after the drain and the stop (fastify.config.ts): answers flush within it.
     await modern.close(Math.min(1000, opts.shutdownCancelWaitMs))
   })
 
-  await fastify.register(mcpRoutes, { deps: { registry, runner, opts, modern, serverIcons: opts.serverIcons } })
+  await fastify.register(mcpRoutes, { deps: { registry, runner, opts, modern, clientRequests, serverIcons: opts.serverIcons } })
 
   fastify.get('/mcp-info', { schema: { tags: ['mcp'], summary: 'Server name, version, tools and the headers /mcp reads (JSON)' } }, async (request, reply) => {
     await requireKey(request, reply)

@@ -7,7 +7,9 @@ import { MCP_NOT_ACCEPTABLE, MCP_RESUMPTION_NOT_SUPPORTED } from './errors.js'
 import { Exchange } from './exchange.js'
 import { registerGuard } from './guard.js'
 import { keepAlive, openStream, writeEvent } from './sse.js'
-import { acceptsPriming, issueSessionId } from './session.js'
+import { acceptsPriming, declaresUrlElicitation, elicitsUrl, issueSessionId } from './session.js'
+import type { ClientRequests } from './client-requests.js'
+import type { UrlElicitor } from './tool-call.js'
 import { createRequestServer, type ServerDeps } from './server-factory.js'
 import type { ModernLeg } from './modern.js'
 import { HAND_CHECKED } from '../../core/route-schema.js'
@@ -22,7 +24,9 @@ export const MCP_METHODS = new Set(['initialize', 'ping', 'tools/list', 'tools/c
   'server/discover', 'subscriptions/listen'])
 const rpcError = (code: number, message: string, id: unknown = null): Rpc => ({ jsonrpc: '2.0', id, error: { code, message } })
 
-export interface RouteDeps extends ServerDeps { registry: RegistryInternals, opts: Required<McpTransportOptions>, modern: ModernLeg }
+export interface RouteDeps extends ServerDeps { registry: RegistryInternals, opts: Required<McpTransportOptions>, modern: ModernLeg, clientRequests: ClientRequests }
+
+const ACTIONS = new Set(['accept', 'decline', 'cancel'])
 
 function isNotification (message: unknown, method: string): boolean {
   return message !== null && typeof message === 'object' && !Array.isArray(message) && (message as Rpc).method === method && (message as Rpc).id === undefined
@@ -34,7 +38,7 @@ function optionalHeader<K extends string> (key: K, value: string | string[] | un
 }
 
 export default async function mcpRoutes (fastify: FastifyInstance, { deps }: { deps: RouteDeps }): Promise<void> {
-  const { registry, runner, opts, modern } = deps
+  const { registry, runner, opts, modern, clientRequests } = deps
   const context = (request: FastifyRequest, method: string): McpRequestContext => {
     const user = readUser(request.headers, request.principal)
     if (user.emailRejected) request.log.warn('ignoring an invalid X-User-Email header')
@@ -93,7 +97,10 @@ export default async function mcpRoutes (fastify: FastifyInstance, { deps }: { d
     }
     const msg = message as Rpc
     if (typeof msg.method !== 'string' || msg.id === undefined || msg.id === null) {
-      // Notifications and responses: 202, nothing else (docs/contract.md#methods-on-mcp). Cancellation was acted on above.
+      // Notifications and responses: 202, nothing else (docs/contract.md#methods-on-mcp). Cancellation was acted
+      // on above; a response to one of our requests to the client settles it (docs/contract.md#url-elicitation).
+      const resolution = mcpChat(request, opts.singleUserMode)
+      if (msg.method === undefined && resolution.kind === 'chat') clientRequests.answer(resolution.chatId, msg)
       return await reply.code(202).send()
     }
     return await handleRequest(request, reply, msg as unknown as JSONRPCRequest)
@@ -127,7 +134,16 @@ export default async function mcpRoutes (fastify: FastifyInstance, { deps }: { d
     const instructions = isInitializeRequest(msg) ? await registry.instructions(ctx) : undefined
     const useSse = msg.method === 'tools/call' && acceptsSse
     const disconnect = new AbortController()
-    const server = createRequestServer(deps, ctx, { era: 'legacy', instructions, onCancelled: () => { exchange.dropResponse = true } })
+    // A tool call streamed to a client that declared URL-mode elicitation may ask it to open a URL (docs/contract.md#url-elicitation).
+    const chatId = ctx.resolution.kind === 'chat' ? ctx.resolution.chatId : undefined
+    const elicitUrl: UrlElicitor | undefined = useSse && chatId !== undefined && elicitsUrl(request.headers)
+      ? async (params, { timeoutMs, signal }) => {
+        const result = await clientRequests.ask(chatId, m => { writeEvent(reply, m) }, 'elicitation/create', { mode: 'url', ...params }, { timeoutMs, signal })
+        const action = typeof result.action === 'string' && ACTIONS.has(result.action) ? result.action as 'accept' | 'decline' | 'cancel' : 'cancel'
+        return action
+      }
+      : undefined
+    const server = createRequestServer(deps, ctx, { era: 'legacy', instructions, onCancelled: () => { exchange.dropResponse = true }, ...(elicitUrl !== undefined && { elicitUrl }) })
     const exchange = new Exchange(msg.id, notification => { if (useSse) writeEvent(reply, notification) })
     await server.connect(exchange)
 
@@ -136,7 +152,9 @@ export default async function mcpRoutes (fastify: FastifyInstance, { deps }: { d
       await server.close()
       if (response === undefined) return await reply.code(204).send()
       // Stateless, yet session-friendly (docs/contract.md#transport): a random id, stored nowhere, never required.
-      if (isInitializeRequest(msg) && 'result' in response) reply.header('Mcp-Session-Id', issueSessionId(String(response.result.protocolVersion)))
+      if (isInitializeRequest(msg) && 'result' in response) {
+        reply.header('Mcp-Session-Id', issueSessionId(String(response.result.protocolVersion), declaresUrlElicitation(msg.params)))
+      }
       return await reply.type('application/json').send(response)
     }
 

@@ -4,7 +4,7 @@ import { SERVER_NAME, SERVER_VERSION } from '../../core/version.js'
 import { protocolError } from './errors.js'
 import type { RegistryInternals } from './registry.js'
 import { SERVED_PROTOCOL_VERSIONS } from './schemas.js'
-import type { ToolRunner } from './tool-call.js'
+import type { ToolRunner, UrlElicitor } from './tool-call.js'
 import type { ChatRequestContext, McpRequestContext } from './types.js'
 
 const PAGE_SIZE = 500
@@ -50,6 +50,8 @@ export interface RequestServerOptions {
   instructions: string | undefined
   /** Told when a tools/call was cancelled: its response must not be sent. */
   onCancelled?: () => void
+  /** URL-mode elicitation for this request's tools/call, when the client and the stream allow it (docs/contract.md#url-elicitation). */
+  elicitUrl?: UrlElicitor
 }
 
 /**
@@ -84,7 +86,8 @@ export function createRequestServer (deps: ServerDeps, ctx: McpRequestContext, o
       requestId: extra.mcpReq.id,
       ...(progressToken !== undefined && { progressToken }),
       signal: extra.mcpReq.signal,
-      sendProgress: async params => { await extra.mcpReq.notify({ method: 'notifications/progress', params }) }
+      sendProgress: async params => { await extra.mcpReq.notify({ method: 'notifications/progress', params }) },
+      ...(opts.elicitUrl !== undefined && { elicitUrl: opts.elicitUrl })
     })
     if (result === undefined) {
       opts.onCancelled?.()

@@ -5,14 +5,33 @@ import { DEFAULT_PROTOCOL_VERSION } from './schemas.js'
 /** The protocol revision from which clients must accept SSE priming events (empty `data`). */
 const PRIMING_SINCE = '2025-11-25'
 const TAGGED = /\.(\d{4}-\d\d-\d\d)$/
+/**
+ * A client that declared `elicitation.url` at initialize gets `.url` in its session id, so that its later
+ * tool calls (each a new request of a stateless server) can ask it for URL-mode elicitation
+ * (docs/contract.md#url-elicitation). A client that sets the flag itself only declares its own capability.
+ */
+const URL_FLAG = '.url'
 
 /**
  * The Mcp-Session-Id handed out by initialize (docs/contract.md#transport): random and stored nowhere.
  * It ends with the protocol version negotiated there, so later requests of that client can be
  * framed for it without server state. Nothing ever requires or checks it.
  */
-export function issueSessionId (negotiatedVersion: string): string {
-  return `${randomUUID()}.${negotiatedVersion}`
+export function issueSessionId (negotiatedVersion: string, urlElicitation = false): string {
+  return `${randomUUID()}${urlElicitation ? URL_FLAG : ''}.${negotiatedVersion}`
+}
+
+/** Whether the session id says its client declared `elicitation.url` (see URL_FLAG). */
+export function elicitsUrl (headers: IncomingHttpHeaders): boolean {
+  const session = headers['mcp-session-id']
+  return typeof session === 'string' && session.length <= 128 && /^[0-9a-f-]{36}\.url\./.test(session)
+}
+
+/** Whether an initialize request's client capabilities include URL-mode elicitation (2025-11-25). */
+export function declaresUrlElicitation (params: unknown): boolean {
+  const elicitation = (params as { capabilities?: { elicitation?: unknown } } | undefined)?.capabilities?.elicitation
+  const url = elicitation !== null && typeof elicitation === 'object' ? (elicitation as { url?: unknown }).url : undefined
+  return url !== null && typeof url === 'object'
 }
 
 /**

@@ -4,7 +4,10 @@ import { errorResult } from '../../core/tool-result.js'
 import { protocolError } from './errors.js'
 import type { CompiledTool, RegistryInternals } from './registry.js'
 import { validateArguments } from './registry.js'
-import type { McpRequestContext, ToolCallContext, ToolCallOutcome } from './types.js'
+import type { ElicitationAction, McpRequestContext, ToolCallContext, ToolCallOutcome, UrlElicitation } from './types.js'
+
+/** Sends `elicitation/create` in URL mode to the client of this call; the transport provides it when it can (routes.ts). */
+export type UrlElicitor = (request: UrlElicitation, opts: { timeoutMs: number, signal: AbortSignal }) => Promise<ElicitationAction>
 
 export const LENIENT_NOTE = '\n\n---\nNote: this request carried no chat id (X-Chat-Id or X-OpenWebUI-Chat-Id), so it ran in the shared ' +
   '`default` sandbox that every such caller uses: other chats, and other users, see and change the same files. To give each chat ' +
@@ -60,6 +63,7 @@ export interface ToolRunner extends CallTracker {
     progressToken?: string | number
     signal: AbortSignal
     sendProgress: (params: { progressToken: string | number, progress: number, total?: number, message: string }) => Promise<void>
+    elicitUrl?: UrlElicitor
   }): Promise<CallToolResult | undefined>
 }
 
@@ -110,7 +114,7 @@ export function createToolRunner (registry: RegistryInternals, opts: { maxCallsP
       for (const call of running.values()) call.stop?.(cancelWaitMs)
       await all()
     },
-    async run ({ ctx, name, args, requestId, progressToken, signal, sendProgress }) {
+    async run ({ ctx, name, args, requestId, progressToken, signal, sendProgress, elicitUrl }) {
       const tool = registry.tool(name)
       if (tool === undefined) throw protocolError(ProtocolErrorCode.InvalidParams, `Unknown tool: ${name}`)
       const started = performance.now()
@@ -133,7 +137,8 @@ export function createToolRunner (registry: RegistryInternals, opts: { maxCallsP
         async progress (progress, total, message) {
           if (progressToken === undefined || controller.signal.aborted) return
           await sendProgress({ progressToken, progress, ...(total !== undefined && { total }), message }).catch(() => {})
-        }
+        },
+        ...(elicitUrl !== undefined && { elicitUrl: async (request, timeoutMs) => await elicitUrl(request, { timeoutMs, signal: controller.signal }) })
       }
       // A shutdown (drain) stops the call: abort the tool, then answer once it stopped or the wait ran out.
       let stopped: ((value: 'shutdown') => void) | undefined

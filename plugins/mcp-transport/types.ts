@@ -18,6 +18,11 @@ export interface McpRequestContext {
 /** A context whose chat is resolved and valid. */
 export interface ChatRequestContext extends McpRequestContext { chatId: string }
 
+/** The human's answer to a URL-mode elicitation (docs/contract.md#url-elicitation). */
+export type ElicitationAction = 'accept' | 'decline' | 'cancel'
+/** What the client shows the human: why, and the URL to open (never a secret in it that the page would not check). */
+export interface UrlElicitation { message: string, url: string, elicitationId: string }
+
 export interface ToolCallContext extends ChatRequestContext {
   /** Aborted on notifications/cancelled for this call, or when the client disconnects from its stream. */
   signal: AbortSignal
@@ -25,6 +30,13 @@ export interface ToolCallContext extends ChatRequestContext {
   wantsProgress: boolean
   /** Sends notifications/progress on the call's stream; a no-op without a progress token. */
   progress (progress: number, total: number | undefined, message: string): Promise<void>
+  /**
+   * Asks the human, through the client, to open a URL (MCP URL-mode elicitation, docs/contract.md#url-elicitation).
+   * Present only when the client declared `elicitation.url` and this call can carry a request to it (a
+   * 2025-11-25 call streamed as SSE). Resolves with the human's action once the client answers; rejects
+   * after `timeoutMs`, when the call is cancelled, or when the client answers with an error.
+   */
+  elicitUrl?: (request: UrlElicitation, timeoutMs: number) => Promise<ElicitationAction>
 }
 
 export interface ToolDefinition<S extends TObject = TObject> {
