@@ -57,7 +57,7 @@ function buildServer (): void {
   built = true
 }
 
-/** The node flags of `npm start` (package.json; the Dockerfile's CMD has the same, test/core/selfhost-files.test.ts). */
+/** The node flags of `npm start` (package.json; the Dockerfile's CMD has the same, test/core/docs.test.ts). */
 export function deployedNodeArgs (): string[] {
   const start = (JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { scripts: { start: string } }).scripts.start
   const m = /^node ((?:--[a-z-]+(?:=\S+)? )*)dist\/core\/server\.js$/.exec(start)

@@ -1,7 +1,7 @@
 /*
  * `npm run docs`: writes the generated reference pages, docs/settings.md (from the config schema) and
  * docs/routes.md (from the OpenAPI document). `--check` writes nothing and exits 1 when a committed
- * page differs from what the code generates (test/core/docs-generated.test.ts does the same).
+ * page differs from what the code generates (test/core/docs.test.ts does the same).
  */
 import { readFile, writeFile } from 'node:fs/promises'
 import { settingsDoc } from './docs/settings.js'

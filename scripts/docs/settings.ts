@@ -1,7 +1,7 @@
 /*
  * docs/settings.md, rendered from the config schema (core/config.ts ConfigSchema): every variable with
  * its type, default and description, grouped. The schema is the one place a setting is written down;
- * this file only lays it out. test/core/docs-generated.test.ts fails when the committed page differs.
+ * this file only lays it out. test/core/docs.test.ts fails when the committed page differs.
  */
 import { ConfigSchema } from '../../core/config.js'
 import { anchor, cell, GENERATED_NOTE } from './markdown.js'
