@@ -59,12 +59,7 @@ export function envObject (list: string[]): Record<string, string> {
 
 /** The agent connections of every sandbox (chats' and the warm pool's). */
 export interface Agents {
-  /**
-   * The chat's agent connection, opened when needed; null when the agent cannot be used now (old
-   * image, backoff after a failure, sandbox not running): the caller then uses docker exec.
-   */
   agentFor: (entry: Entry) => Promise<AgentConnection | null>
-  /** The state's open connection, or the one being opened, or a new one (single flight, after the backoff). */
   openAgent: (st: AgentState) => Promise<AgentConnection | null>
 }
 

@@ -33,9 +33,7 @@ export interface BootDeps {
 
 /** Bootstrap and re-adoption, /ready's check, the timers, close. */
 export interface Boot {
-  /** Single flight; retried by ensure() and the reaper until it succeeds once. */
   bootstrap: () => Promise<void>
-  /** Registers a listed sandbox when its labels are consistent (null: ignored); `mark`: entries changed after it are left alone. */
   register: (c: SandboxSummary, activity: number, mark?: number) => Entry | null
   readiness: () => Promise<{ ok: boolean, fields: Record<string, string> }>
   start: (reap: () => Promise<void>, purge: () => Promise<unknown>) => Promise<void>

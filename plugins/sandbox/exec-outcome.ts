@@ -62,12 +62,7 @@ export function restartedSince (entry: Entry, at: number): boolean {
 
 /** The end of a chat's exec or command, as the engine explains it. */
 export interface Outcome {
-  /**
-   * A process could not start, or fork failures showed: restarts the sandbox when the engine says it
-   * is saturated (`confirm`: on two samples). True when restarted.
-   */
   relieve: (entry: Entry, confirm?: boolean) => Promise<boolean>
-  /** After an exec lost its stream: refresh the cached state (one inspect) and return what the engine said. */
   checkAlive: (entry: Entry) => Promise<SandboxDetails | null | undefined>
   afterExit: (entry: Entry, w: ExitHints, at: number, own: SandboxNotice[], restarted: boolean) => Promise<void>
   explainLoss: (entry: Entry, at: number, own: SandboxNotice[]) => Promise<void>

@@ -13,7 +13,6 @@ import type { Saturation } from './saturation.js'
 
 /** The kill path of a chat's timed-out or cancelled exec. */
 export interface Kill {
-  /** SIGTERM to the exec's marked processes now, SIGKILL after killGraceMs; returns the SIGKILL delay. */
   terminate: (entry: Entry, execId: string, user: string, killGraceMs?: number) => number
 }
 

@@ -70,7 +70,6 @@ export interface Lifecycle {
   ensure: (chatId: string, opts?: EnsureOptions) => Promise<SandboxInfo>
   /** Never creates or starts anything; refreshes the cached state unless an ensure is in flight. */
   status: (chatId: string) => Promise<SandboxStatus>
-  /** Removes the container under the chat's lock; `purge` also deletes the volume and the data dir. */
   remove: (chatId: string, opts?: { purge?: boolean }) => Promise<void>
   /** onEnsure (docs/contract.md#sandbox) */
   addHook: (hook: EnsureHook) => void

@@ -122,12 +122,7 @@ async function adoptDir (from: string, to: string): Promise<void> {
 
 /** Claiming a pool sandbox for a new chat, and the chat env of every exec into a claimed one. */
 export interface PoolClaim {
-  /**
-   * A new chat (no pool record, no home volume of its own) with no extra mounts takes a ready pool
-   * sandbox that still matches the settings; null: create one as usual.
-   */
   claim: (entry: Entry, user: RequestUser | undefined, extra: SpecMount[]) => Promise<Claimed | null>
-  /** The environment a fresh container of this chat carries and a claimed one lacks: given to each of its execs. */
   chatExecEnv: (sandboxId: string) => string[] | undefined
 }
 

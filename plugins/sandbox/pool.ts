@@ -81,15 +81,11 @@ export interface Pool {
   readonly state: PoolState
   slotOf: (c: SandboxSummary) => string | null
   claimable: (p: PoolSlot, imageId: string | null) => string | null
-  /** Creates pool sandboxes in the background until the pool is full (single flight). */
   refill: () => void
   discardSlot: (s: PoolSlot) => Promise<void>
-  /** close(): waits for a create in flight (≤ 30 s) */
   drainPool: () => Promise<void>
   takeSlot: () => PoolSlot | undefined
-  /** MAX_RUNNING_SANDBOXES reached: an unclaimed sandbox gives way (true when one did). */
   yieldSlot: () => Promise<boolean>
-  /** Boot and every reaper pass: the listed unclaimed pool sandboxes are checked, adopted or removed; then refill. */
   maintain: (unclaimed: SandboxSummary[]) => Promise<void>
 }
 

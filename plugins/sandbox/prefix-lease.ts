@@ -47,9 +47,7 @@ export function takeoverReason (current: LeaseRecord, timeoutMs: number, now: nu
 /** This instance's lease on its SANDBOX_PREFIX. */
 export interface PrefixLease {
   readonly holder: LeaseHolder
-  /** Takes the prefix's lease (or keeps it); throws SandboxSetupRefused naming the holder when another instance has it. */
   takeLease: () => Promise<void>
-  /** Clean shutdown: the lease is released (only this instance's own lease object). */
   releaseLease: () => Promise<void>
 }
 

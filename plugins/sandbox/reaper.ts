@@ -33,11 +33,8 @@ export interface ReaperDeps {
 
 /** Server-driven lifecycle: reaper passes, the data purge and the capacity cap. */
 export interface Reaper {
-  /** One reaper pass (every reaperIntervalMs): reconcile, idle stop, max-age removal. Single flight. */
   reap: () => Promise<void>
-  /** One purge pass (hourly); resolves with the number of chats purged. */
   purge: () => Promise<number>
-  /** MAX_RUNNING_SANDBOXES: stop the least recently active idle sandbox, or fail with SANDBOX_CAPACITY. */
   reserveSlot: (entry: Entry) => Promise<void>
 }
 

@@ -26,12 +26,7 @@ function isClaimed (c: SandboxSummary, r: BindingRecord): boolean {
 
 /** Which chat each listed sandbox belongs to. */
 export interface Identity {
-  /**
-   * Sorts a listing: unclaimed pool sandboxes for the pool; chat sandboxes with the labels register()
-   * reads (`cu.chat-id`, `cu.chat-key`, taken from the record), claims interrupted by a restart finished.
-   */
   sortListing: (list: SandboxSummary[]) => Promise<{ chats: SandboxSummary[], unclaimed: SandboxSummary[] }>
-  /** register() made an entry for a listed sandbox: a claimed home volume is bound, a claimed sandbox gets its chat's env per exec. */
   bindListed: (entry: Entry, c: SandboxSummary) => void
   /** Logs a listed sandbox that is not a consistent one of ours, once per sandbox (it is left untouched). */
   ignore: (c: SandboxSummary, reason: string, message: string) => void
