@@ -80,7 +80,7 @@ export function createAgents (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | '
   async function openAgent (st: AgentState): Promise<AgentConnection | null> {
     if (status.closed || !opts.agent || st.dropped) return null
     if (st.conn !== null && !st.conn.closed) return st.conn
-    if (st.missing || clock.now() < st.retryAt) return null
+    if (st.missing || clock.real() < st.retryAt) return null
     st.opening ??= open(st).finally(() => { st.opening = null })
     return await st.opening
   }
@@ -88,7 +88,7 @@ export function createAgents (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | '
   function failure (st: AgentState, why: string, err?: unknown): void {
     st.failures++
     const wait = Math.min(BACKOFF_MAX_MS, 1000 * 2 ** Math.min(st.failures - 1, 16))
-    st.retryAt = clock.now() + wait
+    st.retryAt = clock.real() + wait
     log.warn({ chat: st.owner, why, err, retryInMs: wait },
       'sandbox agent unavailable; using docker exec')
   }
@@ -110,7 +110,7 @@ export function createAgents (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | '
       let stderr = ''
       /** the first output bytes before the hello, as text (an engine's error about the command) */
       let early = ''
-      const openedAt = clock.now()
+      const openedAt = clock.real()
       const conn = new AgentConnection(pipe, c => {
         streams.delete(closer)
         clearTimeout(timer)
@@ -126,7 +126,7 @@ export function createAgents (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | '
           resolve(null)
           return
         }
-        if (c.failed !== undefined || clock.now() - openedAt < STABLE_MS) failure(st, c.failed ?? 'ended')
+        if (c.failed !== undefined || clock.real() - openedAt < STABLE_MS) failure(st, c.failed ?? 'ended')
         else st.failures = 0
       })
       const timer = setTimeout(() => { conn.close('no hello in time') }, HELLO_TIMEOUT_MS)

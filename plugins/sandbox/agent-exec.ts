@@ -168,7 +168,7 @@ export function createAgentExec (base: Pick<CoreBase, 'log' | 'opts' | 'clock'>,
   async function agentCommand (entry: Entry, command: string, opts: CommandOptions, own: SandboxNotice[], t0: number): Promise<CommandResult | undefined> {
     const conn = await agents.agentFor(entry)
     if (conn === null) return undefined
-    const at = clock.now()
+    const at = clock.real()
     const execId = randomBytes(12).toString('hex')
     const decoder = new TextDecoder('utf-8')
     let relieving: Promise<boolean> | undefined

@@ -49,7 +49,7 @@ export interface Entry {
    * instead of failing. Cleared by stop(), remove() and the reaper's own stops.
    */
   recoverable: boolean
-  /** when the running container last became ready (ms, the service clock) */
+  /** when the running container last became ready (ms, real time: compared with notices) */
   startedAt: number
   /** a restart after saturation in flight (saturation.ts), joined by concurrent callers */
   restarting: Promise<void> | null

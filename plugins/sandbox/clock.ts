@@ -1,16 +1,29 @@
 /*
- * The sandbox core's one clock (docs/engine.md#the-core-inside). Every instant the core stores or compares
- * (activity, deadlines, backoff, notices, leases, labels) is read from the Clock the service was built
- * with: the system clock by default, a movable one in tests (`now` of the plugin's options). Timers
- * (setTimeout) keep running on real time; engine-log.ts measures durations on the monotonic clock.
+ * The sandbox core's one clock (docs/engine.md#the-core-inside): every time the core reads comes from the
+ * Clock the service was built with, never from Date.now(). It has two readings, because a test moves
+ * the first and must not move the second. engine-log.ts measures durations on the monotonic clock.
  */
 
 export interface Clock {
-  /** milliseconds since the epoch */
+  /**
+   * The core's time (ms since the epoch): what it keeps and compares over a sandbox's life — activity and
+   * idle time, age and creation labels, meta.json and records, the prefix lease. The plugin's `now`
+   * option replaces it (tests move it to reach an idle stop or a maximum age without waiting).
+   */
   now: () => number
+  /**
+   * Real time (ms since the epoch, as timers run): deadlines handed to the engine and the windows of its
+   * events (the engine compares them with its own clock), waits that sleep between attempts, backoff,
+   * and the order of events within a call (notices against the start of a sandbox). Never moved: a wait
+   * on real timers measured by a moved clock would end at once or never.
+   */
+  real: () => number
 }
 
-export const systemClock: Clock = { now: () => Date.now() }
+export const systemClock: Clock = { now: () => Date.now(), real: () => Date.now() }
+
+/** The system clock with the core's time read from `now` (the plugin's option). */
+export const clockWith = (now: () => number): Clock => ({ now, real: systemClock.real })
 
 export const sleep = async (ms: number): Promise<void> => await new Promise(resolve => setTimeout(resolve, ms))
 

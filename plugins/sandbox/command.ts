@@ -64,7 +64,7 @@ export function createCommand (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | 
     const release = activity.holdLease(entry)
     const own: SandboxNotice[] = []
     try {
-      const result = await attempt(entry, command, opts, own, clock.now(), true)
+      const result = await attempt(entry, command, opts, own, clock.real(), true)
       const notices = takeNotices(entry, own)
       return notices.length > 0 ? { ...result, notices } : result
     } finally {
@@ -74,7 +74,7 @@ export function createCommand (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | 
   }
 
   async function attempt (entry: Entry, command: string, opts: CommandOptions, own: SandboxNotice[], t0: number, first: boolean): Promise<CommandResult> {
-    const at = clock.now()
+    const at = clock.real()
     const again = async (): Promise<CommandResult> => { opts.onReset?.(); return await attempt(entry, command, opts, own, t0, false) }
     // The in-sandbox agent when it can serve the call; docker exec otherwise (agent-exec.ts).
     const viaAgent = await agentExec.agentCommand(entry, command, opts, own, t0)

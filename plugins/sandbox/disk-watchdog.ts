@@ -119,10 +119,10 @@ export function createDiskWatchdog (base: Pick<CoreBase, 'engine' | 'log' | 'opt
     d.over = { usage, limit }
     if (d.stoppedAt > 0 && usage.total <= d.stoppedTotal + regrowth(limit)) return
     if (entry.state !== 'running' || entry.restarting !== null || entry.sandboxId === undefined) return
-    d.stoppedAt = clock.now()
+    d.stoppedAt = clock.real()
     d.stoppedTotal = usage.total
     const notice = { kind: 'disk-limit' as const, action: 'stopped' as const, limit, usage }
-    report(entry, notice, clock.now())
+    report(entry, notice, clock.real())
     log.warn({ chat: entry.names.key, ...usage, limit }, 'chat over its disk limit: sandbox stopped (files kept)')
     try {
       await transitions.killKeepingFiles(entry)

@@ -47,7 +47,7 @@ export async function collectExec (base: Pick<CoreBase, 'engine' | 'opts' | 'clo
   let proc: ExecProcess
   try {
     // The wait for an exec slot counts toward the call's own timeout and ends with its signal.
-    const deadline = base.clock.now() + (opts.timeoutMs ?? base.opts.commandTimeoutS * 1000)
+    const deadline = base.clock.real() + (opts.timeoutMs ?? base.opts.commandTimeoutS * 1000)
     proc = await base.engine.exec(sandboxId, { argv, user, cwd: opts.cwd ?? '/home/assistant', env, stdin: stdin !== undefined, signal: opts.signal, deadline })
   } catch (err) {
     throw chat === undefined ? err : chat.startError(err)

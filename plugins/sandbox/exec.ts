@@ -15,8 +15,8 @@ import type { Transitions } from './transitions.js'
 import type { ExecOptions, ExecResult, SandboxStream, StreamOptions } from './types.js'
 
 /*
- * Reaching into a running sandbox: collecting execs (exec(), the ready probe, the kill exec),
- * putFile and openStream. An exec that finds the sandbox gone or stopped starts it again and runs
+ * Reaching into a chat's running sandbox: the collecting exec (through the agent, else the engine:
+ * exec-collect.ts, which the ready probe and the kill exec use as it is), putFile and openStream. An exec that finds the sandbox gone or stopped starts it again and runs
  * once more (recovery.ts); one that cannot start because the sandbox is saturated restarts it and
  * runs once more (saturation.ts). The kill path of timeouts is kill.ts.
  */
@@ -50,12 +50,12 @@ export function createExec (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | 'cl
   async function exec (chatId: string, argv: string[], opts: ExecOptions = {}): Promise<ExecResult> {
     const entry = await recovery.runningEntry(chatId)
     const release = activity.holdLease(entry)
-    const t0 = clock.now()
+    const t0 = clock.real()
     const timeoutMs = opts.timeoutMs ?? base.opts.commandTimeoutS * 1000
     try {
       for (let attempt = 0; ; attempt++) {
         let r: RawExecResult
-        const at = clock.now()
+        const at = clock.real()
         const left = Math.max(1000, timeoutMs - (at - t0))
         try {
           // The in-sandbox agent when it can serve the call; docker exec otherwise (agent-exec.ts).

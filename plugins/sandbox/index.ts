@@ -2,7 +2,7 @@ import fp from 'fastify-plugin'
 import type { FastifyPluginAsync } from 'fastify'
 import { parseOptions } from '../../core/config.js'
 import { SandboxOptions } from './schemas.js'
-import { systemClock } from './clock.js'
+import { clockWith, systemClock } from './clock.js'
 import { createSandboxService } from './service.js'
 
 export type { SandboxOptions } from './schemas.js'
@@ -23,7 +23,7 @@ const sandbox: FastifyPluginAsync<SandboxOptions> = async (fastify, raw) => {
   const service = createSandboxService({
     ...opts,
     dataDirHost: opts.dataDirHost.trim() || opts.dataDir
-  }, engine, fastify.log.child({ plugin: 'sandbox', engine: engine.name }), now === undefined ? systemClock : { now })
+  }, engine, fastify.log.child({ plugin: 'sandbox', engine: engine.name }), now === undefined ? systemClock : clockWith(now))
   fastify.decorate('sandbox', service)
   fastify.readiness.addCheck(engine.name, async () => await service.readiness())
   fastify.addHook('onClose', async () => { await service.close() })

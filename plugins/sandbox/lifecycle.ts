@@ -41,11 +41,11 @@ type Container = { id: string, labels: Record<string, string>, running: boolean 
  * #11: this answered "internal error" under load); a name that stays taken by nothing is a busy engine.
  */
 export async function adoptable (base: Pick<CoreBase, 'engine' | 'clock'>, entry: Entry): Promise<SandboxDetails> {
-  const until = base.clock.now() + ADOPT_WAIT_MS
+  const until = base.clock.real() + ADOPT_WAIT_MS
   while (true) {
     const existing = await base.engine.inspect(entry.names.container)
     if (existing !== null) return existing
-    if (base.clock.now() >= until) throw new EngineError(`sandbox ${entry.names.container}: the name is taken but the sandbox is not visible yet`, { statusCode: 409, busy: true, reason: 'conflict' })
+    if (base.clock.real() >= until) throw new EngineError(`sandbox ${entry.names.container}: the name is taken but the sandbox is not visible yet`, { statusCode: 409, busy: true, reason: 'conflict' })
     await sleep(250)
   }
 }
@@ -152,7 +152,7 @@ export function createLifecycle (base: Pick<CoreBase, 'engine' | 'log' | 'opts' 
       const [ids] = await Promise.all([claimed !== null ? claimed.ids : readiness.waitReady(entry), started ? addresses.learnAddress(entry, container.id) : undefined])
       entry.state = 'running'
       entry.recoverable = false
-      entry.startedAt = clock.now()
+      entry.startedAt = clock.real()
       chats.changed(entry)
       await readiness.fixOwnership(paths, ids)
       await activity.saveMeta(entry, user, true)

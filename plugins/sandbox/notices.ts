@@ -11,7 +11,7 @@ import type { SandboxNotice } from './types.js'
 export interface NoticeLog {
   /** not yet reported, oldest first */
   pending: SandboxNotice[]
-  /** recent events (ms, the core's clock: clock.ts), oldest first */
+  /** recent events (ms, real time: clock.ts), oldest first */
   actions: Array<{ at: number, notice: SandboxNotice }>
 }
 
@@ -22,7 +22,7 @@ const KEEP = 8
 
 const same = (a: SandboxNotice, b: SandboxNotice): boolean => a.kind === b.kind && a.action === b.action
 
-/** Records an event (at `at`, the core's clock) for the next result (an equal pending notice is replaced by the newer one). */
+/** Records an event (at `at`, real time) for the next result (an equal pending notice is replaced by the newer one). */
 export function report (entry: Noted, notice: SandboxNotice, at: number): void {
   const log = entry.notices
   log.pending = log.pending.filter(n => !same(n, notice))

@@ -176,7 +176,7 @@ export function createPoolClaim (base: Pick<CoreBase, 'engine' | 'log' | 'opts' 
     } finally {
       state.claiming.delete(slot.id)
       // The new chat's hooks and first command go first: the refill waits a moment.
-      state.quietUntil = clock.now() + QUIET_MS
+      state.quietUntil = clock.real() + QUIET_MS
       pool.refill()
     }
   }

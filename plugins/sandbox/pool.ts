@@ -158,15 +158,15 @@ export function createPool (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | 'cl
     if (p.filling !== null || !wanted()) return
     p.filling = (async () => {
       while (wanted()) {
-        const wait = Math.max(p.retryAt, p.quietUntil) - clock.now()
+        const wait = Math.max(p.retryAt, p.quietUntil) - clock.real()
         if (chats.starting.size > 0 || wait > 0) { await sleep(chats.starting.size > 0 ? 200 : Math.min(wait, 5000)); continue }
         try {
           await createSlot(p)
           p.retryMs = RETRY_MIN_MS
         } catch (err) {
-          p.retryAt = clock.now() + p.retryMs
+          p.retryAt = clock.real() + p.retryMs
           p.retryMs = Math.min(RETRY_MAX_MS, p.retryMs * 2)
-          log.warn({ err, retryInMs: p.retryAt - clock.now() }, 'warm pool: creating a sandbox failed')
+          log.warn({ err, retryInMs: p.retryAt - clock.real() }, 'warm pool: creating a sandbox failed')
           if (status.engineUp === false) return
         }
       }

@@ -41,26 +41,26 @@ export function createReadiness (base: Pick<CoreBase, 'engine' | 'log' | 'opts' 
    * busy engine is added back, up to the create timeout).
    */
   async function waitReady (entry: Entry): Promise<SandboxIds | null> {
-    let deadline = clock.now() + opts.readyTimeoutMs
-    const cap = clock.now() + Math.max(opts.readyTimeoutMs, opts.createTimeoutS * 1000)
+    let deadline = clock.real() + opts.readyTimeoutMs
+    const cap = clock.real() + Math.max(opts.readyTimeoutMs, opts.createTimeoutS * 1000)
     let lastError: unknown
     while (true) {
-      const at = clock.now()
+      const at = clock.real()
       try {
         const { r, ids } = await runProbe(entry.sandboxId ?? '')
         if (ids !== null) return ids
         if (r.exitCode === 0) return null
         lastError = new Error(`ready probe exited with ${String(r.exitCode)}${r.timedOut ? ' (timed out)' : ''}`)
         // A probe that ran out of time on a loaded engine is slow, not failed.
-        if (r.timedOut) deadline = Math.min(cap, deadline + (clock.now() - at))
+        if (r.timedOut) deadline = Math.min(cap, deadline + (clock.real() - at))
       } catch (err) {
         const e = err as EngineFailure
         if (e.unavailable) throw err
         // A busy engine says nothing about the sandbox: keep trying up to the cap, then report busy.
-        if (e.busy) deadline = Math.min(cap, Math.max(deadline + (clock.now() - at), clock.now() + 200))
+        if (e.busy) deadline = Math.min(cap, Math.max(deadline + (clock.real() - at), clock.real() + 200))
         lastError = err
       }
-      if (clock.now() >= deadline) {
+      if (clock.real() >= deadline) {
         if ((lastError as EngineFailure | undefined)?.busy === true) throw lastError
         log.error({ chat: entry.names.key, err: lastError }, 'sandbox did not become ready')
         throw new SANDBOX_FAILED('it did not become ready')
@@ -71,15 +71,15 @@ export function createReadiness (base: Pick<CoreBase, 'engine' | 'log' | 'opts' 
 
   /** A warm pool sandbox's probe: the ids it reports, retried for readyTimeoutMs (no chat to report to). */
   async function probePoolSandbox (id: string): Promise<SandboxIds> {
-    const deadline = clock.now() + opts.readyTimeoutMs
+    const deadline = clock.real() + opts.readyTimeoutMs
     while (true) {
       try {
         const { ids } = await runProbe(id)
         if (ids !== null) return ids
       } catch (err) {
-        if ((err as { unavailable?: boolean }).unavailable === true || clock.now() >= deadline) throw err
+        if ((err as { unavailable?: boolean }).unavailable === true || clock.real() >= deadline) throw err
       }
-      if (clock.now() >= deadline) throw new Error('pool sandbox did not become ready')
+      if (clock.real() >= deadline) throw new Error('pool sandbox did not become ready')
       await sleep(100)
     }
   }

@@ -53,7 +53,7 @@ export function createRecovery (base: Pick<CoreBase, 'engine' | 'log' | 'opts' |
     entry.recoverable = true
     report(entry, removed
       ? { kind: 'sandbox-stopped', action: 'recreated', removed: true, by: 'outside' }
-      : { kind: 'sandbox-stopped', action: 'restarted', removed: false, by: 'outside' }, clock.now())
+      : { kind: 'sandbox-stopped', action: 'restarted', removed: false, by: 'outside' }, clock.real())
   }
 
   /**
@@ -80,7 +80,7 @@ export function createRecovery (base: Pick<CoreBase, 'engine' | 'log' | 'opts' |
       'the sandbox changed behind the server\'s back; starting it again for this call (workspace kept)')
     if (entry.locked === 0 && entry.ensuring === null && entry.state === 'running') { entry.state = 'unknown'; chats.changed(entry) }
     entry.recoverable = true
-    const at = clock.now()
+    const at = clock.real()
     await ensure(entry.names.chatId, { user: entry.user })
     // Stamped before the start, so this event counts as before the sandbox's new life.
     if (notice !== undefined) report(entry, notice, at)

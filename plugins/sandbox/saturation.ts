@@ -66,7 +66,7 @@ export function createSaturation (base: Pick<CoreBase, 'engine' | 'log' | 'opts'
     }
     if (what.oomSince !== undefined) {
       // The engine stamps events with its own clock; a margin covers a small skew.
-      jobs.push(engine.oomKills(id, what.oomSince - 2000, clock.now()).then(n => { out.oomKills = n },
+      jobs.push(engine.oomKills(id, what.oomSince - 2000, clock.real()).then(n => { out.oomKills = n },
         err => { log.debug({ chat: entry.names.key, err }, 'OOM events of the sandbox could not be read') }))
     }
     await Promise.all(jobs)
@@ -97,7 +97,7 @@ export function createSaturation (base: Pick<CoreBase, 'engine' | 'log' | 'opts'
   async function restartSandbox (entry: Entry, notice: SandboxNotice): Promise<void> {
     if (entry.restarting !== null) { await entry.restarting; return }
     const run = async (): Promise<void> => {
-      report(entry, notice, clock.now())
+      report(entry, notice, clock.real())
       log.warn({ chat: entry.names.key, reason: notice.kind }, 'restarting a saturated sandbox (files kept, processes lost)')
       await transitions.killKeepingFiles(entry)
       transitions.notifyStop(entry, 'killed')

@@ -2,7 +2,8 @@
  * The sandbox core reads one clock, the one it is built with (plugins/sandbox/clock.ts,
  * docs/engine.md#the-core-inside): the prefix lease, a sandbox's creation label, meta.json, the idle
  * reaper and the maximum age all follow a clock that the test moves, over the in-memory engine, without
- * waiting on real time.
+ * waiting on real time; the deadlines handed to the engine stay on real time, which the engine compares
+ * them with.
  */
 import t from 'tap'
 import { mkdtemp, readFile, rm } from 'node:fs/promises'
@@ -12,6 +13,7 @@ import pino from 'pino'
 import { parseOptions } from '../../../core/config.js'
 import { chatPaths } from '../../../core/chat-paths.js'
 import { createMemoryEngine } from '../../../plugins/sandbox-memory/memory-engine.js'
+import { clockWith } from '../../../plugins/sandbox/clock.js'
 import { leaseName } from '../../../plugins/sandbox/prefix-lease.js'
 import { SandboxOptions } from '../../../plugins/sandbox/schemas.js'
 import { createSandboxService } from '../../../plugins/sandbox/service.js'
@@ -26,10 +28,17 @@ t.test('lease, creation label, meta.json, idle stop and max age follow the clock
   t.teardown(async () => { await rm(dir, { recursive: true, force: true }) })
   let now = START
   const engine = createMemoryEngine({ images: [IMAGE] })
+  /** what each exec's deadline left, measured on real time when the engine got it */
+  const left: number[] = []
+  const exec = engine.exec.bind(engine)
+  engine.exec = async (id, spec) => {
+    if (spec.deadline !== undefined) left.push(spec.deadline - Date.now())
+    return await exec(id, spec)
+  }
   const opts = parseOptions(SandboxOptions, {
     prefix: 'tclock', image: IMAGE, dataDir: dir, enableNetwork: false, agent: false, poolSize: 0, idleTimeoutS: 60, maxAgeHours: 2
   }, 'sandbox')
-  const service = createSandboxService({ ...opts, dataDirHost: dir }, engine, pino({ level: 'silent' }), { now: () => now })
+  const service = createSandboxService({ ...opts, dataDirHost: dir }, engine, pino({ level: 'silent' }), clockWith(() => now))
   t.teardown(async () => { await service.close() })
   const stops: StopReason[] = []
   service.onStop((_chat, reason) => { stops.push(reason) })
@@ -44,6 +53,10 @@ t.test('lease, creation label, meta.json, idle stop and max age follow the clock
   t.equal(details?.labels['cu.created-at'], '20310304T050607Z', 'the creation label')
   const meta = JSON.parse(await readFile(chatPaths(dir, 'clock-chat').meta, 'utf8')) as Record<string, unknown>
   t.match(meta, { created_at: '2031-03-04T05:06:07.000Z', last_active_at: '2031-03-04T05:06:07.000Z' }, 'meta.json')
+
+  const r = await service.exec('clock-chat', ['echo', 'hi'], { timeoutMs: 30_000 })
+  t.equal(r.stdout.toString(), 'hi\n')
+  t.ok(left.length > 0 && left.every(ms => ms > 0 && ms <= 30_000), `the engine's deadlines are on real time (${left.join(', ')} ms left), not in 2031`)
 
   now += 59_000
   await service.reap()
