@@ -67,7 +67,13 @@ t.test('kill -9 of the server mid-bash_tool loses no data; the restarted server 
   const a = await connect(t, first.url, { 'X-Chat-Id': chat })
   t.match(textOf(await bash(a, 'echo before > ~/before.txt && echo out > /mnt/user-data/outputs/before.txt && echo ok')), /^ok\n/)
   const [sandbox] = await containersOfChat(prefix, key)
-  const pending = bash(a, 'echo during > ~/during.txt && sync && sleep 600; echo after > ~/after.txt').then(() => 'answered', () => 'connection lost')
+  // The client sees the call's stream break when the server dies: the SDK reports it through onerror
+  // and leaves the call waiting for its request timeout (60 s by default), which the test does not sit out.
+  const transportErrors: string[] = []
+  a.onerror = err => { transportErrors.push(String(err)) }
+  const abandon = new AbortController()
+  const pending = a.callTool({ name: 'bash_tool', arguments: { command: 'echo during > ~/during.txt && sync && sleep 600; echo after > ~/after.txt', description: 'test' } },
+    undefined, { signal: abandon.signal, timeout: 600_000 }).then(() => 'answered', () => 'no answer')
   let seen = ''
   for (let i = 0; i < 40 && seen !== 'yes\n'; i++) {
     await sleep(250)
@@ -76,7 +82,10 @@ t.test('kill -9 of the server mid-bash_tool loses no data; the restarted server 
   t.equal(seen, 'yes\n', 'the call is running in the sandbox')
   await stop(first, 'SIGKILL')
   t.equal(first.child.signalCode, 'SIGKILL')
-  t.equal(await pending, 'connection lost', 'the client saw the server die mid-call')
+  for (let i = 0; i < 120 && !transportErrors.some(e => e.includes('SSE stream disconnected')); i++) await sleep(250)
+  t.match(transportErrors.join('\n'), /SSE stream disconnected/, 'the client saw the server die mid-call')
+  abandon.abort()
+  t.equal(await pending, 'no answer', 'the call got no result')
 
   const second = await start(env)
   t.teardown(async () => { await stop(second, 'SIGTERM') })
