@@ -1,7 +1,8 @@
 /*
  * Checks every CLI's integration test shares (docs/contract.md#sub-agent-execution): progress notifications, the docs/contract.md#credential-allowlist credential
  * rows, and the ways a run stops early: the per-chat cap, a kill from the terminal service, the
- * client's cancellation and the timeout (on a second app with a short SUB_AGENT_TIMEOUT).
+ * client's cancellation and the timeout (on a second app with a short SUB_AGENT_TIMEOUT, started with the
+ * file's first run so that its wait overlaps the others: startTimeoutRun).
  */
 import type { Test } from 'tap'
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js'
@@ -55,6 +56,35 @@ export interface StopPathsInput {
   waitFor: <T>(check: () => Promise<T | undefined>, ms: number, stepMs?: number) => Promise<T | undefined>
   /** Generous bound for a CLI to start under load. */
   startMs?: number
+  /** The run SUB_AGENT_TIMEOUT ends (startTimeoutRun, called when the file starts). */
+  timeout: TimeoutRun
+}
+
+/** A run on a second app with a short SUB_AGENT_TIMEOUT, under way in the background. */
+export interface TimeoutRun {
+  timeoutS: number
+  /** its chat (on the second app) */
+  chatId: string
+  run: Promise<{ app: FastifyInstance, call: SubAgentCall }>
+}
+
+/**
+ * Starts the run checkStopPaths' timeout test asserts: a second app with a short SUB_AGENT_TIMEOUT, its
+ * own chat and mock, and a run that would sleep far past it. Started when the file starts, its wait of
+ * 25-45 s overlaps the file's other runs instead of following them. Its app closes when `t` ends.
+ */
+export function startTimeoutRun (t: Test, cli: StopPathsInput['cli'], chatId: string): TimeoutRun {
+  const timeoutS = cli === 'opencode' ? 45 : 25
+  const timeoutChat = `${chatId}-timeout`
+  const run = (async () => {
+    const short = await subAgentApp(t, cli, { SUB_AGENT_TIMEOUT: String(timeoutS) })
+    const c = await chatClient(t, short.url, timeoutChat)
+    await startMock(c)
+    return { app: short.app, call: await subAgent(c, { task: scripted('out/never.txt', 'x', 'never', 'MOCK_SLEEP 900') }) }
+  })()
+  // checkStopPaths awaits it and reports its failure; until then a rejection is not an unhandled one.
+  run.catch(() => {})
+  return { timeoutS, chatId: timeoutChat, run }
 }
 
 const TERMINATED = /^\*\*Sub-Agent Terminated\*\* \((terminated by SIGTERM|killed by SIGKILL)\)\n\*\*Model:\*\* \S+ \| \*\*Duration:\*\* \d+\.\ds\n\nThe agent process ended before producing results/
@@ -92,22 +122,19 @@ export async function checkStopPaths (t: Test, v: StopPathsInput): Promise<void>
   })
 
   await t.test('SUB_AGENT_TIMEOUT ends a run with SIGTERM then SIGKILL and the timed-out form', async t => {
-    const timeoutS = v.cli === 'opencode' ? 45 : 25
-    const short = await subAgentApp(t, v.cli, { SUB_AGENT_TIMEOUT: String(timeoutS) })
-    const c = await chatClient(t, short.url, `${v.chatId}-timeout`)
-    await startMock(c)
-    const call = await subAgent(c, { task: scripted('out/never.txt', 'x', 'never', 'MOCK_SLEEP 900') })
+    const { timeoutS, chatId } = v.timeout
+    const { app, call } = await v.timeout.run
     t.equal(call.result.isError, true)
     t.match(call.text, new RegExp(`^\\*\\*Sub-Agent Terminated\\*\\* \\(timed out after ${timeoutS}s\\)\\n\\*\\*Model:\\*\\* \\S+ \\| \\*\\*Duration:\\*\\* \\d+\\.\\ds\\n\\nThe agent process ended before producing results`), call.text)
     t.ok(call.ms >= timeoutS * 1000 && call.ms < (timeoutS + 40) * 1000, `returned after ${call.ms} ms (timeout ${timeoutS} s, SIGKILL 10 s later, result by +15 s)`)
     t.ok(call.progress.every(p => p.total === timeoutS))
     const left = await (async () => {
       for (let i = 0; i < 20; i++) {
-        const procs = await short.app.subAgent.processes(`${v.chatId}-timeout`)
+        const procs = await app.subAgent.processes(chatId)
         if (procs.length === 0) return 0
         await new Promise(resolve => setTimeout(resolve, 1000))
       }
-      return (await short.app.subAgent.processes(`${v.chatId}-timeout`)).length
+      return (await app.subAgent.processes(chatId)).length
     })()
     t.equal(left, 0, 'no CLI process survives the timeout')
   })

@@ -4,11 +4,12 @@ import { dockerOrSkip } from './docker.js'
 import {
   bash, chatClient, mockRequests, scripted, sessionOf, startMock, subAgent, subAgentApp, waitFor
 } from './sub-agent-app.js'
-import { checkNoRowInSandbox, checkProgress, checkStopPaths } from './sub-agent-checks.js'
+import { checkNoRowInSandbox, checkProgress, checkStopPaths, startTimeoutRun } from './sub-agent-checks.js'
 
 const gate = await dockerOrSkip()
 
 t.test('sub_agent runs claude in the chat sandbox', gate, async t => {
+  const timeout = startTimeoutRun(t, 'claude', 'sa-claude')
   const { app, url } = await subAgentApp(t, 'claude')
   const headers = { 'X-User-Email': 'ada@example.com', 'X-Mcp-Servers': 'github,docker_ai,Jira', 'X-Anthropic-Api-Key': 'header-claude-key-0009' }
   const c = await chatClient(t, url, 'sa-claude', headers)
@@ -90,5 +91,5 @@ t.test('sub_agent runs claude in the chat sandbox', gate, async t => {
     t.match(empty.text, /^Error: invalid arguments: task: must not be empty/)
   })
 
-  await checkStopPaths(t, { cli: 'claude', app, client: c, chatId: 'sa-claude', processName: /^claude /, waitFor })
+  await checkStopPaths(t, { cli: 'claude', app, client: c, chatId: 'sa-claude', processName: /^claude /, waitFor, timeout })
 })

@@ -2,7 +2,7 @@
 import t from 'tap'
 import { dockerOrSkip, TEST_IMAGE } from './docker.js'
 import { agentsImageOrSkip, bash, chatClient, mockRequests, scripted, sessionOf, startMock, subAgent, subAgentApp, waitFor } from './sub-agent-app.js'
-import { checkNoRowInSandbox, checkProgress, checkStopPaths } from './sub-agent-checks.js'
+import { checkNoRowInSandbox, checkProgress, checkStopPaths, startTimeoutRun } from './sub-agent-checks.js'
 
 // codex is not in the default slim image (docs/contract.md#skills): its runs use the agents image (slim + codex).
 const gate = await agentsImageOrSkip()
@@ -11,6 +11,7 @@ const agentCalls = async (c: Parameters<typeof mockRequests>[0]): Promise<Array<
   (await mockRequests(c)).filter(r => r.path === '/v1/responses' && r.method === 'POST')
 
 t.test('sub_agent runs codex in the chat sandbox', gate, async t => {
+  const timeout = startTimeoutRun(t, 'codex', 'sa-codex')
   const { app, url } = await subAgentApp(t, 'codex')
   const c = await chatClient(t, url, 'sa-codex')
   await startMock(c)
@@ -64,7 +65,7 @@ t.test('sub_agent runs codex in the chat sandbox', gate, async t => {
     t.match(sessions[0]?.label, /^Create the file out\/(hello|second)\.txt/)
   })
 
-  await checkStopPaths(t, { cli: 'codex', app, client: c, chatId: 'sa-codex', processName: /(^|\/)codex /, waitFor })
+  await checkStopPaths(t, { cli: 'codex', app, client: c, chatId: 'sa-codex', processName: /(^|\/)codex /, waitFor, timeout })
 })
 
 // the default image has no codex; the tool says which image to build and set instead of failing obscurely.

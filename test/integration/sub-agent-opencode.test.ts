@@ -2,13 +2,14 @@
 import t from 'tap'
 import { dockerOrSkip } from './docker.js'
 import { bash, chatClient, mockRequests, scripted, sessionOf, startMock, subAgent, subAgentApp, waitFor } from './sub-agent-app.js'
-import { checkNoRowInSandbox, checkProgress, checkStopPaths } from './sub-agent-checks.js'
+import { checkNoRowInSandbox, checkProgress, checkStopPaths, startTimeoutRun } from './sub-agent-checks.js'
 
 const gate = await dockerOrSkip()
 const agentCalls = async (c: Parameters<typeof mockRequests>[0]): Promise<Array<Record<string, unknown>>> =>
   (await mockRequests(c)).filter(r => r.path === '/v1/chat/completions' && Array.isArray(r.tools) && (r.tools as unknown[]).length > 0)
 
 t.test('sub_agent runs opencode in the chat sandbox', gate, async t => {
+  const timeout = startTimeoutRun(t, 'opencode', 'sa-opencode')
   const { app, url } = await subAgentApp(t, 'opencode')
   const c = await chatClient(t, url, 'sa-opencode')
   await startMock(c)
@@ -55,5 +56,5 @@ t.test('sub_agent runs opencode in the chat sandbox', gate, async t => {
     t.equal(sessions[0]?.model, 'mock-model')
   })
 
-  await checkStopPaths(t, { cli: 'opencode', app, client: c, chatId: 'sa-opencode', processName: /(^|\/)opencode /, waitFor })
+  await checkStopPaths(t, { cli: 'opencode', app, client: c, chatId: 'sa-opencode', processName: /(^|\/)opencode /, waitFor, timeout })
 })
