@@ -71,7 +71,7 @@ ${pageHead(`Outputs · ${config.chatId}`, [
       <button type="button" role="tab" id="view-outputs" data-view="outputs" aria-selected="true">Outputs</button>
       <button type="button" role="tab" id="view-browser" data-view="browser" aria-selected="false"><span class="browser-dot" id="browser-dot" aria-hidden="true"></span>Browser</button>
       <button type="button" role="tab" id="view-terminal" data-view="terminal" aria-selected="false">Terminal</button>
-${config.egress === null ? '' : '      <button type="button" role="tab" id="view-network" data-view="network" aria-selected="false">Network</button>\n'}    </div>
+${config.egress === null ? '' : '      <button type="button" role="tab" id="view-network" data-view="network" aria-selected="false">Network</button>\n'}${config.apps === null ? '' : '      <button type="button" role="tab" id="view-apps" data-view="apps" aria-selected="false">Apps</button>\n'}    </div>
     <div class="actions">
       <span class="live" id="live" title="Refreshes automatically">live</span>
       <a class="button primary" id="download-all" href="#" download aria-disabled="true">Download all</a>
@@ -95,6 +95,7 @@ ${config.egress === null ? '' : '      <button type="button" role="tab" id="view
   </main>
   <section class="pane" id="terminal-pane" data-view-pane="terminal" aria-label="Terminal" hidden></section>
   <section class="pane" id="network-pane" data-view-pane="network" aria-label="Network" hidden></section>
+  <section class="pane" id="apps-pane" data-view-pane="apps" aria-label="Apps" hidden></section>
   <div class="banner" id="banner" hidden></div>
 </div>
 <script type="module" nonce="${nonce}" src="../static/preview/app.js"></script>

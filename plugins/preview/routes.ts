@@ -48,7 +48,9 @@ const routes: FastifyPluginAsync<PreviewRoutesOptions> = async (fastify, opts) =
       token,
       parseTimeoutMs: opts.parseTimeoutMs,
       // The egress plugin is optional (ENABLE_NETWORK=false setups may leave it out of the manifest).
-      egress: fastify.hasDecorator('egress') ? { policy: `${egressBase}${query}`, log: `${egressBase}/log${query}` } : null
+      egress: fastify.hasDecorator('egress') ? { policy: `${egressBase}${query}`, log: `${egressBase}/log${query}` } : null,
+      // App preview URLs are optional too (the ports plugin); their listing needs the control scope.
+      apps: fastify.hasDecorator('ports') && scope === 'full' ? { list: `/api/apps/${encodeURIComponent(chatId)}${token === null ? '' : `?t=${token}`}` } : null
     }
   }
 }

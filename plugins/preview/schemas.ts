@@ -21,4 +21,9 @@ export interface PreviewConfig {
    * Network view; null when the server has no egress proxy (the view is not offered).
    */
   egress: { policy: string, log: string } | null
+  /**
+   * Extension (docs/features.md#app-preview-urls): the chat's app listing with the page's control token, for
+   * the Apps view; null without the ports plugin or without a control token (files-only pages).
+   */
+  apps: { list: string } | null
 }

@@ -77,6 +77,18 @@ t.test('an app in the sandbox works through its preview URL, and only for its ow
   t.equal(other?.status(), 401, 'chat A\'s cookie does not open chat B')
   t.match(await page.content(), /App unavailable/, 'a navigation gets a page saying why')
 
+  // The preview page's Apps view lists the port and opens it (a fresh browser: the view's link sets the cookie).
+  const fresh = await (await browser.newContext()).newPage()
+  await fresh.goto(`${url}/preview/ports-a?t=${tokenA}`)
+  await fresh.click('#view-apps')
+  await fresh.waitForSelector('#apps-list .apps-row', { timeout: 15_000 })
+  t.equal(await fresh.textContent('#apps-list .apps-port'), ':3000', 'the Apps view lists the listening port')
+  t.equal(await fresh.getAttribute('#apps-list a[target="_blank"]', 'rel'), 'noopener noreferrer')
+  await fresh.click('#apps-list a[target="_self"]')
+  await fresh.waitForFunction('document.title === \'ws:pong\'', undefined, { timeout: 15_000 })
+  t.equal(fresh.url(), `${base}/`, 'Open here shows the app in place of the page, token out of the address')
+  await fresh.close()
+
   // Hostile answers.
   const cookie = { Cookie: `cubicle_app=${tokenA}` }
   const evil = await fetch(`${base}/evil-redirect?to=${encodeURIComponent('/apps/ports-b/3000/')}`, { headers: cookie, redirect: 'manual' })

@@ -182,16 +182,19 @@ refresh().then(ok => { if (ok) schedule() })
 
 // Views. Full scope (control token, API key, open mode) adds the live Browser (browser-view.js,
 // mounted at once so its tab shows whether the browser runs), the Terminal (terminal-view.js) and,
-// with an egress proxy, the Network log (network-view.js), both mounted on first show, beside
+// with an egress proxy, the Network log (network-view.js) and, with app preview URLs, the Apps list
+// (apps-view.js), mounted on first show, beside
 // Outputs. A view is told when it is shown or hidden.
 const views = {}
 const mounts = {
   browser: () => import('./browser-view.js').then(m => m.mountBrowserView(config)),
   terminal: () => import('./terminal-view.js').then(m => m.mountTerminal($('terminal-pane'), config)),
-  network: () => import('./network-view.js').then(m => m.mountNetworkView($('network-pane'), config))
+  network: () => import('./network-view.js').then(m => m.mountNetworkView($('network-pane'), config)),
+  apps: () => import('./apps-view.js').then(m => m.mountAppsView($('apps-pane'), config))
 }
 if (config.egress == null) delete mounts.network
-const VIEW_HASHES = { '#browser': 'browser', '#terminal': 'terminal', '#network': 'network' }
+if (config.apps == null) delete mounts.apps
+const VIEW_HASHES = { '#browser': 'browser', '#terminal': 'terminal', '#network': 'network', '#apps': 'apps' }
 const mount = name => { views[name] ??= mounts[name]().catch(err => { delete views[name]; throw err }) }
 
 async function showView (name) {

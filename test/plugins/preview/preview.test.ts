@@ -66,7 +66,8 @@ t.test('a files token opens the files-only UI; the config holds token, apiUrl an
     scope: 'files',
     token,
     parseTimeoutMs: 20000,
-    egress: null
+    egress: null,
+    apps: null
   })
 })
 
@@ -88,7 +89,7 @@ t.test('a control token or the API key opens the full UI, whose data URLs still 
 t.test('open mode: no tokens anywhere, reference-shaped paths', async t => {
   const server = await app(t, { MCP_API_KEY: '' })
   const config = configOf((await server.inject({ url: '/preview/chat-a' })).body)
-  t.same(config, { chatId: 'chat-a', apiUrl: '/api/outputs/chat-a', filesBase: '/files/chat-a', scope: 'full', token: null, parseTimeoutMs: 20000, egress: null })
+  t.same(config, { chatId: 'chat-a', apiUrl: '/api/outputs/chat-a', filesBase: '/files/chat-a', scope: 'full', token: null, parseTimeoutMs: 20000, egress: null, apps: null })
 })
 
 t.test('config JSON escapes <, >, &, U+2028 and U+2029 so it cannot end the script block', async t => {
