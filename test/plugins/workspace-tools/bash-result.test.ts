@@ -1,5 +1,5 @@
 import t from 'tap'
-import { appendOutputLinks, bashResult, firstCommand, formatElapsed, lastOutputLine, progressMessage, semanticMessage, SANDBOX_STOPPED } from '../../../plugins/workspace-tools/bash-result.js'
+import { appendNotes, appendOutputLinks, bashResult, firstCommand, formatElapsed, lastOutputLine, progressMessage, resultNotes, semanticMessage, SANDBOX_STOPPED } from '../../../plugins/workspace-tools/bash-result.js'
 import { cpLength } from '../../../plugins/workspace-tools/text.js'
 
 const textOf = (r: { content: Array<{ type: string, text?: string }> }): string => r.content[0]?.text ?? ''
@@ -104,4 +104,25 @@ t.test('output links: up to 10 listed with URLs, the rest counted, and never pas
   t.ok(cpLength(tight) <= 240)
   t.match(tight, /\(and \d+ more\)\]$/)
   t.equal(appendOutputLinks('y'.repeat(195), links, 200), 'y'.repeat(195), 'no room: no line')
+})
+
+// Notes other plugins add to bash_tool results (workspace-tools ResultNote: the ports plugin's new listening ports).
+t.test('result notes: answers in registration order, failures, empty and late answers left out', async t => {
+  const notes = [
+    async () => 'first',
+    async () => { throw new Error('boom') },
+    async () => undefined,
+    async () => '',
+    async () => await new Promise<string>(resolve => { setTimeout(() => { resolve('late') }, 500) }),
+    async (chatId: string) => `for ${chatId}`
+  ]
+  const started = Date.now()
+  t.same(await resultNotes(notes, 'chat-a', 100), ['first', 'for chat-a'])
+  t.ok(Date.now() - started < 450, 'a slow note does not hold the result')
+  t.same(await resultNotes([], 'chat-a'), [])
+})
+
+t.test('notes are appended while they fit the limit', async t => {
+  t.equal(appendNotes('out', ['[a]', '[b]'], 100), 'out\n\n[a]\n\n[b]')
+  t.equal(appendNotes('out', ['x'.repeat(50), '[b]'], 20), 'out\n\n[b]', 'one that does not fit is left out, the next still goes')
 })
