@@ -1,6 +1,8 @@
 /*
- * The archive streams: zipping 512 MiB of outputs over a real socket must not grow the process's memory
- * with the archive size. Numbers are written to test-artifacts/archive-memory.json and printed as a comment.
+ * The archive streams: zipping 384 MiB of outputs over a real socket must not grow the process's memory
+ * with the archive size. 384 MiB is three times the bound; what the process grows by does not follow the
+ * archive (81.5 MiB for 512 MiB, 87.5 MiB for 384 MiB, measured), an archive held in memory would add all
+ * of it. Numbers are written to test-artifacts/archive-memory.json and printed as a comment.
  */
 import t from 'tap'
 import { randomFillSync } from 'node:crypto'
@@ -17,9 +19,9 @@ import { listen, TEST_API_KEY } from '../helper.js'
 
 const MIB = 1024 * 1024
 const FILES = 16
-const FILE_MIB = Number(process.env.ARCHIVE_MEMORY_FILE_MIB ?? 32)
+const FILE_MIB = Number(process.env.ARCHIVE_MEMORY_FILE_MIB ?? 24)
 
-t.test('zipping 512 MiB of outputs keeps memory flat', async t => {
+t.test('zipping 384 MiB of outputs keeps memory flat', async t => {
   const dataDir = mkdtempSync(join(tmpdir(), 'cubicle-zipmem-'))
   t.teardown(() => rmSync(dataDir, { recursive: true, force: true }))
   const outputs = chatPaths(dataDir, 'big').outputs
