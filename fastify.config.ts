@@ -83,6 +83,7 @@ const plugins = {
     diskLimit: config.SANDBOX_DISK_LIMIT,
     createTimeoutS: config.CONTAINER_CREATE_TIMEOUT,
     idleTimeoutS: config.CONTAINER_IDLE_TIMEOUT,
+    pausedTimeoutS: config.CONTAINER_PAUSED_TIMEOUT,
     maxAgeHours: config.CONTAINER_MAX_AGE_HOURS,
     dataMaxAgeDays: config.DATA_MAX_AGE_DAYS,
     maxRunning: config.MAX_RUNNING_SANDBOXES,

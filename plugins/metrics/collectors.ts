@@ -62,7 +62,7 @@ export function createCollectors (prefix: string, defaults: boolean): Collectors
     }),
     sandboxes: new Gauge({
       name: `${prefix}sandboxes`,
-      help: 'Sandboxes this process has seen, by state (running, stopped, removed)',
+      help: 'Sandboxes this process has seen, by state (running, paused, stopped, removed)',
       labelNames: ['state'],
       registers,
       collect () {
@@ -70,13 +70,13 @@ export function createCollectors (prefix: string, defaults: boolean): Collectors
       }
     }),
     sandboxStarts: new Counter({ name: `${prefix}sandbox_starts_total`, help: 'Sandboxes created or started by a tool call', registers }),
-    sandboxStops: new Counter({ name: `${prefix}sandbox_stops_total`, help: 'Sandboxes stopped or removed, by reason (idle, max-age, capacity, …)', labelNames: ['reason'], registers }),
+    sandboxStops: new Counter({ name: `${prefix}sandbox_stops_total`, help: 'Sandboxes stopped or removed, by reason (idle, max-age, capacity, …), and idle sandboxes paused (reason paused)', labelNames: ['reason'], registers }),
     sandboxPool: new Gauge({
       name: `${prefix}sandbox_pool`,
       help: 'Started, ready sandboxes waiting in the warm pool for a new chat (SANDBOX_POOL_SIZE); not counted in sandboxes{state}',
       registers,
       collect () { this.set(census.pooled?.() ?? 0) }
     }),
-    sandboxCapacity: new Gauge({ name: `${prefix}sandbox_capacity`, help: 'MAX_RUNNING_SANDBOXES: running sandboxes allowed at once (0 = unlimited)', registers })
+    sandboxCapacity: new Gauge({ name: `${prefix}sandbox_capacity`, help: 'MAX_RUNNING_SANDBOXES: running and paused sandboxes allowed at once (0 = unlimited)', registers })
   }
 }

@@ -89,7 +89,7 @@ export function createBoot (base: CoreBase, chats: Chats, d: BootDeps): Boot {
       if (register(c, clock.now()) !== null) adopted++
     }
     const volumes = await engine.listVolumes(ownerFilter(base.opts.prefix)).catch(() => [])
-    log.info({ containers: adopted, running: listed.filter(c => c.running).length, volumes: volumes.length, pool: unclaimed.length }, 're-adopted sandboxes')
+    log.info({ containers: adopted, running: listed.filter(c => c.running).length, paused: listed.filter(c => c.paused === true).length, volumes: volumes.length, pool: unclaimed.length }, 're-adopted sandboxes')
     // Unclaimed pool sandboxes: kept when they still match, else replaced; then the pool fills up.
     void pool.maintain(unclaimed).catch(err => { log.warn({ err }, 'warm pool: re-adoption failed') })
   }
@@ -104,9 +104,12 @@ export function createBoot (base: CoreBase, chats: Chats, d: BootDeps): Boot {
     }
     const entry = chats.entryOf(labels.chatId)
     if (entry.locked > 0 || entry.ensuring !== null || entry.epoch > mark) return entry
-    const known = entry.state === 'running' || entry.state === 'stopped'
-    if (entry.state === 'running' && !c.running) recovery.noteOutsideChange(entry, false)
-    entry.state = c.running ? 'running' : 'stopped'
+    const known = entry.state === 'running' || entry.state === 'paused' || entry.state === 'stopped'
+    const paused = c.paused === true
+    if ((entry.state === 'running' || entry.state === 'paused') && !c.running && !paused) recovery.noteOutsideChange(entry, false)
+    // Paused behind our back, or before this server started: its paused time counts from now.
+    if (paused && entry.state !== 'paused') entry.pausedAt = clock.now()
+    entry.state = c.running ? 'running' : paused ? 'paused' : 'stopped'
     entry.sandboxId = c.id
     entry.createdAt = labels.createdAt
     if (!known) entry.lastActive = Math.max(entry.lastActive, activity)

@@ -17,7 +17,8 @@ import type { EnsureOptions, SandboxInfo } from './types.js'
 /** ensure() as the roles that start a sandbox again are given it (lifecycle.ts; bound in service.ts). */
 export type Ensure = (chatId: string, opts?: EnsureOptions) => Promise<SandboxInfo>
 
-export type EntryState = 'unknown' | 'running' | 'stopped' | 'absent'
+/** paused: its processes are frozen (the engine's pause); any access wakes it (lifecycle.ts) */
+export type EntryState = 'unknown' | 'running' | 'paused' | 'stopped' | 'absent'
 
 /** In-memory view of one chat's sandbox. The running state is cached; failures invalidate it. */
 export interface Entry {
@@ -51,6 +52,8 @@ export interface Entry {
   recoverable: boolean
   /** when the running container last became ready (ms, real time: compared with notices) */
   startedAt: number
+  /** when the idle reaper paused it (ms, the service clock) */
+  pausedAt: number
   /** a restart after saturation in flight (saturation.ts), joined by concurrent callers */
   restarting: Promise<void> | null
   /** notices for the model (notices.ts) */
@@ -93,6 +96,7 @@ export class Chats {
         epoch: 0,
         recoverable: false,
         startedAt: 0,
+        pausedAt: 0,
         restarting: null,
         notices: { pending: [], actions: [] },
         disk: { over: null, stoppedAt: 0, stoppedTotal: 0 }

@@ -32,6 +32,8 @@ export interface ServiceOptions {
   diskLimit: number
   createTimeoutS: number
   idleTimeoutS: number
+  /** CONTAINER_PAUSED_TIMEOUT: an idle sandbox is paused, then stopped after this long; 0 = stopped at once */
+  pausedTimeoutS: number
   maxAgeHours: number
   dataMaxAgeDays: number
   maxRunning: number

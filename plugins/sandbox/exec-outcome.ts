@@ -89,7 +89,7 @@ export function createOutcome (base: Pick<CoreBase, 'engine' | 'log' | 'opts'>, 
       const c = await engine.inspect(entry.names.container)
       if (entry.locked === 0 && entry.ensuring === null) {
         const was = entry.state
-        entry.state = c === null ? 'absent' : c.running ? 'running' : 'stopped'
+        entry.state = c === null ? 'absent' : c.running ? 'running' : c.paused === true ? 'paused' : 'stopped'
         // Running in our cache, not any more, and not by our doing: the next exec starts it again.
         if (was === 'running' && entry.state !== 'running' && !entry.stopping) entry.recoverable = true
         chats.changed(entry)

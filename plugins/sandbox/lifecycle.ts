@@ -120,11 +120,21 @@ export function createLifecycle (base: Pick<CoreBase, 'engine' | 'log' | 'opts' 
       throw mapError(base, err)
     }
     const { names } = entry
+    // Paused by the idle reaper: thawed, and the same start goes on (no start, probe or address change).
+    if (entry.state === 'paused' && entry.sandboxId !== undefined) {
+      const woken = await wake(entry)
+      if (woken !== null) return woken
+    }
     try {
       const paths = await prepareChatDirs(base.opts.dataDir, names.chatId)
       // A chat that claimed a pool sandbox once keeps its home volume (pool-claim.ts) through every recreation.
       await loadBinding(base.opts, entry)
-      const existing = await engine.inspect(names.container)
+      let existing = await engine.inspect(names.container)
+      // Paused (before this server started, or behind its back): thawed as it is.
+      if (existing?.paused === true) {
+        await engine.unpause(existing.id)
+        existing = { ...existing, running: true, paused: false }
+      }
       let container: Container | null = existing
       let started = false
       const extra = existing === null || !existing.running ? await mounts.extraMounts(entry, user) : []
@@ -165,6 +175,29 @@ export function createLifecycle (base: Pick<CoreBase, 'engine' | 'log' | 'opts' 
     } finally {
       chats.starting.delete(entry)
     }
+  }
+
+  /**
+   * Wakes a sandbox the idle reaper paused: one unpause, then it is the same running sandbox (its
+   * processes, address and agent go on). Null when it is not paused any more (stopped or removed behind
+   * our back): the caller then inspects and starts it as for any other start.
+   */
+  async function wake (entry: Entry): Promise<Ensured | null> {
+    const t0 = clock.now()
+    try {
+      await engine.unpause(entry.sandboxId as string)
+    } catch (err) {
+      if (transient(err)) throw mapError(base, err)
+      log.info({ chat: entry.names.key, err }, 'a paused sandbox could not be woken; starting it again')
+      entry.state = 'unknown'
+      chats.changed(entry)
+      return null
+    }
+    entry.state = 'running'
+    chats.changed(entry)
+    activity.activity(entry)
+    log.info({ chat: entry.names.key, pausedS: Math.round((t0 - entry.pausedAt) / 1000), ms: clock.now() - t0 }, 'sandbox woken')
+    return { info: infoOf(entry), started: false }
   }
 
   /**
@@ -266,12 +299,15 @@ export function createLifecycle (base: Pick<CoreBase, 'engine' | 'log' | 'opts' 
     if (entry.locked === 0 && entry.ensuring === null) {
       // A container we did not know about counts as discovered now (like re-adoption), not as idle since ever.
       if (c?.running === true && entry.state !== 'running') entry.lastActive = Math.max(entry.lastActive, clock.now())
-      entry.state = c === null ? 'absent' : c.running ? 'running' : 'stopped'
+      if (c?.paused === true && entry.state !== 'paused') entry.pausedAt = clock.now()
+      entry.state = c === null ? 'absent' : c.running ? 'running' : c.paused === true ? 'paused' : 'stopped'
       if (c !== null) { entry.sandboxId = c.id; entry.createdAt = createdAtOf(c.labels) }
-      if (c?.running !== true) addresses.dropAddress(entry)
+      if (c?.running !== true && c?.paused !== true) addresses.dropAddress(entry)
       chats.changed(entry)
     }
     if (c === null) return { state: 'absent', metaExists }
+    // Paused counts as running: the next exec or ensure() wakes it.
+    if (c.paused === true) return { state: 'running', paused: true, metaExists, sandboxId: c.id }
     return { state: c.running ? 'running' : 'stopped', metaExists, sandboxId: c.id }
   }
 

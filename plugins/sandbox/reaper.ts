@@ -17,7 +17,7 @@ import type { Transitions } from './transitions.js'
 
 /*
  * Server-driven lifecycle (docs/contract.md#isolation, docs/contract.md#idle-stop-max-age-and-purge): the reaper pass (reconcile from one
- * labelled `docker ps`, idle stop, max-age removal), the hourly data purge and the
+ * labelled `docker ps`, idle pause, then stop, max-age removal), the hourly data purge and the
  * MAX_RUNNING_SANDBOXES cap.
  */
 
@@ -28,7 +28,7 @@ export interface ReaperDeps {
   identity: Pick<Identity, 'sortListing'>
   recovery: Pick<Recovery, 'noteOutsideChange'>
   addresses: Pick<Addresses, 'dropAddress'>
-  transitions: Pick<Transitions, 'stopEntry' | 'notifyStop'>
+  transitions: Pick<Transitions, 'stopEntry' | 'pauseEntry' | 'notifyStop'>
 }
 
 /** Server-driven lifecycle: reaper passes, the data purge and the capacity cap. */
@@ -74,8 +74,13 @@ export function createReaper (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | '
         jobs.push(removeForAge(entry))
         continue
       }
-      if (entry.state === 'running' && entry.callLeases + entry.socketLeases === 0 && now - entry.lastActive >= base.opts.idleTimeoutS * 1000) {
-        jobs.push(transitions.stopEntry(entry, 'idle').catch(err => { log.warn({ chat: entry.names.key, err }, 'idle stop failed') }))
+      if (entry.callLeases + entry.socketLeases > 0) continue
+      // Idle: paused first (memory kept, woken by the next access), stopped CONTAINER_PAUSED_TIMEOUT later.
+      if (entry.state === 'running' && now - entry.lastActive >= base.opts.idleTimeoutS * 1000) {
+        const job = base.opts.pausedTimeoutS > 0 ? transitions.pauseEntry(entry) : transitions.stopEntry(entry, 'idle')
+        jobs.push(job.catch(err => { log.warn({ chat: entry.names.key, err }, 'idle pause or stop failed') }))
+      } else if (entry.state === 'paused' && now - entry.pausedAt >= base.opts.pausedTimeoutS * 1000) {
+        jobs.push(transitions.stopEntry(entry, 'idle').catch(err => { log.warn({ chat: entry.names.key, err }, 'stop of a paused sandbox failed') }))
       }
     }
     await Promise.all(jobs)
@@ -95,8 +100,8 @@ export function createReaper (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | '
       if (entry !== null) seen.add(entry)
     }
     for (const entry of chats.entries.values()) {
-      if (!seen.has(entry) && entry.locked === 0 && entry.ensuring === null && entry.epoch <= mark && (entry.state === 'running' || entry.state === 'stopped')) {
-        if (entry.state === 'running') recovery.noteOutsideChange(entry, true)
+      if (!seen.has(entry) && entry.locked === 0 && entry.ensuring === null && entry.epoch <= mark && (entry.state === 'running' || entry.state === 'paused' || entry.state === 'stopped')) {
+        if (entry.state === 'running' || entry.state === 'paused') recovery.noteOutsideChange(entry, true)
         addresses.dropAddress(entry)
         entry.state = 'absent'
         entry.sandboxId = undefined
@@ -166,14 +171,18 @@ export function createReaper (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | '
     return purged
   }
 
+  /** Running and paused sandboxes (a paused one keeps its memory), and those being started. */
   function runningCount (except: Entry): number {
     let n = 0
-    for (const e of chats.entries.values()) if (e !== except && e.state === 'running') n++
+    for (const e of chats.entries.values()) if (e !== except && (e.state === 'running' || e.state === 'paused')) n++
     for (const e of chats.starting) if (e !== except && e.state !== 'running') n++
     return n
   }
 
-  /** MAX_RUNNING_SANDBOXES: stop the least recently active idle sandbox, or fail with SANDBOX_CAPACITY. */
+  /**
+   * MAX_RUNNING_SANDBOXES: stop the least recently active paused sandbox, else the least recently active
+   * idle running one, or fail with SANDBOX_CAPACITY.
+   */
   async function reserveSlot (entry: Entry): Promise<void> {
     if (base.opts.maxRunning === 0) { chats.starting.add(entry); return }
     // Ready pool sandboxes count too, and give way before any chat's sandbox is stopped.
@@ -181,8 +190,11 @@ export function createReaper (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | '
       if (await pool.yieldSlot()) continue
       let victim: Entry | undefined
       for (const e of chats.entries.values()) {
-        if (e === entry || e.state !== 'running' || e.stopping || e.locked > 0 || e.callLeases + e.socketLeases > 0) continue
-        if (victim === undefined || e.lastActive < victim.lastActive) victim = e
+        if (e === entry || (e.state !== 'running' && e.state !== 'paused') || e.stopping || e.locked > 0 || e.callLeases + e.socketLeases > 0) continue
+        const better = victim === undefined ||
+          (e.state === 'paused' && victim.state !== 'paused') ||
+          (e.state === victim.state && e.lastActive < victim.lastActive)
+        if (better) victim = e
       }
       if (victim === undefined) throw new SANDBOX_CAPACITY()
       log.info({ chat: victim.names.key }, 'sandbox capacity reached: stopping the least recently active idle sandbox')

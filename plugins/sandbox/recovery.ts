@@ -39,7 +39,8 @@ export function createRecovery (base: Pick<CoreBase, 'engine' | 'log' | 'opts' |
     const entry = chats.entryOf(chatId)
     if (entry.restarting !== null) await entry.restarting.catch(() => {})
     if (entry.state === 'running' && entry.sandboxId !== undefined) return entry
-    if (!entry.recoverable) throw new SANDBOX_NOT_RUNNING()
+    // Paused by the idle reaper: any access wakes it (ensure() unpauses it and counts as activity).
+    if (entry.state !== 'paused' && !entry.recoverable) throw new SANDBOX_NOT_RUNNING()
     await ensure(chatId, { user: entry.user })
     return entry
   }

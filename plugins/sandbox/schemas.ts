@@ -21,6 +21,7 @@ export const SandboxOptions = Type.Object({
   diskLimit: Type.Optional(Type.Integer({ default: 10737418240, minimum: 0, description: 'SANDBOX_DISK_LIMIT bytes per chat (home + outputs + writable layer); 0 disables' })),
   createTimeoutS: Type.Optional(Type.Integer({ default: 60, minimum: 1, description: 'CONTAINER_CREATE_TIMEOUT' })),
   idleTimeoutS: Type.Optional(Type.Number({ default: 600, exclusiveMinimum: 0, description: 'CONTAINER_IDLE_TIMEOUT' })),
+  pausedTimeoutS: Type.Optional(Type.Number({ default: 3600, minimum: 0, description: 'CONTAINER_PAUSED_TIMEOUT: seconds an idle sandbox stays paused before it is stopped; 0 = stop idle sandboxes instead of pausing them' })),
   maxAgeHours: Type.Optional(Type.Number({ default: 24, exclusiveMinimum: 0, description: 'CONTAINER_MAX_AGE_HOURS' })),
   dataMaxAgeDays: Type.Optional(Type.Number({ default: 7, minimum: 0, description: 'DATA_MAX_AGE_DAYS; 0 disables the purge' })),
   maxRunning: Type.Optional(Type.Integer({ default: 50, minimum: 0, description: 'MAX_RUNNING_SANDBOXES; 0 = unlimited' })),

@@ -19,6 +19,12 @@ export interface Transitions {
   /** The engine's stop under the chat's lock; the sandbox is not recoverable afterwards. */
   stopEntry: (entry: Entry, reason: StopReason) => Promise<void>
   /**
+   * The idle reaper's pause (docs/engine.md#what-an-engine-implements): the sandbox's processes are frozen
+   * with their memory, under the chat's lock; the next ensure() or exec wakes it (lifecycle.ts). Skipped
+   * when the chat was taken meanwhile. The onStop hooks hear the reason 'paused'; the address is kept.
+   */
+  pauseEntry: (entry: Entry) => Promise<void>
+  /**
    * Kills the chat's sandbox under its lock and marks it stopped but recoverable: files stay, processes
    * are lost, the next ensure() starts it again. Rejects with the mapped engine error.
    */
@@ -30,13 +36,14 @@ export interface Transitions {
   execStartError: (entry: Entry, err: unknown) => Error
 }
 
-export function createTransitions (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | 'status'>, chats: Chats,
+export function createTransitions (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | 'status' | 'clock'>, chats: Chats,
   dropAddress: (entry: Entry) => void): Transitions {
   const { engine, log, opts } = base
   const stopHooks: StopHook[] = []
 
   function notifyStop (entry: Entry, reason: StopReason): void {
-    dropAddress(entry)
+    // A paused sandbox keeps its address: it is the same start when it wakes.
+    if (reason !== 'paused') dropAddress(entry)
     for (const hook of stopHooks) {
       try { hook(entry.names.chatId, reason) } catch (err) { log.warn({ err }, 'an onStop hook failed') }
     }
@@ -47,7 +54,10 @@ export function createTransitions (base: Pick<CoreBase, 'engine' | 'log' | 'opts
     try {
       await withLock(entry, async () => {
         try {
-          await engine.stop(entry.sandboxId ?? entry.names.container, opts.stopGraceS)
+          const id = entry.sandboxId ?? entry.names.container
+          // Thawed first, so that its processes get SIGTERM and the grace instead of only SIGKILL at its end.
+          if (entry.state === 'paused') await engine.unpause(id).catch(() => {})
+          await engine.stop(id, opts.stopGraceS)
         } catch (err) { throw mapError(base, err) }
         entry.state = entry.state === 'absent' ? 'absent' : 'stopped'
         entry.recoverable = false
@@ -56,6 +66,21 @@ export function createTransitions (base: Pick<CoreBase, 'engine' | 'log' | 'opts
       })
     } finally { entry.stopping = false }
     notifyStop(entry, reason)
+  }
+
+  async function pauseEntry (entry: Entry): Promise<void> {
+    const paused = await withLock(entry, async () => {
+      if (entry.state !== 'running' || entry.sandboxId === undefined || entry.callLeases + entry.socketLeases > 0) return false
+      try {
+        await engine.pause(entry.sandboxId)
+      } catch (err) { throw mapError(base, err) }
+      entry.state = 'paused'
+      entry.pausedAt = base.clock.now()
+      chats.changed(entry)
+      log.info({ chat: entry.names.key }, 'sandbox paused (idle)')
+      return true
+    })
+    if (paused) notifyStop(entry, 'paused')
   }
 
   async function killKeepingFiles (entry: Entry): Promise<void> {
@@ -78,5 +103,5 @@ export function createTransitions (base: Pick<CoreBase, 'engine' | 'log' | 'opts
     return mapError(base, err)
   }
 
-  return { addStopHook: hook => { stopHooks.push(hook) }, notifyStop, stopEntry, killKeepingFiles, execStartError }
+  return { addStopHook: hook => { stopHooks.push(hook) }, notifyStop, stopEntry, pauseEntry, killKeepingFiles, execStartError }
 }

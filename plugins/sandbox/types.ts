@@ -28,7 +28,10 @@ export interface SandboxInfo {
 export type SandboxState = 'running' | 'stopped' | 'absent'
 
 export interface SandboxStatus {
+  /** a paused sandbox (idle, its processes frozen) is 'running': any exec or ensure() wakes it */
   state: SandboxState
+  /** the sandbox is paused now (state is 'running') */
+  paused?: boolean
   /** meta.json exists for the chat (it was used before) */
   metaExists: boolean
   /** the engine's id of the sandbox, when it exists */
@@ -98,8 +101,11 @@ export interface CommandOptions {
  */
 export interface LeaseOptions { kind?: 'call' | 'socket' }
 
-/** Extension: why a sandbox stopped or went away (onStop). */
-export type StopReason = 'idle' | 'max-age' | 'capacity' | 'stopped' | 'removed' | 'purged' | 'killed' | 'disk-limit'
+/**
+ * Extension: why a sandbox stopped or went away (onStop). 'paused' is no stop: the idle reaper froze it,
+ * the next access wakes it (and runs the onEnsure hooks again).
+ */
+export type StopReason = 'idle' | 'max-age' | 'capacity' | 'stopped' | 'removed' | 'purged' | 'killed' | 'disk-limit' | 'paused'
 export type StopHook = (chatId: string, reason: StopReason) => void
 /** A sandbox's address on the sandbox network (null: it has none any more: stopped, removed, gone). */
 export type AddressHook = (chatId: string, address: string | null) => void

@@ -8,7 +8,7 @@ import { readFile, stat } from 'node:fs/promises'
 import { join } from 'node:path'
 import { chatKey } from '../../core/chat-id.js'
 import type { StopReason } from '../../plugins/sandbox/types.js'
-import { buildSandboxApp, cleanupPrefix, containersOfChat, dockerOrSkip, volumesOfChat } from './docker.js'
+import { buildSandboxApp, cleanupPrefix, containersOfChat, dockerOrSkip, testDockerClient, volumesOfChat } from './docker.js'
 
 const PREFIX = 'treap'
 const { skip } = await dockerOrSkip()
@@ -19,9 +19,9 @@ t.test('sandbox reaper (real Docker)', { skip }, async t => {
   const now = (): number => Date.now() + offset
   const minutes = (m: number): void => { offset += m * 60_000 }
 
-  t.test('idle stop after CONTAINER_IDLE_TIMEOUT; a lease holds it; activity resets it', async t => {
+  t.test('idle stop after CONTAINER_IDLE_TIMEOUT (CONTAINER_PAUSED_TIMEOUT 0); a lease holds it; activity resets it', async t => {
     offset = 0
-    const { app, service } = await buildSandboxApp(t, PREFIX, { idleTimeoutS: 600, now, reaperIntervalMs: 3_600_000 })
+    const { app, service } = await buildSandboxApp(t, PREFIX, { idleTimeoutS: 600, pausedTimeoutS: 0, now, reaperIntervalMs: 3_600_000 })
     const stops: Array<[string, StopReason]> = []
     app.sandbox.onStop?.((chat, reason) => stops.push([chat, reason]))
     await app.sandbox.ensure('reap-idle')
@@ -71,7 +71,7 @@ t.test('sandbox reaper (real Docker)', { skip }, async t => {
   })
 
   t.test('the reaper timer runs by itself', async t => {
-    const { app } = await buildSandboxApp(t, PREFIX, { idleTimeoutS: 1, reaperIntervalMs: 200 })
+    const { app } = await buildSandboxApp(t, PREFIX, { idleTimeoutS: 1, pausedTimeoutS: 0, reaperIntervalMs: 200 })
     await app.sandbox.ensure('reap-timer')
     const deadline = Date.now() + 15_000
     let state = ''
@@ -119,6 +119,81 @@ t.test('sandbox reaper (real Docker)', { skip }, async t => {
     // The chat starts over from scratch on its next call.
     await app.sandbox.ensure(chat)
     t.equal((await app.sandbox.exec(chat, ['sh', '-c', 'cat ~/k 2>/dev/null || echo gone'])).stdout.toString(), 'gone\n')
+  })
+
+  t.test('idle: paused (processes and memory kept), woken by the next access, stopped CONTAINER_PAUSED_TIMEOUT later', async t => {
+    offset = 0
+    const { app, service } = await buildSandboxApp(t, PREFIX, { idleTimeoutS: 600, pausedTimeoutS: 3600, now, reaperIntervalMs: 3_600_000 })
+    const stops: Array<[string, StopReason]> = []
+    app.sandbox.onStop?.((chat, reason) => stops.push([chat, reason]))
+    const ensured: boolean[] = []
+    app.sandbox.onEnsure(async (_box, event) => { ensured.push(event.started) })
+    const chat = 'reap-pause'
+    const info = await app.sandbox.ensure(chat)
+    // A process in its own session (as a background job runs): its pid must survive the pause.
+    const pid = (await app.sandbox.exec(chat, ['sh', '-c', 'setsid sleep 900 >/dev/null 2>&1 < /dev/null & echo $!'])).stdout.toString().trim()
+    const docker = testDockerClient()
+    t.teardown(() => { docker.close() })
+
+    minutes(11)
+    await service.reap()
+    t.same(await app.sandbox.status(chat), { state: 'running', paused: true, metaExists: true, sandboxId: info.sandboxId }, 'paused, reported as running')
+    t.match(await docker.inspect(info.sandboxId), { running: false, paused: true }, 'the engine froze it')
+    t.same(stops, [[chat, 'paused']])
+    minutes(30)
+    await app.sandbox.status(chat)
+    await service.reap()
+    t.match(await docker.inspect(info.sandboxId), { paused: true }, 'a status poll is no access: still paused')
+
+    const t0 = performance.now()
+    const r = await app.sandbox.exec(chat, ['sh', '-c', `kill -0 ${pid} && echo alive`])
+    const wakeMs = performance.now() - t0
+    t.equal(r.stdout.toString(), 'alive\n', `an exec wakes it and the process is the same (${wakeMs.toFixed(0)} ms)`)
+    t.match(await docker.inspect(info.sandboxId), { running: true, paused: false })
+    t.equal((await app.sandbox.ensure(chat)).sandboxId, info.sandboxId, 'the same sandbox, not a new start')
+    t.notOk(ensured.slice(1).some(started => started), 'waking is no start')
+
+    // Paused again; after CONTAINER_PAUSED_TIMEOUT it is stopped for good (reason idle).
+    minutes(11)
+    await service.reap()
+    t.equal((await docker.inspect(info.sandboxId))?.paused, true)
+    minutes(59)
+    await service.reap()
+    t.equal((await docker.inspect(info.sandboxId))?.paused, true, 'not yet: 59 of 60 paused minutes')
+    minutes(2)
+    await service.reap()
+    t.match(await docker.inspect(info.sandboxId), { running: false, paused: false }, 'stopped after CONTAINER_PAUSED_TIMEOUT')
+    t.same(stops.map(([, reason]) => reason), ['paused', 'paused', 'idle'])
+    t.equal((await app.sandbox.status(chat)).state, 'stopped')
+  })
+
+  t.test('a paused sandbox is re-adopted as paused and woken by ensure()', async t => {
+    offset = 0
+    const one = await buildSandboxApp(t, PREFIX, { idleTimeoutS: 600, now, reaperIntervalMs: 3_600_000 })
+    const chat = 'reap-pause-adopt'
+    const info = await one.app.sandbox.ensure(chat)
+    const pid = (await one.app.sandbox.exec(chat, ['sh', '-c', 'setsid sleep 901 >/dev/null 2>&1 < /dev/null & echo $!'])).stdout.toString().trim()
+    minutes(11)
+    await one.service.reap()
+    await one.app.close()
+    const two = await buildSandboxApp(t, PREFIX, { idleTimeoutS: 600, now, reaperIntervalMs: 3_600_000 }, one.dataDir)
+    t.match(await two.app.sandbox.status(chat), { state: 'running', paused: true })
+    t.equal((await two.app.sandbox.ensure(chat)).sandboxId, info.sandboxId)
+    t.equal((await two.app.sandbox.exec(chat, ['sh', '-c', `kill -0 ${pid} && echo alive`])).stdout.toString(), 'alive\n')
+  })
+
+  t.test('MAX_RUNNING_SANDBOXES counts paused sandboxes and stops them first', async t => {
+    offset = 0
+    const { app, service } = await buildSandboxApp(t, PREFIX, { maxRunning: 2, idleTimeoutS: 600, now, reaperIntervalMs: 3_600_000 })
+    await app.sandbox.ensure('capp-1')
+    minutes(11)
+    await app.sandbox.ensure('capp-2')
+    await service.reap()
+    t.match(await app.sandbox.status('capp-1'), { paused: true })
+    minutes(1)
+    await app.sandbox.ensure('capp-3')
+    t.equal((await app.sandbox.status('capp-1')).state, 'stopped', 'the paused one made room, not the idle running one')
+    t.equal((await app.sandbox.status('capp-2')).state, 'running')
   })
 
   t.test('MAX_RUNNING_SANDBOXES stops the least recently active idle sandbox, else fails', async t => {
