@@ -23,8 +23,11 @@
  *       CPU profile and the first calls' steps. `h50`: the same at 50.
  *   (i) new chat's first bash_tool result, pool hit (the default pool full)
  *                                              ÷ `docker start` of a created container goal ≤ 0.3
+ *   (j) wake from pause: a chat's first bash_tool result after the server paused its idle sandbox
+ *       (a server of its own with CONTAINER_IDLE_TIMEOUT=1; the reaper pauses within 30 s)
+ *                                              ÷ `docker start` of a stopped container  goal ≤ 0.2
  *
- * BENCH_ONLY=a,h,i runs those sections alone (any of a–i and h50; empty runs a–i). BENCH_H=20x5
+ * BENCH_ONLY=a,h,i runs those sections alone (any of a–j and h50; empty runs a–j). BENCH_H=20x5
  * changes (h)'s chats × calls. The server is built first (tsc; BENCH_NO_BUILD=1 reuses dist/,
  * BENCH_SERVER=tsx runs the sources); BENCH_NODE_ARGS replaces the server's node flags (default: those of `npm start`,
  * --optimize-for-size; `BENCH_NODE_ARGS=` runs it without any). The goals are printed together at the end, met or not.
@@ -161,6 +164,37 @@ async function benchPoolHit (): Promise<string> {
   return `(i) first bash_tool, pool hit ${ms(median(hit))} ÷ docker start of a created container ${ms(median(start))} = ${ratio.toFixed(2)} (goal ≤ 0.3)`
 }
 
+/**
+ * (j) The first call after an idle pause (docs/contract.md#idle-stop-max-age-and-purge) against what it
+ * replaces, `docker start` of a stopped container (started once, stopped, started again: timed), and a
+ * warm call of the same chat.
+ */
+async function benchWake (): Promise<string> {
+  const c = await client('bench-j')
+  await bash(c, 'true')
+  const id = (await chatContainer('bench-j'))?.Id
+  if (id === undefined) throw new Error('(j): the chat has no sandbox')
+  const paused = async (): Promise<boolean> => (await docker.getContainer(id).inspect()).State.Paused
+  const wake: number[] = []
+  const warm: number[] = []
+  const start: number[] = []
+  for (let i = 0; i < 3; i++) {
+    for (let w = 0; w < 400 && !await paused(); w++) await sleep(100)
+    if (!await paused()) throw new Error('(j): the server did not pause the idle sandbox within 40 s')
+    let t0 = now(); await bash(c, 'echo awake'); wake.push(now() - t0)
+    t0 = now(); await bash(c, 'echo warm'); warm.push(now() - t0)
+    const raw = await rawContainer()
+    await raw.start()
+    await raw.stop({ t: 0 })
+    t0 = now(); await raw.start(); start.push(now() - t0)
+    await raw.remove({ force: true })
+  }
+  await c.close()
+  const ratio = median(wake) / median(start)
+  ratioGoal('(j) first result after an idle pause ÷ docker start of a stopped container', ratio, 0.2)
+  return `(j) first bash_tool after a pause ${ms(median(wake))} (a warm one ${ms(median(warm))}) ÷ docker start of a stopped container ${ms(median(start))} = ${ratio.toFixed(2)} (goal ≤ 0.2)`
+}
+
 function loadGoals (r: LoadResult, chats: number, calls: number): void {
   goals.push({ what: `(h) ${chats} chats × ${calls} calls at once: errors, chats with exactly one container by label or name`, value: `${r.errors}, ${r.onePerChat}`, goal: `0, ${chats}`, met: r.errors === 0 && r.onePerChat === chats && r.containers === chats })
   goals.push({ what: `(h) ${chats} chats × ${calls} calls at once: p99 of the calls after each chat's first`, value: ms(r.laterP99), goal: '≤ 500 ms', met: r.laterP99 <= 500 })
@@ -203,12 +237,20 @@ async function main (): Promise<void> {
   if (want('e')) listingFixture(dataDir)
   const header = `machine: ${await machine()}; warm pool ${POOL} (SANDBOX_POOL_SIZE auto)`
   const server = await startServer(dataDir)
+  let wakeServer: Server | undefined
   const results: string[] = []
   try {
     await sections(server, results)
     if (want('i')) results.push(await benchPoolHit())
+    if (want('j')) {
+      // Its own server: sandboxes idle after 1 s there, which would disturb every other section.
+      await server.stop()
+      wakeServer = await startServer(dataDir, 0, { CONTAINER_IDLE_TIMEOUT: '1' })
+      results.push(await benchWake())
+    }
   } finally {
     await server.stop()
+    await wakeServer?.stop()
     await cleanup()
     rmSync(dataDir, { recursive: true, force: true })
     console.log(`\nCubicle bench (same machine, same run)\n${header}`)

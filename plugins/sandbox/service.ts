@@ -44,7 +44,7 @@ export interface CoreSandboxService extends Required<SandboxService> {
   readiness: () => Promise<{ ok: boolean, fields: Record<string, string> }>
   /** onClose: timers stop and open exec streams end; sandboxes keep running (re-adopted next boot). */
   close: () => Promise<void>
-  /** One reaper pass: reconcile with the engine, idle stop, max-age removal. */
+  /** One reaper pass: reconcile with the engine, idle pause or stop, max-age removal. */
   reap: () => Promise<void>
   /** One purge pass; resolves with the number of chats purged. */
   purge: () => Promise<number>

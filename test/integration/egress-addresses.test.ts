@@ -83,6 +83,9 @@ t.test('the first command of a started sandbox goes out under its own chat (real
   }
 
   t.test('three chats idle-stopped and woken in another order: every first command goes out', async t => {
+    // Idle: paused at the first pass, stopped CONTAINER_PAUSED_TIMEOUT (1 h) later.
+    clock.now += 3600_000
+    await s.service.reap()
     clock.now += 3600_000
     await s.service.reap()
     for (const chat of chats) t.equal((await s.app.sandbox.status(chat)).state, 'stopped', `${chat} was idle-stopped`)

@@ -14,7 +14,7 @@ import type { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import type { CoreSandboxService } from '../../plugins/sandbox/service.js'
 import { listen } from '../helper.js'
 import { bash, client, textOf, toolsManifest } from '../plugins/workspace-tools/integration-app.js'
-import { dockerOrSkip, removeByPrefix, TEST_IMAGE } from './docker.js'
+import { dockerOrSkip, removeByPrefix, TEST_IMAGE, testDockerClient } from './docker.js'
 
 const gate = await dockerOrSkip()
 const sleep = async (ms: number): Promise<void> => await new Promise(resolve => setTimeout(resolve, ms))
@@ -26,8 +26,8 @@ const dataDir = await mkdtemp(join(tmpdir(), 'jobs-data-'))
 const chat = `jobs-${randomBytes(3).toString('hex')}`
 
 /** A server on the shared prefix and data dir, closed when `t` ends (a restart is a second one). */
-async function server (t: Test): Promise<{ c: Client, sandbox: CoreSandboxService }> {
-  const { app, url } = await listen(t, { SANDBOX_PREFIX: prefix, DATA_DIR: dataDir, DOCKER_IMAGE: TEST_IMAGE, COMMAND_TIMEOUT: '4', ENABLE_NETWORK: 'false' }, toolsManifest)
+async function server (t: Test, env: Record<string, string> = {}): Promise<{ c: Client, sandbox: CoreSandboxService }> {
+  const { app, url } = await listen(t, { SANDBOX_PREFIX: prefix, DATA_DIR: dataDir, DOCKER_IMAGE: TEST_IMAGE, COMMAND_TIMEOUT: '4', ENABLE_NETWORK: 'false', ...env }, toolsManifest)
   return { c: await client(t, url, chat), sandbox: app.sandbox as CoreSandboxService }
 }
 
@@ -113,5 +113,22 @@ t.test('background jobs through bash_tool', gate, async t => {
     t.equal(await sh(c, 'curl -s http://127.0.0.1:8000/index.html'), 'hello\n', 'same command, same directory')
     t.match(await sh(c, 'job restart flaky; echo rc=$?'), /^job flaky started[\s\S]*rc=0/, 'job restart starts a stopped job too')
     t.match(await sh(c, 'job logs web --since 0 2>/dev/null | grep -c "started pid"'), /^2\n/, 'one log across both runs')
+  })
+
+  await t.test('an idle pause keeps the jobs: the next call wakes the sandbox with the same processes', async t => {
+    const { c, sandbox } = await server(t, { CONTAINER_IDLE_TIMEOUT: '1' })
+    const before = (await jobs(c)).web
+    t.match(before, { state: 'running', ports: [{ port: 8000 }] })
+    const id = (await sandbox.status(chat)).sandboxId ?? ''
+    const engine = testDockerClient()
+    t.teardown(() => { engine.close() })
+    await until('the idle sandbox paused', async () => {
+      await sandbox.reap()
+      return (await engine.inspect(id))?.paused === true
+    }, 20_000)
+    t.match(await sandbox.status(chat), { state: 'running', paused: true })
+    t.match((await jobs(c)).web, { state: 'running', pid: before?.pid, ports: [{ port: 8000 }] }, 'the call woke it: same job, same pid')
+    t.equal(await sh(c, 'curl -s http://127.0.0.1:8000/index.html'), 'hello\n')
+    t.match(await engine.inspect(id), { running: true, paused: false })
   })
 })
