@@ -183,7 +183,7 @@ export function createLifecycle (base: Pick<CoreBase, 'engine' | 'log' | 'opts' 
    * our back): the caller then inspects and starts it as for any other start.
    */
   async function wake (entry: Entry): Promise<Ensured | null> {
-    const t0 = clock.now()
+    const t0 = clock.real()
     try {
       await engine.unpause(entry.sandboxId as string)
     } catch (err) {
@@ -196,7 +196,7 @@ export function createLifecycle (base: Pick<CoreBase, 'engine' | 'log' | 'opts' 
     entry.state = 'running'
     chats.changed(entry)
     activity.activity(entry)
-    log.info({ chat: entry.names.key, pausedS: Math.round((t0 - entry.pausedAt) / 1000), ms: clock.now() - t0 }, 'sandbox woken')
+    log.info({ chat: entry.names.key, pausedS: Math.round((clock.now() - entry.pausedAt) / 1000), ms: Math.round(clock.real() - t0) }, 'sandbox woken')
     return { info: infoOf(entry), started: false }
   }
 

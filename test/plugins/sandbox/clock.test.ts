@@ -23,7 +23,7 @@ const IMAGE = 'cubicle-memory-test:latest'
 /** Years away from the real clock: anything stamped with Date.now() would show. */
 const START = Date.parse('2031-03-04T05:06:07Z')
 
-t.test('lease, creation label, meta.json, idle stop and max age follow the clock the core is given', async t => {
+t.test('lease, creation label, meta.json, idle pause and stop and max age follow the clock the core is given', async t => {
   const dir = await mkdtemp(join(tmpdir(), 'tclock-'))
   t.teardown(async () => { await rm(dir, { recursive: true, force: true }) })
   let now = START
@@ -36,7 +36,7 @@ t.test('lease, creation label, meta.json, idle stop and max age follow the clock
     return await exec(id, spec)
   }
   const opts = parseOptions(SandboxOptions, {
-    prefix: 'tclock', image: IMAGE, dataDir: dir, enableNetwork: false, agent: false, poolSize: 0, idleTimeoutS: 60, maxAgeHours: 2
+    prefix: 'tclock', image: IMAGE, dataDir: dir, enableNetwork: false, agent: false, poolSize: 0, idleTimeoutS: 60, pausedTimeoutS: 120, maxAgeHours: 2
   }, 'sandbox')
   const service = createSandboxService({ ...opts, dataDirHost: dir }, engine, pino({ level: 'silent' }), clockWith(() => now))
   t.teardown(async () => { await service.close() })
@@ -63,13 +63,20 @@ t.test('lease, creation label, meta.json, idle stop and max age follow the clock
   t.same(stops, [], 'idle for 59 s of the clock: kept')
   now += 2_000
   await service.reap()
-  t.same(stops, ['idle'], 'idle for 61 s of the clock: stopped, with no real time spent')
+  t.same(stops, ['paused'], 'idle for 61 s of the clock: paused, with no real time spent')
+  t.match(await service.status('clock-chat'), { state: 'running', paused: true })
+  now += 119_000
+  await service.reap()
+  t.same(stops, ['paused'], 'paused for 119 s of the clock: kept')
+  now += 2_000
+  await service.reap()
+  t.same(stops, ['paused', 'idle'], 'paused for 121 s of the clock (CONTAINER_PAUSED_TIMEOUT 120): stopped')
   t.equal((await service.status('clock-chat')).state, 'stopped')
 
   await service.ensure('clock-chat')
   t.equal((await service.status('clock-chat')).state, 'running', 'started again at the next call')
   now += 2 * 3600_000
   await service.reap()
-  t.same(stops, ['idle', 'max-age'], 'older than SANDBOX_MAX_AGE_HOURS by the clock: removed')
+  t.same(stops, ['paused', 'idle', 'max-age'], 'older than SANDBOX_MAX_AGE_HOURS by the clock: removed')
   t.equal((await service.status('clock-chat')).state, 'absent')
 })
