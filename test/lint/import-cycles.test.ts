@@ -34,8 +34,12 @@ function sources (dir: string): string[] {
   })
 }
 
-/** The relative imports of one file, resolved to files, each marked type-only when the compiler erases it. */
+const parsed = new Map<string, Edge[]>()
+
+/** The relative imports of one file, resolved to files, each marked type-only when the compiler erases it (read once). */
 function importsOf (file: string): Edge[] {
+  const known = parsed.get(file)
+  if (known !== undefined) return known
   const source = ts.createSourceFile(file, readFileSync(file, 'utf8'), ts.ScriptTarget.Latest, false)
   const edges: Edge[] = []
   const add = (spec: string, typeOnly: boolean): void => {
@@ -56,6 +60,7 @@ function importsOf (file: string): Edge[] {
     ts.forEachChild(node, visit)
   }
   visit(source)
+  parsed.set(file, edges)
   return edges
 }
 
@@ -123,6 +128,27 @@ t.test('no import cycle in plugins/ and core/ (value imports), none at all in pl
   t.ok(files.length > 200, `${files.length} files read`)
   t.ok(files.some(f => f.endsWith('plugins/sandbox/service.ts')))
   t.same(check(root, 'plugins/sandbox'), [], 'break these cycles: hand the state to the code that needs it instead (docs/engine.md#the-core-inside)')
+})
+
+/** Which plugins each plugin imports (any import, `import type` included: it names the other's contract). */
+function pluginGraph (): Graph {
+  const dir = join(root, 'plugins')
+  const graph: Graph = new Map()
+  for (const file of sources(dir)) {
+    const from = relative(dir, file).split('/')[0] as string
+    const to = importsOf(file).map(e => relative(dir, e.to).split('/')[0] as string).filter(p => p !== from && !p.startsWith('..'))
+    graph.set(from, [...new Set([...(graph.get(from) ?? []), ...to])])
+  }
+  return graph
+}
+
+t.test('plugins depend on each other without a cycle, and the bash_tool path reads one way', async t => {
+  const graph = pluginGraph()
+  t.same(cycles(graph).map(c => c.join(' → ')), [], 'no cycle between plugins')
+  t.same(graph.get('sandbox'), [], 'the sandbox core imports no other plugin (a tool or the transport calls it, never the reverse)')
+  t.notOk(graph.get('mcp-transport')?.some(p => p === 'workspace-tools' || p.startsWith('sandbox')), 'the transport knows no tool and no sandbox')
+  for (const engine of ['sandbox-docker', 'sandbox-memory']) t.same(graph.get(engine), ['sandbox'], `${engine} knows only the core's contract`)
+  t.ok(graph.get('workspace-tools')?.includes('sandbox'), 'the tool calls the sandbox service')
 })
 
 t.test('the check finds a value cycle, a type cycle in the sandbox core, and a three-file loop; it allows an erased type cycle elsewhere', async t => {
