@@ -19,7 +19,7 @@ import { TEST_API_KEY } from '../helper.js'
  * The README is the newcomer's page (what Cubicle is, the two commands, each client, a short security
  * and architecture overview, links); the rest lives in docs/. These tests keep it short, keep every
  * link between the pages pointing at a file that exists, and keep the plugin guide's example the code
- * that examples/hello-plugin/index.ts really is (test/http/example-plugin.test.ts runs that code).
+ * that examples/hello-plugin/index.ts really is (test/http/server.test.ts runs that code).
  * Anchors (`page.md#heading`) are checked by test/core/citations.test.ts.
  */
 t.test('readme', async t => {
