@@ -12,7 +12,7 @@ import mcpTransport from './plugins/mcp-transport/index.js'
 import capabilities from './plugins/capabilities/index.js'
 import chatStorage from './plugins/chat-storage/index.js'
 import sandboxDocker from './plugins/sandbox-docker/index.js'
-import sandbox, { subAgentEnvFromConfig } from './plugins/sandbox/index.js'
+import sandbox from './plugins/sandbox/index.js'
 import workspaceTools from './plugins/workspace-tools/index.js'
 import userSkills from './plugins/user-skills/index.js'
 import promptRender from './plugins/prompt-render/index.js'
@@ -28,7 +28,7 @@ import preview from './plugins/preview/index.js'
 import cdpBridge from './plugins/cdp-bridge/index.js'
 import terminal from './plugins/terminal/index.js'
 import runtimeCli from './plugins/runtime-cli/index.js'
-import subAgent from './plugins/sub-agent/index.js'
+import subAgent, { subAgentEnvFromConfig } from './plugins/sub-agent/index.js'
 import docs from './plugins/docs/index.js'
 import oauth from './plugins/oauth/index.js'
 import icons from './plugins/icons/index.js'
@@ -74,7 +74,6 @@ const plugins = {
     enableNetwork: config.ENABLE_NETWORK,
     agent: config.SANDBOX_AGENT,
     agentBytesPerSecond: config.SANDBOX_AGENT_MAX_BYTES_PER_SECOND,
-    egressPort: config.EGRESS_PORT,
     dataDir: config.DATA_DIR,
     dataDirHost: config.dataDirHost,
     memLimit: config.CONTAINER_MEM_LIMIT,
@@ -92,8 +91,7 @@ const plugins = {
     commandTimeoutS: config.COMMAND_TIMEOUT,
     uid: config.SANDBOX_UID,
     gid: config.SANDBOX_GID,
-    skillsDirHost: config.SKILLS_DIR_HOST,
-    subagentCli: config.subagentCli
+    skillsDirHost: config.SKILLS_DIR_HOST
   }),
   egress: config => entry(egress, {
     mode: config.EGRESS as 'open' | 'allowlist' | 'off',

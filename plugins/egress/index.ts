@@ -7,6 +7,7 @@ import { parseRules } from './rules.js'
 import routes from './routes.js'
 import { EgressOptions } from './schemas.js'
 import { createEgressService } from './service.js'
+import { proxyEnvContributor } from './proxy-env.js'
 import { createOverrideStore, loadUsersFile, type UsersFile } from './store.js'
 import type { Lookup } from './proxy.js'
 
@@ -40,6 +41,8 @@ const egress: FastifyPluginAsync<EgressOptions & { lookup?: Lookup }> = async (f
     ...(users === undefined ? {} : { users })
   }, opts)
   fastify.decorate('egress', service)
+  // Every sandbox's proxy variables point at this plugin's proxy (the network's only way out).
+  fastify.sandbox.addEnvContributor?.(proxyEnvContributor(fastify.sandbox, opts.port))
   fastify.sandbox.onEnsure(async (box, event) => { await attach(box.chatId, event) })
   fastify.sandbox.onStop?.(chatId => { detach(chatId) })
   fastify.sandbox.onAddress?.(assign)

@@ -22,8 +22,6 @@ export interface ServiceOptions {
   agent: boolean
   /** SANDBOX_AGENT_MAX_BYTES_PER_SECOND: what the server reads of one agent stream a second (agent-client.ts) */
   agentBytesPerSecond: number
-  /** port of the egress proxy on the network's gateway; 0 = no proxy variables */
-  egressPort: number
   dataDir: string
   dataDirHost: string
   memLimit: number
@@ -43,7 +41,6 @@ export interface ServiceOptions {
   uid: number
   gid: number
   skillsDirHost: string
-  subagentCli: string
   sandboxEnv: Record<string, string>
   reaperIntervalMs: number
   purgeIntervalMs: number
@@ -99,9 +96,8 @@ export function createBase (opts: ServiceOptions, engine: SandboxEngine, log: Fa
       cpuLimit: opts.cpuLimit,
       pidsLimit: opts.pidsLimit,
       skillsDirHost: opts.skillsDirHost,
-      subagentCli: opts.subagentCli,
       sandboxEnv: opts.sandboxEnv,
-      egressProxy: null,
+      envContributors: [],
       diskLimit: opts.diskLimit,
       labelsAtClaim: engine.labelsAtClaim
     },

@@ -6,7 +6,6 @@ import { clockWith, systemClock } from './clock.js'
 import { createSandboxService } from './service.js'
 
 export type { SandboxOptions } from './schemas.js'
-export { subAgentEnvFromConfig } from './env.js'
 
 /**
  * The engine-neutral sandbox core (types.ts; docs/contract.md#sandbox; docs/contract.md#engines). Decorates `fastify.sandbox`
@@ -25,6 +24,9 @@ const sandbox: FastifyPluginAsync<SandboxOptions> = async (fastify, raw) => {
     dataDirHost: opts.dataDirHost.trim() || opts.dataDir
   }, engine, fastify.log.child({ plugin: 'sandbox', engine: engine.name }), now === undefined ? systemClock : clockWith(now))
   fastify.decorate('sandbox', service)
+  // Pool sandboxes wait for every plugin's environment contributor (docs/engine.md#environment).
+  const releasePool = service.holdPool()
+  fastify.addHook('onReady', async () => { releasePool() })
   fastify.readiness.addCheck(engine.name, async () => await service.readiness())
   fastify.addHook('onClose', async () => { await service.close() })
   await service.start()

@@ -19,6 +19,7 @@ import { loadBinding, recordCreated, type PoolClaim } from './pool-claim.js'
 import type { Readiness } from './readiness.js'
 import type { Reaper } from './reaper.js'
 import { buildSandboxSpec, configDrift } from './sandbox-spec.js'
+import { managedNames } from './env.js'
 import type { Transitions } from './transitions.js'
 import type { EnsureHook, EnsureOptions, SandboxInfo, SandboxStatus } from './types.js'
 
@@ -206,9 +207,10 @@ export function createLifecycle (base: Pick<CoreBase, 'engine' | 'log' | 'opts' 
    */
   async function startStopped (entry: Entry, existing: SandboxDetails, user: RequestUser | undefined, extra: SpecMount[]): Promise<Container | null> {
     const { names } = entry
-    const desired = buildSandboxSpec(quota.settingsWithQuota(), names.chatId, user, new Date(clock.now()), extra, names.volume)
+    const settings = quota.settingsWithQuota()
+    const desired = buildSandboxSpec(settings, names.chatId, user, new Date(clock.now()), extra, names.volume)
     const currentImage = await engine.imageId(base.opts.image).catch(() => null)
-    const drift = configDrift(existing, desired, currentImage)
+    const drift = configDrift(existing, desired, currentImage, managedNames(settings.envContributors))
     if (drift !== null || tooOld(base, createdAtOf(existing.labels))) {
       log.info({ chat: names.key, reason: drift ?? 'max age reached' }, 'recreating the stopped sandbox (volume and data kept)')
       await engine.remove(existing.id)

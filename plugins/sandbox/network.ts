@@ -31,8 +31,8 @@ export function createNetwork (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | 
   let network: EngineNetwork | null = null
 
   /**
-   * Ensures the internal, isolated sandbox network and points new sandboxes' proxy variables at its
-   * gateway. Throws SandboxSetupRefused when the network by that name is unsafe and cannot be replaced.
+   * Ensures the internal, isolated sandbox network (the egress plugin points new sandboxes' proxy
+   * variables at its gateway). Throws SandboxSetupRefused when the network by that name is unsafe and cannot be replaced.
    */
   async function prepareNetwork (): Promise<void> {
     const name = base.networkName
@@ -59,13 +59,11 @@ export function createNetwork (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | 
       log.error({ network: name }, `sandbox network '${name}' reports no gateway: new sandboxes get no network`)
       network = null
       base.settings.networkMode = 'none'
-      base.settings.egressProxy = null
       return
     }
     network = net
     base.settings.networkMode = name
-    base.settings.egressProxy = opts.egressPort > 0 ? `http://${net.gateway}:${opts.egressPort}` : null
-    log.info({ network: name, result: net.result, gateway: net.gateway, proxy: base.settings.egressProxy },
+    log.info({ network: name, result: net.result, gateway: net.gateway },
       `sandbox network ready (internal: no route out; isolated: ${net.isolationSetting})`)
   }
 

@@ -142,7 +142,7 @@ export function createPoolClaim (base: Pick<CoreBase, 'engine' | 'log' | 'opts' 
       ...(r.user_email !== null && { email: r.user_email }),
       credentials: { ...(r.gitlab_host !== null && { gitlabHost: r.gitlab_host }), ...(entry.user?.credentials.gitlabToken !== undefined && { gitlabToken: entry.user.credentials.gitlabToken }) }
     }
-    return toEnvList(chatEnv(entry.names.chatId, base.opts.subagentCli, user))
+    return toEnvList(chatEnv(entry.names.chatId, user))
   }
 
   /**

@@ -3,10 +3,10 @@ import { chmod, chown, mkdir, readFile, rm } from 'node:fs/promises'
 import { normalizeChatId } from '../../core/chat-id.js'
 import { chatPaths } from '../../core/chat-paths.js'
 import { join } from 'node:path'
-import { buildSandboxSpec, configDrift, proxyEnv } from './sandbox-spec.js'
+import { buildSandboxSpec, configDrift, sandboxEnvList } from './sandbox-spec.js'
 import type { DiskQuota } from './disk-quota.js'
 import type { SandboxDetails, SandboxSpec, SandboxSummary } from './engine-types.js'
-import { containerEnvList } from './env.js'
+import { managedNames } from './env.js'
 import type { Readiness } from './readiness.js'
 import type { Agents } from './agent-client.js'
 import { dropAgent, newAgentState, type AgentState } from './agent-connection.js'
@@ -58,6 +58,8 @@ export interface PoolState {
   /** after a failed create: no new attempt before this time */
   retryAt: number
   retryMs: number
+  /** holds on creates (holdPool: plugins still loading) */
+  held: number
 }
 
 /** A slot's names; its volume has a chat's form (`{prefix}-home-{32 hex}`; `-home-pool-` for earlier 12-hex slots). */
@@ -82,6 +84,8 @@ export interface Pool {
   slotOf: (c: SandboxSummary) => string | null
   claimable: (p: PoolSlot, imageId: string | null) => string | null
   refill: () => void
+  /** Holds creates until the returned release is called (once); the release refills. */
+  holdPool: () => () => void
   discardSlot: (s: PoolSlot) => Promise<void>
   drainPool: () => Promise<void>
   takeSlot: () => PoolSlot | undefined
@@ -92,7 +96,7 @@ export interface Pool {
 export function createPool (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | 'clock' | 'status'>, chats: Chats, d: PoolDeps): Pool {
   const { engine, log, clock, status } = base
   const { readiness, agents, quota } = d
-  const state: PoolState = { ready: [], bound: new Map(), claiming: new Set(), creating: false, filling: null, quietUntil: 0, retryAt: 0, retryMs: RETRY_MIN_MS }
+  const state: PoolState = { ready: [], bound: new Map(), claiming: new Set(), creating: false, filling: null, quietUntil: 0, retryAt: 0, retryMs: RETRY_MIN_MS, held: 0 }
 
   /** The slot of an unclaimed pool sandbox (by its name; earlier versions also labelled it), or null. */
   function slotOf (c: SandboxSummary): string | null {
@@ -120,7 +124,7 @@ export function createPool (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | 'cl
     return {
       ...spec,
       name: n.container,
-      env: containerEnvList(s.sandboxEnv, { SUBAGENT_CLI: s.subagentCli }, proxyEnv(s.egressProxy)),
+      env: sandboxEnvList(s),
       labels: { ...labels, ...creationLabels(s.image, now) },
       mounts
     }
@@ -129,7 +133,7 @@ export function createPool (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | 'cl
   /** Whether a ready slot still matches what a new sandbox would be (image, limits, network, env, mounts, age). */
   function claimable (p: PoolSlot, imageId: string | null): string | null {
     if (tooOld(base, createdAtOf(p.details.labels))) return 'max age reached'
-    return configDrift(p.details, poolConfig(p.slot, new Date(clock.now())), imageId)
+    return configDrift(p.details, poolConfig(p.slot, new Date(clock.now())), imageId, managedNames(quota.settingsWithQuota().envContributors))
   }
 
   /** Chat sandboxes plus pool sandboxes counted against MAX_RUNNING_SANDBOXES. */
@@ -147,9 +151,21 @@ export function createPool (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | 'cl
 
   /** Room for one more pool sandbox: below the pool size and within MAX_RUNNING_SANDBOXES headroom. */
   function wanted (): boolean {
-    if (base.opts.poolSize <= 0 || status.closed || !status.bootstrapped || status.engineUp === false) return false
+    if (base.opts.poolSize <= 0 || status.closed || !status.bootstrapped || status.engineUp === false || state.held > 0) return false
     if (poolRunning() >= base.opts.poolSize) return false
     return base.opts.maxRunning === 0 || chatsRunning() + poolRunning() < base.opts.maxRunning
+  }
+
+  /** Holds creates until the release is called (once), then refills. */
+  function holdPool (): () => void {
+    state.held++
+    let released = false
+    return () => {
+      if (released) return
+      released = true
+      state.held--
+      refill()
+    }
   }
 
   /** Refill in the background: one create at a time, deferred while chats are starting, backing off after failures. */
@@ -305,5 +321,5 @@ export function createPool (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | 'cl
     log.info({ slot }, 'warm pool: re-adopted an unclaimed sandbox')
   }
 
-  return { state, slotOf, claimable, refill, discardSlot, drainPool, takeSlot, yieldSlot, maintain }
+  return { state, slotOf, claimable, refill, holdPool, discardSlot, drainPool, takeSlot, yieldSlot, maintain }
 }

@@ -2,7 +2,8 @@ import { join } from 'node:path'
 import { SANDBOX_HOME, SANDBOX_OUTPUTS, SANDBOX_SKILLS, SANDBOX_UPLOADS } from '../../core/chat-paths.js'
 import type { RequestUser } from '../../core/identity.js'
 import type { SandboxDetails, SandboxSpec, SandboxSummary, SpecMount } from './engine-types.js'
-import { chatEnv, containerEnvList, RUN_ONLY } from './env.js'
+import { chatEnv, containerEnvList, contributedEnv, withheldNames } from './env.js'
+import type { EnvContributor } from './types.js'
 import { containerLabels, sandboxNames, volumeLabels } from './names.js'
 
 /*
@@ -23,11 +24,10 @@ export interface SandboxSettings {
   cpuLimit: number
   pidsLimit: number
   skillsDirHost: string
-  subagentCli: string
-  /** extra variables of every container; provider credentials (env.ts RUN_ONLY) are dropped from it */
+  /** extra variables of every container; names a contributor withholds are dropped from it */
   sandboxEnv: Record<string, string>
-  /** http://<gateway>:<port> of the egress proxy, null when sandboxes have no network */
-  egressProxy?: string | null
+  /** the plugins' variables (egress proxy, SUBAGENT_CLI) and withheld names (env.ts, docs/engine.md#environment) */
+  envContributors: EnvContributor[]
   /** SANDBOX_DISK_LIMIT in bytes; 0 = no disk bounds (no /tmp tmpfs, no quota) */
   diskLimit: number
   /** the engine takes a writable-layer quota (decided at boot, disk-quota.ts) */
@@ -76,7 +76,7 @@ export function buildSandboxSpec (s: SandboxSettings, chatId: string, user: Requ
     hostname: names.hostname,
     user: SANDBOX_USER,
     workdir: SANDBOX_HOME,
-    env: containerEnvList(s.sandboxEnv, chatEnv(chatId, s.subagentCli, user), proxyEnv(s.egressProxy)),
+    env: sandboxEnvList(s, chatEnv(chatId, user)),
     labels: containerLabels(s.prefix, chatId, s.image, now, s.labelsAtClaim),
     mounts,
     tmpfs: tmpfsFor(s),
@@ -94,29 +94,12 @@ export function buildSandboxSpec (s: SandboxSettings, chatId: string, user: Requ
 }
 
 /**
- * The variables every common tool reads (curl only reads lower-case http_proxy; npm, pip, git, apt read
- * these); ALL_PROXY is the same proxy's SOCKS5 side (socks5h: names resolved by the proxy), for tools
- * and protocols without an HTTP proxy setting.
+ * A sandbox's own environment: the settings' extra variables, then `chat` (the per-chat variables; a pool
+ * sandbox has none), then what the plugins contribute; withheld names dropped from every layer.
  */
-const PROXY_VARS = ['HTTP_PROXY', 'HTTPS_PROXY', 'http_proxy', 'https_proxy', 'NO_PROXY', 'no_proxy', 'npm_config_proxy', 'npm_config_https_proxy', 'ALL_PROXY', 'all_proxy']
-
-/** Egress through the server's policy proxy (plugins/egress): the sandbox network has no other way out. */
-export function proxyEnv (proxy: string | null | undefined): Record<string, string> {
-  if (proxy === null || proxy === undefined) return {}
-  const env: Record<string, string> = {}
-  for (const name of PROXY_VARS) {
-    const lower = name.toLowerCase()
-    env[name] = lower === 'no_proxy' ? 'localhost,127.0.0.1,::1' : lower === 'all_proxy' ? proxy.replace(/^http:/, 'socks5h:') : proxy
-  }
-  return env
+export function sandboxEnvList (s: Pick<SandboxSettings, 'sandboxEnv' | 'envContributors'>, chat?: Record<string, string>): string[] {
+  return containerEnvList(withheldNames(s.envContributors), s.sandboxEnv, chat, contributedEnv(s.envContributors))
 }
-
-/**
- * Environment names a container's creation fixes from the configuration (user-derived ones excluded).
- * The provider credentials are compared too: a stopped container created when they were still in the
- * container's environment is recreated at its next start, so they leave it.
- */
-const MANAGED_ENV = new Set<string>([...PROXY_VARS, 'CHAT_ID', 'SUBAGENT_CLI', ...RUN_ONLY])
 
 function envMap (list: string[]): Map<string, string> {
   const m = new Map<string, string>()
@@ -134,8 +117,10 @@ export type ExistingSandbox = Omit<SandboxDetails, keyof SandboxSummary | 'addre
  * Why an existing (stopped) container no longer matches the settings, or null. Settings fixed at
  * creation (mounts, env, limits, network, image) take effect by recreating it at its next start
  * (docs/contract.md#creation); the volume and data survive. `currentImageId` null = image unknown, not compared.
+ * `managedEnv`: the environment names compared (env.ts managedNames: CHAT_ID and the contributors'
+ * names, withheld ones included, so a sandbox created while a provider key was in its environment is recreated).
  */
-export function configDrift (existing: ExistingSandbox, desired: SandboxSpec, currentImageId: string | null): string | null {
+export function configDrift (existing: ExistingSandbox, desired: SandboxSpec, currentImageId: string | null, managedEnv: ReadonlySet<string>): string | null {
   if (currentImageId !== null && existing.imageId !== currentImageId) return 'image changed'
   if (existing.network !== desired.network) return 'network changed'
   if (existing.memory !== desired.limits.memory) return 'memory limit changed'
@@ -151,7 +136,7 @@ export function configDrift (existing: ExistingSandbox, desired: SandboxSpec, cu
   if (existing.diskQuota !== desired.limits.disk) return 'disk quota changed'
   const a = envMap(existing.env)
   const b = envMap(desired.env)
-  for (const name of MANAGED_ENV) {
+  for (const name of managedEnv) {
     if (a.get(name) !== b.get(name)) return `environment changed (${name})`
   }
   return null

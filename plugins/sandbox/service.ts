@@ -29,6 +29,7 @@ import { createRecovery } from './recovery.js'
 import { createIdentity } from './sandbox-identity.js'
 import { createSaturation } from './saturation.js'
 import { createTransitions } from './transitions.js'
+import { checkContributor } from './env.js'
 import type { SandboxService } from './types.js'
 
 export type { ServiceOptions } from './context.js'
@@ -50,6 +51,11 @@ export interface CoreSandboxService extends Required<SandboxService> {
   purge: () => Promise<number>
   /** One disk watchdog pass (no-op without a disk limit). */
   diskCheck: () => Promise<void>
+  /**
+   * Holds the warm pool's creates until the returned release is called (the plugin releases it when every
+   * plugin has loaded, so pool sandboxes carry every contributor's environment and match a chat's).
+   */
+  holdPool: () => () => void
 }
 
 /**
@@ -125,6 +131,8 @@ export function createSandboxService (opts: ServiceOptions, engine: SandboxEngin
     },
     address: async chatId => await addresses.addressOf(chats.entryOf(chatId)),
     addMounts: provider => { mounts.addProvider(provider) },
+    addEnvContributor: contributor => { checkContributor(contributor); base.settings.envContributors.push(contributor) },
+    holdPool: () => pool.holdPool(),
     pooled: () => pool.state.ready.length
   }
   return service

@@ -126,6 +126,28 @@ export interface SandboxMount {
  */
 export type MountProvider = (req: { chatId: string, email?: string, user?: RequestUser }) => Promise<SandboxMount[]>
 
+/**
+ * Extension (docs/engine.md#environment): variables a plugin puts in every sandbox's own environment (the
+ * egress plugin's proxy settings, the sub-agent's `SUBAGENT_CLI`), and names it keeps out of it. The core
+ * asks every contributor when it builds a sandbox's spec (a chat's or a warm pool sandbox's: the answer
+ * must not depend on the chat) and when it checks a stopped sandbox for drift.
+ */
+export interface EnvContributor {
+  /**
+   * The names this contributor manages: values outside them are ignored, and a stopped sandbox whose
+   * value of one of them differs from the current answer (added, changed or gone) is recreated at its next start.
+   */
+  readonly names: readonly string[]
+  /**
+   * Names that never enter a sandbox's own environment, whatever any layer says (provider credentials:
+   * the owner passes them only in the environment of the processes that need them). Also compared for
+   * drift, so a sandbox created while one was still there is recreated.
+   */
+  readonly withheld?: readonly string[]
+  /** The variables now; an empty value or a missing name leaves the name out. */
+  env: () => Record<string, string>
+}
+
 /** Extension: options of openStream(). */
 export interface StreamOptions {
   /** default 'assistant' */
@@ -267,6 +289,8 @@ export interface SandboxService {
   address? (chatId: string): Promise<string | null>
   /** Extension (docs/contract.md#skills): extra read-only mounts per sandbox (user skills). Register while plugins load. */
   addMounts? (provider: MountProvider): void
+  /** Extension (docs/engine.md#environment): a plugin's variables of every sandbox's own environment. Register while plugins load. */
+  addEnvContributor? (contributor: EnvContributor): void
   /**
    * Extension (docs/contract.md#in-sandbox-agent): a file operation through the in-sandbox agent as `assistant`, without
    * spawning a process; undefined when the agent cannot serve it now (old image, agent down, a write

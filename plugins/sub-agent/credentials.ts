@@ -7,7 +7,7 @@ import type { RequestUser } from '../../core/identity.js'
  * add per-exec credentials (docs/contract.md#creation) that never touch the container's own environment.
  */
 
-const DEFAULT_ANTHROPIC_BASE_URL = 'https://api.anthropic.com'
+export const DEFAULT_ANTHROPIC_BASE_URL = 'https://api.anthropic.com'
 export const OPENCODE_CONFIG_PATH = '/tmp/opencode.json'
 export const CODEX_PROFILE = 'cubicle'
 export const SANDBOX_HOME = '/home/assistant'

@@ -7,6 +7,7 @@ import { createRunRegistry, createSubAgentService } from './service.js'
 import { createProbe } from '../../core/sandbox-probe.js'
 import { SUB_AGENT_SANDBOX_TIMEOUT } from './errors.js'
 import { mcpHook } from './mcp-hook.js'
+import { subAgentEnvContributor } from './env.js'
 import type { PlanDeps } from './plan.js'
 import type {} from '../mcp-transport/types.js'
 import type {} from '../capabilities/types.js'
@@ -35,7 +36,11 @@ const subAgent: FastifyPluginAsync<SubAgentOptions> = async (fastify, raw) => {
   fastify.mcp.addTool(createSubAgentTool(deps, opts, runs))
   fastify.decorate('subAgent', createSubAgentService({ sandbox, probe: createProbe(sandbox.openStream, 4, 'sub-agent', () => new SUB_AGENT_SANDBOX_TIMEOUT()), log }, opts, runs))
   if (opts.cli === 'claude') sandbox.onEnsure(mcpHook(sandbox, opts.cliEnv, log))
+  // SUBAGENT_CLI in every sandbox; provider credentials kept out of it (only each run's exec carries them).
+  sandbox.addEnvContributor?.(subAgentEnvContributor(opts.cli))
 }
+
+export { subAgentEnvFromConfig } from './env.js'
 
 export default fp(subAgent, {
   name: 'sub-agent',

@@ -41,7 +41,7 @@ async function server (dir: string, port: number, clock: { now: number }, extra:
   const app = await buildApp(config, [
     entry(sandboxDocker, { dockerHost: DOCKER_HOST }),
     entry(chatStorage, { dataDir: dir }),
-    entry(sandbox, { image: TEST_IMAGE, prefix, dataDir: dir, memLimit: 256 * 1024 * 1024, egressPort: 3128, poolSize: 0, now: () => clock.now, ...extra }),
+    entry(sandbox, { image: TEST_IMAGE, prefix, dataDir: dir, memLimit: 256 * 1024 * 1024, poolSize: 0, now: () => clock.now, ...extra }),
     entry(egress, {
       allow: `127.0.0.1:${port}`,
       firewall: false,

@@ -48,7 +48,7 @@ t.test('sandbox egress through the policy proxy (real Docker)', { skip }, async 
   const app = await buildApp(config, [
     entry(sandboxDocker, { dockerHost: DOCKER_HOST }),
     entry(chatStorage, { dataDir: dir }),
-    entry(sandbox, { image: TEST_IMAGE, prefix: PREFIX, dataDir: dir, memLimit: 512 * 1024 * 1024, egressPort: 3128 }),
+    entry(sandbox, { image: TEST_IMAGE, prefix: PREFIX, dataDir: dir, memLimit: 512 * 1024 * 1024 }),
     entry(egress, {
       allow: `127.0.0.1:${a.port}`,
       lookup: async (host: string) => {

@@ -6,7 +6,7 @@
  */
 import t from 'tap'
 import { loadConfig } from '../../core/config.js'
-import { subAgentEnvFromConfig } from '../../plugins/sandbox/env.js'
+import { subAgentEnvContributor, subAgentEnvFromConfig } from '../../plugins/sub-agent/env.js'
 import { buildSandboxApp, cleanupPrefix, dockerOrSkip } from './docker.js'
 
 const PREFIX = 'tiso'
@@ -85,10 +85,12 @@ t.test('sandbox isolation (real Docker)', { skip }, async t => {
     const never = ['ANTHROPIC_AUTH_TOKEN', 'ANTHROPIC_BASE_URL', 'ANTHROPIC_MODEL', 'OPENAI_API_KEY', 'OPENAI_BASE_URL', 'CODEX_CONFIG_EXTRA', 'CODEX_MODEL',
       'OPENROUTER_API_KEY', 'ANTHROPIC_API_KEY', 'OPENCODE_CONFIG', 'OPENCODE_CONFIG_EXTRA', 'VISION_API_KEY', 'VISION_MODEL',
       'MCP_API_KEY', 'LINK_SIGNING_KEY', 'MCP_TOKENS_API_KEY']
-    for (const cli of ['claude', 'codex', 'opencode']) {
+    for (const cli of ['claude', 'codex', 'opencode'] as const) {
       const config = loadConfig({ ...host, SUBAGENT_CLI: cli })
       // Even a sandboxEnv that wrongly carried the run's credentials or a server secret would not pass them through.
-      const { app } = await buildSandboxApp(t, PREFIX, { subagentCli: cli, sandboxEnv: { ...subAgentEnvFromConfig(config), MCP_API_KEY: 'server-secret' } })
+      const { app } = await buildSandboxApp(t, PREFIX, { sandboxEnv: { ...subAgentEnvFromConfig(config), MCP_API_KEY: 'server-secret' } })
+      // What the sub-agent plugin registers: SUBAGENT_CLI in, provider credentials withheld.
+      app.sandbox.addEnvContributor?.(subAgentEnvContributor(cli))
       const chat = `iso-env-${cli}`
       await app.sandbox.ensure(chat)
       const env = (await app.sandbox.exec(chat, ['env'])).stdout.toString()

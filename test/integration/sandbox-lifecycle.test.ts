@@ -63,7 +63,8 @@ t.test('sandbox lifecycle (real Docker)', { skip }, async t => {
     t.equal(host.stdout.toString().trim(), 'sandbox', 'one hostname for every sandbox')
     const env = (await app.sandbox.exec(chat, ['env'])).stdout.toString()
     t.match(env, /^CHAT_ID=life-basic$/m)
-    t.match(env, /^SUBAGENT_CLI=claude$/m)
+    // Plugin variables come from their contributors (docs/engine.md#environment): neither sub-agent nor egress is loaded here.
+    t.notMatch(env, /^(SUBAGENT_CLI|HTTP_PROXY)=/m)
     t.match(env, /^GIT_AUTHOR_NAME=Ann$/m)
     t.match(env, /^GIT_COMMITTER_EMAIL=ann@example\.com$/m)
     t.match(env, /^GITLAB_HOST=gitlab\.com$/m)
@@ -158,8 +159,8 @@ t.test('sandbox lifecycle (real Docker)', { skip }, async t => {
       cpuLimit: 1,
       pidsLimit: 512,
       skillsDirHost: '',
-      subagentCli: 'claude',
       sandboxEnv: {},
+      envContributors: [],
       diskLimit: 10 * 1024 ** 3
     }, chat2, undefined, new Date())
     config.mounts = config.mounts.filter(m => m.type === 'volume')
@@ -231,8 +232,8 @@ t.test('sandbox lifecycle (real Docker)', { skip }, async t => {
       cpuLimit: 1,
       pidsLimit: 64,
       skillsDirHost: '',
-      subagentCli: 'claude',
       sandboxEnv: {},
+      envContributors: [],
       diskLimit: 0
     }, 'life-forged', undefined, new Date())
     // Named like a chat's sandbox, but that chat has no record and the key label disagrees.
@@ -264,7 +265,7 @@ t.test('sandbox lifecycle (real Docker)', { skip }, async t => {
     await mkdir(join(dataDir, 'chats', key, 'uploads'), { recursive: true })
     await mkdir(join(dataDir, 'chats', key, 'outputs'), { recursive: true })
     const spec = buildSandboxSpec({
-      image: TEST_IMAGE, prefix: PREFIX, networkMode: 'none', dataDirHost: dataDir, memLimit: 512 * 1024 * 1024, cpuLimit: 1, pidsLimit: 512, skillsDirHost: '', subagentCli: 'claude', sandboxEnv: {}, diskLimit: 0
+      image: TEST_IMAGE, prefix: PREFIX, networkMode: 'none', dataDirHost: dataDir, memLimit: 512 * 1024 * 1024, cpuLimit: 1, pidsLimit: 512, skillsDirHost: '', sandboxEnv: {}, envContributors: [], diskLimit: 0
     }, chat, undefined, new Date())
     const at = new Date().toISOString().replace(/\.\d{3}Z$/, 'Z')
     spec.labels = { ...spec.labels, 'cu.chat-id': chat, 'cu.chat-key': key, 'cu.created-at': at, 'cu.image': TEST_IMAGE }

@@ -36,7 +36,7 @@ t.test('a sandbox flooding the proxy with never-answered names leaves another ch
   const app = await buildApp(config, [
     entry(sandboxDocker, { dockerHost: DOCKER_HOST }),
     entry(chatStorage, { dataDir: dir }),
-    entry(sandbox, { image: TEST_IMAGE, prefix: PREFIX, dataDir: dir, memLimit: 512 * 1024 * 1024, egressPort: 3128 }),
+    entry(sandbox, { image: TEST_IMAGE, prefix: PREFIX, dataDir: dir, memLimit: 512 * 1024 * 1024 }),
     // the real resolver, pointed at the test's DNS server; a long deadline keeps the flood in flight while we look
     entry(egress, { allow: `127.0.0.1:${canary}`, dnsServers: `127.0.0.1:${dns.port}`, dnsTimeoutMs: 30_000, hostsFile: '' })
   ], { logger: false })

@@ -26,6 +26,7 @@ import { createTransitions } from '../../../plugins/sandbox/transitions.js'
 import { SandboxOptions } from '../../../plugins/sandbox/schemas.js'
 
 const MiB = 1024 * 1024
+const MANAGED = new Set(['CHAT_ID'])
 const GiB = 1024 * MiB
 
 const settings: SandboxSettings = {
@@ -37,8 +38,8 @@ const settings: SandboxSettings = {
   cpuLimit: 1,
   pidsLimit: 512,
   skillsDirHost: '',
-  subagentCli: 'claude',
   sandboxEnv: {},
+  envContributors: [],
   diskLimit: 10 * GiB
 }
 
@@ -84,11 +85,11 @@ t.test('drift: a stopped container without the current tmpfs or quota is recreat
     tmpfs: desired.tmpfs,
     diskQuota: 10 * GiB
   }
-  t.equal(configDrift(existing, desired, null), null)
-  t.equal(configDrift({ ...existing, tmpfs: {} }, desired, null), 'tmpfs changed', 'created before the disk limit existed')
-  t.equal(configDrift({ ...existing, tmpfs: { '/tmp': 'rw,size=1' } }, desired, null), 'tmpfs changed')
-  t.equal(configDrift({ ...existing, diskQuota: 0 }, desired, null), 'disk quota changed')
-  t.equal(configDrift({ ...existing, diskQuota: 1 }, desired, null), 'disk quota changed')
+  t.equal(configDrift(existing, desired, null, MANAGED), null)
+  t.equal(configDrift({ ...existing, tmpfs: {} }, desired, null, MANAGED), 'tmpfs changed', 'created before the disk limit existed')
+  t.equal(configDrift({ ...existing, tmpfs: { '/tmp': 'rw,size=1' } }, desired, null, MANAGED), 'tmpfs changed')
+  t.equal(configDrift({ ...existing, diskQuota: 0 }, desired, null, MANAGED), 'disk quota changed')
+  t.equal(configDrift({ ...existing, diskQuota: 1 }, desired, null, MANAGED), 'disk quota changed')
 })
 
 t.test('the outputs walk counts allocated blocks, hard links once, never follows links, and is bounded', async t => {

@@ -1,6 +1,8 @@
 import t from 'tap'
 import { chatKey } from '../../../core/chat-id.js'
 import { buildSandboxSpec, configDrift, type SandboxSettings } from '../../../plugins/sandbox/sandbox-spec.js'
+import { managedNames } from '../../../plugins/sandbox/env.js'
+import { subAgentEnvContributor } from '../../../plugins/sub-agent/env.js'
 import { dockerCreateBody } from '../../../plugins/sandbox-docker/docker-create-body.js'
 import { containerLabels, createdAtOf, labelTime, labelValue, ownerFilter, readLabels, rfc3339, sandboxNames, volumeLabels } from '../../../plugins/sandbox/names.js'
 import { parseDockerHost } from '../../../plugins/sandbox-docker/docker-endpoint.js'
@@ -16,10 +18,12 @@ const settings: SandboxSettings = {
   cpuLimit: 1.5,
   pidsLimit: 512,
   skillsDirHost: '',
-  subagentCli: 'claude',
   sandboxEnv: { ANTHROPIC_AUTH_TOKEN: 'tok', ANTHROPIC_BASE_URL: 'https://gw.example' },
+  // The sub-agent plugin's contributor: SUBAGENT_CLI in, provider credentials withheld.
+  envContributors: [subAgentEnvContributor('claude')],
   diskLimit: 0
 }
+const MANAGED = managedNames(settings.envContributors)
 
 t.test('names derive from the chat key only (docs/contract.md#derived-names)', async t => {
   const key = chatKey('My-Chat'.toLowerCase())
@@ -132,19 +136,23 @@ t.test('config drift: settings fixed at creation are compared, user-derived env 
     tmpfs: {},
     diskQuota: 0
   }
-  t.equal(configDrift(existing, desired, 'sha256:a'), null)
-  t.equal(configDrift(existing, desired, null), null, 'unknown current image is not a drift')
-  t.equal(configDrift(existing, desired, 'sha256:b'), 'image changed')
-  t.equal(configDrift({ ...existing, pids: 100 }, desired, null), 'pids limit changed')
-  t.equal(configDrift({ ...existing, memory: 1 }, desired, null), 'memory limit changed')
-  t.equal(configDrift({ ...existing, cpus: 1 }, desired, null), 'cpu limit changed')
-  t.equal(configDrift({ ...existing, network: 'bridge' }, desired, null), 'network changed')
-  t.equal(configDrift({ ...existing, mounts: existing.mounts.slice(1) }, desired, null), 'mounts changed')
-  t.equal(configDrift({ ...existing, env: existing.env.filter(e => !e.startsWith('CHAT_ID=')) }, desired, null), 'environment changed (CHAT_ID)')
+  t.equal(configDrift(existing, desired, 'sha256:a', MANAGED), null)
+  t.equal(configDrift(existing, desired, null, MANAGED), null, 'unknown current image is not a drift')
+  t.equal(configDrift(existing, desired, 'sha256:b', MANAGED), 'image changed')
+  t.equal(configDrift({ ...existing, pids: 100 }, desired, null, MANAGED), 'pids limit changed')
+  t.equal(configDrift({ ...existing, memory: 1 }, desired, null, MANAGED), 'memory limit changed')
+  t.equal(configDrift({ ...existing, cpus: 1 }, desired, null, MANAGED), 'cpu limit changed')
+  t.equal(configDrift({ ...existing, network: 'bridge' }, desired, null, MANAGED), 'network changed')
+  t.equal(configDrift({ ...existing, mounts: existing.mounts.slice(1) }, desired, null, MANAGED), 'mounts changed')
+  t.equal(configDrift({ ...existing, env: existing.env.filter(e => !e.startsWith('CHAT_ID=')) }, desired, null, MANAGED), 'environment changed (CHAT_ID)')
   // A container created while provider credentials were in its environment is recreated at its next start.
-  t.equal(configDrift({ ...existing, env: [...existing.env, 'ANTHROPIC_AUTH_TOKEN=tok'] }, desired, null), 'environment changed (ANTHROPIC_AUTH_TOKEN)')
-  t.equal(configDrift({ ...existing, env: [...existing.env, 'OPENAI_API_KEY=x'] }, desired, null), 'environment changed (OPENAI_API_KEY)')
-  t.equal(configDrift({ ...existing, env: [...existing.env, 'VISION_API_KEY=v'] }, desired, null), 'environment changed (VISION_API_KEY)')
+  t.equal(configDrift({ ...existing, env: [...existing.env, 'ANTHROPIC_AUTH_TOKEN=tok'] }, desired, null, MANAGED), 'environment changed (ANTHROPIC_AUTH_TOKEN)')
+  t.equal(configDrift({ ...existing, env: [...existing.env, 'OPENAI_API_KEY=x'] }, desired, null, MANAGED), 'environment changed (OPENAI_API_KEY)')
+  t.equal(configDrift({ ...existing, env: [...existing.env, 'VISION_API_KEY=v'] }, desired, null, MANAGED), 'environment changed (VISION_API_KEY)')
+  // A contributor's value that changed (another SUBAGENT_CLI) recreates; a name no contributor manages does not.
+  t.equal(configDrift({ ...existing, env: existing.env.map(e => e.startsWith('SUBAGENT_CLI=') ? 'SUBAGENT_CLI=codex' : e) }, desired, null, MANAGED), 'environment changed (SUBAGENT_CLI)')
+  t.equal(configDrift({ ...existing, env: [...existing.env, 'HTTP_PROXY=http://old:3128'] }, desired, null, MANAGED), null, 'egress not loaded: its names are not compared')
+  t.equal(configDrift({ ...existing, env: [...existing.env, 'HTTP_PROXY=http://old:3128'] }, desired, null, new Set([...MANAGED, 'HTTP_PROXY'])), 'environment changed (HTTP_PROXY)')
 })
 
 t.test('DOCKER_HOST forms', async t => {
