@@ -9,6 +9,7 @@ import { isInside, openVerified, resolveInside } from '../../core/safe-path.js'
 import { walkTree, type WalkEntry, type WalkOptions, type WalkSummary } from '../../core/tree-walk.js'
 import { CHAT_STORAGE_BAD_NAME, CHAT_STORAGE_IS_DIRECTORY, CHAT_STORAGE_NOT_DIRECTORY } from './errors.js'
 import { createStateFiles } from './state-files.js'
+import { readMetaFrom, writeMetaTo } from './chat-meta.js'
 import type { ChatArea, ChatStorageService, StateFiles } from './types.js'
 
 /*
@@ -104,7 +105,11 @@ export function createChatStorage (opts: ChatStorageOptions): ChatStorageService
   }
 
   function chatState (chatId: string): StateFiles {
-    const { key } = paths(chatId)
+    return stateOfKey(paths(chatId).key)
+  }
+
+  function stateOfKey (key: string): StateFiles {
+    if (typeof key !== 'string' || !KEY.test(key)) throw new CHAT_STORAGE_BAD_NAME('not a chat key')
     return createStateFiles({
       root,
       dirs: [{ rel: 'chats', mode: DIR_MODE }, { rel: join('chats', key), mode: DIR_MODE }],
@@ -153,6 +158,9 @@ export function createChatStorage (opts: ChatStorageOptions): ChatStorageService
       return await openVerified(await existingRoot(chatId, area), entry.absPath)
     },
     writeAtomic,
+    readMeta: async chatId => await readMetaFrom(chatState(chatId)),
+    readMetaOfKey: async key => await readMetaFrom(stateOfKey(key)),
+    writeMeta: async (chatId, meta) => { await writeMetaTo(chatState(chatId), meta) },
     chatState,
     serverState,
     async chatKeys (limit = 100_000) {

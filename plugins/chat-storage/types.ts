@@ -54,6 +54,17 @@ export interface StateFiles {
   ensure (): Promise<void>
 }
 
+/** The chat's meta record (`meta.json`, docs/contract.md#creation): who last used the chat and when; never a secret. */
+export interface ChatMeta {
+  chat_id: string
+  user_email: string | null
+  user_name: string | null
+  mcp_servers: string[]
+  created_at: string
+  last_active_at: string
+  image: string
+}
+
 export interface PrepareOptions {
   /** Give `outputs` to the sandbox user (mode 0750). Without it outputs stays server-owned. */
   outputsOwner?: { uid: number, gid: number }
@@ -104,6 +115,14 @@ export interface ChatStorageService {
    * the target is a directory; `write` is then never called.
    */
   writeAtomic (chatId: string, area: ChatArea, segments: string[], write: (out: Writable) => Promise<void>, opts?: { mode?: number }): Promise<WrittenFile>
+  /**
+   * The chat's meta record; null when it has none or it is unreadable (larger than 64 KiB, not JSON, not a
+   * regular file, not the record's shape). `readMetaOfKey`: by key, for reapers that found it in chatKeys().
+   */
+  readMeta (chatId: string): Promise<ChatMeta | null>
+  readMetaOfKey (key: string): Promise<ChatMeta | null>
+  /** Replaces the chat's meta record atomically (state-file write: O_EXCL temporary file, fsync, rename). */
+  writeMeta (chatId: string, meta: ChatMeta): Promise<void>
   /** The chat's own state files (`meta.json`, `egress.json`, …), beside its areas and outside every sandbox mount. */
   chatState (chatId: string): StateFiles
   /**

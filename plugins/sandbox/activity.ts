@@ -1,6 +1,5 @@
-import { chatPaths } from '../../core/chat-paths.js'
 import type { RequestUser } from '../../core/identity.js'
-import { readMeta, writeMeta, type ChatMeta } from './data-dirs.js'
+import { loadMeta, type ChatMeta } from './data-dirs.js'
 import type { Entry } from './chats.js'
 import type { CoreBase } from './context.js'
 
@@ -58,10 +57,9 @@ export function createActivity (base: Pick<CoreBase, 'opts' | 'log' | 'clock' | 
 
   /** Writes meta.json; without `force` only when the chat already has one. Never throws on a write failure. */
   async function saveMeta (entry: Entry, user?: RequestUser, force = false): Promise<void> {
-    const path = chatPaths(opts.dataDir, entry.names.chatId).meta
     if (!entry.metaLoaded || (entry.meta === undefined && force)) {
       entry.metaLoaded = true
-      entry.meta = await readMeta(path) ?? undefined
+      entry.meta = await loadMeta(opts.storage, entry.names.chatId) ?? undefined
     }
     if (entry.meta === undefined && !force) return
     const now = new Date(clock.now()).toISOString()
@@ -78,7 +76,7 @@ export function createActivity (base: Pick<CoreBase, 'opts' | 'log' | 'clock' | 
     entry.meta = meta
     entry.metaWrittenAt = clock.now()
     try {
-      await writeMeta(path, meta)
+      await opts.storage.writeMeta(entry.names.chatId, meta)
     } catch (err) {
       log.warn({ chat: entry.names.key, err }, 'could not write meta.json')
     }

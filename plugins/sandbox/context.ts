@@ -4,6 +4,7 @@ import { isEngineFailure } from './engine-error.js'
 import type { ExecProcess, SandboxEngine } from './engine-types.js'
 import { SANDBOX_ENGINE_BUSY, SANDBOX_ENGINE_UNAVAILABLE, SANDBOX_FAILED, SANDBOX_IMAGE_MISSING, SandboxSetupRefused } from './errors.js'
 import type { SandboxSettings } from './sandbox-spec.js'
+import type { ChatStore } from './data-dirs.js'
 
 /*
  * What every part of the sandbox core is given (docs/engine.md#the-core-inside): the resolved options,
@@ -50,6 +51,8 @@ export interface ServiceOptions {
   diskCheckIntervalMs: number
   /** SANDBOX_LEASE_TIMEOUT: seconds without renewal after which another instance takes the prefix's lease */
   leaseTimeoutS: number
+  /** the chat's directories, meta record and purge (chat-storage: the core builds no chat path itself) */
+  storage: ChatStore
 }
 
 /** The service-wide flags (boot.ts sets them; every role reads them). */

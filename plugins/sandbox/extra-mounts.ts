@@ -6,10 +6,10 @@
  * the chat's last known user from meta.json, so one anonymous call does not strip a user's mounts.
  */
 import { posix } from 'node:path'
-import { chatPaths, SANDBOX_HOME, SANDBOX_OUTPUTS, SANDBOX_SKILLS, SANDBOX_UPLOADS } from '../../core/chat-paths.js'
+import { SANDBOX_HOME, SANDBOX_OUTPUTS, SANDBOX_SKILLS, SANDBOX_UPLOADS } from '../../core/chat-paths.js'
 import type { RequestUser } from '../../core/identity.js'
 import type { SpecMount } from './engine-types.js'
-import { readMeta } from './data-dirs.js'
+import { loadMeta } from './data-dirs.js'
 import type { Entry } from './chats.js'
 import type { CoreBase } from './context.js'
 import type { MountProvider } from './types.js'
@@ -36,7 +36,7 @@ export function createMounts (base: Pick<CoreBase, 'log' | 'opts'>): ExtraMounts
     if (user?.email !== undefined) return user.email
     if (!entry.metaLoaded) {
       entry.metaLoaded = true
-      entry.meta = await readMeta(chatPaths(base.opts.dataDir, entry.names.chatId).meta) ?? undefined
+      entry.meta = await loadMeta(base.opts.storage, entry.names.chatId) ?? undefined
     }
     return entry.meta?.user_email ?? undefined
   }

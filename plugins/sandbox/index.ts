@@ -21,7 +21,8 @@ const sandbox: FastifyPluginAsync<SandboxOptions> = async (fastify, raw) => {
   const engine = fastify.sandboxEngine
   const service = createSandboxService({
     ...opts,
-    dataDirHost: opts.dataDirHost.trim() || opts.dataDir
+    dataDirHost: opts.dataDirHost.trim() || opts.dataDir,
+    storage: fastify.chatStorage
   }, engine, fastify.log.child({ plugin: 'sandbox', engine: engine.name }), now === undefined ? systemClock : clockWith(now))
   fastify.decorate('sandbox', service)
   // Pool sandboxes wait for every plugin's environment contributor (docs/engine.md#environment).
@@ -32,4 +33,4 @@ const sandbox: FastifyPluginAsync<SandboxOptions> = async (fastify, raw) => {
   await service.start()
 }
 
-export default fp(sandbox, { name: 'sandbox', fastify: '5.x', decorators: { fastify: ['readiness', 'sandboxEngine'] } })
+export default fp(sandbox, { name: 'sandbox', fastify: '5.x', dependencies: ['chat-storage'], decorators: { fastify: ['readiness', 'sandboxEngine', 'chatStorage'] } })

@@ -1,4 +1,3 @@
-import { chatPaths } from '../../core/chat-paths.js'
 import type { RequestUser } from '../../core/identity.js'
 import { metaUserChanged, type Activity } from './activity.js'
 import type { Addresses } from './addresses.js'
@@ -7,7 +6,7 @@ import type { Boot } from './boot.js'
 import { infoOf, withLock, type Chats, type Entry } from './chats.js'
 import { sleep } from './clock.js'
 import { engineUnavailable, imageMissing, mapError, tooOld, type CoreBase } from './context.js'
-import { exists, prepareChatDirs, removeChatDir } from './data-dirs.js'
+import { loadMeta } from './data-dirs.js'
 import { isQuotaRefusal, type DiskQuota } from './disk-quota.js'
 import { EngineError, transient } from './engine-error.js'
 import type { EngineFailure, SandboxDetails, SandboxSpec, SpecMount } from './engine-types.js'
@@ -127,7 +126,7 @@ export function createLifecycle (base: Pick<CoreBase, 'engine' | 'log' | 'opts' 
       if (woken !== null) return woken
     }
     try {
-      const paths = await prepareChatDirs(base.opts.dataDir, names.chatId)
+      await base.opts.storage.prepare(names.chatId)
       // A chat that claimed a pool sandbox once keeps its home volume (pool-claim.ts) through every recreation.
       await loadBinding(base.opts, entry)
       let existing = await engine.inspect(names.container)
@@ -165,7 +164,7 @@ export function createLifecycle (base: Pick<CoreBase, 'engine' | 'log' | 'opts' 
       entry.recoverable = false
       entry.startedAt = clock.real()
       chats.changed(entry)
-      await readiness.fixOwnership(paths, ids)
+      await readiness.fixOwnership(names.chatId, ids)
       await activity.saveMeta(entry, user, true)
       const info = infoOf(entry)
       activity.activity(entry)
@@ -293,7 +292,7 @@ export function createLifecycle (base: Pick<CoreBase, 'engine' | 'log' | 'opts' 
   /** Never creates or starts anything; refreshes the cached state unless an ensure is in flight. */
   async function statusOf (chatId: string): Promise<SandboxStatus> {
     const entry = chats.entryOf(chatId)
-    const metaExists = await exists(chatPaths(base.opts.dataDir, chatId).meta)
+    const metaExists = await loadMeta(base.opts.storage, chatId) !== null
     let c
     try {
       c = await engine.inspect(entry.names.container)
@@ -326,7 +325,7 @@ export function createLifecycle (base: Pick<CoreBase, 'engine' | 'log' | 'opts' 
         chats.changed(entry)
         if (opts.purge === true) {
           await engine.removeVolume(entry.names.volume)
-          await removeChatDir(base.opts.dataDir, entry.names.key)
+          await base.opts.storage.purgeKey(entry.names.key)
           entry.meta = undefined
           entry.metaLoaded = false
         }

@@ -1,5 +1,3 @@
-import type { ChatPaths } from '../../core/chat-paths.js'
-import { chownOutputs } from './data-dirs.js'
 import type { EngineFailure } from './engine-types.js'
 import { SANDBOX_FAILED } from './errors.js'
 import { collectExec, type RawExecResult } from './exec-collect.js'
@@ -23,7 +21,8 @@ export interface SandboxIds { uid: number, gid: number }
 export interface Readiness {
   waitReady: (entry: Entry) => Promise<SandboxIds | null>
   probePoolSandbox: (id: string) => Promise<SandboxIds>
-  fixOwnership: (paths: ChatPaths, ids: SandboxIds | null) => Promise<void>
+  /** Gives the chat's outputs to the sandbox user (through chat-storage). */
+  fixOwnership: (chatId: string, ids: SandboxIds | null) => Promise<void>
 }
 
 export function createReadiness (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | 'clock' | 'streams'>): Readiness {
@@ -85,11 +84,11 @@ export function createReadiness (base: Pick<CoreBase, 'engine' | 'log' | 'opts' 
   }
 
   /** Gives the chat's outputs directories to the sandbox user (SANDBOX_UID/GID, else what the probe reported). */
-  async function fixOwnership (paths: ChatPaths, ids: SandboxIds | null): Promise<void> {
+  async function fixOwnership (chatId: string, ids: SandboxIds | null): Promise<void> {
     const uid = opts.uid > 0 ? opts.uid : ids?.uid
     const gid = opts.gid > 0 ? opts.gid : ids?.gid
     if (uid === undefined || gid === undefined) return
-    const ok = await chownOutputs(paths, uid, gid)
+    const { outputsOwned: ok } = await opts.storage.prepare(chatId, { outputsOwner: { uid, gid } })
     if (!ok && !ownerWarned) {
       ownerWarned = true
       log.warn({ uid, gid }, 'cannot give outputs directories to the sandbox user (the server is not root): set SANDBOX_UID/SANDBOX_GID to the server user or run the server as root')

@@ -1,11 +1,8 @@
-import { readdir } from 'node:fs/promises'
-import { join } from 'node:path'
 import { chatKey } from '../../core/chat-id.js'
 import type { Addresses } from './addresses.js'
 import type { Boot } from './boot.js'
 import { withLock, type Chats, type Entry } from './chats.js'
 import { tooOld, type CoreBase } from './context.js'
-import { readMeta, removeChatDir } from './data-dirs.js'
 import type { SandboxSummary } from './engine-types.js'
 import { SANDBOX_CAPACITY } from './errors.js'
 import { ownerFilter } from './names.js'
@@ -134,7 +131,7 @@ export function createReaper (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | '
     const cutoff = clock.now() - base.opts.dataMaxAgeDays * 86_400_000
     let keys: string[]
     try {
-      keys = (await readdir(join(base.opts.dataDir, 'chats'))).filter(k => /^[0-9a-f]{32}$/.test(k))
+      keys = await base.opts.storage.chatKeys()
     } catch { return 0 }
     let purged = 0
     for (const key of keys) {
@@ -144,7 +141,7 @@ export function createReaper (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | '
   }
 
   async function purgeChat (key: string, cutoff: number): Promise<boolean> {
-    const meta = await readMeta(join(base.opts.dataDir, 'chats', key, 'meta.json'))
+    const meta = await base.opts.storage.readMetaOfKey(key).catch(() => null)
     if (meta === null || chatKey(meta.chat_id) !== key) return false
     const last = Date.parse(meta.last_active_at)
     if (!Number.isFinite(last) || last > cutoff) return false
@@ -157,7 +154,7 @@ export function createReaper (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | '
         if (await engine.inspect(entry.names.container) !== null) return
         await loadBinding(base.opts, entry)
         await engine.removeVolume(entry.names.volume)
-        await removeChatDir(base.opts.dataDir, key)
+        await base.opts.storage.purgeKey(key)
         entry.state = 'absent'
         entry.meta = undefined
         entry.metaLoaded = false

@@ -12,6 +12,7 @@ import type { FastifyInstance } from 'fastify'
 import { buildApp, entry } from '../../core/app.js'
 import { loadConfig } from '../../core/config.js'
 import sandboxDocker from '../../plugins/sandbox-docker/index.js'
+import chatStorage from '../../plugins/chat-storage/index.js'
 import sandbox from '../../plugins/sandbox/index.js'
 import { createDockerEngine } from '../../plugins/sandbox-docker/docker-client.js'
 import type { SandboxEngine } from '../../plugins/sandbox/engine-types.js'
@@ -113,7 +114,7 @@ export async function buildSandboxApp (t: Test, prefix: string, options: Partial
   const dir = dataDir ?? await mkdtemp(join(tmpdir(), `${prefix}-data-`))
   const config = loadConfig({ DOCKER_IMAGE: TEST_IMAGE, LOG_LEVEL: 'silent', DATA_DIR: dir, SANDBOX_PREFIX: prefix })
   const { client, dockerHost, ...core } = options
-  const app = await buildApp(config, [entry(sandboxDocker, {
+  const app = await buildApp(config, [entry(chatStorage, { dataDir: dir }), entry(sandboxDocker, {
     dockerHost: dockerHost ?? DOCKER_HOST,
     ...(client !== undefined && { client })
   }), entry(sandbox, {

@@ -31,12 +31,12 @@ async function diskApp (t: Test): Promise<{ url: string, prefix: string }> {
     await rm(dataDir, { recursive: true, force: true })
   })
   const manifest = (config: AppConfig): ReturnType<typeof entries> => [
-    ...entries(config, ['mcp-transport', 'capabilities']),
+    ...entries(config, ['mcp-transport', 'capabilities', 'chat-storage']),
     entry(sandboxDocker, { dockerHost: DOCKER_HOST }),
     entry(sandbox, {
       image: TEST_IMAGE, prefix, dataDir, memLimit: 512 * MiB, diskLimit: config.SANDBOX_DISK_LIMIT, diskCheckIntervalMs: 500
     }),
-    ...entries(config, ['chat-storage', 'workspace-tools'])
+    ...entries(config, ['workspace-tools'])
   ]
   const { url } = await listen(t, { SANDBOX_PREFIX: prefix, DATA_DIR: dataDir, DOCKER_IMAGE: TEST_IMAGE, SANDBOX_DISK_LIMIT: '50m' }, manifest)
   return { url, prefix }

@@ -24,6 +24,7 @@ import { systemClock } from '../../../plugins/sandbox/clock.js'
 import { createBase, type ServiceOptions } from '../../../plugins/sandbox/context.js'
 import { createTransitions } from '../../../plugins/sandbox/transitions.js'
 import { SandboxOptions } from '../../../plugins/sandbox/schemas.js'
+import { createChatStorage } from '../../../plugins/chat-storage/service.js'
 
 const MiB = 1024 * 1024
 const MANAGED = new Set(['CHAT_ID'])
@@ -134,8 +135,8 @@ function fakeDocker (): FakeDocker {
 }
 
 /** The disk watchdog alone over a fake engine, bootstrapped. */
-function watchdog (opts: Omit<ServiceOptions, 'dataDirHost'>, engine: SandboxEngine): { pass: () => Promise<void>, entryOf: (chatId: string) => Entry } {
-  const base = createBase({ ...opts, dataDirHost: opts.dataDir }, engine, pino({ level: 'silent' }), systemClock)
+function watchdog (opts: Omit<ServiceOptions, 'dataDirHost' | 'storage'>, engine: SandboxEngine): { pass: () => Promise<void>, entryOf: (chatId: string) => Entry } {
+  const base = createBase({ ...opts, dataDirHost: opts.dataDir, storage: createChatStorage({ dataDir: opts.dataDir }) }, engine, pino({ level: 'silent' }), systemClock)
   base.status.bootstrapped = true
   const chats = new Chats(opts.prefix)
   const disk = createDiskWatchdog(base, chats, createTransitions(base, chats, () => {}))

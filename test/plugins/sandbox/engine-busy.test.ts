@@ -16,6 +16,7 @@ import { createBase, mapError, type CoreBase } from '../../../plugins/sandbox/co
 import { adoptable } from '../../../plugins/sandbox/lifecycle.js'
 import { createReadiness } from '../../../plugins/sandbox/readiness.js'
 import { SandboxOptions } from '../../../plugins/sandbox/schemas.js'
+import { createChatStorage } from '../../../plugins/chat-storage/service.js'
 
 const details = (name: string): SandboxDetails => ({
   ...{ id: 'cid-1', name, running: true, labels: {}, imageId: 'sha256:x', env: [], mounts: [], network: 'none' },
@@ -24,7 +25,7 @@ const details = (name: string): SandboxDetails => ({
 
 function registry (client: Partial<SandboxEngine>, extra: Record<string, unknown> = {}): CoreBase {
   const opts = parseOptions(SandboxOptions, { prefix: 'cu', dataDir: '/nonexistent', ...extra }, 'sandbox')
-  return createBase({ ...opts, dataDirHost: '/nonexistent' }, client as SandboxEngine, pino({ level: 'silent' }), systemClock)
+  return createBase({ ...opts, dataDirHost: '/nonexistent', storage: createChatStorage({ dataDir: '/nonexistent' }) }, client as SandboxEngine, pino({ level: 'silent' }), systemClock)
 }
 const entryOf = (_reg: CoreBase, chatId: string): ReturnType<Chats['entryOf']> => new Chats('cu').entryOf(chatId)
 const waitReady = async (reg: CoreBase, entry: ReturnType<Chats['entryOf']>): ReturnType<ReturnType<typeof createReadiness>['waitReady']> => await createReadiness(reg).waitReady(entry)

@@ -5,6 +5,7 @@ import { join } from 'node:path'
 import { buildApp, entry } from '../../../core/app.js'
 import fp from 'fastify-plugin'
 import sandbox from '../../../plugins/sandbox/index.js'
+import chatStorage from '../../../plugins/chat-storage/index.js'
 import sandboxMemory from '../../../plugins/sandbox-memory/index.js'
 import { createMemoryEngine } from '../../../plugins/sandbox-memory/memory-engine.js'
 import { loadConfig } from '../../../core/config.js'
@@ -131,6 +132,7 @@ t.test('a plugin registered after the core contributes to pool sandboxes too: th
   t.teardown(async () => { await rm(dir, { recursive: true, force: true }) })
   const engine = createMemoryEngine({ images: [MEMORY_IMAGE] })
   const app = await buildApp(loadConfig({ DATA_DIR: dir, LOG_LEVEL: 'silent' }), [
+    entry(chatStorage, { dataDir: dir }),
     entry(sandboxMemory, { client: engine }),
     entry(sandbox, { image: MEMORY_IMAGE, prefix: 'envc', dataDir: dir, enableNetwork: false, agent: false, poolSize: 1 }),
     // Registered after the core: its pool must not create before this contributor exists.

@@ -10,11 +10,12 @@ import { DockerError } from '../../../plugins/sandbox-docker/docker-error.js'
 import { systemClock } from '../../../plugins/sandbox/clock.js'
 import { createBase, mapError, type CoreBase } from '../../../plugins/sandbox/context.js'
 import { SandboxOptions } from '../../../plugins/sandbox/schemas.js'
+import { createChatStorage } from '../../../plugins/chat-storage/service.js'
 
 function registry (lines: Array<Record<string, unknown>>): CoreBase {
   const opts = parseOptions(SandboxOptions, { prefix: 'cu', dataDir: '/nonexistent' }, 'sandbox')
   const log = pino({ level: 'debug' }, { write: (line: string) => { lines.push(JSON.parse(line) as Record<string, unknown>) } })
-  return createBase({ ...opts, dataDirHost: '/nonexistent' }, {} as SandboxEngine, log, systemClock)
+  return createBase({ ...opts, dataDirHost: '/nonexistent', storage: createChatStorage({ dataDir: '/nonexistent' }) }, {} as SandboxEngine, log, systemClock)
 }
 
 t.test('an engine failure is logged as an error object with its cause and fields', async t => {
