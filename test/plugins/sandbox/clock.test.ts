@@ -18,6 +18,7 @@ import { leaseName } from '../../../plugins/sandbox/prefix-lease.js'
 import { SandboxOptions } from '../../../plugins/sandbox/schemas.js'
 import { createSandboxService } from '../../../plugins/sandbox/service.js'
 import type { StopReason } from '../../../plugins/sandbox/types.js'
+import { createChatStorage } from '../../../plugins/chat-storage/service.js'
 
 const IMAGE = 'cubicle-memory-test:latest'
 /** Years away from the real clock: anything stamped with Date.now() would show. */
@@ -38,7 +39,7 @@ t.test('lease, creation label, meta.json, idle pause and stop and max age follow
   const opts = parseOptions(SandboxOptions, {
     prefix: 'tclock', image: IMAGE, dataDir: dir, enableNetwork: false, agent: false, poolSize: 0, idleTimeoutS: 60, pausedTimeoutS: 120, maxAgeHours: 2
   }, 'sandbox')
-  const service = createSandboxService({ ...opts, dataDirHost: dir }, engine, pino({ level: 'silent' }), clockWith(() => now))
+  const service = createSandboxService({ ...opts, dataDirHost: dir, storage: createChatStorage({ dataDir: dir }) }, engine, pino({ level: 'silent' }), clockWith(() => now))
   t.teardown(async () => { await service.close() })
   const stops: StopReason[] = []
   service.onStop((_chat, reason) => { stops.push(reason) })
