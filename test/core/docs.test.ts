@@ -350,7 +350,7 @@ t.test('selfhost-files', async t => {
     t.ok(svc, 'one service, cubicle')
     if (svc === undefined) return
     t.equal(svc.build.context, '.')
-    t.match(svc.build.args, { NODE_IMAGE: /node:20-bookworm-slim/, DOCKER_GID: /DOCKER_GID/ })
+    t.match(svc.build.args, { NODE_IMAGE: /node:24-bookworm-slim/, DOCKER_GID: /DOCKER_GID/ })
     t.ok(svc.volumes.includes('/var/run/docker.sock:/var/run/docker.sock'))
     const data = svc.volumes.find(v => v.includes('DATA_DIR'))
     const [outside, inside] = data?.split(/:(?=\$)/) ?? []
