@@ -60,6 +60,8 @@ t.test('the server image builds without a registry, runs as the README says and 
   t.equal(inspect.Config.User, 'node', 'runs as the unprivileged user node')
   t.match(inspect.Config.Healthcheck?.Test.join(' '), /\/health/, 'has a healthcheck')
   t.ok(inspect.Size < 400e6, `image size ${Math.round(inspect.Size / 1e6)} MB`)
+  const nodeVersion = (await run('docker', ['run', '--rm', '--entrypoint', 'node', tag, '--version'])).stdout.trim()
+  t.match(nodeVersion, /^v24\./, `Node.js 24 LTS in the image (${nodeVersion})`)
 
   // Exactly the README's `docker run`: socket, its group, a data dir with the same path inside and outside.
   const prefix = `t-${randomBytes(4).toString('hex')}`
