@@ -129,7 +129,7 @@ t.test('tiers-http', async t => {
     t.equal(list.status, 200)
     t.equal(list.headers.get('content-type'), 'text/plain; charset=utf-8')
     const lines = list.text.trimEnd().split('\n')
-    t.same(lines.map(l => /^- ([a-z0-9-]+): /.exec(l)?.[1]), ['browser', 'describe-image', 'doc-coauthoring', 'docx', 'file-reading', 'file-sharing', 'frontend-design', 'pdf', 'pdf-reading', 'pptx', 'skill-creator', 'webapp-testing', 'xlsx'])
+    t.same(lines.map(l => /^- ([a-z0-9-]+): /.exec(l)?.[1]), ['browser', 'describe-image', 'doc-coauthoring', 'docx', 'file-reading', 'file-sharing', 'frontend-design', 'job', 'pdf', 'pdf-reading', 'pptx', 'skill-creator', 'webapp-testing', 'xlsx'])
     t.match(lines[3], /^- docx: \/mnt\/skills\/public\/docx\/SKILL\.md - Create, read and edit Word documents/)
     for (const line of lines) t.ok(line.split(' - ').slice(1).join(' - ').length <= 120, 'description cut to 120 chars')
     const mounts = await get(url, '/skill-mounts?user_email=a%40b.c', { authorization: `Bearer ${KEY}` })
