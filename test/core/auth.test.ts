@@ -84,7 +84,10 @@ t.test('tokens', async t => {
       return best
     }
     cost(2000) // warm up
-    const ratio = cost(16000) / cost(2000)
+    // The lowest of a few measurements: a preempted round (a loaded machine) only ever raises a ratio,
+    // while a backtracking pattern is slow in every one of them.
+    let ratio = Infinity
+    for (let attempt = 0; attempt < 5 && ratio >= 4; attempt++) ratio = Math.min(ratio, cost(16000) / cost(2000))
     t.ok(ratio < 4, `the same number of characters costs ${ratio.toFixed(2)}x in 16 KiB URLs as in 2 KiB ones (linear ≈ 1, quadratic ≈ 8)`)
   })
 
