@@ -153,6 +153,20 @@ t.test('sandbox reaper (real Docker)', { skip }, async t => {
     t.equal((await app.sandbox.ensure(chat)).sandboxId, info.sandboxId, 'the same sandbox, not a new start')
     t.notOk(ensured.slice(1).some(started => started), 'waking is no start')
 
+    // Paused again: a relay stream (what the terminal, the browser view and app URLs open) wakes it too.
+    minutes(11)
+    await service.reap()
+    t.equal((await docker.inspect(info.sandboxId))?.paused, true)
+    const stream = await app.sandbox.openStream?.(chat, ['sh', '-c', `kill -0 ${pid} && echo relayed`])
+    const relayed = await new Promise<string>(resolve => {
+      let out = ''
+      stream?.demux(b => { out += b.toString() })
+      stream?.socket.on('close', () => { resolve(out) })
+      stream?.socket.end()
+    })
+    t.equal(relayed, 'relayed\n', 'openStream woke it, same process')
+    stream?.close()
+
     // Paused again; after CONTAINER_PAUSED_TIMEOUT it is stopped for good (reason idle).
     minutes(11)
     await service.reap()
@@ -163,7 +177,7 @@ t.test('sandbox reaper (real Docker)', { skip }, async t => {
     minutes(2)
     await service.reap()
     t.match(await docker.inspect(info.sandboxId), { running: false, paused: false }, 'stopped after CONTAINER_PAUSED_TIMEOUT')
-    t.same(stops.map(([, reason]) => reason), ['paused', 'paused', 'idle'])
+    t.same(stops.map(([, reason]) => reason), ['paused', 'paused', 'paused', 'idle'])
     t.equal((await app.sandbox.status(chat)).state, 'stopped')
   })
 
