@@ -55,7 +55,7 @@ export const ConfigSchema = Type.Object({
   SANDBOX_DISK_LIMIT: Type.Integer({ default: 10737418240, minimum: 0, 'x-kind': 'size', description: 'Disk per chat (home + outputs + everything else it writes; `k`/`m`/`g` suffixes, e.g. `10g`); `/tmp` becomes a tmpfs of min(limit, 1 GiB, memory / 2); a chat over it is stopped and told why; `0` disables. See plugins/sandbox/README.md.' }),
   CONTAINER_CREATE_TIMEOUT: Int(60, 'Seconds a tool call waits for sandbox creation/start.', 1),
   CONTAINER_IDLE_TIMEOUT: Int(600, 'Idle seconds before a sandbox is paused (its processes frozen, memory kept; any access wakes it), or stopped when CONTAINER_PAUSED_TIMEOUT is 0.', 1),
-  CONTAINER_PAUSED_TIMEOUT: Int(3600, 'Seconds a paused sandbox is kept before it is stopped (its processes end; files are kept); 0 stops idle sandboxes at once instead of pausing them. Paused sandboxes still count towards MAX_RUNNING_SANDBOXES and are the first to be stopped when it is reached.', 0),
+  CONTAINER_PAUSED_TIMEOUT: Int(3600, 'Seconds a paused sandbox is kept before it is stopped (its processes end; files are kept); 0 stops idle sandboxes at once instead of pausing them. Paused sandboxes still count towards MAX_RUNNING_SANDBOXES and are the first to be stopped when it is reached, or when less than 10% of the machine\'s memory is available.', 0),
   CONTAINER_MAX_AGE_HOURS: Type.Number({ default: 24, exclusiveMinimum: 0, description: 'Container age before removal (data kept).' }),
   DATA_MAX_AGE_DAYS: Type.Number({ default: 7, minimum: 0, description: 'Inactivity before volume and data purge; 0 disables.' }),
   MAX_RUNNING_SANDBOXES: Int(50, 'Running sandbox cap; 0 = unlimited.'),

@@ -33,6 +33,11 @@ export interface ServiceOptions {
   idleTimeoutS: number
   /** CONTAINER_PAUSED_TIMEOUT: an idle sandbox is paused, then stopped after this long; 0 = stopped at once */
   pausedTimeoutS: number
+  /**
+   * The share of the machine's memory available now (0 to 1); below PAUSED_MEMORY_FLOOR paused sandboxes
+   * are stopped before their time (reaper.ts). Default: the server machine's (os.freemem / os.totalmem).
+   */
+  memoryAvailable?: () => number
   maxAgeHours: number
   dataMaxAgeDays: number
   maxRunning: number

@@ -16,11 +16,12 @@ export type { SandboxOptions } from './schemas.js'
  * engine is closed; sandboxes keep running and are re-adopted.
  */
 const sandbox: FastifyPluginAsync<SandboxOptions> = async (fastify, raw) => {
-  const { now, ...rest } = raw
+  const { now, memoryAvailable, ...rest } = raw
   const opts = parseOptions(SandboxOptions, rest, 'sandbox')
   const engine = fastify.sandboxEngine
   const service = createSandboxService({
     ...opts,
+    ...(memoryAvailable !== undefined && { memoryAvailable }),
     dataDirHost: opts.dataDirHost.trim() || opts.dataDir,
     storage: fastify.chatStorage
   }, engine, fastify.log.child({ plugin: 'sandbox', engine: engine.name }), now === undefined ? systemClock : clockWith(now))

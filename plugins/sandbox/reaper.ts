@@ -1,3 +1,4 @@
+import { freemem, totalmem } from 'node:os'
 import { chatKey } from '../../core/chat-id.js'
 import type { Addresses } from './addresses.js'
 import type { Boot } from './boot.js'
@@ -17,6 +18,11 @@ import type { Transitions } from './transitions.js'
  * labelled `docker ps`, idle pause, then stop, max-age removal), the hourly data purge and the
  * MAX_RUNNING_SANDBOXES cap.
  */
+
+/** Below this share of the machine's memory available, paused sandboxes are stopped before CONTAINER_PAUSED_TIMEOUT. */
+export const PAUSED_MEMORY_FLOOR = 0.1
+const PAUSED_STOPS_PER_PASS = 4
+const systemMemoryAvailable = (): number => freemem() / totalmem()
 
 /** What the reaper builds on. */
 export interface ReaperDeps {
@@ -81,11 +87,31 @@ export function createReaper (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | '
       }
     }
     await Promise.all(jobs)
+    await relieveMemory()
     await pool.maintain(unclaimed).catch(err => { log.warn({ err }, 'warm pool: maintenance failed') })
     // Forget chats that have nothing left to track.
     for (const [key, entry] of chats.entries) {
       if (entry.state === 'absent' && entry.locked === 0 && entry.ensuring === null && entry.callLeases + entry.socketLeases === 0 &&
         now - entry.lastActive > base.opts.idleTimeoutS * 1000) chats.entries.delete(key)
+    }
+  }
+
+  /**
+   * Memory pressure: while less than PAUSED_MEMORY_FLOOR of the machine's memory is available, paused
+   * sandboxes (which keep their memory) are stopped, the longest paused first, at most
+   * PAUSED_STOPS_PER_PASS a pass (a stop frees memory only once the engine has ended the processes).
+   */
+  async function relieveMemory (): Promise<void> {
+    const available = base.opts.memoryAvailable ?? systemMemoryAvailable
+    for (let i = 0; i < PAUSED_STOPS_PER_PASS && available() < PAUSED_MEMORY_FLOOR; i++) {
+      let oldest: Entry | undefined
+      for (const e of chats.entries.values()) {
+        if (e.state !== 'paused' || e.stopping || e.locked > 0 || e.ensuring !== null || e.callLeases + e.socketLeases > 0) continue
+        if (oldest === undefined || e.pausedAt < oldest.pausedAt) oldest = e
+      }
+      if (oldest === undefined) return
+      log.warn({ chat: oldest.names.key, available: Math.round(available() * 100) / 100 }, 'memory is short: stopping a paused sandbox before its time')
+      await transitions.stopEntry(oldest, 'memory').catch(err => { log.warn({ chat: oldest?.names.key, err }, 'stop of a paused sandbox failed') })
     }
   }
 

@@ -38,5 +38,8 @@ export const SandboxOptions = Type.Object({
   stopGraceS: Type.Optional(Type.Integer({ default: 10, minimum: 0, description: 'stop grace period (seconds)' })),
   diskCheckIntervalMs: Type.Optional(Type.Integer({ default: 30000, minimum: 10, description: 'Disk watchdog period' }))
 })
-/** The schema's options plus `now` (milliseconds since the epoch; tests inject a movable clock). */
-export type SandboxOptions = Static<typeof SandboxOptions> & { now?: () => number }
+/**
+ * The schema's options plus `now` (milliseconds since the epoch; tests inject a movable clock) and
+ * `memoryAvailable` (the share of the machine's memory available, 0 to 1; tests inject memory pressure).
+ */
+export type SandboxOptions = Static<typeof SandboxOptions> & { now?: () => number, memoryAvailable?: () => number }

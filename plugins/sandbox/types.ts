@@ -102,10 +102,11 @@ export interface CommandOptions {
 export interface LeaseOptions { kind?: 'call' | 'socket' }
 
 /**
- * Extension: why a sandbox stopped or went away (onStop). 'paused' is no stop: the idle reaper froze it,
+ * Extension: why a sandbox stopped or went away (onStop). 'memory': a paused sandbox stopped before its
+ * CONTAINER_PAUSED_TIMEOUT because the machine's memory ran short. 'paused' is no stop: the idle reaper froze it,
  * the next access wakes it (and runs the onEnsure hooks again).
  */
-export type StopReason = 'idle' | 'max-age' | 'capacity' | 'stopped' | 'removed' | 'purged' | 'killed' | 'disk-limit' | 'paused'
+export type StopReason = 'idle' | 'max-age' | 'capacity' | 'stopped' | 'removed' | 'purged' | 'killed' | 'disk-limit' | 'paused' | 'memory'
 export type StopHook = (chatId: string, reason: StopReason) => void
 /** A sandbox's address on the sandbox network (null: it has none any more: stopped, removed, gone). */
 export type AddressHook = (chatId: string, address: string | null) => void

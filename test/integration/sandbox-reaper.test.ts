@@ -181,6 +181,31 @@ t.test('sandbox reaper (real Docker)', { skip }, async t => {
     t.equal((await app.sandbox.status(chat)).state, 'stopped')
   })
 
+  t.test('memory pressure stops paused sandboxes early, the longest paused first', async t => {
+    offset = 0
+    let short = 0
+    const memoryAvailable = (): number => short-- > 0 ? 0.05 : 0.5
+    // A prefix of its own: sandboxes of the other tests, re-adopted here, would be paused (and stopped) too.
+    await cleanupPrefix(t, `${PREFIX}mem`)
+    const { app, service } = await buildSandboxApp(t, `${PREFIX}mem`, { idleTimeoutS: 600, pausedTimeoutS: 3600, now, reaperIntervalMs: 3_600_000, memoryAvailable })
+    const stops: Array<[string, StopReason]> = []
+    app.sandbox.onStop?.((chat, reason) => stops.push([chat, reason]))
+    await app.sandbox.ensure('reap-mem-old')
+    minutes(11)
+    await service.reap()
+    await app.sandbox.ensure('reap-mem-new')
+    minutes(11)
+    await service.reap()
+    t.match(await app.sandbox.status('reap-mem-old'), { paused: true })
+    t.match(await app.sandbox.status('reap-mem-new'), { paused: true })
+    minutes(1)
+    short = 1
+    await service.reap()
+    t.equal((await app.sandbox.status('reap-mem-old')).state, 'stopped', 'the longest paused one was stopped')
+    t.match(await app.sandbox.status('reap-mem-new'), { state: 'running', paused: true }, 'memory available again: the other stays paused')
+    t.same(stops, [['reap-mem-old', 'paused'], ['reap-mem-new', 'paused'], ['reap-mem-old', 'memory']])
+  })
+
   t.test('a paused sandbox is re-adopted as paused and woken by ensure()', async t => {
     offset = 0
     const one = await buildSandboxApp(t, PREFIX, { idleTimeoutS: 600, now, reaperIntervalMs: 3_600_000 })
