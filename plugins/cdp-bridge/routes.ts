@@ -1,11 +1,13 @@
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
 import { chatAccess, chatOf, chatRoutes, linkToken } from '../../core/route-kit.js'
-import { ChatQuery } from '../../core/route-schema.js'
-import { ChatParams, SocketParams, StatusReply, TargetsReply, VersionReply } from './schemas.js'
+import { ChatQuery, NoBody } from '../../core/route-schema.js'
+import { ChatParams, ReleaseReply, SocketParams, StatusReply, TargetsReply, VersionReply } from './schemas.js'
 import { publicSocketUrl } from './targets.js'
+import type { HandoffService } from './handoff.js'
 
 export interface CdpRoutesOptions {
   publicBaseUrl: string
+  handoffs: HandoffService
 }
 
 interface ChatRoute { Params: { chat: string } }
@@ -16,7 +18,7 @@ const NO_STORE = 'no-cache, no-store'
 /** The browser routes of docs/contract.md#browser: every one needs a control token or the API key. */
 const routes: FastifyPluginAsync<CdpRoutesOptions> = async (fastify, opts) => {
   const { cdp } = fastify
-  chatRoutes(fastify, ['/browser/:chat/status', '/browser/:chat/json', '/browser/:chat/json/list', '/browser/:chat/json/version'])
+  chatRoutes(fastify, ['/browser/:chat/status', '/browser/:chat/json', '/browser/:chat/json/list', '/browser/:chat/json/version', '/browser/:chat/handoff/release'])
 
   /**
    * Chat id (400), then credentials (401/403), before anything touches the sandbox
@@ -29,7 +31,20 @@ const routes: FastifyPluginAsync<CdpRoutesOptions> = async (fastify, opts) => {
     schema: { summary: 'Whether the sandbox\'s browser runs, and its pages', tags: ['browser'], params: ChatParams, querystring: ChatQuery, response: { 200: StatusReply } },
     preHandler: authorize
   }, async (request, reply) => {
-    return await reply.header('Cache-Control', NO_STORE).send(await cdp.status(chatOf(request)))
+    const chatId = chatOf(request)
+    const handoff = opts.handoffs.current(chatId)
+    return await reply.header('Cache-Control', NO_STORE).send({
+      ...await cdp.status(chatId),
+      ...(handoff !== undefined && { handoff: { why: handoff.why, since: new Date(handoff.since).toISOString() } })
+    })
+  })
+
+  fastify.post<ChatRoute>('/browser/:chat/handoff/release', {
+    bodyLimit: 1024,
+    schema: { summary: 'The human hands the browser back to the assistant (ends the chat\'s open `browser handoff`)', tags: ['browser'], params: ChatParams, querystring: ChatQuery, body: NoBody, response: { 200: ReleaseReply } },
+    preHandler: authorize
+  }, async (request, reply) => {
+    return await reply.header('Cache-Control', NO_STORE).send({ released: opts.handoffs.release(chatOf(request)) })
   })
 
   const targetList = async (request: FastifyRequest<ChatRoute>, reply: FastifyReply): Promise<FastifyReply> => {

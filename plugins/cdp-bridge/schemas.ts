@@ -10,7 +10,11 @@ export const CdpBridgeOptions = Type.Object({
   maxViewers: Type.Optional(Type.Integer({ default: 256, minimum: 1, description: 'Open browser sockets per server' })),
   maxMessageBytes: Type.Optional(Type.Integer({ default: 33554432, minimum: 1024, description: 'Largest relayed message (docs/contract.md#browser: 32 MiB)' })),
   highWaterBytes: Type.Optional(Type.Integer({ default: 4194304, minimum: 1024, description: 'Bytes queued towards one side before the other side is paused' })),
-  connectTimeoutMs: Type.Optional(Type.Integer({ default: 5000, minimum: 100, description: 'Handshake timeout of the relay to the browser' }))
+  connectTimeoutMs: Type.Optional(Type.Integer({ default: 5000, minimum: 100, description: 'Handshake timeout of the relay to the browser' })),
+  handoffAskTimeoutMs: Type.Optional(Type.Integer({ default: 300000, minimum: 100, description: 'browser handoff: how long the human has to answer the URL elicitation (docs/contract.md#browser-handoff)' })),
+  handoffWaitTimeoutMs: Type.Optional(Type.Integer({ default: 900000, minimum: 100, description: 'browser handoff: how long the call waits for the browser to be handed back' })),
+  handoffShownMs: Type.Optional(Type.Integer({ default: 1800000, minimum: 100, description: 'browser handoff: how long a handoff given as a link stays shown in the Browser view' })),
+  handoffProgressMs: Type.Optional(Type.Integer({ default: 15000, minimum: 10, description: 'browser handoff: progress interval while the call waits' }))
 })
 export type CdpBridgeOptions = Static<typeof CdpBridgeOptions>
 
@@ -22,7 +26,12 @@ export const SocketParams = Type.Object({
 export type SocketParams = Static<typeof SocketParams>
 
 const Page = Type.Object({ id: Type.String(), title: Type.String(), url: Type.String() })
-export const StatusReply = Type.Object({ active: Type.Boolean(), pages: Type.Array(Page) })
+export const StatusReply = Type.Object({
+  active: Type.Boolean(),
+  pages: Type.Array(Page),
+  handoff: Type.Optional(Type.Object({ why: Type.String(), since: Type.String() }, { description: 'the open `browser handoff` of the chat (docs/contract.md#browser-handoff)' }))
+})
+export const ReleaseReply = Type.Object({ released: Type.Boolean() })
 
 export const TargetReply = Type.Object({
   id: Type.String(),

@@ -54,7 +54,7 @@ export function buildPrompt (v: PromptVars): string {
   const skillDirs = v.skillDirs.map(d => `\`${d}\``).join(', ')
   const sharingSkill = has(v.skills, 'public', 'file-sharing') ? ` Details: \`${SANDBOX_SKILLS}/public/file-sharing/SKILL.md\`.` : ''
   const browserSkill = has(v.skills, 'public', 'browser')
-    ? [`- Web browser: the \`browser\` command drives a Chromium that the user watches live and can take over in the Browser tab of this chat's preview page. Read \`${SANDBOX_SKILLS}/public/browser/SKILL.md\` before using it; for logins and captchas, ask the user to take over there instead of asking for passwords.`]
+    ? [`- Web browser: the \`browser\` command drives a Chromium that the user watches live and can take over in the Browser tab of this chat's preview page. Read \`${SANDBOX_SKILLS}/public/browser/SKILL.md\` before using it; for logins and captchas, run \`browser handoff "<why>"\` (it hands the browser to the user) instead of asking for passwords.`]
     : []
   // Images without the `job` command (built before it) keep the nohup advice.
   const jobSkill = has(v.skills, 'public', 'job')

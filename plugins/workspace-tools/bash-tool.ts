@@ -6,6 +6,19 @@ import { createOutputCapper } from './output-capper.js'
 import { appendNotes, appendOutputLinks, bashResult, progressMessage, resultNotes } from './bash-result.js'
 import { changedOutputs, snapshotOutputs, type OutputsWalker } from './outputs-snapshot.js'
 import type { WalkOptions } from '../chat-storage/types.js'
+import { newRequestToken, REQUEST_TOKEN_ENV, takeRequests, type CommandRequest } from './command-requests.js'
+
+/** The answer to a program's request (docs/contract.md#command-requests), for the model. */
+async function answer (deps: WorkspaceDeps, ctx: ToolCallContext, request: CommandRequest): Promise<string> {
+  const handler = deps.requests?.get(request.kind)
+  if (handler === undefined) return `(this server does not handle \`${request.kind}\` requests)`
+  try {
+    return await handler(ctx, request.text)
+  } catch (err) {
+    ctx.log.warn({ err, kind: request.kind }, 'a command request failed')
+    return `(the \`${request.kind}\` request could not be handled: ${err instanceof Error ? err.message.slice(0, 200) : 'error'})`
+  }
+}
 
 /** docs/contract.md#bash_tool: the whole result stays ≤ 32,000 chars; room is left for the transport's lenient note. */
 const RESULT_LIMIT = 32_000
@@ -64,13 +77,14 @@ export function createBashTool (deps: WorkspaceDeps, settings: WorkspaceSettings
       const outputs = (opts: WalkOptions): ReturnType<OutputsWalker> => deps.storage.walk(ctx.chatId, 'outputs', opts)
       const before = await snapshotOutputs(outputs)
       let capper = createOutputCapper(settings.maxOutputChars)
+      const token = newRequestToken()
       const stop = ctx.wantsProgress
         ? startProgress(ctx, settings.progressIntervalS, T, s => progressMessage(args.description, args.command, s, capper.recent(2000)))
         : () => {}
       let outcome
       try {
         outcome = await deps.sandbox.runCommand(ctx.chatId, args.command, {
-          env: EXEC_ENV,
+          env: { ...EXEC_ENV, [REQUEST_TOKEN_ENV]: token },
           timeoutMs: T * 1000,
           signal: ctx.signal,
           onOutput: text => capper.push(text),
@@ -80,12 +94,14 @@ export function createBashTool (deps: WorkspaceDeps, settings: WorkspaceSettings
       } finally {
         stop()
       }
-      const output = capper.finish()
+      const taken = takeRequests(capper.finish().text, token)
       const result = bashResult({
-        command: args.command, exitCode: outcome.exitCode, timedOut: outcome.timedOut, output: output.text, timeoutSeconds: T, notices: outcome.notices, limit
+        command: args.command, exitCode: outcome.exitCode, timedOut: outcome.timedOut, output: taken.output, timeoutSeconds: T, notices: outcome.notices, limit
       })
       if (result.isError === true) return result
-      const [after, notes] = await Promise.all([before === undefined ? undefined : snapshotOutputs(outputs), resultNotes(deps.notes ?? [], ctx.chatId)])
+      const requested = taken.request === undefined ? [] : [await answer(deps, ctx, taken.request)]
+      const [after, later] = await Promise.all([before === undefined ? undefined : snapshotOutputs(outputs), resultNotes(deps.notes ?? [], ctx.chatId)])
+      const notes = [...requested, ...later]
       const links = before === undefined || after === undefined ? [] : changedOutputs(before, after).map((rel): [string, string] => [rel, deps.links.fileUrl(ctx.chatId, rel)])
       const block = result.content[0]
       if ((links.length === 0 && notes.length === 0) || block?.type !== 'text') return result

@@ -1,6 +1,7 @@
 import type { LinkService } from '../capabilities/types.js'
 import type { SandboxService } from '../sandbox/types.js'
 import type { ChatStorageService } from '../chat-storage/types.js'
+import type { ToolCallContext } from '../mcp-transport/types.js'
 
 /** What the four workspace tools need from the rest of the server (decorated services, passed in). */
 export interface WorkspaceDeps {
@@ -10,7 +11,17 @@ export interface WorkspaceDeps {
   storage: Pick<ChatStorageService, 'walk'>
   /** Notes other plugins add to bash_tool results (WorkspaceToolsService.addResultNote). */
   notes?: ResultNote[]
+  /** Handlers of requests programs in the sandbox make through their command's output, by kind. */
+  requests?: ReadonlyMap<string, CommandRequestHandler>
 }
+
+/**
+ * Answers a request a program in the sandbox made through its bash_tool command (docs/contract.md#command-requests),
+ * after the command ended: `text` is the program's (untrusted, at most 1,000 characters). The answer is
+ * appended to the result for the model. It may take as long as it needs (the call stays open, with progress);
+ * it ends when `ctx.signal` aborts. A rejection becomes a short note, never a failed call.
+ */
+export type CommandRequestHandler = (ctx: ToolCallContext, text: string) => Promise<string>
 
 /**
  * Text another plugin appends to a successful bash_tool result, after the output links (the ports
@@ -24,6 +35,8 @@ export type ResultNote = (chatId: string) => Promise<string | undefined>
 export interface WorkspaceToolsService {
   /** Register while plugins load. */
   addResultNote (note: ResultNote): void
+  /** Register while plugins load; one handler per kind (a second throws). */
+  addCommandRequest (kind: string, handler: CommandRequestHandler): void
 }
 
 declare module 'fastify' {

@@ -22,7 +22,7 @@ const KEY_ONLY = ['GET /metrics', 'POST /mcp', 'GET /mcp', 'DELETE /mcp', 'POST 
 const FILES = ['GET /api/egress/{chat}', 'GET /api/egress/{chat}/log', 'GET /files/{chat}/{*}', 'GET /api/outputs/{chat}', 'GET /preview/{chat}']
 /** Chat routes that need a control token of the chat (or the key): uploads, the browser, the terminal. */
 const CONTROL = ['POST /api/uploads/{chat}/{*}', 'GET /api/uploads/{chat}/manifest', 'GET /api/uploads/{chat}/list',
-  'GET /browser/{chat}/status', 'GET /browser/{chat}/json', 'GET /browser/{chat}/json/list', 'GET /browser/{chat}/json/version',
+  'GET /browser/{chat}/status', 'GET /browser/{chat}/json', 'GET /browser/{chat}/json/list', 'GET /browser/{chat}/json/version', 'POST /browser/{chat}/handoff/release',
   'GET /terminal/{chat}', 'GET /terminal/{chat}/status', 'POST /terminal/{chat}/start-ttyd', 'POST /terminal/{chat}/stop-ttyd',
   'POST /terminal/{chat}/restart-container', 'POST /terminal/{chat}/resurrect-container', 'GET /terminal/{chat}/sessions',
   'GET /terminal/{chat}/processes', 'POST /terminal/{chat}/processes/{pid}/kill', 'GET /terminal/{chat}/heartbeat',

@@ -25,6 +25,11 @@ function buildDom () {
   const link = el('link', { rel: 'stylesheet', href: new URL('./browser-view.css', import.meta.url).href })
   document.head.append(link)
   const section = el('section', { className: 'browser-view', id: 'browser-view', hidden: '', 'data-view-pane': 'browser', 'data-state': 'idle', 'aria-label': 'Live browser' }, [
+    // `browser handoff` (docs/contract.md#browser-handoff): the assistant's reason, and a way to hand back.
+    el('div', { className: 'browser-handoff', id: 'browser-handoff', hidden: '', role: 'status' }, [
+      el('span', { id: 'browser-handoff-why' }),
+      el('button', { type: 'button', className: 'button', id: 'browser-handoff-done', text: 'Done, hand back' })
+    ]),
     el('div', { className: 'browser-bar' }, [
       el('div', { className: 'browser-tabs', id: 'browser-tabs', role: 'tablist', 'aria-label': 'Browser tabs' }),
       el('div', { className: 'browser-url', id: 'browser-url', title: 'Address of the shown tab' }),
@@ -45,7 +50,7 @@ function buildDom () {
 
 export function mountBrowserView (config) {
   buildDom()
-  const state = { active: false, pages: [], selected: null, page: null, timer: null, takeover: false, retry: 0, connections: 0 }
+  const state = { active: false, pages: [], selected: null, page: null, timer: null, takeover: false, retry: 0, connections: 0, handoff: null }
   const base = new URL(`../browser/${encodeURIComponent(config.chatId)}/`, window.location.href)
   const withToken = path => {
     const url = new URL(path, base)
@@ -85,6 +90,7 @@ export function mountBrowserView (config) {
     if (body !== null) {
       state.active = body.active === true
       state.pages = Array.isArray(body.pages) ? body.pages : []
+      showHandoff(typeof body.handoff?.why === 'string' ? body.handoff.why : null)
     } else if (state.page === null) {
       state.active = false
       state.pages = []
@@ -94,6 +100,19 @@ export function mountBrowserView (config) {
     if (!shown() || state.page !== null) return
     if (state.selected === null) { setState('idle', 'Not running'); return }
     connect()
+  }
+
+  function showHandoff (why) {
+    state.handoff = why
+    $('browser-handoff').hidden = why === null
+    $('browser-handoff-why').textContent = why === null ? '' : `The assistant asks you to take over: ${why}. Click Take over, do it, then Release.`
+  }
+
+  /** Tells the server the browser is handed back, which ends the assistant's wait. */
+  async function release () {
+    showHandoff(null)
+    try { await fetch(withToken('handoff/release'), { method: 'POST', cache: 'no-store', credentials: 'omit' }) } catch {}
+    schedule(true)
   }
 
   function schedule (soon = false) {
@@ -145,7 +164,12 @@ export function mountBrowserView (config) {
     if (state.takeover) $('browser-screen').focus()
   }
 
-  $('browser-takeover').addEventListener('click', () => setTakeover(!state.takeover))
+  $('browser-takeover').addEventListener('click', () => {
+    const releasing = state.takeover
+    setTakeover(!state.takeover)
+    if (releasing && state.handoff !== null) void release()
+  })
+  $('browser-handoff-done').addEventListener('click', () => { setTakeover(false); void release() })
   document.addEventListener('visibilitychange', () => {
     // Hidden: no screencast, no input, no socket (an open socket keeps the sandbox from idling out).
     if (document.hidden) disconnect()
