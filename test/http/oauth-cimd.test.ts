@@ -8,7 +8,9 @@
 import t from 'tap'
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { awayFromMinuteEdge, TEST_API_KEY } from '../helper.js'
-import { authorizeUrl, CookieBrowser, exchangeCode, probeMcp, signInWithFetch, startOAuthServer, tokenRequest } from '../fixtures/oauth-server.js'
+import { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
+import { authorizeUrl, codeOf, CookieBrowser, exchangeCode, MemoryOAuthProvider, probeMcp, signInWithFetch, startOAuthServer, tokenRequest } from '../fixtures/oauth-server.js'
 import { httpsServer, selfSignedCert } from '../fixtures/tls.js'
 import type { ResolveHost } from '../../plugins/oauth/outbound-fetch.js'
 
@@ -29,7 +31,7 @@ t.test('a client identified by its metadata document URL signs in, gets tokens, 
     if (host !== 'app.test') throw new Error(`${host} is not the test's host`)
     return { address: '127.0.0.1', family: 4 }
   }
-  const server = await startOAuthServer(t, { oauth: { registrationsPerMinute: 4, clientMetadataFetch: { resolve, ca: pair.cert } } })
+  const server = await startOAuthServer(t, { oauth: { registrationsPerMinute: 5, clientMetadataFetch: { resolve, ca: pair.cert } } })
   const { base } = server
   const doc = (path: string, extra: Record<string, unknown> = {}): string => {
     const clientId = `https://app.test:${site.port}${path}`
@@ -67,6 +69,23 @@ t.test('a client identified by its metadata document URL signs in, gets tokens, 
     t.equal((await probeMcp(base, String(refreshed.body.access_token))).status, 401, 'revoking the user ends the token')
   })
 
+  t.test('the official SDK client uses its clientMetadataUrl as client_id: no registration, then a session', async t => {
+    const clientId = doc('/sdk-client.json', { client_name: 'SDK with a metadata URL' })
+    let landed: URL | undefined
+    const provider = new MemoryOAuthProvider(REDIRECT, async url => { landed = await signInWithFetch(url, REDIRECT, { email: 'sdk@example.com' }) }, 'SDK with a metadata URL')
+    Object.defineProperty(provider, 'clientMetadataUrl', { value: clientId })
+    const mcp = new URL('/mcp', base)
+    const first = new StreamableHTTPClientTransport(mcp, { authProvider: provider })
+    await t.rejects(new Client({ name: 'cimd-sdk', version: '1.0.0' }).connect(first), { message: /Unauthorized/ }, 'the first connect ends in the browser step')
+    t.equal(provider.client?.client_id, clientId, 'the SDK took the URL as its client_id instead of registering')
+    t.equal(provider.authorizationUrls[0]?.searchParams.get('client_id'), clientId)
+    await first.finishAuth(codeOf(landed as URL))
+    const client = new Client({ name: 'cimd-sdk', version: '1.0.0' })
+    t.teardown(async () => { await client.close() })
+    await client.connect(new StreamableHTTPClientTransport(mcp, { authProvider: provider }))
+    t.same((await client.listTools()).tools, [], 'a session on the token (no tools without the sandbox plugins)')
+  })
+
   t.test('documents that break the rules are refused, and so are fetches over the budget', async t => {
     const refused = async (clientId: string): Promise<string> => {
       const res = await new CookieBrowser().follow(authorizeUrl(base, clientId, REDIRECT), REDIRECT)
@@ -81,7 +100,7 @@ t.test('a client identified by its metadata document URL signs in, gets tokens, 
     documents.set('/big.json', JSON.stringify({ client_id: `https://app.test:${site.port}/big.json`, redirect_uris: [REDIRECT], client_name: 'x'.repeat(9000) }))
     t.match(await refused(`https://app.test:${site.port}/big.json`), /invalid_client/, 'over maxClientMetadataBytes')
     const before = site.requests.length
-    t.match(await refused(`https://app.test:${site.port}/over-budget.json`), /invalid_client/, 'the fifth fetch this minute from one address')
+    t.match(await refused(`https://app.test:${site.port}/over-budget.json`), /invalid_client/, 'the sixth fetch this minute from one address')
     t.equal(site.requests.length, before, 'went out without a request')
   })
 
