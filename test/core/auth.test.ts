@@ -1,4 +1,4 @@
-// Credentials and who may call: tokens, secret comparison, the failure throttle, identity, origins, the route kit, one group per part, all in one test process (docs/testing.md, "The unit tier's time").
+// Credentials and who may call: tokens, secret comparison, the failure throttle, identity, origins, the route kit, one group per part, all in one test process (docs/testing.md#the-unit-tiers-time).
 import t from 'tap'
 import { buildApp, entry } from '../../core/app.js'
 import { CAPABILITY_TOKEN, parseCapabilityToken, redactUrl, tokenOfPathSegment } from '../../core/tokens.js'

@@ -1,4 +1,4 @@
-// Settings: parsing, validation and what each refuses (auth, OAuth, pool, skills, sizes), one group per part, all in one test process (docs/testing.md, "The unit tier's time").
+// Settings: parsing, validation and what each refuses (auth, OAuth, pool, skills, sizes), one group per part, all in one test process (docs/testing.md#the-unit-tiers-time).
 import t from 'tap'
 import Fastify from 'fastify'
 import { loadConfig } from '../../core/config.js'

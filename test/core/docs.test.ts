@@ -1,4 +1,4 @@
-// The documents the code is held to (README, SECURITY.md, the generated docs, plugin metadata, self-host files), one group per document, all in one test process (docs/testing.md, "The unit tier's time"); citations.test.ts, which scans every file but itself, stays on its own.
+// The documents the code is held to (README, SECURITY.md, the generated docs, plugin metadata, self-host files), one group per document, all in one test process (docs/testing.md#the-unit-tiers-time); citations.test.ts, which scans every file but itself, stays on its own.
 import t from 'tap'
 import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import { dirname, join, normalize } from 'node:path'

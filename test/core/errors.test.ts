@@ -1,4 +1,4 @@
-// Errors: one identity each, the catalogue docs/errors.md, the bodies of 4xx/5xx answers and the logs, one group per part, all in one test process (docs/testing.md, "The unit tier's time").
+// Errors: one identity each, the catalogue docs/errors.md, the bodies of 4xx/5xx answers and the logs, one group per part, all in one test process (docs/testing.md#the-unit-tiers-time).
 import Fastify from 'fastify'
 import t, { type Test } from 'tap'
 import { errorHandler } from '../../core/error-handler.js'

@@ -1,4 +1,4 @@
-// Core helpers: HTML escaping, MIME types, safe paths, descriptor tree walks, the sandbox probe, one group per part, all in one test process (docs/testing.md, "The unit tier's time").
+// Core helpers: HTML escaping, MIME types, safe paths, descriptor tree walks, the sandbox probe, one group per part, all in one test process (docs/testing.md#the-unit-tiers-time).
 import t, { type Test } from 'tap'
 import { escapeHtml } from '../../core/html.js'
 import { extensionOf, mimeOf } from '../../core/mime.js'

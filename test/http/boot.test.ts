@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url'
 const root = fileURLToPath(new URL('../..', import.meta.url))
 
 // Each case boots its own server process and mostly waits on it: four at a time instead of fourteen in a
-// row (docs/testing.md, "The unit tier's time").
+// row (docs/testing.md#the-unit-tiers-time).
 t.jobs = 4
 
 /** Starts core/server.ts; resolves with exit code and output once it exits, or kills it when stdout matches `until` (or after `ms`). */

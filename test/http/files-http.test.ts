@@ -1,4 +1,4 @@
-// Files and uploads over real HTTP: hostile paths, archive limits, uploads, one group per part, all in one test process (docs/testing.md, "The unit tier's time").
+// Files and uploads over real HTTP: hostile paths, archive limits, uploads, one group per part, all in one test process (docs/testing.md#the-unit-tiers-time).
 import t, { type Test } from 'tap'
 import { connect } from 'node:net'
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync, readdirSync, readlinkSync, realpathSync } from 'node:fs'

@@ -1,4 +1,4 @@
-// /mcp over real HTTP with the SDK client: the transport, sessions, SSE and the Origin rule, one group per part, all in one test process (docs/testing.md, "The unit tier's time"); mcp-modern.test.ts (the 2026-07-28 leg, another SDK) stays on its own.
+// /mcp over real HTTP with the SDK client: the transport, sessions, SSE and the Origin rule, one group per part, all in one test process (docs/testing.md#the-unit-tiers-time); mcp-modern.test.ts (the 2026-07-28 leg, another SDK) stays on its own.
 import t from 'tap'
 import { ProgressNotificationSchema, type Progress } from '@modelcontextprotocol/sdk/types.js'
 import { listen, TEST_API_KEY } from '../helper.js'

@@ -1,4 +1,4 @@
-// The app over HTTP: chat id hints, client configurations, the example plugin, request timeouts, the auth failure throttle, one group per part, all in one test process (docs/testing.md, "The unit tier's time").
+// The app over HTTP: chat id hints, client configurations, the example plugin, request timeouts, the auth failure throttle, one group per part, all in one test process (docs/testing.md#the-unit-tiers-time).
 import t, { type Test } from 'tap'
 import { buildApp, entry } from '../../core/app.js'
 import manifest, { entries, pluginNames } from '../../fastify.config.js'

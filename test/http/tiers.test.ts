@@ -1,4 +1,4 @@
-// The tier plugins over HTTP and MCP, and switching them on and off, one group per part, all in one test process (docs/testing.md, "The unit tier's time").
+// The tier plugins over HTTP and MCP, and switching them on and off, one group per part, all in one test process (docs/testing.md#the-unit-tiers-time).
 import { mkdtemp, rm, symlink } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'

@@ -1,4 +1,4 @@
-// The CDP bridge (targets, links, the bridge itself), one group per part, all in one test process (docs/testing.md, "The unit tier's time").
+// The CDP bridge (targets, links, the bridge itself), one group per part, all in one test process (docs/testing.md#the-unit-tiers-time).
 import t from 'tap'
 import { parseTargets, parseVersion, publicSocketUrl, TARGET_ID } from '../../../plugins/cdp-bridge/targets.js'
 import { viewerCode } from '../../../plugins/cdp-bridge/socket-relay.js'

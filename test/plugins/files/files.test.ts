@@ -1,4 +1,4 @@
-// The files plugin (listing, download, archive, auth, descriptors, slots), one group per part, all in one test process (docs/testing.md, "The unit tier's time"); listing-limits.test.ts, which builds 100,000 files, stays on its own.
+// The files plugin (listing, download, archive, auth, descriptors, slots), one group per part, all in one test process (docs/testing.md#the-unit-tiers-time); listing-limits.test.ts, which builds 100,000 files, stays on its own.
 import t from 'tap'
 import { execFileSync } from 'node:child_process'
 import { existsSync, mkdtempSync, symlinkSync, writeFileSync, rmSync, mkdirSync, renameSync, unlinkSync } from 'node:fs'

@@ -1,4 +1,4 @@
-// The sub-agent plugin without a sandbox, one group per part, all in one test process (docs/testing.md, "The unit tier's time").
+// The sub-agent plugin without a sandbox, one group per part, all in one test process (docs/testing.md#the-unit-tiers-time).
 import t, { type Test } from 'tap'
 import { buildInvocation, MAX_ARGV_BYTES, promptText, type RunSpec } from '../../../plugins/sub-agent/argv.js'
 import { argvFile, RUN_SCRIPT } from '../../../plugins/sub-agent/setup.js'

@@ -1,4 +1,4 @@
-// The terminal plugin (page, routes, socket, protocol, CORS), one group per part, all in one test process (docs/testing.md, "The unit tier's time").
+// The terminal plugin (page, routes, socket, protocol, CORS), one group per part, all in one test process (docs/testing.md#the-unit-tiers-time).
 import t from 'tap'
 import { fakeSandbox, terminalApp, KEY, type ProbeAnswer, type FakeSandbox, type FakeTty } from './fakes.js'
 import type { Test } from 'tap'

@@ -1,4 +1,4 @@
-// The workspace tools' parts without an app (text, listings, paths, outputs), one group per part, all in one test process (docs/testing.md, "The unit tier's time").
+// The workspace tools' parts without an app (text, listings, paths, outputs), one group per part, all in one test process (docs/testing.md#the-unit-tiers-time).
 import t, { type Test } from 'tap'
 import { binaryFileError, hasBinaryExtension, hasImageMagic, isImagePath, knownBinaryHint, looksBinary } from '../../../plugins/workspace-tools/file-kinds.js'
 import { shellQuote, cpLength, firstCodePoints, lastCodePoints } from '../../../plugins/workspace-tools/text.js'
