@@ -62,8 +62,11 @@ t.test('sandbox reaper (real Docker)', { skip }, async t => {
     offset = 0
     const { app, service } = await buildSandboxApp(t, PREFIX, { idleTimeoutS: 1, now, reaperIntervalMs: 3_600_000 })
     await app.sandbox.ensure('reap-busy')
-    const p = app.sandbox.runCommand('reap-busy', 'sleep 2; echo done', { timeoutMs: 10_000, onOutput: () => {} })
-    await new Promise(resolve => setTimeout(resolve, 300))
+    // The clock moves only once the command runs (a fixed pause lost that race on a loaded machine).
+    let started: () => void = () => {}
+    const running = new Promise<void>(resolve => { started = resolve })
+    const p = app.sandbox.runCommand('reap-busy', 'echo started; sleep 2; echo done', { timeoutMs: 10_000, onOutput: text => { if (text.includes('started')) started() } })
+    await running
     minutes(60)
     await service.reap()
     const r = await p
