@@ -4,7 +4,6 @@ import { createAddressMap } from './address-map.js'
 import { createConnectionLog } from './connection-log.js'
 import { createChatLayers } from './chat-layers.js'
 import { EGRESS_BAD_RULE } from './errors.js'
-import { applyFirewall } from './firewall.js'
 import { createHostAddresses } from './host-addresses.js'
 import { createHostsFile } from './hosts-file.js'
 import type { EgressMode, Policy } from './policy.js'
@@ -29,11 +28,11 @@ import type { EffectivePolicy, EgressService } from './types.js'
  */
 
 export interface EgressDeps {
-  sandbox: Pick<SandboxService, 'network' | 'address'>
+  sandbox: Pick<SandboxService, 'network' | 'address' | 'restrictEgress'>
   log: FastifyBaseLogger
   /** tests resolve their canary names here; default: c-ares (resolver.ts) with EGRESS_DNS_SERVERS and the hosts file */
   lookup?: Lookup
-  /** tests on a shared host skip the iptables rules */
+  /** tests on a shared host skip the engine's restriction of the network (Docker: iptables rules) */
   firewall?: boolean
   /** where overrides persist (absent: memory only) */
   store?: OverrideStore
@@ -98,6 +97,16 @@ export function createEgressService (deps: EgressDeps, opts: Required<EgressOpti
     bytesPerSecond: opts.maxBytesPerSecond
   })
 
+  /** The engine closes the network's other paths to the host (EGRESS_FIREWALL); failures are logged, the proxy still serves. */
+  const restrict = async (): Promise<void> => {
+    try {
+      const warnings = await deps.sandbox.restrictEgress?.(opts.port) ?? ['the sandbox service cannot restrict its network']
+      for (const warning of warnings) deps.log.warn({ warning }, 'egress firewall: partly installed')
+    } catch (err) {
+      deps.log.error({ err }, 'cannot install the egress firewall: sandboxes can reach host services on the network gateway; see docs/network.md')
+    }
+  }
+
   let bound: Promise<boolean> | null = null
   const listen = async (): Promise<boolean> => {
     const net = deps.sandbox.network?.() ?? null
@@ -113,7 +122,7 @@ export function createEgressService (deps: EgressDeps, opts: Required<EgressOpti
         return false
       }
       deps.log.info({ gateway: net.gateway, port: opts.port, mode: opts.mode, rules: server.rules.length }, 'egress proxy listening')
-      if (deps.firewall !== false) await applyFirewall(net, opts.port, deps.log)
+      if (deps.firewall !== false) await restrict()
       return true
     })()
     return await bound

@@ -1,21 +1,28 @@
 import type Docker from 'dockerode'
 import { DockerError } from './docker-error.js'
 import type { AdapterContext } from './docker-context.js'
+import { applyFirewall } from './docker-firewall.js'
 import type { EngineNetwork, SandboxEngine } from '../sandbox/types.js'
 
 /*
  * The adapter's calls on images, networks and volumes (docker-client.ts assembles the client).
  */
 
-type ObjectCalls = Pick<SandboxEngine, 'imageId' | 'ensureNetwork' | 'createVolume' | 'listVolumes' | 'removeVolume' | 'listNetworks' | 'removeNetwork'>
+type ObjectCalls = Pick<SandboxEngine, 'imageId' | 'ensureNetwork' | 'createVolume' | 'listVolumes' | 'removeVolume' | 'listNetworks' | 'removeNetwork'> & Required<Pick<SandboxEngine, 'restrictToProxy'>>
 
 interface RawNetwork { Id: string, Internal?: boolean, Labels?: Record<string, string> | null, Options?: Record<string, string> | null, IPAM?: { Config?: Array<{ Gateway?: string, Subnet?: string }> } }
 
 /** Docker's bridge lets containers on one network reach each other unless this option is 'false'. */
 const ICC = 'com.docker.network.bridge.enable_icc'
 
+/** The contract's view of a network: the host interface stays Docker's (the firewall's) business. */
+function neutral (n: EngineNetwork & { bridge: string }): EngineNetwork {
+  const { bridge: _bridge, ...rest } = n
+  return rest
+}
+
 export function objectCalls ({ docker, run }: AdapterContext): ObjectCalls {
-  const describeNetwork = async (name: string): Promise<EngineNetwork | null> => {
+  const describeNetwork = async (name: string): Promise<(EngineNetwork & { bridge: string }) | null> => {
     try {
       const n = await run('read', `network inspect ${name}`, async () => await docker.getNetwork(name).inspect(), { retry: true }) as unknown as RawNetwork
       const v4 = (n.IPAM?.Config ?? []).find(c => c.Subnet !== undefined && !c.Subnet.includes(':'))
@@ -48,7 +55,7 @@ export function objectCalls ({ docker, run }: AdapterContext): ObjectCalls {
 
     async ensureNetwork (name, labels) {
       const existing = await describeNetwork(name)
-      if (existing !== null) return { ...existing, result: 'exists' }
+      if (existing !== null) return { ...neutral(existing), result: 'exists' }
       try {
         await run('lifecycle', `network create ${name}`, async s => await docker.createNetwork({
           Name: name,
@@ -65,7 +72,15 @@ export function objectCalls ({ docker, run }: AdapterContext): ObjectCalls {
       }
       const created = await describeNetwork(name)
       if (created === null) throw new DockerError(`network ${name} vanished after creation`, 404, false)
-      return { ...created, result: 'created' }
+      return { ...neutral(created), result: 'created' }
+    },
+
+    // The bridge's INPUT rules (docker-firewall.ts): the host reachable only on the proxy port.
+    async restrictToProxy (name, port) {
+      const net = await describeNetwork(name)
+      if (net === null) throw new DockerError(`network ${name} not found`, 404, false, undefined, false, 'network-missing')
+      if (net.gateway === null) throw new DockerError(`network ${name} has no IPv4 gateway`, 409, false)
+      return await applyFirewall({ gateway: net.gateway, bridge: net.bridge }, port)
     },
 
     async createVolume (name, labels) {

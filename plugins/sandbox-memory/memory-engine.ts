@@ -101,7 +101,7 @@ export function createMemoryEngine (o: MemoryEngineOptions = {}): SandboxEngine 
 
   const network = (name: string): EngineNetwork => {
     const n = networks.get(name) as { id: string, labels: Record<string, string> }
-    return { id: n.id, internal: true, isolated: true, isolationSetting: 'always isolated', labels: n.labels, gateway: null, subnet: null, bridge: '' }
+    return { id: n.id, internal: true, isolated: true, isolationSetting: 'always isolated', labels: n.labels, gateway: null, subnet: null }
   }
 
   return {

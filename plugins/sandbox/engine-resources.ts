@@ -13,11 +13,9 @@ export interface EngineNetwork {
   /** the engine's setting that makes a network isolated, as an operator would write it (messages) */
   isolationSetting: string
   labels: Record<string, string>
-  /** the host's address on the network, null when the engine reports none */
+  /** the server's address on the network (where a listener of the server is reached from sandboxes), null when the engine reports none */
   gateway: string | null
   subnet: string | null
-  /** host interface of the network (firewall rules) */
-  bridge: string
 }
 
 export interface VolumeSummary { name: string, labels: Record<string, string>, createdAt?: string }

@@ -66,6 +66,13 @@ export interface SandboxEngine {
   /** Creates the isolated sandbox network unless it exists; answers what it is (an old one may not be internal). */
   ensureNetwork: (name: string, labels: Record<string, string>) => Promise<EngineNetwork & { result: 'created' | 'exists' }>
   listNetworks: (labelFilters: string[]) => Promise<Array<{ id: string, name: string }>>
+  /**
+   * Optional: egress only through the server's proxy (docs/engine.md#network). Closes every path from the
+   * sandbox network `network` to the server's host except TCP `port` on the network's gateway (Docker:
+   * iptables rules on its bridge; another engine: a network policy). Rejects when it could not (the
+   * caller says what stays open); `warnings` name what only partly worked.
+   */
+  restrictToProxy?: (network: string, port: number) => Promise<{ warnings: string[] }>
   /** missing is success */
   removeNetwork: (idOrName: string) => Promise<void>
   /** 'conflict' when the name is taken. */

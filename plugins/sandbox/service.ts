@@ -127,7 +127,12 @@ export function createSandboxService (opts: ServiceOptions, engine: SandboxEngin
     onAddress: hook => { addresses.addHook(hook) },
     network: () => {
       const net = network.current()
-      return net === null || net.gateway === null ? null : { name: base.networkName, gateway: net.gateway, subnet: net.subnet, bridge: net.bridge }
+      return net === null || net.gateway === null ? null : { name: base.networkName, gateway: net.gateway, subnet: net.subnet }
+    },
+    restrictEgress: async port => {
+      if (network.current() === null) throw new Error('the sandbox network is not prepared')
+      if (engine.restrictToProxy === undefined) throw new Error(`${engine.label.engine} cannot restrict the sandbox network to the proxy`)
+      return (await engine.restrictToProxy(base.networkName, port)).warnings
     },
     address: async chatId => await addresses.addressOf(chats.entryOf(chatId)),
     addMounts: provider => { mounts.addProvider(provider) },

@@ -280,6 +280,12 @@ export interface SandboxService {
   /** Extension: the internal sandbox network once prepared; null without one (ENABLE_NETWORK=false, Docker not reached yet, fail-closed). */
   network? (): SandboxNetwork | null
   /**
+   * Extension (docs/engine.md#network): asks the engine to close every path from the sandbox network to the
+   * server's host but TCP `port` on the gateway (the egress proxy). Resolves with warnings about what only
+   * partly worked; rejects when there is no network yet or the engine could not (or cannot) do it.
+   */
+  restrictEgress? (port: number): Promise<string[]>
+  /**
    * Extension: told a sandbox's address on the sandbox network whenever a start gives it one (before
    * ensure() resolves, so before the first command of that start), when a listing finds it (boot
    * re-adoption, the reaper), and null when it stops, is removed or is found gone. Registering replays
@@ -303,14 +309,12 @@ export interface SandboxService {
   pooled? (): number
 }
 
-/** Extension: the sandbox network as the host sees it (internal: no route out). */
+/** Extension: the sandbox network as the server sees it (internal: no route out). */
 export interface SandboxNetwork {
   name: string
-  /** the host's address on it: where the egress proxy listens */
+  /** the server's address on it: where the egress proxy listens and sandboxes reach it */
   gateway: string
   subnet: string | null
-  /** host interface of the bridge (firewall rules) */
-  bridge: string
 }
 
 declare module 'fastify' {

@@ -15,6 +15,7 @@ import sandboxDocker from '../../plugins/sandbox-docker/index.js'
 import chatStorage from '../../plugins/chat-storage/index.js'
 import sandbox from '../../plugins/sandbox/index.js'
 import { createDockerEngine } from '../../plugins/sandbox-docker/docker-client.js'
+import { removeFirewall } from '../../plugins/sandbox-docker/docker-firewall.js'
 import type { SandboxEngine } from '../../plugins/sandbox/engine-types.js'
 import type { SandboxOptions } from '../../plugins/sandbox/schemas.js'
 import type { CoreSandboxService } from '../../plugins/sandbox/service.js'
@@ -86,6 +87,21 @@ export async function containersOfChat (prefix: string, key: string): Promise<Ar
   try {
     return (await client.list([`cu.prefix=${prefix}`])).filter(c => c.labels['cu.chat-key'] === key || c.name === `${prefix}-sbx-${key}`)
   } finally { client.close() }
+}
+
+/** The host interface of a sandbox network (Docker's bridge name: the engine's business, the firewall tests need it). */
+export async function bridgeOf (networkName: string): Promise<string> {
+  const client = createDockerEngine(DOCKER_HOST)
+  try {
+    const n = (await client.listNetworks([])).find(x => x.name === networkName)
+    if (n === undefined) throw new Error(`network ${networkName} not found`)
+    return `br-${n.id.slice(0, 12)}`
+  } finally { client.close() }
+}
+
+/** Removes the egress firewall rules (plugins/sandbox-docker/docker-firewall.ts) of a sandbox network that still exists. */
+export async function removeNetworkFirewall (networkName: string): Promise<void> {
+  await removeFirewall(await bridgeOf(networkName))
 }
 
 /** A chat's home volume (by label or its deterministic name `{prefix}-home-{key}`). */

@@ -14,10 +14,9 @@ import type { FastifyInstance } from 'fastify'
 import { buildApp, entry } from '../../core/app.js'
 import { entries } from '../../fastify.config.js'
 import egress from '../../plugins/egress/index.js'
-import { removeFirewall } from '../../plugins/egress/firewall.js'
 import type { RequestUser } from '../../core/identity.js'
 import { testConfig, TEST_API_KEY } from '../helper.js'
-import { cleanupPrefix, dockerOrSkip, TEST_IMAGE } from './docker.js'
+import { cleanupPrefix, dockerOrSkip, TEST_IMAGE, removeNetworkFirewall } from './docker.js'
 
 const PREFIX = 'tegrpers'
 const CHAT = 'egress-persist'
@@ -57,7 +56,7 @@ t.test('user defaults and overrides that survive a restart (real Docker)', { ski
   t.teardown(async () => {
     const net = app?.sandbox.network?.()
     await app?.close()
-    if (net != null) await removeFirewall(net.bridge)
+    if (net != null) await removeNetworkFirewall(net.name)
   })
   const curl = async (a: FastifyInstance, path: string): Promise<string> => {
     await a.sandbox.ensure(CHAT, { user: ALICE })

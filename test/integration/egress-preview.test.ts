@@ -14,10 +14,9 @@ import type { AddressInfo } from 'node:net'
 import { buildApp, entry } from '../../core/app.js'
 import { entries } from '../../fastify.config.js'
 import egress from '../../plugins/egress/index.js'
-import { removeFirewall } from '../../plugins/egress/firewall.js'
 import { testConfig, TEST_API_KEY } from '../helper.js'
 import { chromiumOrSkip, launchChromium } from './chromium.js'
-import { cleanupPrefix, dockerOrSkip, TEST_IMAGE } from './docker.js'
+import { cleanupPrefix, dockerOrSkip, TEST_IMAGE, removeNetworkFirewall } from './docker.js'
 
 const PREFIX = 'tegrprev'
 const ARTIFACTS = new URL('../../test-artifacts/egress/', import.meta.url)
@@ -57,7 +56,7 @@ t.test('the preview page shows the chat\'s egress log (real sandbox, real Chromi
   t.teardown(async () => {
     const net = app.sandbox.network?.()
     await app.close()
-    if (net != null) await removeFirewall(net.bridge)
+    if (net != null) await removeNetworkFirewall(net.name)
   })
   await app.ready()
   const url = await app.listen({ port: 0, host: '127.0.0.1' })

@@ -15,9 +15,8 @@ import sandboxDocker from '../../plugins/sandbox-docker/index.js'
 import sandbox from '../../plugins/sandbox/index.js'
 import egress from '../../plugins/egress/index.js'
 import chatStorage from '../../plugins/chat-storage/index.js'
-import { removeFirewall } from '../../plugins/egress/firewall.js'
 import { TEST_API_KEY } from '../helper.js'
-import { cleanupPrefix, DOCKER_HOST, dockerOrSkip, TEST_IMAGE } from './docker.js'
+import { cleanupPrefix, DOCKER_HOST, dockerOrSkip, TEST_IMAGE, removeNetworkFirewall } from './docker.js'
 
 const PREFIX = 'tegress'
 const CHAT = 'egress-a'
@@ -61,7 +60,7 @@ t.test('sandbox egress through the policy proxy (real Docker)', { skip }, async 
   t.teardown(async () => {
     const net = app.sandbox.network?.()
     await app.close()
-    if (net != null) await removeFirewall(net.bridge)
+    if (net != null) await removeNetworkFirewall(net.name)
   })
   await app.ready()
   const info = await app.sandbox.ensure(CHAT)

@@ -8,10 +8,9 @@ import t from 'tap'
 import { execFile } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { fileURLToPath } from 'node:url'
-import pino from 'pino'
 import type { SandboxNetwork } from '../../plugins/sandbox/types.js'
-import { applyFirewall, chainName, removeFirewall } from '../../plugins/egress/firewall.js'
-import { buildSandboxApp, cleanupPrefix, dockerOrSkip, testDockerClient } from './docker.js'
+import { applyFirewall, chainName, removeFirewall } from '../../plugins/sandbox-docker/docker-firewall.js'
+import { bridgeOf, buildSandboxApp, cleanupPrefix, dockerOrSkip, testDockerClient } from './docker.js'
 
 const SCRIPT = fileURLToPath(new URL('../../scripts/uninstall.sh', import.meta.url))
 const gate = await dockerOrSkip()
@@ -45,7 +44,7 @@ async function objects (prefix: string): Promise<{ containers: string[], volumes
 t.test('uninstall.sh removes one prefix\'s containers, volumes, network and firewall chains, and nothing else', gate, async t => {
   const victim = `un-${randomBytes(3).toString('hex')}`
   const bystander = `un-${randomBytes(3).toString('hex')}`
-  const nets: SandboxNetwork[] = []
+  const nets: Array<SandboxNetwork & { bridge: string }> = []
   for (const prefix of [victim, bystander]) await cleanupPrefix(t, prefix)
   t.teardown(async () => { for (const n of nets) await removeFirewall(n.bridge) })
 
@@ -57,11 +56,12 @@ t.test('uninstall.sh removes one prefix\'s containers, volumes, network and fire
     while ((app.sandbox.pooled?.() ?? 0) < 1 && Date.now() < until) await new Promise(resolve => setTimeout(resolve, 250))
     const net = app.sandbox.network?.()
     if (net == null) throw new Error('the sandbox network was not prepared')
-    nets.push(net)
-    if (root) t.equal(await applyFirewall(net, 3128, pino({ level: 'silent' })), 'applied', `${prefix}: egress firewall installed`)
+    const bridge = await bridgeOf(net.name)
+    nets.push({ ...net, bridge })
+    if (root) t.same(await applyFirewall({ gateway: net.gateway, bridge }, 3128), { warnings: [] }, `${prefix}: egress firewall installed`)
     await app.close()
   }
-  const [victimNet, bystanderNet] = nets as [SandboxNetwork, SandboxNetwork]
+  const [victimNet, bystanderNet] = nets as [SandboxNetwork & { bridge: string }, SandboxNetwork & { bridge: string }]
   const before = { victim: await objects(victim), bystander: await objects(bystander) }
   t.equal(before.victim.containers.length, 2, `chat and pool sandbox: ${before.victim.containers.join(', ')}`)
   t.equal(before.victim.volumes.length, 2, 'their home volumes')

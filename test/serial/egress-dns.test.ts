@@ -15,10 +15,9 @@ import sandboxDocker from '../../plugins/sandbox-docker/index.js'
 import sandbox from '../../plugins/sandbox/index.js'
 import egress from '../../plugins/egress/index.js'
 import chatStorage from '../../plugins/chat-storage/index.js'
-import { removeFirewall } from '../../plugins/egress/firewall.js'
 import { TEST_API_KEY } from '../helper.js'
 import { dnsServer } from '../plugins/egress/dns-server.js'
-import { cleanupPrefix, DOCKER_HOST, dockerOrSkip, TEST_IMAGE } from '../integration/docker.js'
+import { cleanupPrefix, DOCKER_HOST, dockerOrSkip, TEST_IMAGE, removeNetworkFirewall } from '../integration/docker.js'
 
 const PREFIX = 'tegdns'
 const { skip } = await dockerOrSkip()
@@ -43,7 +42,7 @@ t.test('a sandbox flooding the proxy with never-answered names leaves another ch
   t.teardown(async () => {
     const net = app.sandbox.network?.()
     await app.close()
-    if (net != null) await removeFirewall(net.bridge)
+    if (net != null) await removeNetworkFirewall(net.name)
   })
   await app.ready()
   await Promise.all([app.sandbox.ensure('dns-flood'), app.sandbox.ensure('dns-quiet')])

@@ -24,7 +24,7 @@ export interface Harness {
 export async function egressService (t: Test, chats: string[], opts: Partial<Required<EgressOptions>> = {}): Promise<Harness> {
   const source = (chat: string): string => `127.0.0.${2 + chats.indexOf(chat)}`
   const built = createEgressService({
-    sandbox: { network: () => ({ name: 'test', gateway: '127.0.0.1', bridge: 'lo', subnet: '127.0.0.0/8' }), address: async chat => source(chat) },
+    sandbox: { network: () => ({ name: 'test', gateway: '127.0.0.1', subnet: '127.0.0.0/8' }), address: async chat => source(chat) },
     log: Fastify({ logger: false }).log,
     firewall: false
   }, { ...OPTS, port: 0, ...opts })

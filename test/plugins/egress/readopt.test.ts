@@ -13,7 +13,7 @@ import { OPTS, tunnel, upstream } from './harness.js'
 // published on the start path before onEnsure): the proxy listens for it and judges it by its chat's
 // own override, never by the server's setting alone. Upstreams are this test's own, on loopback.
 
-const LOOPBACK_NET = { name: 'test', gateway: '127.0.0.1', bridge: 'lo', subnet: '127.0.0.0/8' }
+const LOOPBACK_NET = { name: 'test', gateway: '127.0.0.1', subnet: '127.0.0.0/8' }
 /** canary.test is the test's own upstream on loopback: no DNS query leaves the machine */
 const CANARY = async (): Promise<string[]> => ['127.0.0.1']
 

@@ -1,7 +1,5 @@
 import { execFile } from 'node:child_process'
 import { createHash } from 'node:crypto'
-import type { FastifyBaseLogger } from 'fastify'
-import type { SandboxNetwork } from '../sandbox/types.js'
 
 /*
  * The host side of "no route out": an internal Docker network has no route to the outside, but its
@@ -12,12 +10,18 @@ import type { SandboxNetwork } from '../sandbox/types.js'
  *   INPUT -i <bridge> -j CU-EG-<hash>
  *   CU-EG-<hash>: -p tcp -d <gateway> --dport <port> -j ACCEPT; -j REJECT
  *
- * Applied with iptables/ip6tables when the server may (root on the Docker host); otherwise the
- * operator's job (docs/network.md). The rules stay when the server stops: sandboxes keep running
- * and must stay closed.
+ * Applied with iptables/ip6tables when the server may (root on the Docker host) as the engine's
+ * `restrictToProxy` (docs/engine.md#network); otherwise the operator's job (docs/network.md). The rules
+ * stay when the server stops: sandboxes keep running and must stay closed.
  */
 
-export type FirewallResult = 'applied' | 'unavailable'
+/** The sandbox network as the host's firewall sees it. */
+export interface BridgeNetwork {
+  /** the host's address on the network */
+  gateway: string
+  /** the host interface of the network */
+  bridge: string
+}
 
 const run = async (cmd: string, args: string[]): Promise<void> => await new Promise((resolve, reject) => {
   execFile(cmd, ['-w', '5', ...args], { timeout: 15_000 }, (err, _out, stderr) => {
@@ -30,7 +34,7 @@ export function chainName (bridge: string): string {
   return `CU-EG-${createHash('sha256').update(bridge).digest('hex').slice(0, 12)}`
 }
 
-async function applyFamily (cmd: string, net: SandboxNetwork, port: number | null): Promise<void> {
+async function applyFamily (cmd: string, net: BridgeNetwork, port: number | null): Promise<void> {
   const chain = chainName(net.bridge)
   await run(cmd, ['-N', chain]).catch(() => {}) // exists
   await run(cmd, ['-F', chain])
@@ -40,18 +44,19 @@ async function applyFamily (cmd: string, net: SandboxNetwork, port: number | nul
   await run(cmd, ['-C', ...jump]).catch(async () => { await run(cmd, ['-I', ...jump]) })
 }
 
-/** Installs (or refreshes) the rules for the network; 'unavailable' when iptables cannot be used here. */
-export async function applyFirewall (net: SandboxNetwork, port: number, log: FastifyBaseLogger): Promise<FirewallResult> {
-  try {
-    await applyFamily('iptables', net, port)
-  } catch (err) {
-    log.error({ err, bridge: net.bridge },
-      'cannot install the egress firewall (iptables): sandboxes can reach host services on the network gateway; see docs/network.md')
-    return 'unavailable'
-  }
+/**
+ * Installs (or refreshes) the rules for the network. Rejects when iptables cannot be used here (the IPv4
+ * rules are the ones that matter); an ip6tables failure is answered as a warning.
+ */
+export async function applyFirewall (net: BridgeNetwork, port: number): Promise<{ warnings: string[] }> {
+  await applyFamily('iptables', net, port)
   // No IPv6 on the sandbox network (containers also get disable_ipv6); close the link-local path anyway.
-  await applyFamily('ip6tables', net, null).catch((err: unknown) => { log.warn({ err, bridge: net.bridge }, 'ip6tables rules not installed') })
-  return 'applied'
+  try {
+    await applyFamily('ip6tables', net, null)
+    return { warnings: [] }
+  } catch (err) {
+    return { warnings: [`ip6tables rules not installed on ${net.bridge}: ${(err as Error).message}`] }
+  }
 }
 
 /** Removes the rules of a bridge (tests and operators tearing a network down). */

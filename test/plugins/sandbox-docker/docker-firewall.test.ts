@@ -1,7 +1,7 @@
 /*
- * The host side of the sandbox network's "no route out" (plugins/egress/firewall.ts): which rules are
- * installed, and that a server that cannot install them says so in its log (SECURITY.md, operator
- * step "Egress"). iptables and ip6tables are replaced by recording scripts on PATH, so the host's
+ * The host side of the sandbox network's "no route out" (plugins/sandbox-docker/docker-firewall.ts, the
+ * Docker engine's restrictToProxy): which rules are installed, and that a server that cannot install
+ * them says so in its log (the egress plugin, SECURITY.md, operator step "Egress"). iptables and ip6tables are replaced by recording scripts on PATH, so the host's
  * real rules are never touched; the rules' effect on a real sandbox is egress-sandbox.test.ts's.
  */
 import t from 'tap'
@@ -10,9 +10,11 @@ import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { FastifyBaseLogger } from 'fastify'
-import { applyFirewall, chainName } from '../../../plugins/egress/firewall.js'
+import { applyFirewall, chainName } from '../../../plugins/sandbox-docker/docker-firewall.js'
+import { createEgressService } from '../../../plugins/egress/service.js'
+import { OPTS } from '../egress/harness.js'
 
-const NET = { name: 'cu-sandboxes', gateway: '172.30.0.1', subnet: '172.30.0.0/16', bridge: 'br-0123456789ab' }
+const NET = { gateway: '172.30.0.1', bridge: 'br-0123456789ab' }
 
 /** A PATH whose iptables/ip6tables append their argv to a file and exit with the given codes. */
 function fakeTables (t: Test, codes: { iptables: number, ip6tables: number }): () => string[] {
@@ -40,8 +42,7 @@ function recordingLog (): { log: FastifyBaseLogger, lines: Array<{ level: string
 
 t.test('the sandbox bridge may reach the host only on the proxy port: accept that, reject the rest', async t => {
   const calls = fakeTables(t, { iptables: 0, ip6tables: 0 })
-  const { log, lines } = recordingLog()
-  t.equal(await applyFirewall(NET, 3128, log), 'applied')
+  t.same(await applyFirewall(NET, 3128), { warnings: [] }, 'applied, nothing to warn about')
   const chain = chainName(NET.bridge)
   t.match(chain, /^CU-EG-[0-9a-f]{12}$/)
   const v4 = calls().filter(c => c.startsWith('iptables '))
@@ -54,23 +55,34 @@ t.test('the sandbox bridge may reach the host only on the proxy port: accept tha
   t.equal(v4.filter(c => c.includes(' -j ACCEPT')).length, 1, 'one accept only')
   const v6 = calls().filter(c => c.startsWith('ip6tables '))
   t.ok(v6.some(c => c === `ip6tables -w 5 -A ${chain} -j REJECT`) && !v6.some(c => c.includes('ACCEPT')), 'IPv6: everything rejected')
-  t.same(lines.filter(l => l.level === 'error' || l.level === 'warn'), [], 'nothing to warn about')
 })
 
-t.test('a server that cannot install the rules says so in its log, naming what stays open', async t => {
+t.test('rules that cannot be installed: the engine rejects with iptables\' reason; ip6tables alone refused is a warning', async t => {
   fakeTables(t, { iptables: 4, ip6tables: 4 })
-  const { log, lines } = recordingLog()
-  t.equal(await applyFirewall(NET, 3128, log), 'unavailable')
-  const errors = lines.filter(l => l.level === 'error')
-  t.equal(errors.length, 1, 'one error line')
-  t.match(errors[0]?.msg, /cannot install the egress firewall \(iptables\): sandboxes can reach host services on the network gateway; see docs\/network\.md/)
-  t.match(errors[0]?.obj, { bridge: NET.bridge, err: { message: /Permission denied/ } }, 'with the bridge and iptables\' own reason')
+  await t.rejects(applyFirewall(NET, 3128), { message: /iptables .*Permission denied/ })
+  t.test('ip6tables only', async t => {
+    fakeTables(t, { iptables: 0, ip6tables: 3 })
+    const { warnings } = await applyFirewall(NET, 3128)
+    t.match(warnings, [new RegExp(`ip6tables rules not installed on ${NET.bridge}`)])
+  })
 })
 
-t.test('IPv4 rules in place but ip6tables refused: applied, with a warning', async t => {
-  fakeTables(t, { iptables: 0, ip6tables: 3 })
-  const { log, lines } = recordingLog()
-  t.equal(await applyFirewall(NET, 3128, log), 'applied')
-  t.match(lines.filter(l => l.level === 'warn'), [{ msg: 'ip6tables rules not installed', obj: { bridge: NET.bridge } }])
-  t.same(lines.filter(l => l.level === 'error'), [])
+t.test('a server whose engine cannot restrict the network says so in its log, naming what stays open; a partial success is a warning', async t => {
+  for (const [restrictEgress, level, msg] of [
+    [async () => { throw new Error('iptables -w 5 -N CU-EG-0: Permission denied (you must be root)') }, 'error', /cannot install the egress firewall: sandboxes can reach host services on the network gateway; see docs\/network\.md/],
+    [async () => ['ip6tables rules not installed on br-x'], 'warn', /egress firewall: partly installed/]
+  ] as const) {
+    const { log, lines } = recordingLog()
+    const built = createEgressService({
+      sandbox: { network: () => ({ name: 'test', gateway: '127.0.0.1', subnet: null }), address: async () => null, restrictEgress },
+      log,
+      firewall: true
+    }, { ...OPTS, port: 0 })
+    t.teardown(async () => { await built.close() })
+    await built.attach('fw-chat')
+    const found = lines.filter(l => l.level === level)
+    t.equal(found.length, 1, `one ${level} line`)
+    t.match(found[0]?.msg, msg)
+    if (level === 'error') t.match(found[0]?.obj, { err: { message: /Permission denied/ } }, 'with the engine\'s own reason')
+  }
 })
