@@ -78,6 +78,19 @@ t.test('the human sees the model\'s page live, takes over and types; the model r
   await frame.click('#browser-takeover')
   t.equal(await frame.getAttribute('#browser-view', 'data-takeover'), 'off', 'released')
 
+  t.test('browser handoff: the view shows the assistant\'s reason until the human hands the browser back', async t => {
+    // This client declares no URL elicitation: the model gets the link, the view shows the reason.
+    const text = await bash(c, 'browser handoff "Log in to the test site"')
+    t.match(text, /Give them this link \(it opens the live browser of this chat\): \S+\/preview\/browser-human\?t=\S+#browser/)
+    t.notMatch(text, /::cubicle::/, 'the request line is not shown')
+    await frame.waitForSelector('#browser-handoff:not([hidden])', { timeout: 30_000 })
+    t.match(await frame.textContent('#browser-handoff-why') ?? '', /take over: Log in to the test site/)
+    await frame.click('#browser-handoff-done')
+    await frame.waitForSelector('#browser-handoff', { state: 'hidden', timeout: 30_000 })
+    const status = await (await fetch(`${url}/browser/browser-human/status?t=${token}`)).json() as { handoff?: unknown }
+    t.equal(status.handoff, undefined, 'the server ended the handoff')
+  })
+
   t.test('the view reconnects on its own after the sandbox restarted', async t => {
     const connections = Number(await frame.getAttribute('#browser-view', 'data-connections'))
     await app.sandbox.stop('browser-human')
