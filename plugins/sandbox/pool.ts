@@ -46,8 +46,8 @@ export interface PoolSlot {
 export interface PoolState {
   /** ready, unclaimed sandboxes (oldest first) */
   readonly ready: PoolSlot[]
-  /** a create in flight (at most one) */
-  creating: boolean
+  /** the slot of the create in flight (at most one), or null */
+  creating: string | null
   filling: Promise<void> | null
   /** claimed containers still running with the pool's env: container id → chat (pool-claim.ts chatExecEnv) */
   readonly bound: Map<string, Entry>
@@ -96,7 +96,7 @@ export interface Pool {
 export function createPool (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | 'clock' | 'status'>, chats: Chats, d: PoolDeps): Pool {
   const { engine, log, clock, status } = base
   const { readiness, agents, quota } = d
-  const state: PoolState = { ready: [], bound: new Map(), claiming: new Set(), creating: false, filling: null, quietUntil: 0, retryAt: 0, retryMs: RETRY_MIN_MS, held: 0 }
+  const state: PoolState = { ready: [], bound: new Map(), claiming: new Set(), creating: null, filling: null, quietUntil: 0, retryAt: 0, retryMs: RETRY_MIN_MS, held: 0 }
 
   /** The slot of an unclaimed pool sandbox (by its name; earlier versions also labelled it), or null. */
   function slotOf (c: SandboxSummary): string | null {
@@ -139,7 +139,7 @@ export function createPool (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | 'cl
   /** Chat sandboxes plus pool sandboxes counted against MAX_RUNNING_SANDBOXES. */
   function poolRunning (): number {
     const p = state
-    return p.ready.length + (p.creating ? 1 : 0)
+    return p.ready.length + (p.creating !== null ? 1 : 0)
   }
 
   function chatsRunning (): number {
@@ -193,7 +193,7 @@ export function createPool (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | 'cl
     const slot = randomBytes(16).toString('hex')
     const dirs = slotDirs(base.opts.dataDir, slot)
     const config = poolConfig(slot, new Date(clock.now()))
-    p.creating = true
+    p.creating = slot
     let id: string | undefined
     try {
       await mkdir(dirs.uploads, { recursive: true, mode: 0o755 })
@@ -215,7 +215,7 @@ export function createPool (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | 'cl
     } catch (err) {
       await discard(slot, id ?? config.name)
       throw err
-    } finally { p.creating = false }
+    } finally { p.creating = null }
   }
 
   /** Opens the ready slot's agent in the background (python's start is most of a claim's wait otherwise: docs/performance.md). */
@@ -284,7 +284,9 @@ export function createPool (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | 'cl
     const known = new Set(p.ready.map(s => s.id))
     for (const c of unclaimed) {
       const slot = slotOf(c)
-      if (slot === null || known.has(c.id) || p.claiming.has(c.id) || p.creating) continue
+      // Only the slot being created is left alone: a refill running beside the boot's pass (the pool is
+      // released once every plugin is ready) must not keep the other slots from their re-adoption or rollback.
+      if (slot === null || known.has(c.id) || p.claiming.has(c.id) || slot === p.creating) continue
       await rollbackJournal(slot)
       await adoptSlot(p, slot, c, imageId)
     }
