@@ -11,8 +11,12 @@ const root = fileURLToPath(new URL('../..', import.meta.url))
 // row (docs/testing.md#the-unit-tiers-time).
 t.jobs = 4
 
-/** Starts core/server.ts; resolves with exit code and output once it exits, or kills it when stdout matches `until` (or after `ms`). */
-async function boot (env: Record<string, string>, until?: RegExp, ms = 60000): Promise<{ code: number | null, stderr: string, stdout: string }> {
+/**
+ * Starts core/server.ts; resolves with exit code and output once it exits, or kills it when stdout matches
+ * `until` (or after `ms`: generous, since four boots share the machine with other files; seen at load 35:
+ * a boot that had not logged a line after 60 s).
+ */
+async function boot (env: Record<string, string>, until?: RegExp, ms = 180_000): Promise<{ code: number | null, stderr: string, stdout: string }> {
   return await new Promise(resolve => {
     const child = spawn(process.execPath, ['--import=tsx', 'core/server.ts'], {
       cwd: root,
