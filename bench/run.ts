@@ -26,8 +26,10 @@
  *   (j) wake from pause: a chat's first bash_tool result after the server paused its idle sandbox
  *       (a server of its own with CONTAINER_IDLE_TIMEOUT=1; the reaper pauses within 30 s)
  *                                              ÷ `docker start` of a stopped container  goal ≤ 0.2
+ *   (k) app preview URLs (bench/apps.ts): a small answer through /apps/<chat>/<port>/ ÷ the same request
+ *       sent directly to the sandbox's address goal ≤ 2; 1 GB through the proxy, server RSS growth goal ≤ 64 MiB
  *
- * BENCH_ONLY=a,h,i runs those sections alone (any of a–j and h50; empty runs a–j). BENCH_H=20x5
+ * BENCH_ONLY=a,h,i runs those sections alone (any of a–k and h50; empty runs a–k). BENCH_H=20x5
  * changes (h)'s chats × calls. The server is built first (tsc; BENCH_NO_BUILD=1 reuses dist/,
  * BENCH_SERVER=tsx runs the sources); BENCH_NODE_ARGS replaces the server's node flags (default: those of `npm start`,
  * --optimize-for-size; `BENCH_NODE_ARGS=` runs it without any). The goals are printed together at the end, met or not.
@@ -42,6 +44,7 @@ import { benchLoad, type LoadResult } from './load.js'
 import { benchListing, listingFixture } from './listing.js'
 import { benchBrowser } from './browser.js'
 import { benchTerminal } from './terminal.js'
+import { benchApps } from './apps.js'
 
 const ONLY = (process.env.BENCH_ONLY ?? '').split(',').map(x => x.trim()).filter(Boolean)
 const want = (section: string): boolean => ONLY.length === 0 ? section !== 'h50' : ONLY.includes(section)
@@ -226,6 +229,12 @@ async function sections (server: Server, results: string[]): Promise<void> {
   if (want('e')) results.push(await benchListing(server))
   if (want('f')) results.push(...await benchBrowser())
   if (want('g')) results.push(await benchTerminal())
+  if (want('k')) {
+    const r = await benchApps(server)
+    results.push(...r.lines)
+    ratioGoal('(k) small answer via /apps ÷ direct', r.ratio, 2)
+    goals.push({ what: '(k) server RSS growth over a 1 GB download via /apps', value: `${r.rssGrowth.toFixed(0)} MiB`, goal: '≤ 64 MiB', met: r.rssGrowth <= 64 })
+  }
   if (want('a')) results.push(...await benchWarm())
   if (want('b')) results.push(await benchCold())
   if (want('c')) results.push(...(await benchLoad(server, 'c', 50, 10)).lines)

@@ -58,9 +58,13 @@ export class AppSocket extends Duplex {
     this.timer.unref()
   }
 
+  /** As net.Socket's: 0 turns the timeout off and removes `callback` (Node's http client relies on that for kept-alive sockets). */
   setTimeout (ms: number, callback?: () => void): this {
     this.idleMs = ms
-    if (callback !== undefined) this.once('timeout', callback)
+    if (callback !== undefined) {
+      if (ms === 0) this.removeListener('timeout', callback)
+      else this.once('timeout', callback)
+    }
     this.arm()
     return this
   }

@@ -67,9 +67,14 @@ async function exchange (agent: SandboxAgent, req: RelayedRequest, limits: Proxy
     const timer = setTimeout(() => { out.destroy(new PORTS_APP_TIMEOUT(String(Math.round(limits.headersTimeoutMs / 1000)))) }, limits.headersTimeoutMs)
     timer.unref()
     out.on('socket', s => {
-      socket = s as unknown as AppSocket
-      // Idle while the body is sent and the answer read; the headers timer covers the wait for the head.
-      out.setTimeout(limits.idleTimeoutMs, () => { out.destroy(new PORTS_APP_TIMEOUT(String(Math.round(limits.idleTimeoutMs / 1000)))) })
+      const own = s as unknown as AppSocket
+      socket = own
+      // Idle while the body is sent and the answer read (the headers timer covers the wait for the head);
+      // one listener per exchange, removed when it ends (the agent then sets its own free-socket timeout).
+      const idle = (): void => { out.destroy(new PORTS_APP_TIMEOUT(String(Math.round(limits.idleTimeoutMs / 1000)))) }
+      own.setTimeout(limits.idleTimeoutMs)
+      own.on('timeout', idle)
+      out.once('close', () => { own.off('timeout', idle) })
     })
     out.once('error', (err: Error & { code?: string }) => {
       clearTimeout(timer)

@@ -5,7 +5,8 @@ import t from 'tap'
 import WebSocket from 'ws'
 import { dockerOrSkip } from './docker.js'
 import { chromiumOrSkip, launchChromium } from './chromium.js'
-import { appsServer, startApp } from './apps-fixture.js'
+import { browserApp } from './browser-app.js'
+import { startApp } from '../fixtures/web-app.js'
 import { connect, textOf } from '../fixtures/mcp-probe.js'
 import { TEST_API_KEY } from '../helper.js'
 
@@ -13,7 +14,7 @@ const gate = await dockerOrSkip()
 const browserGate = gate.skip !== false ? gate : chromiumOrSkip()
 
 t.test('an app in the sandbox works through its preview URL, and only for its own chat', browserGate, async t => {
-  const { app, url } = await appsServer(t, { APPS_TIMEOUT: '3' })
+  const { app, url } = await browserApp(t, { APPS_TIMEOUT: '3', COMMAND_TIMEOUT: '120' }, ['ports'])
   const a = await connect(t, url, { Authorization: `Bearer ${TEST_API_KEY}`, 'X-Chat-Id': 'ports-a' })
   const b = await connect(t, url, { Authorization: `Bearer ${TEST_API_KEY}`, 'X-Chat-Id': 'ports-b' })
   const bash = async (c: typeof a, command: string): Promise<string> => textOf(await c.callTool({ name: 'bash_tool', arguments: { command, description: 'app test' } }, undefined, { timeout: 180_000 }))

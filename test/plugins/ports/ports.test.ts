@@ -1,5 +1,10 @@
-// What crosses the app proxy in headers and which ports count as apps (plugins/ports/headers.ts, listening.ts): pure functions.
+// The app proxy without Docker (plugins/ports): what crosses it in headers, which ports count as apps, and
+// its pooled relay connections (over loopback TCP standing in for the exec relay).
 import t from 'tap'
+import { createServer, get } from 'node:http'
+import { connect, type AddressInfo } from 'node:net'
+import { AppSocket, SandboxAgent } from '../../../plugins/ports/connection.js'
+import type { SandboxStream } from '../../../plugins/sandbox/types.js'
 import { ourCookie, requestHeaders, responseHeaders, rewriteLocation, scopeSetCookie, stripOurCookie, tokenCookie, withoutToken, type AppView } from '../../../plugins/ports/headers.js'
 import { appPort, parseListening } from '../../../plugins/ports/listening.js'
 
@@ -126,4 +131,30 @@ t.test('a port segment is a decimal number from 1024 to 65535', async t => {
   t.equal(appPort('3000'), 3000)
   t.equal(appPort('65535'), 65535)
   for (const bad of ['80', '1023', '65536', '03000', '3000.0', '+3000', '0x10', '', '99999999']) t.equal(appPort(bad), undefined, bad)
+})
+
+/** A sandbox stream over a TCP connection to `port`: what the exec relay is, minus Docker. */
+function tcpStream (port: number): SandboxStream {
+  const socket = connect(port, '127.0.0.1')
+  return { socket, demux: onStdout => { socket.on('data', onStdout) }, resize: async () => {}, exitCode: async () => 0, close: () => { socket.destroy() } }
+}
+
+t.test('a kept-alive relay connection serves many requests without gathering listeners, and frees itself when idle', async t => {
+  const server = createServer((_req, res) => { res.end('ok') })
+  await new Promise<void>(resolve => server.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => { server.close() })
+  const { port } = server.address() as AddressInfo
+  const opened: AppSocket[] = []
+  const agent = new SandboxAgent(async p => { const s = new AppSocket(tcpStream(p)); opened.push(s); return s }, { keepAlive: true, maxSockets: 2, maxTotalSockets: 2, timeout: 300 })
+  t.teardown(() => { agent.destroy() })
+  for (let i = 0; i < 40; i++) {
+    const body = await new Promise<string>((resolve, reject) => {
+      get({ agent, host: '127.0.0.1', port, path: '/' }, res => { let b = ''; res.on('data', (c: Buffer) => { b += c.toString() }); res.on('end', () => { resolve(b) }) }).on('error', reject)
+    })
+    t.equal(body, 'ok')
+  }
+  t.equal(opened.length, 1, 'one relay for 40 sequential requests')
+  t.ok((opened[0] as AppSocket).listenerCount('timeout') <= 2, `timeout listeners stay bounded (${(opened[0] as AppSocket).listenerCount('timeout')})`)
+  await new Promise(resolve => setTimeout(resolve, 800))
+  t.ok((opened[0] as AppSocket).destroyed, 'an unused pooled relay is closed after the agent\'s timeout')
 })

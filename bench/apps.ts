@@ -1,0 +1,85 @@
+/*
+ * (k) App preview URLs (docs/features.md#app-preview-urls), against an app the chat starts in its sandbox
+ * (test/fixtures/web-app.ts):
+ *   - a small answer through `/apps/<chat>/3000/small` (keep-alive both ways, as a browser does) ÷ the
+ *     same request sent directly: from the host to the sandbox's address (what a published port would
+ *     give; goal ≤ 2), and for information from inside the sandbox over loopback; alternated in rounds so
+ *     that load drift hits all alike;
+ *   - 1 GB downloaded through the proxy: throughput and the server's RSS growth (goal: bounded, ≤ 64 MiB).
+ */
+import { startApp } from '../test/fixtures/web-app.js'
+import { BASE, bash, chatContainer, client, median, ms, now, rssMiB, sleep, type Server } from './common.js'
+
+const ROUNDS = 10
+const PER_ROUND = 30
+const DOWNLOAD = 1_000_000_000
+
+/** Median ms of `n` sequential GETs of `url` (fetch keeps the connection alive). */
+async function timeGets (url: string, n: number): Promise<number[]> {
+  const times: number[] = []
+  for (let i = 0; i < n; i++) {
+    const t0 = now()
+    const res = await fetch(url)
+    await res.arrayBuffer()
+    if (!res.ok) throw new Error(`${url}: HTTP ${res.status}`)
+    times.push(now() - t0)
+  }
+  return times
+}
+
+/** The same from inside the sandbox: a Node client on loopback with keep-alive, per-request times in ms. */
+const insideScript = (n: number): string => `node -e "
+const http = require('http'); const agent = new http.Agent({ keepAlive: true }); const out = []
+const one = () => new Promise((ok, ko) => { const t0 = process.hrtime.bigint(); http.get({ host: '127.0.0.1', port: 3000, path: '/small', agent }, r => { r.resume(); r.on('end', () => { out.push(Number(process.hrtime.bigint() - t0) / 1e6); ok() }) }).on('error', ko) })
+;(async () => { for (let i = 0; i < ${n}; i++) await one(); console.log(JSON.stringify(out)) })()"`
+
+export interface AppsResult { lines: string[], ratio: number, rssGrowth: number }
+
+export async function benchApps (server: Server): Promise<AppsResult> {
+  const c = await client('bench-k')
+  await bash(c, startApp(3000))
+  const info = await chatContainer('bench-k')
+  const address = Object.values(info?.NetworkSettings.Networks ?? {})[0]?.IPAddress ?? ''
+  const proxied: number[] = []
+  const direct: number[] = []
+  const inside: number[] = []
+  const proxyUrl = `${BASE}/apps/bench-k/3000/small`
+  await timeGets(proxyUrl, 20) // the pooled connections exist: the first exec relays are not what is measured
+  const directUrl = address === '' ? '' : `http://${address}:3000/small`
+  let directReachable = directUrl !== ''
+  for (let round = 0; round < ROUNDS; round++) {
+    proxied.push(...await timeGets(proxyUrl, PER_ROUND))
+    if (directReachable) {
+      try { direct.push(...await timeGets(directUrl, PER_ROUND)) } catch { directReachable = false }
+    }
+    inside.push(...JSON.parse((await bash(c, insideScript(PER_ROUND))).trim().split('\n')[0] ?? '[]') as number[])
+  }
+  const [p, d, i] = [median(proxied), median(direct), median(inside)]
+  const ratio = directReachable ? p / d : p / i
+  const lines = [`(k) small answer through /apps/… ${ms(p)} ÷ direct from the host to the sandbox's address ${directReachable ? ms(d) : 'unreachable'} = ${directReachable ? (p / d).toFixed(2) : '—'}` +
+    ` (goal ≤ 2); ÷ from inside the sandbox over loopback ${ms(i)} = ${(p / i).toFixed(2)} (${proxied.length} requests each, median)`]
+
+  // 1 GB through the proxy, read as fast as the client can; the server's RSS sampled meanwhile.
+  const pid = server.child.pid ?? 0
+  const before = rssMiB(pid)
+  let peak = before
+  const sampler = setInterval(() => { peak = Math.max(peak, rssMiB(pid)) }, 100)
+  const t0 = now()
+  let got = 0
+  try {
+    const res = await fetch(`${BASE}/apps/bench-k/3000/bytes?n=${DOWNLOAD}`)
+    const reader = (res.body as ReadableStream<Uint8Array>).getReader()
+    for (;;) {
+      const { value, done } = await reader.read()
+      if (done) break
+      got += value.byteLength
+    }
+  } finally { clearInterval(sampler) }
+  const seconds = (now() - t0) / 1000
+  await sleep(200)
+  const rssGrowth = peak - before
+  lines.push(`(k) ${(got / 1e9).toFixed(2)} GB through /apps/… in ${seconds.toFixed(1)} s (${(got / 1e6 / seconds).toFixed(0)} MB/s); server RSS ${before.toFixed(0)} → peak ${peak.toFixed(0)} MiB (+${rssGrowth.toFixed(0)} MiB, goal ≤ 64)`)
+  if (got !== DOWNLOAD) lines.push(`(k) download incomplete: ${got} of ${DOWNLOAD} bytes`)
+  await c.close()
+  return { lines, ratio, rssGrowth }
+}
