@@ -22,7 +22,9 @@ const ports: FastifyPluginAsync<PortsOptions> = async (fastify, raw) => {
     listTimeoutMs: opts.listTimeoutMs
   })
   fastify.decorate('ports', runtime.service)
-  fastify.sandbox.onStop?.(chatId => { runtime.sandboxStopped(chatId) })
+  // A stop closes the chat's app connections; a pause too (its pooled relays are frozen), and the next
+  // request opens a new one, which wakes the sandbox with its processes and listening ports as they were.
+  fastify.sandbox.onStop?.((chatId, reason) => { runtime.sandboxStopped(chatId, reason === 'paused') })
   if (fastify.hasDecorator('workspaceTools')) {
     fastify.workspaceTools.addResultNote(async chatId => {
       const fresh = await runtime.newlyListening(chatId)

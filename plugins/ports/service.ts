@@ -28,8 +28,8 @@ export interface PortsRuntime {
   requireRunning: (chatId: string) => Promise<void>
   /** Listening ports that were not listening at the previous call for this chat (bash_tool results). */
   newlyListening: (chatId: string) => Promise<number[]>
-  /** onStop of the sandbox: the chat's connections are closed. */
-  sandboxStopped: (chatId: string) => void
+  /** onStop of the sandbox: the chat's connections are closed; after a stop (not a pause) its ports count as new again. */
+  sandboxStopped: (chatId: string, paused: boolean) => void
   close: () => Promise<void>
 }
 
@@ -133,9 +133,9 @@ export function createPortsService (deps: PortsDeps, opts: PortsServiceOptions):
       if (seen.size > 10_000) seen.delete(seen.keys().next().value as string)
       return now.filter(port => before?.has(port) !== true)
     },
-    sandboxStopped (chatId) {
+    sandboxStopped (chatId, paused) {
       dropChat(chatId)
-      seen.delete(chatId)
+      if (!paused) seen.delete(chatId)
       log.debug({ chatId }, 'sandbox stopped: app connections closed')
     },
     async close () {

@@ -81,6 +81,8 @@ t.test('an app in the sandbox works through its preview URL, and only for its ow
   // The preview page's Apps view lists the port and opens it (a fresh browser: the view's link sets the cookie).
   const fresh = await (await browser.newContext()).newPage()
   await fresh.goto(`${url}/preview/ports-a?t=${tokenA}`)
+  // The view switcher shows once the page's module ran (slow on a loaded machine).
+  await fresh.waitForSelector('#view-apps', { state: 'visible', timeout: 90_000 })
   await fresh.click('#view-apps')
   await fresh.waitForSelector('#apps-list .apps-row', { timeout: 15_000 })
   t.equal(await fresh.textContent('#apps-list .apps-port'), ':3000', 'the Apps view lists the listening port')
@@ -145,4 +147,27 @@ t.test('an app in the sandbox works through its preview URL, and only for its ow
   t.match(await stopped.text(), /sandbox is stopped/)
   t.equal((await app.sandbox.status('ports-a')).state, 'stopped', 'still stopped')
   t.same(await (await fetch(`${url}/api/apps/ports-a?t=${tokenA}`)).json(), { apps: [] })
+})
+
+t.test('a paused sandbox is woken by its app URL: the same app process answers', gate, async t => {
+  const { app, url } = await browserApp(t, { CONTAINER_IDLE_TIMEOUT: '1', APPS_TIMEOUT: '10' }, ['ports'])
+  const c = await connect(t, url, { Authorization: `Bearer ${TEST_API_KEY}`, 'X-Chat-Id': 'ports-p' })
+  const bash = async (command: string): Promise<string> => textOf(await c.callTool({ name: 'bash_tool', arguments: { command, description: 'app test' } }, undefined, { timeout: 180_000 }))
+  await bash(startApp(3000))
+  const pid = (await bash('pgrep -f "^node server.js 3000"')).trim()
+  const cookie = { Cookie: `cubicle_app=${app.links.token('ports-p', 'c') as string}` }
+  t.equal((await fetch(`${url}/apps/ports-p/3000/small`, { headers: cookie })).status, 200, 'a pooled connection exists')
+  const reap = (app.sandbox as unknown as { reap: () => Promise<void> }).reap
+  const deadline = Date.now() + 30_000
+  while ((await app.sandbox.status('ports-p')).paused !== true && Date.now() < deadline) {
+    await reap()
+    await new Promise(resolve => setTimeout(resolve, 500))
+  }
+  t.equal((await app.sandbox.status('ports-p')).paused, true, 'the idle sandbox was paused')
+  const started = Date.now()
+  const res = await fetch(`${url}/apps/ports-p/3000/small`, { headers: cookie })
+  t.equal(res.status, 200, `the app URL woke it (${Date.now() - started} ms)`)
+  t.equal(await res.text(), 'ok')
+  t.not((await app.sandbox.status('ports-p')).paused, true, 'running again')
+  t.equal((await bash('pgrep -f "^node server.js 3000"')).trim(), pid, 'the same app process, not listed as new')
 })
