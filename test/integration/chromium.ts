@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs'
-import type { Browser, Page } from 'playwright-core'
+import type { Browser, Page, Request, Response } from 'playwright-core'
 import { chromium } from 'playwright-core'
 import { refuseInUnitTier } from '../fixtures/tier.js'
 
@@ -35,5 +35,35 @@ export async function orPageLog<T> (log: string[], wait: Promise<T>): Promise<T>
     return await wait
   } catch (err) {
     throw new Error(`page log: [${log.slice(-6).join(' | ')}] ${(err as Error).message.split('\n')[0] ?? ''}`)
+  }
+}
+
+/** What a page cannot run without: losing one of these leaves it half-loaded for good. */
+const ESSENTIAL = new Set(['document', 'script', 'stylesheet'])
+
+/**
+ * Opens `url` and waits for `ready`. Chromium fails requests in flight with ERR_NETWORK_CHANGED when the
+ * host's network interfaces change, which Docker does whenever a test beside this one creates or removes a
+ * container or network; a page that lost its document, a script or a stylesheet that way never starts, so
+ * it is opened again (at most `attempts` times). Every other failure is the test's.
+ */
+export async function gotoReady (page: Page, url: string, ready: () => Promise<unknown>, attempts = 3): Promise<Response | null> {
+  for (let attempt = 1; ; attempt++) {
+    let lost = false
+    let onLost: () => void = () => {}
+    const lostOne = new Promise<'lost'>(resolve => { onLost = () => { resolve('lost') } })
+    const watch = (req: Request): void => {
+      if (ESSENTIAL.has(req.resourceType()) && (req.failure()?.errorText ?? '').includes('ERR_NETWORK_CHANGED')) { lost = true; onLost() }
+    }
+    page.on('requestfailed', watch)
+    try {
+      const response = await page.goto(url)
+      if (await Promise.race([ready().then(() => 'ready' as const), lostOne]) === 'ready') return response
+      if (attempt >= attempts) throw new Error(`${url}: the page lost its scripts to ERR_NETWORK_CHANGED ${attempts} times`)
+    } catch (err) {
+      if (!lost || attempt >= attempts) throw err
+    } finally {
+      page.off('requestfailed', watch)
+    }
   }
 }

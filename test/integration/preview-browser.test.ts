@@ -6,7 +6,7 @@ import { join } from 'node:path'
 import type { Test } from 'tap'
 import { chromiumOrSkip } from './chromium.js'
 import { allFixtures, docx } from './preview-fixtures.js'
-import { CHAT, KEY, open, orPageLog, setup as harness, shot } from './preview-harness.js'
+import { CHAT, KEY, gotoReady, open, orPageLog, setup as harness, shot } from './preview-harness.js'
 
 // Page-side callbacks run in the browser; the project compiles without the DOM lib.
 declare const document: any
@@ -22,10 +22,10 @@ async function setup (t: Test): Promise<Awaited<ReturnType<typeof harness>> & { 
 
 t.test('the preview page opened with a files token renders every preview type and serves downloads', chromiumOrSkip(), async t => {
   const { url, outputs, fixtures, page, token, errors } = await setup(t)
-  const response = await page.goto(`${url}/preview/${CHAT}?t=${token}`)
-  t.equal(response?.status(), 200)
   const paths = Object.keys(fixtures)
-  await orPageLog(errors, page.waitForFunction(n => document.querySelectorAll('#file-list li').length === n, paths.length))
+  const response = await gotoReady(page, `${url}/preview/${CHAT}?t=${token}`, async () =>
+    await orPageLog(errors, page.waitForFunction(n => document.querySelectorAll('#file-list li').length === n, paths.length)))
+  t.equal(response?.status(), 200)
   t.notMatch(page.url(), /[?&]t=/, 'the token is removed from the address bar')
   const listed = await page.$$eval('#file-list li', items => items.map(li => li.getAttribute('data-path')))
   t.same(listed, [...paths].reverse(), 'newest first')
@@ -170,11 +170,15 @@ t.test('the page works embedded in an opaque-origin sandboxed iframe of another 
   const embedder = createServer((req, res) => { res.writeHead(200, { 'content-type': 'text/html' }).end(html) })
   await new Promise<void>(resolve => embedder.listen(0, '127.0.0.1', resolve))
   t.teardown(() => { embedder.close() })
-  await page.goto(`http://127.0.0.1:${(embedder.address() as AddressInfo).port}/`)
+  const listed = async (): Promise<unknown> => {
+    const frame = await (await page.waitForSelector('#embed')).contentFrame()
+    if (frame === null) throw new Error('the preview frame did not load')
+    return await frame.waitForFunction(n => document.querySelectorAll('#file-list li').length === n, Object.keys(fixtures).length, { timeout: 15000 })
+  }
+  await gotoReady(page, `http://127.0.0.1:${(embedder.address() as AddressInfo).port}/`, listed)
   const frame = await (await page.waitForSelector('#embed')).contentFrame()
   t.ok(frame, 'the preview frame loaded')
   if (frame === null) return
-  await frame.waitForFunction(n => document.querySelectorAll('#file-list li').length === n, Object.keys(fixtures).length, { timeout: 15000 })
   t.equal(await frame.evaluate('window.origin'), 'null', 'the preview runs with an opaque origin')
   await frame.click('#file-list li[data-path="data/table.csv"] button')
   await frame.waitForSelector('#preview[data-rendered="data/table.csv"] table.sheet')
@@ -215,9 +219,9 @@ t.test('long markdown and DOCX render completely and in order (parsed in blocks,
 
 t.test('a chat without outputs shows the empty state', chromiumOrSkip(), async t => {
   const { url, page, errors } = await setup(t)
-  const response = await page.goto(`${url}/preview/other-chat?t=${await tokenFor(url, 'other-chat')}`)
+  const response = await gotoReady(page, `${url}/preview/other-chat?t=${await tokenFor(url, 'other-chat')}`, async () =>
+    await orPageLog(errors, page.waitForSelector('#preview .empty h2')))
   t.equal(response?.status(), 200)
-  await orPageLog(errors, page.waitForSelector('#preview .empty h2'))
   t.equal(await page.textContent('#preview .empty h2'), 'No outputs yet')
   t.equal(await page.getAttribute('#download-all', 'aria-disabled'), 'true')
   t.equal(await page.isVisible('#download-file'), false, 'no per-file buttons without a file')
@@ -233,8 +237,8 @@ t.test('a listing request that stalls is given up and the next poll lists the fi
     await route.continue()
   })
   const started = Date.now()
-  await page.goto(`${url}/preview/other-chat?t=${await tokenFor(url, 'other-chat')}`)
-  await orPageLog(errors, page.waitForSelector('#preview .empty h2', { timeout: 30000 }))
+  await gotoReady(page, `${url}/preview/other-chat?t=${await tokenFor(url, 'other-chat')}`, async () =>
+    await orPageLog(errors, page.waitForSelector('#preview .empty h2', { timeout: 30000 })))
   t.ok(stalled >= 2, `the listing was asked again (${stalled} requests)`)
   t.ok(Date.now() - started >= 9000, 'after the first request was given up (10 s)')
 })

@@ -16,7 +16,7 @@ import chatStorage from '../../plugins/chat-storage/index.js'
 import preview from '../../plugins/preview/index.js'
 import { listen, TEST_API_KEY } from '../helper.js'
 import { launchChromium, logRequestTrouble } from './chromium.js'
-export { orPageLog } from './chromium.js'
+export { gotoReady, orPageLog } from './chromium.js'
 
 export const KEY = TEST_API_KEY
 export const CHAT = 'preview-e2e'

@@ -7,9 +7,10 @@ import type { Test } from 'tap'
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import WebSocket from 'ws'
+import type { ElementHandle } from 'playwright-core'
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js'
 import { dockerOrSkip } from './docker.js'
-import { chromiumOrSkip, launchChromium, logRequestTrouble, orPageLog } from './chromium.js'
+import { chromiumOrSkip, gotoReady, launchChromium, logRequestTrouble, orPageLog } from './chromium.js'
 import { connect } from '../fixtures/mcp-probe.js'
 import { TermClient, terminalStack, type TerminalStack } from '../plugins/terminal/integration-app.js'
 
@@ -193,11 +194,15 @@ t.test('real Chromium: in open mode the preview embedded in a sandboxed iframe s
   const log: string[] = []
   page.on('console', msg => { if (msg.type() === 'error') log.push(msg.text()) })
   logRequestTrouble(page, log)
-  await page.goto(`http://127.0.0.1:${(embedder.address() as AddressInfo).port}/`)
-  const frame = await (await page.waitForSelector('#embed')).contentFrame()
-  if (frame === null) throw new Error('the preview frame did not load')
+  const embedded = async (): Promise<NonNullable<Awaited<ReturnType<ElementHandle['contentFrame']>>>> => {
+    const frame = await (await page.waitForSelector('#embed')).contentFrame()
+    if (frame === null) throw new Error('the preview frame did not load')
+    return frame
+  }
+  await gotoReady(page, `http://127.0.0.1:${(embedder.address() as AddressInfo).port}/`, async () =>
+    await orPageLog(log, (await embedded()).waitForSelector('#banner:not([hidden])', { timeout: 15000 })))
+  const frame = await embedded()
   t.equal(await frame.evaluate('window.origin'), 'null', 'the preview runs with an opaque origin')
-  await orPageLog(log, frame.waitForSelector('#banner:not([hidden])', { timeout: 15000 }))
   t.match(await frame.textContent('#banner'), /open mode.*its own browser tab.*MCP_API_KEY/, 'the banner says why and what to do')
   t.equal(await frame.evaluate("document.getElementById('views').hidden"), true, 'no live views that could not connect')
 })
