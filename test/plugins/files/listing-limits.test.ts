@@ -46,8 +46,14 @@ t.test('parallel listings of one chat share one walk; a later one sees new files
   const cached = (await list(app, 'chat-a')).json()
   t.equal(cached.timestamp, firstTimestamp, 'within the cache time the walk is reused')
   t.same(cached.files.map((f: { path: string }) => f.path), ['first.txt'])
+  // After the cache time a listing walks again; on a loaded machine the first walk may finish (and its
+  // cache time start) late, so the test asks again for a while instead of once after a fixed pause.
   await sleep(350)
-  const fresh = (await list(app, 'chat-a')).json()
+  let fresh = (await list(app, 'chat-a')).json()
+  for (const until = Date.now() + 5000; fresh.timestamp === firstTimestamp && Date.now() < until;) {
+    await sleep(100)
+    fresh = (await list(app, 'chat-a')).json()
+  }
   t.ok(fresh.timestamp > firstTimestamp)
   t.same(fresh.files.map((f: { path: string }) => f.path).sort(), ['first.txt', 'second.txt'], 'the new file shows up after the cache time')
 })
