@@ -1,7 +1,7 @@
 import Docker from 'dockerode'
 import { adapterContext, DEFAULT_ENGINE_LIMITS, type EngineLimits } from './docker-context.js'
 import { createAgent, parseDockerHost } from './docker-endpoint.js'
-import { dockerCreateBody } from './docker-create-body.js'
+import { dockerCreateBody, tmpfsFromOptions } from './docker-create-body.js'
 import { DockerError } from './docker-error.js'
 import { execCalls } from './docker-exec-calls.js'
 import { createMonitorClient } from './docker-monitor.js'
@@ -173,7 +173,7 @@ export function createDockerEngine (host: string, limits: Partial<EngineLimits> 
         memory: info.HostConfig.Memory ?? 0,
         cpus: (info.HostConfig.NanoCpus ?? 0) / 1e9,
         pids: info.HostConfig.PidsLimit ?? 0,
-        tmpfs: (info.HostConfig as { Tmpfs?: Record<string, string> | null }).Tmpfs ?? {},
+        tmpfs: tmpfsFromOptions((info.HostConfig as { Tmpfs?: Record<string, string> | null }).Tmpfs),
         diskQuota: quotaBytes((info.HostConfig as { StorageOpt?: Record<string, string> | null }).StorageOpt?.size),
         oomKilled: info.State.OOMKilled === true
       }

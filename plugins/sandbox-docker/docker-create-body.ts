@@ -1,4 +1,4 @@
-import type { SandboxSpec } from '../sandbox/types.js'
+import type { SandboxSpec, TmpfsSpec } from '../sandbox/types.js'
 
 /*
  * The Docker engine's reading of the neutral sandbox spec (engine-types.ts): the body of
@@ -22,6 +22,26 @@ export interface DockerCreateBody {
   Tty: false
   OpenStdin: false
   HostConfig: Record<string, unknown> & { Mounts: DockerMount[], Tmpfs: Record<string, string>, StorageOpt?: { size: string } }
+}
+
+/** The spec's tmpfs mounts as Docker's mount option strings (writable, no setuid, no devices, executables allowed). */
+export function tmpfsOptions (tmpfs: Record<string, TmpfsSpec>): Record<string, string> {
+  return Object.fromEntries(Object.entries(tmpfs).map(([target, t]) => [target, `rw,nosuid,nodev,size=${t.size},mode=${t.mode.toString(8)}`]))
+}
+
+/** Docker's tmpfs option strings back as the contract's size and mode (an option it cannot read: 0). */
+export function tmpfsFromOptions (options: Record<string, string> | null | undefined): Record<string, TmpfsSpec> {
+  const out: Record<string, TmpfsSpec> = {}
+  for (const [target, text] of Object.entries(options ?? {})) {
+    let size = 0
+    let mode = 0
+    for (const part of String(text).slice(0, 1024).split(',')) {
+      if (part.startsWith('size=')) size = Number.parseInt(part.slice(5), 10) || 0
+      else if (part.startsWith('mode=')) mode = Number.parseInt(part.slice(5), 8) || 0
+    }
+    out[target] = { size, mode }
+  }
+  return out
 }
 
 export function dockerCreateBody (spec: SandboxSpec): DockerCreateBody {
@@ -63,7 +83,7 @@ export function dockerCreateBody (spec: SandboxSpec): DockerCreateBody {
         ReadOnly: m.readOnly,
         ...(m.volumeLabels !== undefined && { VolumeOptions: { Labels: m.volumeLabels } })
       })),
-      Tmpfs: spec.tmpfs,
+      Tmpfs: tmpfsOptions(spec.tmpfs),
       ...(limits.disk > 0 ? { StorageOpt: { size: String(limits.disk) } } : {})
     }
   }

@@ -15,6 +15,14 @@ export interface SpecMount {
   volumeLabels?: Record<string, string>
 }
 
+/** An in-memory filesystem of a sandbox. */
+export interface TmpfsSpec {
+  /** bytes */
+  size: number
+  /** permission bits of its root, e.g. 0o1777 */
+  mode: number
+}
+
 /** What a sandbox is created from: everything the core decides, nothing engine-specific. */
 export interface SandboxSpec {
   /** the engine-level name (unique per engine; a second create with it is a conflict) */
@@ -29,8 +37,11 @@ export interface SandboxSpec {
   env: string[]
   labels: Record<string, string>
   mounts: SpecMount[]
-  /** in-memory filesystems: target → mount options (e.g. `rw,nosuid,nodev,size=…,mode=1777`) */
-  tmpfs: Record<string, string>
+  /**
+   * in-memory filesystems: target → size in bytes and permission bits of its root (the engine mounts them
+   * writable, without setuid and device files; executables allowed)
+   */
+  tmpfs: Record<string, TmpfsSpec>
   limits: {
     /** bytes of memory (and of memory + swap: no swap) */
     memory: number
@@ -85,8 +96,8 @@ export interface SandboxDetails extends SandboxSummary {
   memory: number
   cpus: number
   pids: number
-  /** tmpfs mounts: target → options */
-  tmpfs: Record<string, string>
+  /** tmpfs mounts as created: target → size and mode (as the engine reports them back) */
+  tmpfs: Record<string, TmpfsSpec>
   /** writable-layer quota in bytes as created (0 when none) */
   diskQuota: number
   /** the main process was killed for lack of memory (the last stop) */

@@ -1,7 +1,7 @@
 import { join } from 'node:path'
 import { SANDBOX_HOME, SANDBOX_OUTPUTS, SANDBOX_SKILLS, SANDBOX_UPLOADS } from '../../core/chat-paths.js'
 import type { RequestUser } from '../../core/identity.js'
-import type { SandboxDetails, SandboxSpec, SandboxSummary, SpecMount } from './engine-types.js'
+import type { SandboxDetails, SandboxSpec, SandboxSummary, SpecMount, TmpfsSpec } from './engine-types.js'
 import { chatEnv, containerEnvList, contributedEnv, withheldNames } from './env.js'
 import type { EnvContributor } from './types.js'
 import { containerLabels, sandboxNames, volumeLabels } from './names.js'
@@ -46,10 +46,10 @@ export const TMPFS_MAX = 1024 * 1024 * 1024
  * /tmp as a sized tmpfs when a disk limit is set: writes there can never reach the host disk. Its
  * pages count against the memory limit, hence min(limit, 1 GiB, memory / 2). Executables are allowed.
  */
-export function tmpfsFor (s: Pick<SandboxSettings, 'diskLimit' | 'memLimit'>): Record<string, string> {
+export function tmpfsFor (s: Pick<SandboxSettings, 'diskLimit' | 'memLimit'>): Record<string, TmpfsSpec> {
   if (s.diskLimit <= 0) return {}
   const size = Math.max(1024 * 1024, Math.min(s.diskLimit, TMPFS_MAX, Math.floor(s.memLimit / 2)))
-  return { '/tmp': `rw,nosuid,nodev,size=${size},mode=1777` }
+  return { '/tmp': { size, mode: 0o1777 } }
 }
 
 /**
@@ -131,7 +131,7 @@ export function configDrift (existing: ExistingSandbox, desired: SandboxSpec, cu
   const have = existing.mounts.map(key).sort().join('\n')
   const want = desired.mounts.map(key).sort().join('\n')
   if (have !== want) return 'mounts changed'
-  const tmpfs = (m: Record<string, string>): string => Object.entries(m).sort(([a], [b]) => a < b ? -1 : 1).map(([k, v]) => `${k}=${v}`).join('\n')
+  const tmpfs = (m: Record<string, TmpfsSpec>): string => Object.entries(m).sort(([a], [b]) => a < b ? -1 : 1).map(([k, v]) => `${k}=${v.size}:${v.mode}`).join('\n')
   if (tmpfs(existing.tmpfs) !== tmpfs(desired.tmpfs)) return 'tmpfs changed'
   if (existing.diskQuota !== desired.limits.disk) return 'disk quota changed'
   const a = envMap(existing.env)

@@ -10,7 +10,7 @@ import pino from 'pino'
 import { parseOptions } from '../../../core/config.js'
 import { chatPaths } from '../../../core/chat-paths.js'
 import { buildSandboxSpec, configDrift, tmpfsFor, type SandboxSettings } from '../../../plugins/sandbox/sandbox-spec.js'
-import { dockerCreateBody } from '../../../plugins/sandbox-docker/docker-create-body.js'
+import { dockerCreateBody, tmpfsFromOptions } from '../../../plugins/sandbox-docker/docker-create-body.js'
 import { isQuotaRefusal } from '../../../plugins/sandbox/disk-quota.js'
 import { quotaFor } from '../../../plugins/sandbox-docker/docker-monitor.js'
 import { treeUsage } from '../../../plugins/sandbox/disk-usage.js'
@@ -60,11 +60,13 @@ t.test('a writable-layer quota is tried only where the storage driver can enforc
 
 t.test('/tmp is a tmpfs of min(limit, 1 GiB, memory / 2); none without a disk limit', async t => {
   t.same(tmpfsFor({ diskLimit: 0, memLimit: 2 * GiB }), {})
-  t.same(tmpfsFor({ diskLimit: 50 * MiB, memLimit: 2 * GiB }), { '/tmp': `rw,nosuid,nodev,size=${50 * MiB},mode=1777` })
-  t.same(tmpfsFor({ diskLimit: 10 * GiB, memLimit: 4 * GiB }), { '/tmp': `rw,nosuid,nodev,size=${GiB},mode=1777` })
-  t.same(tmpfsFor({ diskLimit: 10 * GiB, memLimit: 512 * MiB }), { '/tmp': `rw,nosuid,nodev,size=${256 * MiB},mode=1777` })
+  t.same(tmpfsFor({ diskLimit: 50 * MiB, memLimit: 2 * GiB }), { '/tmp': { size: 50 * MiB, mode: 0o1777 } })
+  t.same(tmpfsFor({ diskLimit: 10 * GiB, memLimit: 4 * GiB }), { '/tmp': { size: GiB, mode: 0o1777 } })
+  t.same(tmpfsFor({ diskLimit: 10 * GiB, memLimit: 512 * MiB }), { '/tmp': { size: 256 * MiB, mode: 0o1777 } })
   const c = dockerCreateBody(buildSandboxSpec(settings, 'chat-1', undefined, new Date()))
-  t.same(c.HostConfig.Tmpfs, { '/tmp': `rw,nosuid,nodev,size=${GiB},mode=1777` })
+  t.same(c.HostConfig.Tmpfs, { '/tmp': `rw,nosuid,nodev,size=${GiB},mode=1777` }, 'the engine writes the mount options: the core speaks size and mode')
+  t.same(tmpfsFromOptions(c.HostConfig.Tmpfs), { '/tmp': { size: GiB, mode: 0o1777 } }, 'and reads them back for drift detection')
+  t.same(tmpfsFromOptions({ '/x': 'rw,size=oops,mode=zz' }), { '/x': { size: 0, mode: 0 } }, 'an option it cannot read is 0: a drift, never a guess')
   t.equal(c.HostConfig.StorageOpt, undefined, 'no quota unless the driver takes one')
   const q = dockerCreateBody(buildSandboxSpec({ ...settings, storageQuota: true }, 'chat-1', undefined, new Date()))
   t.same(q.HostConfig.StorageOpt, { size: String(10 * GiB) })
@@ -88,7 +90,7 @@ t.test('drift: a stopped container without the current tmpfs or quota is recreat
   }
   t.equal(configDrift(existing, desired, null, MANAGED), null)
   t.equal(configDrift({ ...existing, tmpfs: {} }, desired, null, MANAGED), 'tmpfs changed', 'created before the disk limit existed')
-  t.equal(configDrift({ ...existing, tmpfs: { '/tmp': 'rw,size=1' } }, desired, null, MANAGED), 'tmpfs changed')
+  t.equal(configDrift({ ...existing, tmpfs: { '/tmp': { size: 1, mode: 0o1777 } } }, desired, null, MANAGED), 'tmpfs changed')
   t.equal(configDrift({ ...existing, diskQuota: 0 }, desired, null, MANAGED), 'disk quota changed')
   t.equal(configDrift({ ...existing, diskQuota: 1 }, desired, null, MANAGED), 'disk quota changed')
 })
