@@ -33,6 +33,10 @@ export interface PortsRuntime {
   close: () => Promise<void>
 }
 
+/** What is read of the TCP tables (parseListening reads at most 8192 lines of them). */
+const TABLE_MAX_BYTES = 1024 * 1024
+const ENOENT = 2
+
 const notRunning = (err: unknown): boolean => (err as { code?: unknown } | null)?.code === 'SANDBOX_NOT_RUNNING'
 
 export function createPortsService (deps: PortsDeps, opts: PortsServiceOptions): PortsRuntime {
@@ -87,9 +91,24 @@ export function createPortsService (deps: PortsDeps, opts: PortsServiceOptions):
     if ((await sandbox.status(chatId)).state !== 'running') throw new PORTS_SANDBOX_NOT_RUNNING()
   }
 
+  /**
+   * The sandbox's TCP tables. Asked after every bash_tool command, so through the in-sandbox agent's file
+   * reads when it serves them (no process started: a `cat` per command doubled a short command's time);
+   * a table the kernel does not have (no IPv6) is empty. Without the agent, one `cat` of both.
+   */
   async function readTables (chatId: string): Promise<string> {
-    const abort = AbortSignal.timeout(opts.listTimeoutMs)
-    const res = await sandbox.exec(chatId, ['cat', '/proc/net/tcp', '/proc/net/tcp6'], { timeoutMs: opts.listTimeoutMs, maxBytes: 1024 * 1024, signal: abort })
+    const signal = AbortSignal.timeout(opts.listTimeoutMs)
+    if (sandbox.fileOp !== undefined) {
+      const read = async (path: string): Promise<string | undefined> => {
+        const r = await sandbox.fileOp?.(chatId, { op: 'read', path, max: TABLE_MAX_BYTES }, { timeoutMs: opts.listTimeoutMs, signal })
+        if (r === undefined || r.timedOut || r.cancelled) return undefined
+        if (r.ok) return r.data.toString('latin1')
+        return r.errno === ENOENT ? '' : undefined
+      }
+      const tables = await Promise.all([read('/proc/net/tcp'), read('/proc/net/tcp6')])
+      if (tables[0] !== undefined && tables[1] !== undefined) return `${tables[0]}\n${tables[1]}`
+    }
+    const res = await sandbox.exec(chatId, ['cat', '/proc/net/tcp', '/proc/net/tcp6'], { timeoutMs: opts.listTimeoutMs, maxBytes: TABLE_MAX_BYTES, signal })
     return res.stdout.toString('latin1')
   }
 
