@@ -1,7 +1,7 @@
 /*
  * The fake Kubernetes API server (test/fixtures/fake-kube, docs/testing.md#the-fake-kubernetes-api-server)
  * driven by an independent client, @kubernetes/client-node: pods and PVCs as Docker containers and
- * volumes, label selectors, patches, exec with the status channel,
+ * volumes, label selectors, patches, watch with resume and 410, exec with the status channel,
  * 409/422 Status errors, and SIGTERM removing everything it created. Needs Docker.
  */
 import { spawn, type ChildProcess } from 'node:child_process'
@@ -9,7 +9,7 @@ import { PassThrough, Readable } from 'node:stream'
 import { fileURLToPath } from 'node:url'
 import t from 'tap'
 import Docker from 'dockerode'
-import { ApiException, CoreV1Api, Exec, KubeConfig, NetworkingV1Api, PatchStrategy, setHeaderOptions, type V1Pod, type V1Status } from '@kubernetes/client-node'
+import { ApiException, CoreV1Api, Exec, KubeConfig, NetworkingV1Api, PatchStrategy, setHeaderOptions, Watch, type V1Pod, type V1Status } from '@kubernetes/client-node'
 import { dockerOrSkip, TEST_IMAGE } from './docker.js'
 
 const PREFIX = 'tfkube'
@@ -225,6 +225,40 @@ t.test('the fake Kubernetes API server', { skip }, async t => {
     const badName = await apiError(core.createNamespacedConfigMap({ namespace: NS, body: { metadata: { name: 'Not_A_Name' }, data: { a: 'b' } } }))
     t.equal(badName.code, 422)
     t.equal((await core.listNamespacedPod({ namespace: NS, fieldSelector: 'metadata.name=bad-limits' })).items.length, 0, 'nothing stored')
+  })
+
+  await t.test('watch: ADDED, MODIFIED, DELETED in order, resume from a resourceVersion, 410 when too old', async t => {
+    const watch = new Watch(kc)
+    const start = (await core.listNamespacedPod({ namespace: NS, labelSelector: 'w=1' })).metadata?.resourceVersion ?? ''
+    const seen: Array<{ type: string, name: string, rv: string }> = []
+    const controller = await watch.watch(`/api/v1/namespaces/${NS}/pods`, { labelSelector: 'w=1', resourceVersion: start }, (type, obj: V1Pod) => {
+      seen.push({ type, name: obj.metadata?.name ?? '', rv: obj.metadata?.resourceVersion ?? '' })
+    }, () => {})
+    await core.createNamespacedConfigMap({ namespace: NS, body: { metadata: { name: 'unwatched' }, data: { a: 'b' } } })
+    await core.createNamespacedPod({ namespace: NS, body: { metadata: { name: 'watched', labels: { w: '1' } }, spec: { containers: [{ name: 'main', image: 'fake-kube-no-such-image:1' }] } } })
+    await core.patchNamespacedPod({ name: 'watched', namespace: NS, body: { metadata: { annotations: { step: 'two' } } } }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch))
+    await core.deleteNamespacedPod({ name: 'watched', namespace: NS, gracePeriodSeconds: 0 })
+    await until('DELETED', async () => seen.some(e => e.type === 'DELETED') ? true : undefined)
+    controller.abort()
+    t.equal(seen[0]?.type, 'ADDED')
+    t.equal(seen[seen.length - 1]?.type, 'DELETED')
+    t.ok(seen.slice(1, -1).every(e => e.type === 'MODIFIED') && seen.length >= 3, `in order: ${seen.map(e => e.type).join(' ')}`)
+    t.ok(seen.every(e => e.name === 'watched'), 'the selector filters')
+    const rvs = seen.map(e => Number(e.rv))
+    t.same(rvs, [...rvs].sort((a, b) => a - b), 'resourceVersions increase')
+
+    const resumed: string[] = []
+    const again = await watch.watch(`/api/v1/namespaces/${NS}/pods`, { labelSelector: 'w=1', resourceVersion: seen[0]!.rv }, type => { resumed.push(type) }, () => {})
+    await until('the replay', async () => resumed.includes('DELETED') ? true : undefined)
+    again.abort()
+    t.same(resumed, seen.slice(1).map(e => e.type), 'resumes after the given resourceVersion')
+
+    for (let i = 0; i < 45; i++) await core.createNamespacedConfigMap({ namespace: NS, body: { metadata: { name: `filler-${i}` }, data: { i: String(i) } } })
+    const gone = await new Promise<{ type: string, obj: V1Status }>((resolve, reject) => {
+      watch.watch(`/api/v1/namespaces/${NS}/pods`, { resourceVersion: start }, (type, obj: V1Status) => { resolve({ type, obj }) }, err => { if (err !== null && err !== undefined) reject(err) }).catch(reject)
+    })
+    t.equal(gone.type, 'ERROR')
+    t.match(gone.obj, { kind: 'Status', status: 'Failure', reason: 'Expired', code: 410 })
   })
 
   await t.test('secrets, configmaps, services and network policies are stored and validated', async t => {
