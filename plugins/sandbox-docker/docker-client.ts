@@ -70,6 +70,15 @@ export function createDockerEngine (host: string, limits: Partial<EngineLimits> 
     }
   }
 
+  /**
+   * Before a kill or a forced remove: Docker 20.10 on cgroup v1 never finishes killing a paused
+   * container (SIGKILL waits on the frozen processes; `docker rm -f` hung for 10 minutes, measured).
+   * Unpausing one that is not paused, or missing, fails harmlessly.
+   */
+  async function thaw (id: string): Promise<void> {
+    await run('lifecycle', 'container unpause', async s => await docker.getContainer(id).unpause({ abortSignal: s })).catch(() => {})
+  }
+
   async function unpause (id: string): Promise<void> {
     try {
       await run('lifecycle', 'container unpause', async s => await docker.getContainer(id).unpause({ abortSignal: s }), { retry: true })
@@ -137,10 +146,12 @@ export function createDockerEngine (host: string, limits: Partial<EngineLimits> 
     },
 
     async kill (id) {
+      await thaw(id)
       await absorb(run('lifecycle', 'container kill', async s => await docker.getContainer(id).kill({ abortSignal: s }), { retry: true }), [404, 409, 304])
     },
 
     async remove (id) {
+      await thaw(id)
       try {
         await run('lifecycle', 'container remove', async s => await docker.getContainer(id).remove({ force: true, v: false, abortSignal: s }), { retry: true, timeoutMs: 60_000 })
       } catch (err) {
