@@ -5,7 +5,7 @@
 // from a frame it could read the page and its token; opened here it replaces the page (Back returns).
 // Inside another site's frame (a chat UI) only the new tab is offered: browsers keep the app's cookie
 // out of third-party frames.
-import { el } from './dom.js'
+import { el, pollWhileShown } from './dom.js'
 
 const POLL_MS = 3000
 const MAX_APPS = 100
@@ -14,7 +14,7 @@ const MAX_APPS = 100
 export function mountAppsView (container, config) {
   let framed = true
   try { framed = window.top !== window.self } catch {}
-  const state = { visible: false, timer: null, busy: false }
+  const state = { busy: false }
   const rows = el('ul', { className: 'apps-list', id: 'apps-list' })
   const empty = el('p', { className: 'apps-empty', text: 'No app is listening. A server the model starts in the sandbox (port 1024–65535, on 0.0.0.0 or 127.0.0.1) appears here.' })
   const status = el('p', { className: 'net-status', role: 'status' })
@@ -54,25 +54,5 @@ export function mountAppsView (container, config) {
     } finally { state.busy = false }
   }
 
-  function schedule () {
-    clearTimeout(state.timer)
-    state.timer = null
-    if (!state.visible || document.hidden) return
-    state.timer = setTimeout(async () => { await refresh(); schedule() }, POLL_MS)
-  }
-
-  document.addEventListener('visibilitychange', () => {
-    if (!state.visible) return
-    if (document.hidden) { clearTimeout(state.timer); state.timer = null; return }
-    refresh().then(schedule)
-  })
-
-  return {
-    visible (on) {
-      const was = state.visible
-      state.visible = on
-      if (on && !was) refresh().then(schedule)
-      if (!on) { clearTimeout(state.timer); state.timer = null }
-    }
-  }
+  return pollWhileShown(refresh, POLL_MS)
 }

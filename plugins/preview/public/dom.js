@@ -45,3 +45,31 @@ export class NoPreviewError extends Error {
     this.name = 'NoPreviewError'
   }
 }
+
+/**
+ * A view that polls while it is shown and the page is visible: `refresh` at once when it is shown (or
+ * the page comes back), then `intervalMs` after the previous refresh ended; nothing while hidden.
+ * Returns the view's handle: `visible(on)`.
+ */
+export function pollWhileShown (refresh, intervalMs) {
+  const state = { visible: false, timer: null }
+  const stop = () => { clearTimeout(state.timer); state.timer = null }
+  function schedule () {
+    stop()
+    if (!state.visible || document.hidden) return
+    state.timer = setTimeout(async () => { await refresh(); schedule() }, intervalMs)
+  }
+  document.addEventListener('visibilitychange', () => {
+    if (!state.visible) return
+    if (document.hidden) { stop(); return }
+    refresh().then(schedule)
+  })
+  return {
+    visible (on) {
+      const was = state.visible
+      state.visible = on
+      if (on && !was) refresh().then(schedule)
+      if (!on) stop()
+    }
+  }
+}

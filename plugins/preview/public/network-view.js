@@ -2,7 +2,7 @@
 // proxy (time, host, port, decision and reason, bytes), newest first, refreshed while the view is
 // shown and the tab visible. Both routes are read with the page's files token (read-only); every
 // remote string reaches the DOM through textContent (el()), and at most MAX_ROWS rows are drawn.
-import { el } from './dom.js'
+import { el, pollWhileShown } from './dom.js'
 import { formatSize } from './app.js'
 
 const POLL_MS = 3000
@@ -41,7 +41,7 @@ function row (c) {
 
 /** Mounts the view into `container`; `config.egress` holds the two URLs (files token included). */
 export function mountNetworkView (container, config) {
-  const state = { visible: false, timer: null, filter: 'all', connections: [], busy: false }
+  const state = { filter: 'all', connections: [], busy: false }
   const policy = el('p', { className: 'net-policy', text: 'Loading the egress policy…' })
   const count = el('span', { className: 'net-count' })
   const filters = el('div', { className: 'net-filters', role: 'group', 'aria-label': 'Show' }, FILTERS.map(([key, label]) => {
@@ -95,25 +95,5 @@ export function mountNetworkView (container, config) {
     } finally { state.busy = false }
   }
 
-  function schedule () {
-    clearTimeout(state.timer)
-    state.timer = null
-    if (!state.visible || document.hidden) return
-    state.timer = setTimeout(async () => { await refresh(); schedule() }, POLL_MS)
-  }
-
-  document.addEventListener('visibilitychange', () => {
-    if (!state.visible) return
-    if (document.hidden) { clearTimeout(state.timer); state.timer = null; return }
-    refresh().then(schedule)
-  })
-
-  return {
-    visible (on) {
-      const was = state.visible
-      state.visible = on
-      if (on && !was) refresh().then(schedule)
-      if (!on) { clearTimeout(state.timer); state.timer = null }
-    }
-  }
+  return pollWhileShown(refresh, POLL_MS)
 }
