@@ -4,7 +4,7 @@
 import t from 'tap'
 import WebSocket from 'ws'
 import { dockerOrSkip } from './docker.js'
-import { chromiumOrSkip, launchChromium } from './chromium.js'
+import { chromiumOrSkip, gotoReady, launchChromium } from './chromium.js'
 import { browserApp } from './browser-app.js'
 import { startApp } from '../fixtures/web-app.js'
 import { connect, textOf } from '../fixtures/mcp-probe.js'
@@ -80,9 +80,8 @@ t.test('an app in the sandbox works through its preview URL, and only for its ow
 
   // The preview page's Apps view lists the port and opens it (a fresh browser: the view's link sets the cookie).
   const fresh = await (await browser.newContext()).newPage()
-  await fresh.goto(`${url}/preview/ports-a?t=${tokenA}`)
   // The view switcher shows once the page's module ran (slow on a loaded machine).
-  await fresh.waitForSelector('#view-apps', { state: 'visible', timeout: 90_000 })
+  await gotoReady(fresh, `${url}/preview/ports-a?t=${tokenA}`, async () => await fresh.waitForSelector('#view-apps', { state: 'visible', timeout: 90_000 }))
   await fresh.click('#view-apps')
   await fresh.waitForSelector('#apps-list .apps-row', { timeout: 15_000 })
   t.equal(await fresh.textContent('#apps-list .apps-port'), ':3000', 'the Apps view lists the listening port')

@@ -7,7 +7,7 @@ import type { Page, Worker } from 'playwright-core'
 import type { Test } from 'tap'
 import { chromiumOrSkip } from './chromium.js'
 import { docx, docxWithLink, workbook } from './preview-fixtures.js'
-import { CHAT, open, setup, shot } from './preview-harness.js'
+import { CHAT, gotoReady, open, setup, shot } from './preview-harness.js'
 
 declare const document: any
 declare const window: any
@@ -51,8 +51,7 @@ const hitAt = async (page: Page, p: { x: number, y: number }): Promise<string> =
 
 t.test('rendered markdown cannot cover the page: style and <style> removed, app classes and ids neutralised, content contained', chromiumOrSkip(), async (t: Test) => {
   const { url, page, token } = await setup(t, await hostileFixtures())
-  await page.goto(`${url}/preview/${CHAT}?t=${token}`)
-  await page.waitForSelector('#file-list li[data-path="notes/overlay.md"]')
+  await gotoReady(page, `${url}/preview/${CHAT}?t=${token}`, async () => await page.waitForSelector('#file-list li[data-path="notes/overlay.md"]'))
   await open(page, 'notes/overlay.md')
   const button = await centre(page, '#download-all')
   t.equal(await hitAt(page, button), 'A#download-all', 'the toolbar button is what a click there hits')
@@ -71,8 +70,7 @@ t.test('rendered markdown cannot cover the page: style and <style> removed, app 
 
 t.test('malicious XLSX and DOCX content runs no script and is shown as text', chromiumOrSkip(), async t => {
   const { url, page, token } = await setup(t, await hostileFixtures())
-  await page.goto(`${url}/preview/${CHAT}?t=${token}`)
-  await page.waitForSelector('#file-list li[data-path="data/hostile.xlsx"]')
+  await gotoReady(page, `${url}/preview/${CHAT}?t=${token}`, async () => await page.waitForSelector('#file-list li[data-path="data/hostile.xlsx"]'))
   await open(page, 'data/hostile.xlsx')
   t.equal(await page.textContent('#preview .tabs .tab'), '<img src=x onerror="window.__pwned=4">', 'sheet name as text')
   t.same(await page.$$eval('#preview table.sheet thead th', th => th.map(c => c.textContent)), ['<script>window.__pwned=5</script>', '=1+1'])
@@ -94,8 +92,7 @@ t.test('highlighter output reaches the page as data: only syntax classes become 
   // A highlighter that answers its own markup: class names the app's CSS uses next to syntax classes.
   const fake = 'self.hljs = { getLanguage: () => ({}), highlight: () => ({ value: \'<span class="hljs-keyword banner">def</span> <span class="topbar">&lt;img src=x onerror=window.__pwned=9&gt;</span>\' }) }'
   await context.route('**/static/vendor/highlight/highlight.min.js', route => route.fulfill({ status: 200, contentType: 'text/javascript', body: fake }))
-  await page.goto(`${url}/preview/${CHAT}?t=${token}`)
-  await page.waitForSelector('#file-list li[data-path="src/hostile.py"]')
+  await gotoReady(page, `${url}/preview/${CHAT}?t=${token}`, async () => await page.waitForSelector('#file-list li[data-path="src/hostile.py"]'))
   await open(page, 'src/hostile.py')
   t.same(await page.$$eval('#preview pre.code code span', s => s.map(n => [n.className, n.textContent])), [['hljs-keyword', 'def'], ['', '<img src=x onerror=window.__pwned=9>']])
   t.equal(await page.$$eval('#preview img', n => n.length), 0)
@@ -126,8 +123,7 @@ t.test('the parser worker holds no token: a compromised parser finds none and ca
     })
     self.marked = { lexer: () => [{ raw: '' }], parser: () => '<pre>' + JSON.stringify(report).replace(/&/g, '&amp;').replace(/</g, '&lt;') + '</pre>' }`
   await context.route('**/static/vendor/marked/lib/marked.umd.js', route => route.fulfill({ status: 200, contentType: 'text/javascript', body: spy }))
-  await page.goto(`${url}/preview/${CHAT}?t=${control}`)
-  await page.waitForSelector('#file-list li[data-path="notes/spy.md"]')
+  await gotoReady(page, `${url}/preview/${CHAT}?t=${control}`, async () => await page.waitForSelector('#file-list li[data-path="notes/spy.md"]'))
   t.equal(await page.evaluate("JSON.parse(document.getElementById('config').textContent).token"), control, 'the page itself holds the control token')
   await open(page, 'notes/spy.md')
   const report = JSON.parse(await page.textContent('#preview .markdown pre') ?? '{}') as Record<string, unknown>
@@ -156,8 +152,7 @@ t.test('a parser that hangs is terminated after parseTimeoutMs; the page says so
     times.set(worker, { started: Date.now() })
     worker.on('close', () => { closed.push(worker); (times.get(worker) as { closed?: number }).closed = Date.now() })
   })
-  await page.goto(`${url}/preview/${CHAT}?t=${token}`)
-  await page.waitForSelector('#file-list li[data-path="notes/spy.md"]')
+  await gotoReady(page, `${url}/preview/${CHAT}?t=${token}`, async () => await page.waitForSelector('#file-list li[data-path="notes/spy.md"]'))
   // Selecting another file while the parser spins terminates it at once.
   await page.click('#file-list li[data-path="notes/spy.md"] button')
   await page.waitForFunction(() => document.querySelector('#preview .loading') !== null)
@@ -202,8 +197,7 @@ t.test('CSP: a <script src> of an agent file (or inline script) injected into th
     const body = (await response.text()).replace('</body>', `<script src="${evil}"></script><script>window.__inline = 1</script></body>`)
     await route.fulfill({ response, body })
   })
-  await page.goto(`${url}/preview/${CHAT}?t=${token}`)
-  await page.waitForSelector('#file-list li[data-path="evil.js"]')
+  await gotoReady(page, `${url}/preview/${CHAT}?t=${token}`, async () => await page.waitForSelector('#file-list li[data-path="evil.js"]'))
   t.pass('the page\'s own nonced module still runs')
   t.equal(await page.evaluate(() => typeof window.__evil), 'undefined', 'evil.js did not run')
   t.equal(await page.evaluate(() => typeof window.__inline), 'undefined', 'the inline script did not run')
@@ -215,8 +209,7 @@ t.test('CSP: a <script src> of an agent file (or inline script) injected into th
 
 t.test('input caps: oversized files, zip bombs and bodies longer than listed are refused with a clear notice', chromiumOrSkip(), async t => {
   const { url, page, token } = await setup(t, await hostileFixtures())
-  await page.goto(`${url}/preview/${CHAT}?t=${token}`)
-  await page.waitForSelector('#file-list li[data-path="bomb.docx"]')
+  await gotoReady(page, `${url}/preview/${CHAT}?t=${token}`, async () => await page.waitForSelector('#file-list li[data-path="bomb.docx"]'))
   await open(page, 'notes/huge.md')
   t.equal(await page.textContent('#preview .notice h2'), 'Too large to preview here')
   t.match(await page.textContent('#preview .notice p'), /huge\.md is larger than the preview limit of 2 MB/)
@@ -240,8 +233,7 @@ t.test('a document whose parse never finished (the tab crashed or closed) is not
   await context.route('**/static/vendor/marked/lib/marked.umd.js', route => route.fulfill({ status: 200, contentType: 'text/javascript', body: 'self.marked = { lexer () { for (;;) {} } }' }))
   let started = 0
   page.on('worker', () => { started++ })
-  await page.goto(`${url}/preview/${CHAT}?t=${token}`)
-  await page.waitForFunction(() => document.querySelector('#preview .loading') !== null)
+  await gotoReady(page, `${url}/preview/${CHAT}?t=${token}`, async () => await page.waitForFunction(() => document.querySelector('#preview .loading') !== null))
   for (let i = 0; i < 100 && started === 0; i++) await page.waitForTimeout(50)
   t.equal(started, 1, 'the newest file went to the parser on its own')
   await page.close()

@@ -154,7 +154,7 @@ t.test('a writable-layer quota is tried once where the driver may take one, then
   t.teardown(() => docker.close())
   const c = await docker.inspect(info.name)
   t.equal(c?.diskQuota, 0)
-  t.same(c?.tmpfs, { '/tmp': `rw,nosuid,nodev,size=${64 * MiB},mode=1777` })
+  t.same(c?.tmpfs, { '/tmp': { size: 64 * MiB, mode: 0o1777 } })
   t.equal((await app.sandbox.exec('quota-1', ['sh', '-c', 'echo ok'])).stdout.toString(), 'ok\n')
 })
 

@@ -4,7 +4,7 @@ import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import type { Frame, Page } from 'playwright-core'
 import { dockerOrSkip } from './docker.js'
-import { chromiumOrSkip, launchChromium } from './chromium.js'
+import { chromiumOrSkip, gotoReady, launchChromium } from './chromium.js'
 import { terminalStack } from '../plugins/terminal/integration-app.js'
 
 const ARTIFACTS = new URL('../../test-artifacts/terminal/', import.meta.url)
@@ -50,9 +50,10 @@ t.test('the preview page\'s Terminal view in real Chromium', { skip: gate.skip |
   page.on('pageerror', err => { errors.push(String(err)) })
   page.on('console', msg => { if (msg.type() === 'error' && !/WebSocket/.test(msg.text())) errors.push(msg.text()) })
 
-  await page.goto(`${url}/preview/${CHAT}?t=${token(CHAT)}`)
-  await page.click('#views [data-view="terminal"]')
-  await page.waitForSelector('.term-view[data-state="open"]', { timeout: 30000 })
+  await gotoReady(page, `${url}/preview/${CHAT}?t=${token(CHAT)}`, async () => {
+    await page.click('#views [data-view="terminal"]')
+    await page.waitForSelector('.term-view[data-state="open"]', { timeout: 30000 })
+  })
   t.equal(await page.getAttribute('#views [data-view="terminal"]', 'aria-selected'), 'true')
   t.equal(await page.isHidden('main.layout'), true, 'the outputs view is hidden')
 
@@ -157,15 +158,19 @@ t.test('the Terminal view works inside an opaque-origin iframe of another site',
   const browser = await launchChromium()
   t.teardown(async () => { await browser.close() })
   const page = await browser.newPage()
-  await page.goto(`http://127.0.0.1:${(embedder.address() as AddressInfo).port}/`)
-  let frame = page.frames().find(f => f.url().includes('/preview/'))
-  for (let i = 0; frame === undefined && i < 100; i++) {
-    await new Promise(resolve => setTimeout(resolve, 50))
-    frame = page.frames().find(f => f.url().includes('/preview/'))
+  const previewFrame = async (): Promise<Frame> => {
+    let found = page.frames().find(f => f.url().includes('/preview/'))
+    for (let i = 0; found === undefined && i < 100; i++) {
+      await new Promise(resolve => setTimeout(resolve, 50))
+      found = page.frames().find(f => f.url().includes('/preview/'))
+    }
+    if (found === undefined) throw new Error('the preview frame did not load')
+    return found
   }
-  if (frame === undefined) throw new Error('the preview frame did not load')
+  await gotoReady(page, `http://127.0.0.1:${(embedder.address() as AddressInfo).port}/`, async () =>
+    await (await previewFrame()).waitForSelector('.term-view[data-state="open"]', { timeout: 30000 }))
+  const frame = await previewFrame()
   t.equal(await frame.evaluate('window.origin'), 'null', 'opaque origin: the WebSocket sends Origin: null')
-  await frame.waitForSelector('.term-view[data-state="open"]', { timeout: 30000 })
   await typeLine(frame, 'echo framed-$((8*8))')
   await waitForText(frame, /^framed-64\s*$/m)
   await shot(page, 'iframe')
