@@ -1,7 +1,7 @@
 /*
  * The sandbox image's `job` command (sandbox-image/job/job, docs/features.md#background-jobs), run by the
  * host's python3 with a temporary HOME: no Docker needed. Its life in a real sandbox, through bash_tool,
- * is test/integration/jobs.test.ts.
+ * is test/serial/jobs.test.ts.
  */
 import { spawn, spawnSync } from 'node:child_process'
 import { mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises'

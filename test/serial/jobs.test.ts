@@ -4,6 +4,10 @@
  * else the command started, lists its listening port, keeps running across a server restart, is listed as
  * stopped after a sandbox stop and starts again with its saved command. The command's own corner cases
  * (validation, backoff, SIGKILL after the grace, log cap) are test/integration/job-command.test.ts.
+ *
+ * In the serial tier: its 4 s command timeout is part of what it proves, and in a parallel full run at
+ * high load the web job once ended with SIGTERM when the ticker's call timed out (3 of 31 assertions);
+ * alone it passes. Until that is understood, it runs on the quiet machine (docs/testing.md).
  */
 import { mkdtemp, rm } from 'node:fs/promises'
 import { randomBytes } from 'node:crypto'
@@ -14,7 +18,7 @@ import type { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import type { CoreSandboxService } from '../../plugins/sandbox/service.js'
 import { listen } from '../helper.js'
 import { bash, client, textOf, toolsManifest } from '../plugins/workspace-tools/integration-app.js'
-import { dockerOrSkip, removeByPrefix, TEST_IMAGE, testDockerClient } from './docker.js'
+import { dockerOrSkip, removeByPrefix, TEST_IMAGE, testDockerClient } from '../integration/docker.js'
 
 const gate = await dockerOrSkip()
 const sleep = async (ms: number): Promise<void> => await new Promise(resolve => setTimeout(resolve, ms))
