@@ -5,9 +5,10 @@
  * stopped after a sandbox stop and starts again with its saved command. The command's own corner cases
  * (validation, backoff, SIGKILL after the grace, log cap) are test/integration/job-command.test.ts.
  *
- * In the serial tier: its 4 s command timeout is part of what it proves, and in a parallel full run at
- * high load the web job once ended with SIGTERM when the ticker's call timed out (3 of 31 assertions);
- * alone it passes. Until that is understood, it runs on the quiet machine (docs/testing.md).
+ * In the serial tier, never beside test/integration/job-command.test.ts: that one runs the same `job`
+ * script on the host, where /proc shows every container's processes, so its `job stop web` signals any
+ * process marked CUBICLE_JOB=web, this file's sandbox job included (seen in a parallel full run: the
+ * web and flaky jobs ended with SIGTERM; alone this file passes 31/31).
  */
 import { mkdtemp, rm } from 'node:fs/promises'
 import { randomBytes } from 'node:crypto'
