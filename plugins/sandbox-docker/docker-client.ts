@@ -63,7 +63,11 @@ export function createDockerEngine (host: string, limits: Partial<EngineLimits> 
       return true
     } catch (err) {
       const e = err as DockerError
-      if (e.statusCode === 304) return false
+      if (e.statusCode === 304) {
+        // Already running; if it is paused after all (a full run once saw a start leave one paused), thaw it.
+        if ((await engine.inspect(id))?.paused === true) await unpause(id)
+        return false
+      }
       // "cannot start a paused container, try unpause instead"
       if (e.statusCode === 409 && /paused/i.test(e.message)) { await unpause(id); return false }
       throw err

@@ -17,7 +17,7 @@ import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js'
 import { TEST_API_KEY } from '../helper.js'
 import { connect, textOf } from '../fixtures/mcp-probe.js'
 import { dockerOrSkip, removeByPrefix, TEST_IMAGE } from './docker.js'
-import { chromiumOrSkip, launchChromium } from './chromium.js'
+import { chromiumOrSkip, gotoReady, launchChromium } from './chromium.js'
 
 declare const document: any
 
@@ -110,8 +110,8 @@ t.test('the server image builds without a registry, runs as the README says and 
     const browser = await launchChromium()
     t.teardown(async () => { await browser.close() })
     const page = await browser.newPage()
-    await page.goto(preview ?? '')
-    await page.waitForFunction(() => [...document.querySelectorAll('#file-list li')].some((li: { textContent: string | null }) => li.textContent?.includes('report.txt') === true), undefined, { timeout: 30000 })
+    await gotoReady(page, preview ?? '', async () =>
+      await page.waitForFunction(() => [...document.querySelectorAll('#file-list li')].some((li: { textContent: string | null }) => li.textContent?.includes('report.txt') === true), undefined, { timeout: 30000 }))
     t.pass('report.txt is listed')
   })
 
