@@ -85,9 +85,13 @@ export function createOutcome (base: Pick<CoreBase, 'engine' | 'log' | 'opts'>, 
 
   /** After an exec lost its stream: refresh the cached state (one inspect) and return what the engine said. */
   async function checkAlive (entry: Entry): Promise<SandboxDetails | null | undefined> {
+    // A state change while the inspect was in flight (a stop() that ended meanwhile) wins over its answer:
+    // applying a "running" read before that stop would make the next exec start the sandbox again.
+    const epoch = entry.epoch
+    const idle = entry.locked === 0 && entry.ensuring === null
     try {
       const c = await engine.inspect(entry.names.container)
-      if (entry.locked === 0 && entry.ensuring === null) {
+      if (idle && entry.epoch === epoch && entry.locked === 0 && entry.ensuring === null) {
         const was = entry.state
         entry.state = c === null ? 'absent' : c.running ? 'running' : c.paused === true ? 'paused' : 'stopped'
         // Running in our cache, not any more, and not by our doing: the next exec starts it again.
@@ -96,7 +100,7 @@ export function createOutcome (base: Pick<CoreBase, 'engine' | 'log' | 'opts'>, 
       }
       return c
     } catch (err) {
-      if (entry.locked === 0 && entry.ensuring === null) { entry.state = 'unknown'; chats.changed(entry) }
+      if (idle && entry.epoch === epoch && entry.locked === 0 && entry.ensuring === null) { entry.state = 'unknown'; chats.changed(entry) }
       log.debug({ err }, 'state check failed')
       return undefined
     }
