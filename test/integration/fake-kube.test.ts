@@ -6,6 +6,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process'
 import { PassThrough, Readable } from 'node:stream'
+import { delimiter, dirname } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import t from 'tap'
 import Docker from 'dockerode'
@@ -28,9 +29,14 @@ async function leftovers (docker: Docker): Promise<{ containers: number, volumes
   return { containers: (await docker.listContainers({ all: true, filters })).length, volumes: ((await docker.listVolumes({ filters })).Volumes ?? []).length }
 }
 
-/** Starts `test/fixtures/fake-kube/main.ts` (what `npm run fake-kube` runs) and waits for its `listening` line. */
+/**
+ * Starts `npm run fake-kube` (the npm beside this Node first on PATH) in a process group of its own and
+ * waits for its `listening` line. The signals of the test go to npm, as an operator's would: the script
+ * must hand them to the server (it execs node), else npm exits and leaves the server running.
+ */
 async function startFake (): Promise<{ url: string, child: ChildProcess, exited: Promise<number | null>, output: () => string }> {
-  const child = spawn(process.execPath, ['--import=tsx', 'test/fixtures/fake-kube/main.ts', '--port', '0', '--prefix', PREFIX, '--history', '40'], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] })
+  const env = { ...process.env, PATH: `${dirname(process.execPath)}${delimiter}${process.env.PATH ?? ''}` }
+  const child = spawn('npm', ['run', '--silent', 'fake-kube', '--', '--port', '0', '--prefix', PREFIX, '--history', '40'], { cwd: root, env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] })
   let output = ''
   const exited = new Promise<number | null>(resolve => { child.once('exit', code => { resolve(code) }) })
   const url = await new Promise<string>((resolve, reject) => {
@@ -48,6 +54,18 @@ async function startFake (): Promise<{ url: string, child: ChildProcess, exited:
     void exited.then(() => { clearTimeout(timer); reject(new Error(`fake-kube exited during start:\n${output}`)) })
   })
   return { url, child, exited, output: () => output }
+}
+
+/** Sends `signal` to the process group `child` leads; false when no process of it is left. */
+function killGroup (child: ChildProcess, signal: NodeJS.Signals | 0): boolean {
+  if (child.pid === undefined) return false // never kill(0): that is the test's own group
+  try {
+    process.kill(-child.pid, signal)
+    return true
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ESRCH') return false
+    throw err
+  }
 }
 
 function kubeConfig (url: string): KubeConfig {
@@ -124,7 +142,11 @@ t.test('the fake Kubernetes API server', { skip }, async t => {
   await cleanup(docker)
   const fake = await startFake()
   let stopped = false
-  t.teardown(async () => { if (!stopped) { fake.child.kill('SIGTERM'); await fake.exited } await cleanup(docker) })
+  t.teardown(async () => {
+    if (!stopped) { fake.child.kill('SIGTERM'); await fake.exited }
+    killGroup(fake.child, 'SIGKILL') // whatever npm left behind in its group
+    await cleanup(docker)
+  })
   const kc = kubeConfig(fake.url)
   const core = kc.makeApiClient(CoreV1Api)
 
@@ -289,12 +311,15 @@ t.test('the fake Kubernetes API server', { skip }, async t => {
     t.equal((await exec(kc, 'sandbox-a2', ['cat', '/data/file'])).stdout, 'kept\n', 'the claim kept the data')
   })
 
-  await t.test('SIGTERM removes every container and volume it created', async t => {
+  await t.test('SIGTERM to the npm process removes every container and volume it created, and nothing runs on', async t => {
     t.ok((await leftovers(docker)).containers >= 1)
     fake.child.kill('SIGTERM')
     t.equal(await fake.exited, 0)
     stopped = true
     t.match(fake.output(), /stopped on SIGTERM: removed \d+ containers and 1 volumes/)
     t.same(await leftovers(docker), { containers: 0, volumes: 0 })
+    t.equal(killGroup(fake.child, 0), false, 'no process of the npm run is left')
+    const refused = await fetch(`${fake.url}/api/v1/namespaces/${NS}/pods`).then(() => 'answered', (err: Error) => err.name)
+    t.equal(refused, 'TypeError', 'the port no longer answers')
   })
 })
