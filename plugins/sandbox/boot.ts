@@ -121,7 +121,8 @@ export function createBoot (base: CoreBase, chats: Chats, d: BootDeps): Boot {
 
   /**
    * The engine's check of /ready: fields engine (ok | unavailable), the same under the engine's own name
-   * (`docker`, which monitors written for earlier versions read), image, data_dir.
+   * (`docker`, which monitors written for earlier versions read), image, data_dir, and `paused`: how many
+   * sandboxes the idle reaper froze (a count, never failing the check).
    */
   async function readiness (): Promise<{ ok: boolean, fields: Record<string, string> }> {
     const [up, writable] = await Promise.all([
@@ -135,9 +136,11 @@ export function createBoot (base: CoreBase, chats: Chats, d: BootDeps): Boot {
       if (!status.bootstrapped) void bootstrap().catch(() => {})
     }
     const answer = up ? 'ok' : 'unavailable'
+    let paused = 0
+    for (const e of chats.entries.values()) if (e.state === 'paused') paused++
     return {
       ok: up && image === 'present' && writable,
-      fields: { engine: answer, [engine.name]: answer, image, data_dir: writable ? 'writable' : 'not_writable' }
+      fields: { engine: answer, [engine.name]: answer, image, data_dir: writable ? 'writable' : 'not_writable', paused: String(paused) }
     }
   }
 

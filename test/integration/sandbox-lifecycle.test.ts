@@ -91,7 +91,7 @@ t.test('sandbox lifecycle (real Docker)', { skip }, async t => {
 
     const ready = await app.inject('/ready')
     t.equal(ready.statusCode, 200)
-    t.same(ready.json(), { status: 'ready', engine: 'ok', docker: 'ok', image: 'present', data_dir: 'writable' })
+    t.same(ready.json(), { status: 'ready', engine: 'ok', docker: 'ok', image: 'present', data_dir: 'writable', paused: '0' })
 
     const status = await app.sandbox.status(chat)
     t.same(status, { state: 'running', metaExists: true, sandboxId: info.sandboxId })

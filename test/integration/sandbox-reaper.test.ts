@@ -143,6 +143,9 @@ t.test('sandbox reaper (real Docker)', { skip }, async t => {
     t.same(await app.sandbox.status(chat), { state: 'running', paused: true, metaExists: true, sandboxId: info.sandboxId }, 'paused, reported as running')
     t.match(await docker.inspect(info.sandboxId), { running: false, paused: true }, 'the engine froze it')
     t.same(stops, [[chat, 'paused']])
+    // /ready counts paused sandboxes (other tests' sandboxes of the prefix may be re-adopted: at least this one).
+    const ready = (await app.inject('/ready')).json<Record<string, string>>()
+    t.ok(Number(ready.paused) >= 1, `/ready says paused: ${ready.paused}`)
     minutes(30)
     await app.sandbox.status(chat)
     await service.reap()
@@ -220,6 +223,7 @@ t.test('sandbox reaper (real Docker)', { skip }, async t => {
     await one.app.close()
     const two = await buildSandboxApp(t, PREFIX, { idleTimeoutS: 600, now, reaperIntervalMs: 3_600_000 }, one.dataDir)
     t.match(await two.app.sandbox.status(chat), { state: 'running', paused: true })
+    t.ok(Number((await two.app.inject('/ready')).json<Record<string, string>>().paused) >= 1, 're-adopted paused: counted by /ready')
     t.equal((await two.app.sandbox.ensure(chat)).sandboxId, info.sandboxId)
     t.equal((await two.app.sandbox.exec(chat, ['sh', '-c', `kill -0 ${pid} && echo alive`])).stdout.toString(), 'alive\n')
   })

@@ -3,12 +3,9 @@
  * `job` commands through bash_tool over MCP. A job outlives the bash_tool timeout that kills everything
  * else the command started, lists its listening port, keeps running across a server restart, is listed as
  * stopped after a sandbox stop and starts again with its saved command. The command's own corner cases
- * (validation, backoff, SIGKILL after the grace, log cap) are test/integration/job-command.test.ts.
- *
- * In the serial tier, never beside test/integration/job-command.test.ts: that one runs the same `job`
- * script on the host, where /proc shows every container's processes, so its `job stop web` signals any
- * process marked CUBICLE_JOB=web, this file's sandbox job included (seen in a parallel full run: the
- * web and flaky jobs ended with SIGTERM; alone this file passes 31/31).
+ * (validation, backoff, SIGKILL after the grace, log cap) are test/integration/job-command.test.ts, which
+ * runs the script on the host: its `job stop` signals only processes carrying its own home's directory id
+ * (CUBICLE_JOB_OWNER) and its job names differ from these, so the two files may run side by side.
  */
 import { mkdtemp, rm } from 'node:fs/promises'
 import { randomBytes } from 'node:crypto'
@@ -19,7 +16,7 @@ import type { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import type { CoreSandboxService } from '../../plugins/sandbox/service.js'
 import { listen } from '../helper.js'
 import { bash, client, textOf, toolsManifest } from '../plugins/workspace-tools/integration-app.js'
-import { dockerOrSkip, removeByPrefix, TEST_IMAGE, testDockerClient } from '../integration/docker.js'
+import { dockerOrSkip, removeByPrefix, TEST_IMAGE, testDockerClient } from './docker.js'
 
 const gate = await dockerOrSkip()
 const sleep = async (ms: number): Promise<void> => await new Promise(resolve => setTimeout(resolve, ms))
