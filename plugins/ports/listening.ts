@@ -1,8 +1,11 @@
+import type { ListeningSocket } from '../sandbox/types.js'
+
 /*
  * Which ports of a sandbox can be opened as apps: the TCP sockets in LISTEN state of its network
- * namespace (/proc/net/tcp and /proc/net/tcp6, read inside it), bound where 127.0.0.1 reaches them
- * (0.0.0.0, 127.0.0.1, ::, ::ffff:127.0.0.1), in the app range. The text comes from the sandbox:
- * it is parsed line by line with fixed-position splits, bounded in lines and length.
+ * namespace (the in-sandbox agent's socket listing, else /proc/net/tcp and /proc/net/tcp6 read inside
+ * it), bound where 127.0.0.1 reaches them (0.0.0.0, 127.0.0.1, ::, ::ffff:127.0.0.1), in the app range.
+ * The text comes from the sandbox: it is parsed line by line with fixed-position splits, bounded in
+ * lines and length; the agent's listing is checked by the sandbox core (agent-files.ts).
  */
 
 const LISTEN = '0A'
@@ -26,6 +29,17 @@ export function parseListening (text: string, hidden: ReadonlySet<number> = new 
     if (!/^[0-9A-Fa-f]{4}$/.test(hex)) continue
     const port = parseInt(hex, 16)
     if (port >= MIN_PORT && port <= MAX_PORT && !hidden.has(port)) ports.add(port)
+  }
+  return [...ports].sort((a, b) => a - b)
+}
+
+const REACHABLE_ADDRESS = new Set(['0.0.0.0', '127.0.0.1', '::', '::ffff:127.0.0.1'])
+
+/** The same from the agent's socket listing. */
+export function listeningPorts (sockets: readonly ListeningSocket[], hidden: ReadonlySet<number> = new Set()): number[] {
+  const ports = new Set<number>()
+  for (const s of sockets) {
+    if (REACHABLE_ADDRESS.has(s.address) && s.port >= MIN_PORT && s.port <= MAX_PORT && !hidden.has(s.port)) ports.add(s.port)
   }
   return [...ports].sort((a, b) => a - b)
 }

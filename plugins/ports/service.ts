@@ -1,9 +1,9 @@
 import type { FastifyBaseLogger } from 'fastify'
-import type { SandboxService } from '../sandbox/types.js'
+import type { SandboxFileOp, SandboxFileResult, SandboxService } from '../sandbox/types.js'
 import type { LinkService } from '../capabilities/types.js'
 import { AppSocket, relayArgv, SandboxAgent } from './connection.js'
 import { PORTS_SANDBOX_NOT_RUNNING, PORTS_TOO_MANY_CONNECTIONS } from './errors.js'
-import { parseListening } from './listening.js'
+import { listeningPorts, parseListening } from './listening.js'
 import type { PortsService } from './types.js'
 
 export interface PortsDeps { sandbox: SandboxService, links: LinkService, log: FastifyBaseLogger }
@@ -33,6 +33,8 @@ export interface PortsRuntime {
   close: () => Promise<void>
 }
 
+/** How many listening sockets the agent lists at most. */
+const LISTENING_MAX = 4096
 /** What is read of the TCP tables (parseListening reads at most 8192 lines of them). */
 const TABLE_MAX_BYTES = 1024 * 1024
 const ENOENT = 2
@@ -92,30 +94,43 @@ export function createPortsService (deps: PortsDeps, opts: PortsServiceOptions):
   }
 
   /**
-   * The sandbox's TCP tables. Asked after every bash_tool command, so through the in-sandbox agent's file
-   * reads when it serves them (no process started: a `cat` per command doubled a short command's time);
-   * a table the kernel does not have (no IPv6) is empty. Without the agent, one `cat` of both.
+   * The listening ports, asked after every bash_tool command: through the in-sandbox agent's socket
+   * listing when it serves it (the kernel's socket diagnostics: no process started, and no walk of the
+   * host's whole connection table, which reading /proc/net/tcp costs milliseconds per read on a large
+   * machine, docs/performance.md); else the TCP tables, read by the agent (an agent older than the
+   * listing) or with one `cat` of both. A table the kernel does not have (no IPv6) is empty.
    */
-  async function readTables (chatId: string): Promise<string> {
+  async function listeningNow (chatId: string): Promise<number[]> {
     const signal = AbortSignal.timeout(opts.listTimeoutMs)
-    if (sandbox.fileOp !== undefined) {
-      const read = async (path: string): Promise<string | undefined> => {
-        const r = await sandbox.fileOp?.(chatId, { op: 'read', path, max: TABLE_MAX_BYTES }, { timeoutMs: opts.listTimeoutMs, signal })
-        if (r === undefined || r.timedOut || r.cancelled) return undefined
-        if (r.ok) return r.data.toString('latin1')
-        return r.errno === ENOENT ? '' : undefined
+    const fileOp = sandbox.fileOp
+    if (fileOp !== undefined) {
+      const ask = async (op: SandboxFileOp): Promise<SandboxFileResult | undefined> => {
+        const r = await fileOp.call(sandbox, chatId, op, { timeoutMs: opts.listTimeoutMs, signal })
+        return r === undefined || r.timedOut || r.cancelled ? undefined : r
       }
-      const tables = await Promise.all([read('/proc/net/tcp'), read('/proc/net/tcp6')])
-      if (tables[0] !== undefined && tables[1] !== undefined) return `${tables[0]}\n${tables[1]}`
+      const listed = await ask({ op: 'listening', max: LISTENING_MAX })
+      if (listed?.sockets !== undefined) return listeningPorts(listed.sockets, hidden)
+      if (listed !== undefined) {
+        const read = async (path: string): Promise<string | undefined> => {
+          const r = await ask({ op: 'read', path, max: TABLE_MAX_BYTES })
+          if (r === undefined) return undefined
+          if (r.ok) return r.data.toString('latin1')
+          return r.errno === ENOENT ? '' : undefined
+        }
+        const tables = await Promise.all([read('/proc/net/tcp'), read('/proc/net/tcp6')])
+        if (tables[0] !== undefined && tables[1] !== undefined) return parseListening(`${tables[0]}\n${tables[1]}`, hidden)
+      }
     }
     const res = await sandbox.exec(chatId, ['cat', '/proc/net/tcp', '/proc/net/tcp6'], { timeoutMs: opts.listTimeoutMs, maxBytes: TABLE_MAX_BYTES, signal })
-    return res.stdout.toString('latin1')
+    return parseListening(res.stdout.toString('latin1'), hidden)
   }
 
-  async function listening (chatId: string): Promise<number[]> {
-    if ((await sandbox.status(chatId)).state !== 'running') return []
+  /** `known`: the caller just ran a call in the sandbox, its own record is enough (no engine call). */
+  async function listening (chatId: string, known = false): Promise<number[]> {
+    const running = known && sandbox.knownRunning !== undefined ? sandbox.knownRunning(chatId) : (await sandbox.status(chatId)).state === 'running'
+    if (!running) return []
     try {
-      return parseListening(await readTables(chatId), hidden)
+      return await listeningNow(chatId)
     } catch (err) {
       if (notRunning(err)) return []
       throw err
@@ -145,7 +160,7 @@ export function createPortsService (deps: PortsDeps, opts: PortsServiceOptions):
     },
     requireRunning,
     async newlyListening (chatId) {
-      const now = await listening(chatId)
+      const now = await listening(chatId, true)
       const before = seen.get(chatId)
       seen.delete(chatId)
       seen.set(chatId, new Set(now))

@@ -4,15 +4,16 @@ import type { AgentConnection } from './agent-connection.js'
 import { decodeJson, encodeJson, parseFailure, ProtocolError, T_DATA, T_FILE, T_RESULT } from './agent-protocol.js'
 import { armDeadline } from './clock.js'
 import type { Recovery } from './recovery.js'
-import type { SandboxFileKind, SandboxFileOp, SandboxFileResult } from './types.js'
+import type { ListeningSocket, SandboxFileKind, SandboxFileOp, SandboxFileResult } from './types.js'
 
 /*
  * File operations through cubicle-agent (sandbox-image/agent/cubicle_files.py): stat, read and atomic
- * write as assistant, answered by DATA frames and one RESULT, with no process spawned in the sandbox.
- * The answer is untrusted: the kind must be a known one, numbers are range-checked, a read may not
- * return more than asked (the stream is closed if it tries), messages are cut. The caller runs the
- * equivalent command when the answer is `undefined` (no agent, a lost stream, a write too big for one
- * frame); a lost write is safe to repeat (it replaces the whole file atomically).
+ * write as assistant, and the listening TCP sockets, answered by DATA frames and one RESULT, with no
+ * process spawned in the sandbox. The answer is untrusted: the kind must be a known one, numbers are
+ * range-checked, a read may not return more than asked and socket records must be well-formed (the
+ * stream is closed if they are not), messages are cut. The caller runs the equivalent command when
+ * the answer is `undefined` (no agent, a lost stream, a write too big for one frame); a lost write is
+ * safe to repeat (it replaces the whole file atomically).
  */
 
 /** The agent reads at most this much per request (cubicle_files.MAX_READ). */
@@ -20,6 +21,42 @@ export const AGENT_READ_MAX = 8 * 1024 * 1024
 /** The agent accepts frames up to 8 MiB + 16 (cubicle-agent MAX_IN): a write's JSON and data must fit. */
 const WRITE_MAX = 8 * 1024 * 1024 - 64 * 1024
 const KINDS = new Set<string>(['file', 'dir', 'fifo', 'socket', 'char', 'block'])
+/** The agent lists at most this many listening sockets (cubicle_files.MAX_LISTENING). */
+export const LISTENING_MAX = 4096
+/** A listening socket's record: u8 family (4 or 6), u8 0, u16 port, 16 address bytes (IPv4: the first 4, then zeros). */
+const RECORD = 20
+
+/** An IPv6 address in RFC 5952 notation (`::` for the longest run of zero groups, `::ffff:a.b.c.d` when IPv4-mapped). */
+export function formatIPv6 (b: Buffer): string {
+  if (b.subarray(0, 10).every(x => x === 0) && b[10] === 0xff && b[11] === 0xff) return `::ffff:${b[12]}.${b[13]}.${b[14]}.${b[15]}`
+  const groups = Array.from({ length: 8 }, (_, i) => b.readUInt16BE(i * 2))
+  let best = -1
+  let bestLen = 1
+  for (let i = 0; i < 8;) {
+    let j = i
+    while (j < 8 && groups[j] === 0) j++
+    if (j - i > bestLen) { best = i; bestLen = j - i }
+    i = j === i ? i + 1 : j
+  }
+  const hex = groups.map(g => g.toString(16))
+  if (best < 0) return hex.join(':')
+  return `${hex.slice(0, best).join(':')}::${hex.slice(best + bestLen).join(':')}`
+}
+
+/** The agent's socket records; anything malformed is a protocol violation. */
+export function parseListening (data: Buffer): ListeningSocket[] {
+  if (data.length % RECORD !== 0) throw new ProtocolError('listening records of a bad length')
+  const out: ListeningSocket[] = []
+  for (let at = 0; at < data.length; at += RECORD) {
+    const family = data[at]
+    const addr = data.subarray(at + 4, at + RECORD)
+    if (data[at + 1] !== 0 || (family !== 4 && family !== 6) || (family === 4 && addr.subarray(4).some(x => x !== 0))) {
+      throw new ProtocolError('bad listening record')
+    }
+    out.push({ family, address: family === 4 ? `${addr[0]}.${addr[1]}.${addr[2]}.${addr[3]}` : formatIPv6(addr), port: data.readUInt16BE(at + 2) })
+  }
+  return out
+}
 
 const count = (v: unknown, max: number): number | undefined =>
   Number.isSafeInteger(v) && (v as number) >= 0 && (v as number) <= max ? v as number : undefined
@@ -44,6 +81,10 @@ function wire (op: SandboxFileOp): { json: Record<string, unknown>, data?: Buffe
     return { json: { op: 'read', path: op.path, max, offset: Math.trunc(op.offset ?? 0) }, cap: max }
   }
   if (op.op === 'write') return { json: { op: 'write', path: op.path }, data: op.data, cap: 0 }
+  if (op.op === 'listening') {
+    const max = Math.max(0, Math.min(Math.floor(op.max), LISTENING_MAX))
+    return { json: { op: 'listening', max }, cap: max * RECORD }
+  }
   return { json: { op: 'stat', path: op.path }, cap: 0 }
 }
 
@@ -75,7 +116,17 @@ export async function fileRequest (conn: AgentConnection, op: SandboxFileOp, opt
           parts.push(payload)
           return
         }
-        if (type === T_RESULT) { end(parseFileResult(decodeJson(payload), Buffer.concat(parts, got))); return }
+        if (type === T_RESULT) {
+          const v = decodeJson(payload)
+          const r = parseFileResult(v, Buffer.concat(parts, got))
+          if (op.op === 'listening' && r.ok) {
+            r.sockets = parseListening(r.data)
+            r.more = v.more === true
+            r.data = Buffer.alloc(0)
+          }
+          end(r)
+          return
+        }
         throw new ProtocolError(`frame type ${type} in a file operation`)
       },
       lost: () => { end(undefined) }

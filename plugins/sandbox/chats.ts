@@ -106,6 +106,12 @@ export class Chats {
     return e
   }
 
+  /** Whether the chat's sandbox runs as far as this table knows (no entry is created; a stop or restart in progress does not count). */
+  knownRunning (chatId: string): boolean {
+    const e = this.entries.get(chatKey(chatId))
+    return e !== undefined && e.state === 'running' && e.sandboxId !== undefined && !e.stopping && e.restarting === null
+  }
+
   /** Stamps a state change of `entry` (the reaper leaves entries changed after its listing alone). */
   changed (entry: Entry): void {
     entry.epoch = ++this.epoch

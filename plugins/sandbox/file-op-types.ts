@@ -1,4 +1,4 @@
-/* The in-sandbox agent's file operations (SandboxService.fileOp, agent-files.ts); re-exported by types.ts. */
+/* The in-sandbox agent's file operations and socket listing (SandboxService.fileOp, agent-files.ts); re-exported by types.ts. */
 
 /** Extension (docs/contract.md#in-sandbox-agent): a file operation the in-sandbox agent serves as `assistant` (fileOp()). */
 export type SandboxFileOp =
@@ -8,6 +8,20 @@ export type SandboxFileOp =
   | { op: 'read', path: string, max: number, offset?: number }
   /** atomic replace (temp file + rename, the old file's mode kept, 0644 for a new one); parents created */
   | { op: 'write', path: string, data: Buffer }
+  /**
+   * the TCP sockets in LISTEN state of the sandbox's network namespace, at most `max` (≤ 4096), from the
+   * kernel's socket diagnostics (cheaper than reading /proc/net/tcp, which walks the host's whole
+   * connection table); an agent older than this op answers `ok: false`
+   */
+  | { op: 'listening', max: number }
+
+/** One listening TCP socket (fileOp `listening`): its local address, text in the usual notation. */
+export interface ListeningSocket {
+  family: 4 | 6
+  /** `0.0.0.0`, `127.0.0.1`, `::`, `::1`, `::ffff:127.0.0.1`, … */
+  address: string
+  port: number
+}
 
 export type SandboxFileKind = 'file' | 'dir' | 'fifo' | 'socket' | 'char' | 'block' | 'other'
 
@@ -27,6 +41,9 @@ export interface SandboxFileResult {
   existed?: boolean
   /** read: the bytes (never more than asked) */
   data: Buffer
+  /** listening: the sockets (never more than asked); `more` when the agent left some out */
+  sockets?: ListeningSocket[]
+  more?: boolean
   timedOut: boolean
   cancelled: boolean
 }

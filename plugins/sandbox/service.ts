@@ -112,6 +112,7 @@ export function createSandboxService (opts: ServiceOptions, engine: SandboxEngin
     diskCheck: async () => { await disk.pass() },
     ensure: async (chatId, o) => await lifecycle.ensure(chatId, o),
     status: async chatId => await lifecycle.status(chatId),
+    knownRunning: chatId => chats.knownRunning(chatId),
     exec: async (chatId, argv, o) => await execs.exec(chatId, argv, o),
     runCommand: async (chatId, command, o) => await runCommand(chatId, command, o),
     putFile: async (chatId, path, content, o) => { await execs.putFile(chatId, path, content, o) },

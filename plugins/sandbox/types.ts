@@ -10,7 +10,7 @@ export type {
 } from './engine-types.js'
 
 import type { SandboxFileOp, SandboxFileResult } from './file-op-types.js'
-export type { SandboxFileKind, SandboxFileOp, SandboxFileResult } from './file-op-types.js'
+export type { ListeningSocket, SandboxFileKind, SandboxFileOp, SandboxFileResult } from './file-op-types.js'
 
 /** A running sandbox of one chat. */
 export interface SandboxInfo {
@@ -236,6 +236,12 @@ export interface SandboxService {
   ensure (chatId: string, opts?: EnsureOptions): Promise<SandboxInfo>
   /** Never creates or starts anything. */
   status (chatId: string): Promise<SandboxStatus>
+  /**
+   * Extension: whether the server's own record says the chat's sandbox runs (no engine call, never
+   * starts anything): for checks right after a call that ran in it. A sandbox stopped behind the
+   * server's back counts as running until a call or the reaper finds out; status() asks the engine.
+   */
+  knownRunning? (chatId: string): boolean
   /**
    * Runs argv (no shell) in the running sandbox and collects its output. A sandbox found gone or
    * stopped behind the server's back is started again (recreated on the same workspace when removed),

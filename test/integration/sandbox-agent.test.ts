@@ -81,6 +81,20 @@ t.test('in-sandbox agent (real Docker)', { skip }, async t => {
     t.equal(big, undefined, 'a write larger than one frame is left to the exec path')
   })
 
+  t.test('listening TCP sockets from the agent (sock_diag inside the sandbox), no docker exec', async t => { // docs/performance.md
+    const op = sandbox.fileOp
+    if (op === undefined) { t.fail('the driver has no fileOp'); return }
+    // IPv6 is off in sandboxes by default (the host agent test covers ::1: test/plugins/sandbox/agent-script.test.ts).
+    await run('(python3 -m http.server 8123 --bind 127.0.0.1 >/dev/null 2>&1 &); for i in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/8123) 2>/dev/null && break; sleep 0.1; done')
+    execs.length = 0
+    const r = await op(chat, { op: 'listening', max: 4096 }, { timeoutMs: 10_000 })
+    t.equal(r?.ok, true, `answered: ${r?.error ?? ''}`)
+    t.ok(r?.sockets?.some(s => s.family === 4 && s.address === '127.0.0.1' && s.port === 8123), '127.0.0.1:8123')
+    t.notOk(r?.sockets?.some(s => s.port === 8000), 'only what listens')
+    t.same(execs, [], 'no docker exec')
+    await run('pkill -f "http.server 8123" || true')
+  })
+
   t.test('concurrent commands share the stream; a flood does not block a small command; output stays in order', async t => {
     const flood = run("head -c 30000000 /dev/zero | tr '\\0' x; echo end")
     await new Promise(resolve => setTimeout(resolve, 300))

@@ -4,7 +4,8 @@ import t from 'tap'
 import { createServer, get } from 'node:http'
 import { connect, type AddressInfo } from 'node:net'
 import { AppSocket, SandboxAgent } from '../../../plugins/ports/connection.js'
-import type { SandboxStream } from '../../../plugins/sandbox/types.js'
+import type { SandboxFileOp, SandboxFileResult, SandboxService, SandboxStream } from '../../../plugins/sandbox/types.js'
+import type { LinkService } from '../../../plugins/capabilities/types.js'
 import { ourCookie, requestHeaders, responseHeaders, rewriteLocation, scopeSetCookie, stripOurCookie, tokenCookie, withoutToken, type AppView } from '../../../plugins/ports/headers.js'
 import { appPort, parseListening } from '../../../plugins/ports/listening.js'
 
@@ -157,4 +158,35 @@ t.test('a kept-alive relay connection serves many requests without gathering lis
   t.ok((opened[0] as AppSocket).listenerCount('timeout') <= 2, `timeout listeners stay bounded (${(opened[0] as AppSocket).listenerCount('timeout')})`)
   await new Promise(resolve => setTimeout(resolve, 800))
   t.ok((opened[0] as AppSocket).destroyed, 'an unused pooled relay is closed after the agent\'s timeout')
+})
+
+t.test('new listening ports after a command: the agent\'s socket listing, no engine call; the TCP tables from an older agent', async t => { // docs/performance.md
+  const { createPortsService } = await import('../../../plugins/ports/service.js')
+  const { default: pino } = await import('pino')
+  const calls: string[] = []
+  let listing: SandboxFileResult = { ok: true, errno: 0, error: '', data: Buffer.alloc(0), timedOut: false, cancelled: false, sockets: [{ family: 4, address: '0.0.0.0', port: 3000 }, { family: 6, address: '::1', port: 3001 }, { family: 4, address: '10.0.0.2', port: 3002 }] }
+  const table = '   0: 0100007F:1F40 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 2 1'
+  const sandbox = {
+    status: async () => { calls.push('status'); return { state: 'running' as const, metaExists: true } },
+    knownRunning: () => { calls.push('knownRunning'); return true },
+    openStream: async () => { throw new Error('not used') },
+    fileOp: async (_chat: string, op: SandboxFileOp) => {
+      calls.push(op.op === 'read' ? `read ${op.path}` : op.op)
+      if (op.op === 'listening') return listing
+      return { ok: true, errno: 0, error: '', data: Buffer.from(op.op === 'read' && op.path === '/proc/net/tcp' ? table : ''), timedOut: false, cancelled: false }
+    },
+    exec: async () => { throw new Error('no exec expected') }
+  } as unknown as SandboxService
+  const runtime = createPortsService({ sandbox, links: { publicBaseUrl: 'https://cubicle.example' } as unknown as LinkService, log: pino({ level: 'silent' }) },
+    { maxConnectionsPerChat: 4, freeSocketMs: 1000, hiddenPorts: [], listTimeoutMs: 2000 })
+  t.same(await runtime.newlyListening('chat-a'), [3000], 'reachable from 127.0.0.1 only (::1 and another address are not)')
+  t.same(calls, ['knownRunning', 'listening'], 'the server\'s own record and one listing: no status (an engine inspect), no table walk')
+  calls.length = 0
+  listing = { ok: false, errno: 0, error: 'unknown operation', data: Buffer.alloc(0), timedOut: false, cancelled: false }
+  t.same(await runtime.newlyListening('chat-a'), [8000], 'an agent without the listing: its TCP tables')
+  t.same(calls, ['knownRunning', 'listening', 'read /proc/net/tcp', 'read /proc/net/tcp6'])
+  calls.length = 0
+  t.same(await runtime.service.apps('chat-a'), [{ port: 8000, url: 'https://cubicle.example/apps/chat-a/8000/' }])
+  t.equal(calls[0], 'status', 'the apps listing asks the engine (it runs outside any call)')
+  await runtime.close()
 })

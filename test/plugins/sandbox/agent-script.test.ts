@@ -7,7 +7,9 @@
 import t from 'tap'
 import { spawn, spawnSync } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
-import { encodeJson, FrameParser, parseExit, T_EXEC, T_EXIT, T_HELLO, T_OUT } from '../../../plugins/sandbox/agent-protocol.js'
+import { createServer, type AddressInfo, type Server } from 'node:net'
+import { decodeJson, encodeJson, FrameParser, parseExit, T_DATA, T_EXEC, T_EXIT, T_FILE, T_HELLO, T_OUT, T_RESULT } from '../../../plugins/sandbox/agent-protocol.js'
+import { parseListening } from '../../../plugins/sandbox/agent-files.js'
 
 const SCRIPT = fileURLToPath(new URL('../../../sandbox-image/agent/cubicle-agent.py', import.meta.url))
 const python = spawnSync('python3', ['-c', 'import sys; sys.exit(0 if sys.version_info >= (3, 9) else 1)']).status === 0
@@ -98,4 +100,42 @@ for node in tree.body:
   t.equal(r.stdout.trim(), 'sys,ctypes', 'imports before the prctl')
   const run = spawnSync('python3', ['-I', '-S', '-B', SCRIPT], { input: '', encoding: 'utf8', timeout: 10_000 })
   t.equal(run.status, 0, 'starts, says hello and exits when stdin ends')
+})
+
+/** One FILE request to a fresh agent: its DATA and RESULT. */
+async function fileOp (req: Record<string, unknown>): Promise<{ result: Record<string, unknown>, data: Buffer }> {
+  const child = spawn('python3', ['-I', '-S', '-B', SCRIPT], { stdio: ['pipe', 'pipe', 'inherit'] })
+  try {
+    return await new Promise((resolve, reject) => {
+      const data: Buffer[] = []
+      const parser = new FrameParser((id, type, payload) => {
+        if (type === T_DATA && id === 1) data.push(Buffer.from(payload))
+        if (type === T_RESULT && id === 1) resolve({ result: decodeJson(payload), data: Buffer.concat(data) })
+      }, reason => { reject(new Error(`protocol: ${reason}`)) })
+      child.stdout.on('data', (c: Buffer) => { parser.push(c) })
+      child.stdin.write(encodeJson(1, T_FILE, req))
+    })
+  } finally { child.stdin.end(); child.kill() }
+}
+
+async function listen (host: string): Promise<Server | null> {
+  const server = createServer()
+  return await new Promise(resolve => {
+    server.once('error', () => { resolve(null) })
+    server.listen(0, host, () => { resolve(server) })
+  })
+}
+
+t.test('the agent lists the listening TCP sockets of its network namespace (sock_diag, not /proc/net/tcp)', { skip }, async t => { // docs/performance.md
+  const v4 = await listen('127.0.0.1')
+  const v6 = await listen('::1')
+  t.teardown(() => { v4?.close(); v6?.close() })
+  if (v4 === null) { t.fail('cannot listen on 127.0.0.1'); return }
+  const { result, data } = await fileOp({ op: 'listening', max: 4096 })
+  t.equal(result.ok, true, `answered: ${JSON.stringify(result)}`)
+  const sockets = parseListening(data)
+  t.ok(sockets.some(s => s.family === 4 && s.address === '127.0.0.1' && s.port === (v4.address() as AddressInfo).port), 'the IPv4 listener')
+  if (v6 !== null) t.ok(sockets.some(s => s.family === 6 && s.address === '::1' && s.port === (v6.address() as AddressInfo).port), 'the IPv6 listener')
+  const one = await fileOp({ op: 'listening', max: 1 })
+  t.same([one.data.length, one.result.more], [20, true], 'at most `max` records, and `more` says some were left out')
 })

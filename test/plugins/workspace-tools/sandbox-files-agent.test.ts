@@ -121,3 +121,61 @@ t.test('a hostile agent: DATA beyond what was asked, or a frame of another kind,
   t.same([(await ok)?.data.toString(), (await ok)?.size], ['abcd', 4], 'exactly what was asked is accepted')
   conn3.close()
 })
+
+t.test('the agent\'s listening sockets: well-formed records only, addresses in the usual notation', async t => { // docs/performance.md
+  const { PassThrough } = await import('node:stream')
+  const { AgentConnection } = await import('../../../plugins/sandbox/agent-connection.js')
+  const { encodeJson, T_DATA, T_RESULT } = await import('../../../plugins/sandbox/agent-protocol.js')
+  const { formatIPv6, parseListening } = await import('../../../plugins/sandbox/agent-files.js')
+  const record = (family: number, port: number, addr: number[], pad = 0): Buffer => {
+    const b = Buffer.alloc(20)
+    b[0] = family
+    b[1] = pad
+    b.writeUInt16BE(port, 2)
+    Buffer.from(addr).copy(b, 4)
+    return b
+  }
+  const v6 = (hex: string): number[] => [...Buffer.from(hex, 'hex')]
+  t.same(parseListening(Buffer.concat([
+    record(4, 3000, [0, 0, 0, 0]),
+    record(4, 8000, [127, 0, 0, 1]),
+    record(6, 5173, v6('00000000000000000000000000000000')),
+    record(6, 5174, v6('00000000000000000000000000000001')),
+    record(6, 5175, v6('00000000000000000000ffff7f000001')),
+    record(6, 5176, v6('20010db8000000000001000000000001'))
+  ])), [
+    { family: 4, address: '0.0.0.0', port: 3000 },
+    { family: 4, address: '127.0.0.1', port: 8000 },
+    { family: 6, address: '::', port: 5173 },
+    { family: 6, address: '::1', port: 5174 },
+    { family: 6, address: '::ffff:127.0.0.1', port: 5175 },
+    { family: 6, address: '2001:db8::1:0:0:1', port: 5176 }
+  ])
+  t.equal(formatIPv6(Buffer.from('20010db8000000000001000000000000', 'hex')), '2001:db8:0:0:1::', 'the longest run of zero groups')
+  t.equal(formatIPv6(Buffer.from('20010db8000000000001000000000001', 'hex')), '2001:db8::1:0:0:1', 'the first of equal runs')
+  t.equal(formatIPv6(Buffer.from('fe800000000000000000000000000000', 'hex')), 'fe80::', 'a run at the end')
+  t.equal(formatIPv6(Buffer.from('20010db8000100020003000400050006', 'hex')), '2001:db8:1:2:3:4:5:6', 'no run of two')
+  t.throws(() => parseListening(Buffer.alloc(19)), { name: 'ProtocolError' }, 'a partial record')
+  t.throws(() => parseListening(record(5, 80, [])), { name: 'ProtocolError' }, 'an unknown family')
+  t.throws(() => parseListening(record(4, 80, [1, 2, 3, 4, 5])), { name: 'ProtocolError' }, 'an IPv4 address with bytes beyond four')
+  t.throws(() => parseListening(record(4, 80, [], 1)), { name: 'ProtocolError' }, 'a reserved byte set')
+
+  // Over the stream: the records become `sockets`; more records than asked close the stream.
+  const conn = new AgentConnection(new PassThrough(), () => {})
+  const asked = fileRequest(conn, { op: 'listening', max: 2 }, { timeoutMs: 5000 })
+  conn.dispatch(1, T_DATA, Buffer.concat([record(4, 3000, [0, 0, 0, 0]), record(6, 3001, v6('00000000000000000000000000000001'))]))
+  conn.dispatch(1, T_RESULT, encodeJson(0, T_RESULT, { ok: true, more: true }).subarray(9))
+  const r = await asked
+  t.same([r?.sockets, r?.more, r?.data.length], [[{ family: 4, address: '0.0.0.0', port: 3000 }, { family: 6, address: '::1', port: 3001 }], true, 0])
+  conn.close()
+  const conn2 = new AgentConnection(new PassThrough(), () => {})
+  const tooMany = fileRequest(conn2, { op: 'listening', max: 1 }, { timeoutMs: 5000 })
+  t.throws(() => { conn2.dispatch(1, T_DATA, Buffer.alloc(40)) }, { name: 'ProtocolError' }, 'two records for one asked')
+  conn2.close()
+  t.equal(await tooMany, undefined)
+  const conn3 = new AgentConnection(new PassThrough(), () => {})
+  const old = fileRequest(conn3, { op: 'listening', max: 1 }, { timeoutMs: 5000 })
+  conn3.dispatch(1, T_RESULT, encodeJson(0, T_RESULT, { ok: false, errno: 0, error: 'unknown operation' }).subarray(9))
+  t.same([(await old)?.ok, (await old)?.sockets], [false, undefined], 'an agent without the op says so')
+  conn3.close()
+})
