@@ -5,12 +5,16 @@
  * 409/422 Status errors, and SIGTERM removing everything it created. Needs Docker.
  */
 import { spawn, type ChildProcess } from 'node:child_process'
+import { readFileSync } from 'node:fs'
 import { PassThrough, Readable } from 'node:stream'
-import { delimiter, dirname } from 'node:path'
+import { delimiter, dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import t from 'tap'
 import Docker from 'dockerode'
 import { ApiException, CoreV1Api, Exec, KubeConfig, NetworkingV1Api, PatchStrategy, setHeaderOptions, Watch, type V1Pod, type V1Status } from '@kubernetes/client-node'
+import WebSocket from 'ws'
+import { rulesFromYaml } from '../fixtures/fake-kube/rbac.js'
+import { startFakeKube } from '../fixtures/fake-kube/server.js'
 import { dockerOrSkip, TEST_IMAGE } from './docker.js'
 
 const PREFIX = 'tfkube'
@@ -318,8 +322,39 @@ t.test('the fake Kubernetes API server', { skip }, async t => {
     stopped = true
     t.match(fake.output(), /stopped on SIGTERM: removed \d+ containers and 1 volumes/)
     t.same(await leftovers(docker), { containers: 0, volumes: 0 })
+    // esbuild's service process (tsx's) ends on its own when node's pipe to it closes: give it a moment.
+    const end = Date.now() + 10000
+    while (killGroup(fake.child, 0) && Date.now() < end) await new Promise(resolve => setTimeout(resolve, 100))
     t.equal(killGroup(fake.child, 0), false, 'no process of the npm run is left')
     const refused = await fetch(`${fake.url}/api/v1/namespaces/${NS}/pods`).then(() => 'answered', (err: Error) => err.name)
     t.equal(refused, 'TypeError', 'the port no longer answers')
   })
+})
+
+t.test('with --rbac, requests outside the Role of deploy/kubernetes/rbac.yaml are refused as an API server does', { skip }, async t => {
+  const kube = await startFakeKube(0, '127.0.0.1', { prefix: `${PREFIX}-rbac`, rbac: rulesFromYaml(readFileSync(join(root, 'deploy/kubernetes/rbac.yaml'), 'utf8')) })
+  t.teardown(async () => { await kube.close() })
+  const address = kube.server.address()
+  const base = `127.0.0.1:${typeof address === 'object' && address !== null ? address.port : 0}`
+  const call = async (method: string, path: string, body?: object): Promise<{ code: number, status: V1Status }> => {
+    const res = await fetch(`http://${base}${path}`, { method, headers: { 'content-type': method === 'PATCH' ? 'application/merge-patch+json' : 'application/json' }, ...(body === undefined ? {} : { body: JSON.stringify(body) }) })
+    return { code: res.status, status: await res.json() as V1Status }
+  }
+  const ns = `/api/v1/namespaces/${NS}`
+  t.equal((await call('GET', `${ns}/pods`)).code, 200, 'list pods: granted')
+  t.equal((await call('POST', `${ns}/configmaps`, { metadata: { name: 'record' }, data: { a: 'b' } })).code, 201, 'create configmaps: granted')
+  const secret = await call('GET', `${ns}/secrets/keys`)
+  t.same([secret.code, secret.status.reason, secret.status.message], [403, 'Forbidden', `secrets "keys" is forbidden: User "system:serviceaccount:fake-kube:sandbox-engine" cannot get resource "secrets" in API group "" in the namespace "${NS}"`], 'secrets: not granted, in the API server\'s words')
+  t.equal((await call('PATCH', `${ns}/persistentvolumeclaims/home`, { metadata: { labels: { a: 'b' } } })).code, 403, 'patch persistentvolumeclaims: not granted')
+  t.equal((await call('GET', `${ns}/pods/sandbox/log`)).code, 403, 'pods/log: not granted')
+  t.equal((await call('GET', ns)).code, 403, 'the namespace itself: not granted')
+  const upgrade = await new Promise<number>(resolve => {
+    const ws = new WebSocket(`ws://${base}${ns}/pods/missing/exec?command=true&stdout=1`, ['v5.channel.k8s.io'])
+    ws.on('unexpected-response', (_req, res) => { resolve(res.statusCode ?? 0); res.resume(); ws.terminate() })
+    ws.on('open', () => { resolve(101); ws.close() })
+    ws.on('error', () => { resolve(-1) })
+  })
+  t.equal(upgrade, 404, 'pods/exec: granted (get and create), then the missing pod is not found')
+  t.same([...kube.authorizer!.used.keys()].sort(), ['create configmaps', 'create pods/exec', 'get pods/exec', 'list pods'], 'what was allowed')
+  t.same(kube.authorizer!.refused, ['get secrets', 'patch persistentvolumeclaims', 'get pods/log', 'get namespaces'], 'what was refused')
 })
