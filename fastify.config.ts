@@ -63,6 +63,10 @@ const plugins = {
   // The sandbox engine first (it decorates fastify.sandboxEngine), then the engine-neutral core.
   'sandbox-docker': config => entry(sandboxDocker, {
     dockerHost: config.DOCKER_HOST || config.DOCKER_SOCKET,
+    // Where the chats' areas and the skills are, as the server and the daemon see them (docs/engine.md#storage).
+    dataDir: config.DATA_DIR,
+    dataDirHost: config.dataDirHost,
+    skillsDirHost: config.SKILLS_DIR_HOST,
     // The agent socket's run directories (docs/engine.md#the-agent-socket), as the server and the daemon see them.
     agentRunDir: config.SANDBOX_AGENT && config.SANDBOX_AGENT_SOCKET ? `${config.DATA_DIR}/run` : '',
     agentRunDirHost: `${config.dataDirHost}/run`
@@ -75,7 +79,6 @@ const plugins = {
     agent: config.SANDBOX_AGENT,
     agentBytesPerSecond: config.SANDBOX_AGENT_MAX_BYTES_PER_SECOND,
     dataDir: config.DATA_DIR,
-    dataDirHost: config.dataDirHost,
     memLimit: config.CONTAINER_MEM_LIMIT,
     cpuLimit: config.CONTAINER_CPU_LIMIT,
     pidsLimit: config.CONTAINER_PIDS_LIMIT,
@@ -90,8 +93,7 @@ const plugins = {
     leaseTimeoutS: config.SANDBOX_LEASE_TIMEOUT,
     commandTimeoutS: config.COMMAND_TIMEOUT,
     uid: config.SANDBOX_UID,
-    gid: config.SANDBOX_GID,
-    skillsDirHost: config.SKILLS_DIR_HOST
+    gid: config.SANDBOX_GID
   }),
   egress: config => entry(egress, {
     mode: config.EGRESS as 'open' | 'allowlist' | 'off',

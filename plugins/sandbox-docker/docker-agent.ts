@@ -3,7 +3,8 @@ import type { Socket } from 'node:net'
 import { AGENT_MOUNT, RunDirs, TOKEN } from './agent-run-dir.js'
 import { AgentSockets, type AgentSocketLog } from './agent-socket.js'
 import type { AdapterContext } from './docker-context.js'
-import type { SandboxEngine } from '../sandbox/types.js'
+import type { HostMount } from '../../core/storage-layout.js'
+import type { SandboxEngine, SandboxSpec } from '../sandbox/types.js'
 
 /*
  * The agent socket wired into the Docker engine (docs/engine.md#the-agent-socket): a sandbox created from
@@ -11,7 +12,7 @@ import type { SandboxEngine } from '../sandbox/types.js'
  * directory, labelled with its random token and bind-mounted read-only at /run/cubicle-agent; start
  * opens the window for its fresh agent, exec waits for that window to close, remove deletes the
  * directory, and agentChannel hands the core the authenticated connection. The mount is the engine's
- * own: inspect leaves it out, so drift detection compares only what the core asked for. Any
+ * own: the plain engine's inspect leaves it out of the storage it reports, so drift detection compares only what the core asked for. Any
  * failure here leaves the sandbox to the exec path, never failing the call.
  */
 
@@ -25,10 +26,16 @@ const SWEEP_EVERY_MS = 10 * 60_000
 
 export interface AgentSocketOptions { runDir: string, runDirHost: string, log: AgentSocketLog }
 
-/** What the wrapper needs of the plain engine: a start that says whether the sandbox was stopped before. */
-export interface StartCall { startFresh: (id: string) => Promise<boolean> }
+/**
+ * What the wrapper needs of the plain engine: a start that says whether the sandbox was stopped before, and
+ * a create that adds a mount of the engine's own to the spec's storage.
+ */
+export interface StartCall {
+  startFresh: (id: string) => Promise<boolean>
+  createWith: (spec: SandboxSpec, mounts: HostMount[]) => Promise<{ id: string } | 'conflict'>
+}
 
-export function withAgentSocket (engine: SandboxEngine, start: StartCall, ctx: AdapterContext, o: AgentSocketOptions): SandboxEngine {
+export function withAgentSocket<E extends SandboxEngine> (engine: E, start: StartCall, ctx: AdapterContext, o: AgentSocketOptions): E {
   const { docker, run } = ctx
   const sockets = new AgentSockets(new RunDirs(o.runDir, o.runDirHost), o.log)
   const images = new Map<string, { at: number, socket: boolean }>()
@@ -91,11 +98,7 @@ export function withAgentSocket (engine: SandboxEngine, start: StartCall, ctx: A
       }
       if (token === null) return await engine.create(spec)
       try {
-        const r = await engine.create({
-          ...spec,
-          labels: { ...spec.labels, [RUN_LABEL]: token },
-          mounts: [...spec.mounts, { type: 'bind', source, target: AGENT_MOUNT, readOnly: true }]
-        })
+        const r = await start.createWith({ ...spec, labels: { ...spec.labels, [RUN_LABEL]: token } }, [{ type: 'bind', source, target: AGENT_MOUNT, readOnly: true }])
         if (r === 'conflict') await sockets.dirs.remove(token)
         else sockets.note(r.id, token)
         return r
@@ -132,7 +135,7 @@ export function withAgentSocket (engine: SandboxEngine, start: StartCall, ctx: A
       const d = await engine.inspect(idOrName)
       if (d === null) return null
       note(d.id, d.labels, d.running)
-      return { ...d, mounts: d.mounts.filter(m => m.target !== AGENT_MOUNT) }
+      return d
     },
 
     async list (labelFilters) {

@@ -8,7 +8,9 @@ import { createMonitorClient } from './docker-monitor.js'
 import { objectCalls } from './docker-objects.js'
 import { leaseCalls } from './docker-lease.js'
 import { withAgentSocket, type AgentSocketOptions } from './docker-agent.js'
-import type { SandboxEngine } from '../sandbox/types.js'
+import { hostMounts, storageOfMounts, type HostMount, type HostRoots } from '../../core/storage-layout.js'
+import type { SandboxEngine, SandboxSpec } from '../sandbox/types.js'
+import { AGENT_MOUNT } from './agent-run-dir.js'
 
 /*
  * The Docker engine (engine-types.ts SandboxEngine): the only file that builds the dockerode client.
@@ -44,17 +46,45 @@ async function absorb (request: Promise<unknown>, statuses: number[]): Promise<v
 }
 
 /**
+ * Where the engine's host keeps a sandbox's storage (docs/engine.md#storage): `data` is DATA_DIR as the
+ * daemon sees it (DATA_DIR_HOST: the chats' and pool slots' uploads and outputs below it), `skills` is
+ * SKILLS_DIR_HOST ('' = no skills).
+ */
+export type DockerStorage = HostRoots
+
+/** The Docker engine: the contract, plus where its storage lives (set by the plugin, also on an engine a test wrapped). */
+export interface DockerEngine extends SandboxEngine {
+  useStorage: (roots: DockerStorage) => void
+}
+
+/**
  * `limits` bounds how much work the engine gets at once (docker-context.ts; tests tighten them).
  * Every request is queued in its lane, bounded in time, and retried when idempotent and the engine
- * was merely busy.
+ * was merely busy. `storage`: where the chats' areas are on the daemon's host; without it (or a later
+ * useStorage) a create fails, while every other call works (tests that only list and remove).
  */
-export function createDockerEngine (host: string, limits: Partial<EngineLimits> = {}, agentSocket?: AgentSocketOptions): SandboxEngine {
+export function createDockerEngine (host: string, limits: Partial<EngineLimits> = {}, agentSocket?: AgentSocketOptions, storage?: DockerStorage): DockerEngine {
   const endpoint = parseDockerHost(host)
   const agent = createAgent(endpoint)
   const docker = new Docker({ ...endpoint.docker, ...(agent === undefined ? {} : { agent }) } as Docker.DockerOptions)
   const ctx = adapterContext(docker, { ...DEFAULT_ENGINE_LIMITS, ...limits })
   const { run } = ctx
   const exec = execCalls(ctx)
+  let roots: DockerStorage | null = storage ?? null
+
+  /** Creates the container from the spec, its storage mapped to a volume and bind mounts, plus the engine's own `mounts`. */
+  async function createWith (spec: SandboxSpec, mounts: HostMount[]): Promise<{ id: string } | 'conflict'> {
+    if (roots === null) throw new DockerError('the Docker engine has no storage location (DATA_DIR_HOST): it cannot create a sandbox', 500, false)
+    const config = dockerCreateBody(spec, [...hostMounts(spec.storage, roots), ...mounts])
+    try {
+      // A retried create whose first attempt went through answers 409: the caller adopts it.
+      const c = await run('lifecycle', 'container create', async s => await docker.createContainer({ ...config, abortSignal: s } as Docker.ContainerCreateOptions), { retry: true })
+      return { id: c.id }
+    } catch (err) {
+      if ((err as DockerError).statusCode === 409) return 'conflict'
+      throw err
+    }
+  }
 
   /** Starts the container; false when it was running already (Docker's 304) or paused (then it is unpaused). */
   async function startFresh (id: string): Promise<boolean> {
@@ -95,7 +125,7 @@ export function createDockerEngine (host: string, limits: Partial<EngineLimits> 
     }
   }
 
-  const engine: SandboxEngine = {
+  const engine: DockerEngine = {
     name: 'docker',
     label: { engine: 'the Docker engine', host: 'Docker' },
     ...createMonitorClient(docker, ctx.limits.callTimeoutMs),
@@ -109,15 +139,7 @@ export function createDockerEngine (host: string, limits: Partial<EngineLimits> 
     },
 
     async create (spec) {
-      const config = dockerCreateBody(spec)
-      try {
-        // A retried create whose first attempt went through answers 409: the caller adopts it.
-        const c = await run('lifecycle', 'container create', async s => await docker.createContainer({ ...config, abortSignal: s } as Docker.ContainerCreateOptions), { retry: true })
-        return { id: c.id }
-      } catch (err) {
-        if ((err as DockerError).statusCode === 409) return 'conflict'
-        throw err
-      }
+      return await createWith(spec, [])
     },
 
     async start (id) {
@@ -182,7 +204,9 @@ export function createDockerEngine (host: string, limits: Partial<EngineLimits> 
         labels: info.Config.Labels ?? {},
         imageId: info.Image,
         env: info.Config.Env ?? [],
-        mounts: (info.HostConfig.Mounts ?? []).map(m => ({ type: m.Type, source: m.Source, target: m.Target, readOnly: m.ReadOnly === true })),
+        // The agent socket's mount is the engine's own (docker-agent.ts): never part of what the core asked for.
+        storage: storageOfMounts((info.HostConfig.Mounts ?? []).filter(m => m.Target !== AGENT_MOUNT)
+          .map(m => ({ type: String(m.Type), source: m.Source, target: m.Target, readOnly: m.ReadOnly === true })), roots ?? { data: '', skills: '' }),
         network: info.HostConfig.NetworkMode ?? '',
         addresses: networkAddresses(info.NetworkSettings?.Networks),
         memory: info.HostConfig.Memory ?? 0,
@@ -223,10 +247,12 @@ export function createDockerEngine (host: string, limits: Partial<EngineLimits> 
       }
     },
 
+    useStorage (r) { roots = r },
+
     close () {
       agent?.destroy()
     }
   }
   // With a run directory: the in-sandbox agent is reached through a socket the engine listens on (docker-agent.ts).
-  return agentSocket === undefined ? engine : withAgentSocket(engine, { startFresh }, ctx, agentSocket)
+  return agentSocket === undefined ? engine : withAgentSocket(engine, { startFresh, createWith }, ctx, agentSocket)
 }

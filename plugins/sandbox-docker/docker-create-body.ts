@@ -1,8 +1,11 @@
+import type { HostMount } from '../../core/storage-layout.js'
 import type { SandboxSpec, TmpfsSpec } from '../sandbox/types.js'
 
 /*
  * The Docker engine's reading of the neutral sandbox spec (engine-types.ts): the body of
- * `POST /containers/create`. Pure: same spec, same body (unit-tested field by field).
+ * `POST /containers/create`. Pure: same spec and mounts, same body (unit-tested field by field). The
+ * mounts are the spec's storage mapped by the engine (core/storage-layout.ts hostMounts: the home
+ * volume, bind mounts below DATA_DIR_HOST and SKILLS_DIR_HOST) plus the engine's own (the agent socket).
  */
 
 export interface DockerMount { Type: 'bind' | 'volume', Source: string, Target: string, ReadOnly: boolean, VolumeOptions?: { Labels: Record<string, string> } }
@@ -44,7 +47,7 @@ export function tmpfsFromOptions (options: Record<string, string> | null | undef
   return out
 }
 
-export function dockerCreateBody (spec: SandboxSpec): DockerCreateBody {
+export function dockerCreateBody (spec: SandboxSpec, mounts: HostMount[]): DockerCreateBody {
   const { limits, security } = spec
   return {
     name: spec.name,
@@ -76,12 +79,13 @@ export function dockerCreateBody (spec: SandboxSpec): DockerCreateBody {
       NetworkMode: spec.network,
       ...(security.disableIpv6 ? { Sysctls: { 'net.ipv6.conf.all.disable_ipv6': '1' } } : {}),
       PublishAllPorts: false,
-      Mounts: spec.mounts.map(m => ({
+      Mounts: mounts.map(m => ({
         Type: m.type,
         Source: m.source,
         Target: m.target,
         ReadOnly: m.readOnly,
-        ...(m.volumeLabels !== undefined && { VolumeOptions: { Labels: m.volumeLabels } })
+        // The home volume is made on first use with the labels the core asked for.
+        ...(m.type === 'volume' && m.source === spec.storage.home.volume && { VolumeOptions: { Labels: spec.storage.home.labels } })
       })),
       Tmpfs: tmpfsOptions(spec.tmpfs),
       ...(limits.disk > 0 ? { StorageOpt: { size: String(limits.disk) } } : {})

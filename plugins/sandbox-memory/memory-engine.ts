@@ -2,6 +2,8 @@ import { createHash, randomBytes } from 'node:crypto'
 import type {
   EngineErrorReason, EngineFailure, EngineNetwork, LeaseRecord, SandboxDetails, SandboxEngine, SandboxSpec, SandboxSummary
 } from '../sandbox/types.js'
+import { SANDBOX_HOME, SANDBOX_OUTPUTS, SANDBOX_SKILLS, SANDBOX_UPLOADS } from '../../core/chat-paths.js'
+import { hostMounts, storageAsSeen } from '../../core/storage-layout.js'
 import { FileTree, FsError, MemoryFs, type Mount } from './memory-fs.js'
 import { MemoryProcess } from './memory-process.js'
 import { programFor, type ProgramHost } from './memory-programs.js'
@@ -9,8 +11,9 @@ import { programFor, type ProgramHost } from './memory-programs.js'
 /*
  * The in-memory engine: the engine contract (plugins/sandbox/engine-types.ts) without a container
  * runtime, for unit tests and for trying the server without Docker. Sandboxes, volumes, networks
- * and leases are records in this process; a sandbox's files are trees in memory (bind mounts are
- * the host directories); processes are programs of a small shell (memory-programs.ts) that cover
+ * and leases are records in this process; a sandbox's files are trees in memory (its data areas are
+ * host directories below `dataDir` when given, in the layout chat-storage reads, else trees kept per chat
+ * or pool slot); processes are programs of a small shell (memory-programs.ts) that cover
  * what the sandbox core runs. Limits are kept as given; the pids limit is enforced (an exec beyond
  * it never starts, as in a saturated sandbox). It passes the same contract suite as Docker
  * (test/fixtures/engine-contract.ts).
@@ -28,6 +31,13 @@ export interface MemoryEngineOptions {
   images?: string[]
   /** false: the engine cannot be reached (every call fails as an outage) */
   reachable?: boolean
+  /**
+   * DATA_DIR: the chats' and pool slots' uploads and outputs are host directories below it (core/storage-layout.ts,
+   * what chat-storage reads); without it they are trees in memory
+   */
+  dataDir?: string
+  /** the server's skills (a host directory) mounted read-only at /mnt/skills; none without it */
+  skillsDir?: string
 }
 
 interface Proc { process: MemoryProcess, argv: string[], env: Record<string, string> }
@@ -63,6 +73,8 @@ export function createMemoryEngine (o: MemoryEngineOptions = {}): SandboxEngine 
   const volumes = new Map<string, Volume>()
   const networks = new Map<string, { id: string, labels: Record<string, string> }>()
   const leases = new Map<string, LeaseRecord>()
+  /** data areas kept in memory (no dataDir): per owner, they outlive the sandboxes as a chat's directories do */
+  const areas = new Map<string, { uploads: FileTree, outputs: FileTree }>()
   let nextAddress = 2
 
   const up = (): void => { if (o.reachable === false) throw new MemoryEngineError('the in-memory engine is switched off', undefined, true) }
@@ -73,10 +85,28 @@ export function createMemoryEngine (o: MemoryEngineOptions = {}): SandboxEngine 
     return b
   }
 
+  /** The sandbox's storage as mounts: host directories below dataDir, or the owner's trees and the home volume's. */
+  const storageMounts = (spec: SandboxSpec): Mount[] => {
+    const { storage } = spec
+    if (o.dataDir !== undefined) {
+      return hostMounts(storage, { data: o.dataDir, skills: o.skillsDir ?? '' }).map((m): Mount => m.type === 'bind'
+        ? { kind: 'host', source: m.source, target: m.target, readOnly: m.readOnly }
+        : { kind: 'tree', tree: volumes.get(m.source)?.tree ?? new FileTree(), target: m.target, readOnly: m.readOnly })
+    }
+    const owner = JSON.stringify(storage.data)
+    let area = areas.get(owner)
+    if (area === undefined) areas.set(owner, area = { uploads: new FileTree(), outputs: new FileTree() })
+    return [
+      { kind: 'tree', tree: volumes.get(storage.home.volume)?.tree ?? new FileTree(), target: SANDBOX_HOME, readOnly: false },
+      { kind: 'tree', tree: area.uploads, target: SANDBOX_UPLOADS, readOnly: true },
+      { kind: 'tree', tree: area.outputs, target: SANDBOX_OUTPUTS, readOnly: false },
+      ...(storage.skills && o.skillsDir !== undefined ? [{ kind: 'host' as const, source: o.skillsDir, target: SANDBOX_SKILLS, readOnly: true }] : []),
+      ...storage.extra.map((m): Mount => ({ kind: 'host', source: m.source, target: m.target, readOnly: true }))
+    ]
+  }
+
   const fsOf = (b: MemorySandbox): MemoryFs => new MemoryFs(b.layer, [
-    ...b.spec.mounts.map((m): Mount => m.type === 'bind'
-      ? { kind: 'host', source: m.source, target: m.target, readOnly: m.readOnly }
-      : { kind: 'tree', tree: volumes.get(m.source)?.tree ?? new FileTree(), target: m.target, readOnly: m.readOnly }),
+    ...storageMounts(b.spec),
     ...[...b.tmpfs].map(([target, tree]): Mount => ({ kind: 'tree', tree, target, readOnly: false }))
   ], { '/sys/fs/cgroup/pids.current': () => `${b.procs.size + 1}\n` })
 
@@ -125,9 +155,8 @@ export function createMemoryEngine (o: MemoryEngineOptions = {}): SandboxEngine 
       if (!images.has(spec.image)) throw new MemoryEngineError(`no such image: ${spec.image}`, 404, false, 'image-missing')
       if (spec.network !== 'none' && !networks.has(spec.network)) throw new MemoryEngineError(`network ${spec.network} not found`, 404, false, 'network-missing')
       if (find(spec.name) !== undefined) return 'conflict'
-      for (const m of spec.mounts) {
-        if (m.type === 'volume' && !volumes.has(m.source)) volumes.set(m.source, { labels: m.volumeLabels ?? {}, tree: new FileTree(), createdAt: new Date().toISOString() })
-      }
+      const home = spec.storage.home
+      if (!volumes.has(home.volume)) volumes.set(home.volume, { labels: home.labels, tree: new FileTree(), createdAt: new Date().toISOString() })
       const id = randomBytes(32).toString('hex')
       boxes.set(id, { id, name: spec.name, spec: structuredClone(spec), running: false, paused: false, layer: new FileTree(), tmpfs: new Map(), procs: new Set(), address: null })
       return { id }
@@ -165,7 +194,7 @@ export function createMemoryEngine (o: MemoryEngineOptions = {}): SandboxEngine 
         addresses: summary(b).addresses ?? {},
         imageId: imageIdOf(spec.image),
         env: [...spec.env],
-        mounts: spec.mounts.map(m => ({ type: m.type, source: m.source, target: m.target, readOnly: m.readOnly })),
+        storage: storageAsSeen(spec.storage, o.skillsDir === undefined ? null : spec.storage.skills),
         network: spec.network,
         memory: spec.limits.memory,
         cpus: spec.limits.cpus,
@@ -192,7 +221,7 @@ export function createMemoryEngine (o: MemoryEngineOptions = {}): SandboxEngine 
     async listVolumes (filters) { up(); return [...volumes].filter(([, v]) => matches(v.labels, filters)).map(([name, v]) => ({ name, labels: v.labels, createdAt: v.createdAt })) },
     async removeVolume (name) {
       up()
-      const user = [...boxes.values()].find(b => b.spec.mounts.some(m => m.type === 'volume' && m.source === name))
+      const user = [...boxes.values()].find(b => b.spec.storage.home.volume === name)
       if (user !== undefined) throw new MemoryEngineError(`volume ${name} is in use by ${user.id}`, 409, false, 'conflict')
       volumes.delete(name)
     },

@@ -24,7 +24,6 @@ export interface ServiceOptions {
   /** SANDBOX_AGENT_MAX_BYTES_PER_SECOND: what the server reads of one agent stream a second (agent-client.ts) */
   agentBytesPerSecond: number
   dataDir: string
-  dataDirHost: string
   memLimit: number
   cpuLimit: number
   pidsLimit: number
@@ -46,7 +45,6 @@ export interface ServiceOptions {
   commandTimeoutS: number
   uid: number
   gid: number
-  skillsDirHost: string
   sandboxEnv: Record<string, string>
   reaperIntervalMs: number
   purgeIntervalMs: number
@@ -99,11 +97,9 @@ export function createBase (opts: ServiceOptions, engine: SandboxEngine, log: Fa
       image: opts.image,
       prefix: opts.prefix,
       networkMode: opts.enableNetwork ? networkName : 'none',
-      dataDirHost: opts.dataDirHost,
       memLimit: opts.memLimit,
       cpuLimit: opts.cpuLimit,
       pidsLimit: opts.pidsLimit,
-      skillsDirHost: opts.skillsDirHost,
       sandboxEnv: opts.sandboxEnv,
       envContributors: [],
       diskLimit: opts.diskLimit,

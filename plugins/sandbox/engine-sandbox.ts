@@ -3,17 +3,15 @@
  * engine reports one, in a listing and inspected.
  */
 
-/** A mount of a sandbox: a named volume (the chat's home) or a host path bound in. */
-export interface SpecMount {
-  type: 'bind' | 'volume'
-  /** volume name, or the host path as the engine sees it */
-  source: string
-  /** absolute path inside the sandbox */
-  target: string
-  readOnly: boolean
-  /** labels of a volume the engine creates on first use */
-  volumeLabels?: Record<string, string>
-}
+import type { SandboxStorage, StorageSeen } from '../../core/storage-layout.js'
+
+/*
+ * Storage is asked for by name (docs/engine.md#storage): the chat's home volume, its data areas (a chat's or a
+ * pool slot's uploads and outputs), the server's skills and extension mounts; never a host path of a chat.
+ * The types live in core/storage-layout.ts beside the host-directory layout that the Docker and in-memory
+ * engines and chat-storage share.
+ */
+export type { ExtraStorage, SandboxStorage, StorageOwner, StorageSeen } from '../../core/storage-layout.js'
 
 /** An in-memory filesystem of a sandbox. */
 export interface TmpfsSpec {
@@ -36,7 +34,8 @@ export interface SandboxSpec {
   /** `KEY=value` entries */
   env: string[]
   labels: Record<string, string>
-  mounts: SpecMount[]
+  /** home, data areas, skills, extension mounts (the engine maps them: Docker to a volume and bind mounts) */
+  storage: SandboxStorage
   /**
    * in-memory filesystems: target → size in bytes and permission bits of its root (the engine mounts them
    * writable, without setuid and device files; executables allowed)
@@ -87,7 +86,8 @@ export interface SandboxDetails extends SandboxSummary {
   /** image id the sandbox runs (sha256:…) */
   imageId: string
   env: string[]
-  mounts: Array<{ type: string, source: string, target: string, readOnly: boolean }>
+  /** its storage read back in the request's words (the engine's own mounts, such as Docker's agent socket, left out) */
+  storage: StorageSeen
   /** the network it was created on ('none' without one) */
   network: string
   /** address per attached network (empty when stopped) */

@@ -1,5 +1,5 @@
 /*
- * Extension (docs/contract.md#skills): extra read-only bind mounts asked of the registered MountProviders when a
+ * Extension (docs/contract.md#skills): extra read-only mounts (the storage request's `extra`, docs/engine.md#storage) asked of the registered MountProviders when a
  * sandbox is created or a stopped one is about to start (user skills at /mnt/skills/user/<name>).
  * The answer becomes part of the desired config, so a stopped sandbox whose mounts changed is
  * recreated by the drift check (docs/contract.md#creation) with its volume and data. A call without an email uses
@@ -8,7 +8,7 @@
 import { posix } from 'node:path'
 import { SANDBOX_HOME, SANDBOX_OUTPUTS, SANDBOX_SKILLS, SANDBOX_UPLOADS } from '../../core/chat-paths.js'
 import type { RequestUser } from '../../core/identity.js'
-import type { SpecMount } from './engine-types.js'
+import type { ExtraStorage } from './engine-types.js'
 import { loadMeta } from './data-dirs.js'
 import type { Entry } from './chats.js'
 import type { CoreBase } from './context.js'
@@ -25,7 +25,7 @@ function acceptable (m: { source: unknown, target: unknown }): m is { source: st
 /** The addMounts extension: providers registered at boot, asked when a sandbox is created or started. */
 export interface ExtraMounts {
   addProvider: (provider: MountProvider) => void
-  extraMounts: (entry: Entry, user: RequestUser | undefined) => Promise<SpecMount[]>
+  extraMounts: (entry: Entry, user: RequestUser | undefined) => Promise<ExtraStorage[]>
 }
 
 export function createMounts (base: Pick<CoreBase, 'log' | 'opts'>): ExtraMounts {
@@ -42,16 +42,16 @@ export function createMounts (base: Pick<CoreBase, 'log' | 'opts'>): ExtraMounts
   }
 
   /** The providers' mounts, checked (absolute, normalised, below /mnt/, not a core mount, no duplicate target), sorted by target. */
-  async function extraMounts (entry: Entry, user: RequestUser | undefined): Promise<SpecMount[]> {
+  async function extraMounts (entry: Entry, user: RequestUser | undefined): Promise<ExtraStorage[]> {
     if (providers.length === 0) return []
     const email = await emailOf(entry, user)
-    const out = new Map<string, SpecMount>()
+    const out = new Map<string, ExtraStorage>()
     for (const provider of providers) {
       try {
         const mounts = await provider({ chatId: entry.names.chatId, ...(email !== undefined && { email }), ...(user !== undefined && { user }) })
         for (const m of mounts) {
           if (!acceptable(m)) { log.warn({ chat: entry.names.key }, 'an extra mount was refused (not an absolute, normalised path below /mnt/)'); continue }
-          if (!out.has(m.target)) out.set(m.target, { type: 'bind', source: m.source, target: m.target, readOnly: true })
+          if (!out.has(m.target)) out.set(m.target, { source: m.source, target: m.target })
         }
       } catch (err) {
         log.warn({ chat: entry.names.key, err }, 'a mount provider failed; the sandbox starts without its mounts')

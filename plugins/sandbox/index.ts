@@ -22,7 +22,6 @@ const sandbox: FastifyPluginAsync<SandboxOptions> = async (fastify, raw) => {
   const service = createSandboxService({
     ...opts,
     ...(memoryAvailable !== undefined && { memoryAvailable }),
-    dataDirHost: opts.dataDirHost.trim() || opts.dataDir,
     storage: fastify.chatStorage
   }, engine, fastify.log.child({ plugin: 'sandbox', engine: engine.name }), now === undefined ? systemClock : clockWith(now))
   fastify.decorate('sandbox', service)

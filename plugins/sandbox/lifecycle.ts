@@ -9,7 +9,7 @@ import { engineUnavailable, imageMissing, mapError, tooOld, type CoreBase } from
 import { loadMeta } from './data-dirs.js'
 import { isQuotaRefusal, type DiskQuota } from './disk-quota.js'
 import { EngineError, transient } from './engine-error.js'
-import type { EngineFailure, SandboxDetails, SandboxSpec, SpecMount } from './engine-types.js'
+import type { EngineFailure, SandboxDetails, SandboxSpec, ExtraStorage } from './engine-types.js'
 import { SANDBOX_CREATE_TIMEOUT, SANDBOX_FAILED } from './errors.js'
 import type { ExtraMounts } from './extra-mounts.js'
 import { createdAtOf } from './names.js'
@@ -204,7 +204,7 @@ export function createLifecycle (base: Pick<CoreBase, 'engine' | 'log' | 'opts' 
    * A stopped container: started as it is, or removed (null: create a new one, volume and data kept)
    * when its settings drifted, it is too old, or it does not start.
    */
-  async function startStopped (entry: Entry, existing: SandboxDetails, user: RequestUser | undefined, extra: SpecMount[]): Promise<Container | null> {
+  async function startStopped (entry: Entry, existing: SandboxDetails, user: RequestUser | undefined, extra: ExtraStorage[]): Promise<Container | null> {
     const { names } = entry
     const settings = quota.settingsWithQuota()
     const desired = buildSandboxSpec(settings, names.chatId, user, new Date(clock.now()), extra, names.volume)
@@ -229,7 +229,7 @@ export function createLifecycle (base: Pick<CoreBase, 'engine' | 'log' | 'opts' 
   }
 
   /** Creates and starts the container; a 409 means someone else made it: adopt, never remove. */
-  async function create (entry: Entry, user: RequestUser | undefined, extra: SpecMount[]): Promise<Container> {
+  async function create (entry: Entry, user: RequestUser | undefined, extra: ExtraStorage[]): Promise<Container> {
     const build = (): SandboxSpec => buildSandboxSpec(quota.settingsWithQuota(), entry.names.chatId, user, new Date(clock.now()), extra, entry.names.volume)
     let config = build()
     // The chat's identity is in its record before the sandbox exists: re-adoption reads it (sandbox-identity.ts).

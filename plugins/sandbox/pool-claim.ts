@@ -2,7 +2,7 @@ import { lstat, mkdir, readdir, rename, rm, unlink, writeFile } from 'node:fs/pr
 import { join } from 'node:path'
 import { chatPaths } from '../../core/chat-paths.js'
 import type { RequestUser } from '../../core/identity.js'
-import type { SpecMount } from './engine-types.js'
+import type { ExtraStorage } from './engine-types.js'
 import type { ExecSpec, SandboxEngine } from './engine-types.js'
 import { chatEnv, toEnvList } from './env.js'
 import { chatLabels, ownerFilter, rfc3339 } from './names.js'
@@ -122,7 +122,7 @@ async function adoptDir (from: string, to: string): Promise<void> {
 
 /** Claiming a pool sandbox for a new chat, and the chat env of every exec into a claimed one. */
 export interface PoolClaim {
-  claim: (entry: Entry, user: RequestUser | undefined, extra: SpecMount[]) => Promise<Claimed | null>
+  claim: (entry: Entry, user: RequestUser | undefined, extra: ExtraStorage[]) => Promise<Claimed | null>
   chatExecEnv: (sandboxId: string) => string[] | undefined
 }
 
@@ -149,7 +149,7 @@ export function createPoolClaim (base: Pick<CoreBase, 'engine' | 'log' | 'opts' 
    * A new chat (no pool record, no home volume of its own) with no extra mounts takes a ready pool
    * sandbox that still matches the settings; null: create one as usual.
    */
-  async function claim (entry: Entry, user: RequestUser | undefined, extra: SpecMount[]): Promise<Claimed | null> {
+  async function claim (entry: Entry, user: RequestUser | undefined, extra: ExtraStorage[]): Promise<Claimed | null> {
     if (base.opts.poolSize <= 0) return null
     await loadBinding(base.opts, entry)
     // Per-user mounts are fixed at create: such chats get a fresh sandbox. A chat claimed before keeps its volume.

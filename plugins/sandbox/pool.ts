@@ -113,20 +113,13 @@ export function createPool (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | 'cl
     const s = quota.settingsWithQuota()
     const n = poolNames(s.prefix, slot)
     const spec = buildSandboxSpec(s, 'pool', undefined, now, [], n.volume)
-    const host = slotDirs(s.dataDirHost, slot)
     const labels = ownerLabels(s.prefix)
-    const mounts = spec.mounts.map(m => {
-      if (m.type === 'volume') return { ...m, volumeLabels: labels }
-      if (m.target === '/mnt/user-data/uploads') return { ...m, source: host.uploads }
-      if (m.target === '/mnt/user-data/outputs') return { ...m, source: host.outputs }
-      return m
-    })
     return {
       ...spec,
       name: n.container,
       env: sandboxEnvList(s),
       labels: { ...labels, ...creationLabels(s.image, now) },
-      mounts
+      storage: { ...spec.storage, home: { volume: n.volume, labels }, data: { slot } }
     }
   }
 

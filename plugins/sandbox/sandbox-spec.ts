@@ -1,7 +1,7 @@
-import { join } from 'node:path'
-import { SANDBOX_HOME, SANDBOX_OUTPUTS, SANDBOX_SKILLS, SANDBOX_UPLOADS } from '../../core/chat-paths.js'
+import { SANDBOX_HOME } from '../../core/chat-paths.js'
 import type { RequestUser } from '../../core/identity.js'
-import type { SandboxDetails, SandboxSpec, SandboxSummary, SpecMount, TmpfsSpec } from './engine-types.js'
+import { storageDrift } from '../../core/storage-layout.js'
+import type { ExtraStorage, SandboxDetails, SandboxSpec, SandboxSummary, StorageOwner, TmpfsSpec } from './engine-types.js'
 import { chatEnv, containerEnvList, contributedEnv, withheldNames } from './env.js'
 import type { EnvContributor } from './types.js'
 import { containerLabels, sandboxNames, volumeLabels } from './names.js'
@@ -18,12 +18,9 @@ export interface SandboxSettings {
   prefix: string
   /** network name, or 'none' */
   networkMode: string
-  /** DATA_DIR as the engine sees it */
-  dataDirHost: string
   memLimit: number
   cpuLimit: number
   pidsLimit: number
-  skillsDirHost: string
   /** extra variables of every container; names a contributor withholds are dropped from it */
   sandboxEnv: Record<string, string>
   /** the plugins' variables (egress proxy, SUBAGENT_CLI) and withheld names (env.ts, docs/engine.md#environment) */
@@ -53,21 +50,14 @@ export function tmpfsFor (s: Pick<SandboxSettings, 'diskLimit' | 'memLimit'>): R
 }
 
 /**
- * The spec of a chat's sandbox (docs/contract.md#sandbox-configuration). Pure: same inputs, same spec. `extra`: read-only
- * mounts of extra-mounts.ts. `home`: the chat's home volume when it is not `{prefix}-home-{K}` (a volume
- * claimed from the warm pool, pool.ts), recorded in the chat's record (pool-record.ts).
+ * The spec of a chat's sandbox (docs/contract.md#sandbox-configuration). Pure: same inputs, same spec. Its storage is
+ * named, never a host path (docs/engine.md#storage): the home volume, the chat's data areas, the server's
+ * skills and `extra`, the read-only mounts of extra-mounts.ts. `home`: the chat's home volume when it is not
+ * `{prefix}-home-{K}` (a volume claimed from the warm pool, pool.ts), recorded in the chat's record (pool-record.ts).
  */
-export function buildSandboxSpec (s: SandboxSettings, chatId: string, user: RequestUser | undefined, now: Date, extra: SpecMount[] = [], home?: string): SandboxSpec {
+export function buildSandboxSpec (s: SandboxSettings, chatId: string, user: RequestUser | undefined, now: Date, extra: ExtraStorage[] = [], home?: string): SandboxSpec {
   const names = sandboxNames(s.prefix, chatId)
-  const chatDir = join(s.dataDirHost, 'chats', names.key)
-  const volume = home ?? names.volume
-  const mounts: SpecMount[] = [
-    { type: 'volume', source: volume, target: SANDBOX_HOME, readOnly: false, volumeLabels: volumeLabels(s.prefix, chatId, s.labelsAtClaim) },
-    { type: 'bind', source: join(chatDir, 'uploads'), target: SANDBOX_UPLOADS, readOnly: true },
-    { type: 'bind', source: join(chatDir, 'outputs'), target: SANDBOX_OUTPUTS, readOnly: false }
-  ]
-  if (s.skillsDirHost.trim() !== '') mounts.push({ type: 'bind', source: s.skillsDirHost.trim(), target: SANDBOX_SKILLS, readOnly: true })
-  mounts.push(...extra)
+  const data: StorageOwner = { chat: names.key }
   return {
     name: names.container,
     image: s.image,
@@ -78,7 +68,12 @@ export function buildSandboxSpec (s: SandboxSettings, chatId: string, user: Requ
     workdir: SANDBOX_HOME,
     env: sandboxEnvList(s, chatEnv(chatId, user)),
     labels: containerLabels(s.prefix, chatId, s.image, now, s.labelsAtClaim),
-    mounts,
+    storage: {
+      home: { volume: home ?? names.volume, labels: volumeLabels(s.prefix, chatId, s.labelsAtClaim) },
+      data,
+      skills: true,
+      extra: [...extra].sort((a, b) => a.target < b.target ? -1 : a.target > b.target ? 1 : 0)
+    },
     tmpfs: tmpfsFor(s),
     limits: {
       memory: s.memLimit,
@@ -127,10 +122,9 @@ export function configDrift (existing: ExistingSandbox, desired: SandboxSpec, cu
   // Compared at the engines' granularity (nano-CPUs).
   if (Math.round(existing.cpus * 1e9) !== Math.round(desired.limits.cpus * 1e9)) return 'cpu limit changed'
   if (existing.pids !== desired.limits.pids) return 'pids limit changed'
-  const key = (m: { type: string, source: string, target: string, readOnly: boolean }): string => `${m.type}|${m.source}|${m.target}|${String(m.readOnly)}`
-  const have = existing.mounts.map(key).sort().join('\n')
-  const want = desired.mounts.map(key).sort().join('\n')
-  if (have !== want) return 'mounts changed'
+  // Storage in the request's words (docs/engine.md#storage): the engine read its mounts back by its own mapping.
+  const storage = storageDrift(existing.storage, desired.storage)
+  if (storage !== null) return `storage changed (${storage})`
   const tmpfs = (m: Record<string, TmpfsSpec>): string => Object.entries(m).sort(([a], [b]) => a < b ? -1 : 1).map(([k, v]) => `${k}=${v.size}:${v.mode}`).join('\n')
   if (tmpfs(existing.tmpfs) !== tmpfs(desired.tmpfs)) return 'tmpfs changed'
   if (existing.diskQuota !== desired.limits.disk) return 'disk quota changed'

@@ -6,7 +6,7 @@ import type { SandboxEngine } from './engine-types.js'
 /** The engine interface (docs/contract.md#engines) is part of the contract: engine plugins import it from here. */
 export type {
   DiskUsageReport, EngineErrorReason, EngineFailure, EngineNetwork, ExecExit, ExecOutput, ExecProcess, ExecSignal, ExecSpec, LeaseAnswer, LeaseHolder, LeaseRecord, ResourceStats,
-  SandboxDetails, SandboxEngine, SandboxSpec, SandboxSummary, SpecMount, StorageInfo, TmpfsSpec, VolumeSummary
+  SandboxDetails, SandboxEngine, SandboxSpec, SandboxStorage, SandboxSummary, StorageOwner, StorageSeen, ExtraStorage, StorageInfo, TmpfsSpec, VolumeSummary
 } from './engine-types.js'
 
 import type { SandboxFileOp, SandboxFileResult } from './file-op-types.js'

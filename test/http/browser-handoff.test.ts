@@ -29,7 +29,7 @@ async function app (t: Test): Promise<string> {
   const { url } = await listen(t, { MCP_API_KEY: TEST_API_KEY, PUBLIC_BASE_URL: 'http://cubicle.test:8081' }, config => [
     ...entries(config, ['mcp-transport', 'capabilities', 'chat-storage']),
     entry(sandboxMemory, { client: engine }),
-    entry(sandbox, { image: IMAGE, prefix: 'cu-handoff', dataDir: config.DATA_DIR, dataDirHost: config.DATA_DIR, enableNetwork: false, agent: false }),
+    entry(sandbox, { image: IMAGE, prefix: 'cu-handoff', dataDir: config.DATA_DIR, enableNetwork: false, agent: false }),
     ...entries(config, ['workspace-tools']),
     entry(cdpBridge, { publicBaseUrl: config.publicBaseUrl, handoffProgressMs: 50 })
   ])

@@ -14,7 +14,7 @@ import { loadConfig } from '../../core/config.js'
 import sandboxDocker from '../../plugins/sandbox-docker/index.js'
 import chatStorage from '../../plugins/chat-storage/index.js'
 import sandbox from '../../plugins/sandbox/index.js'
-import { createDockerEngine } from '../../plugins/sandbox-docker/docker-client.js'
+import { createDockerEngine, type DockerStorage } from '../../plugins/sandbox-docker/docker-client.js'
 import { removeFirewall } from '../../plugins/sandbox-docker/docker-firewall.js'
 import type { SandboxEngine } from '../../plugins/sandbox/engine-types.js'
 import type { SandboxOptions } from '../../plugins/sandbox/schemas.js'
@@ -54,9 +54,9 @@ export async function dockerOrSkip (opts: { image?: boolean } = { image: true })
   return base
 }
 
-/** A client for tests (close it in teardown). */
-export function testDockerClient (): SandboxEngine {
-  return createDockerEngine(DOCKER_HOST)
+/** A client for tests (close it in teardown); `storage`: where sandboxes it creates find their data areas. */
+export function testDockerClient (storage?: DockerStorage): SandboxEngine {
+  return createDockerEngine(DOCKER_HOST, {}, undefined, storage)
 }
 
 /**
@@ -132,6 +132,7 @@ export async function buildSandboxApp (t: Test, prefix: string, options: Partial
   const { client, dockerHost, ...core } = options
   const app = await buildApp(config, [entry(chatStorage, { dataDir: dir }), entry(sandboxDocker, {
     dockerHost: dockerHost ?? DOCKER_HOST,
+    dataDir: dir,
     ...(client !== undefined && { client })
   }), entry(sandbox, {
     image: TEST_IMAGE,

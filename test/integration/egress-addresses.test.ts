@@ -39,7 +39,7 @@ interface Server { app: FastifyInstance, service: CoreSandboxService, close: () 
 async function server (dir: string, port: number, clock: { now: number }, extra: Record<string, unknown> = {}, prefix = PREFIX): Promise<Server> {
   const config = loadConfig({ DOCKER_IMAGE: TEST_IMAGE, LOG_LEVEL: 'silent', DATA_DIR: dir, SANDBOX_PREFIX: prefix, SANDBOX_POOL_SIZE: '0' })
   const app = await buildApp(config, [
-    entry(sandboxDocker, { dockerHost: DOCKER_HOST }),
+    entry(sandboxDocker, { dockerHost: DOCKER_HOST, dataDir: dir }),
     entry(chatStorage, { dataDir: dir }),
     entry(sandbox, { image: TEST_IMAGE, prefix, dataDir: dir, memLimit: 256 * 1024 * 1024, poolSize: 0, now: () => clock.now, ...extra }),
     entry(egress, {

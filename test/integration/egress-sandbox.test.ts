@@ -45,7 +45,7 @@ t.test('sandbox egress through the policy proxy (real Docker)', { skip }, async 
   const config = loadConfig({ DOCKER_IMAGE: TEST_IMAGE, LOG_LEVEL: 'silent', DATA_DIR: dir, SANDBOX_PREFIX: PREFIX, MCP_API_KEY: TEST_API_KEY, SANDBOX_POOL_SIZE: '0' })
   const names: Record<string, string[]> = { 'canary-a.test': ['127.0.0.1'], 'canary-b.test': ['127.0.0.1'], 'private.test': ['10.255.255.1'] }
   const app = await buildApp(config, [
-    entry(sandboxDocker, { dockerHost: DOCKER_HOST }),
+    entry(sandboxDocker, { dockerHost: DOCKER_HOST, dataDir: dir }),
     entry(chatStorage, { dataDir: dir }),
     entry(sandbox, { image: TEST_IMAGE, prefix: PREFIX, dataDir: dir, memLimit: 512 * 1024 * 1024 }),
     entry(egress, {

@@ -32,7 +32,7 @@ async function diskApp (t: Test): Promise<{ url: string, prefix: string }> {
   })
   const manifest = (config: AppConfig): ReturnType<typeof entries> => [
     ...entries(config, ['mcp-transport', 'capabilities', 'chat-storage']),
-    entry(sandboxDocker, { dockerHost: DOCKER_HOST }),
+    entry(sandboxDocker, { dockerHost: DOCKER_HOST, dataDir }),
     entry(sandbox, {
       image: TEST_IMAGE, prefix, dataDir, memLimit: 512 * MiB, diskLimit: config.SANDBOX_DISK_LIMIT, diskCheckIntervalMs: 500
     }),

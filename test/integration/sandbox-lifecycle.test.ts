@@ -20,8 +20,13 @@ const { skip } = await dockerOrSkip()
 
 t.test('sandbox lifecycle (real Docker)', { skip }, async t => {
   await cleanupPrefix(t, PREFIX)
-  const client = testDockerClient()
+  // Sandboxes this client creates outside the service find their data areas below `scratch`.
+  const scratch = await mkdtemp(join(tmpdir(), `${PREFIX}-data-`))
+  const client = testDockerClient({ data: scratch, skills: '' })
   t.teardown(() => client.close())
+  const areas = async (chat: string): Promise<void> => {
+    for (const area of ['uploads', 'outputs']) await mkdir(join(scratch, 'chats', chatKey(chat), area), { recursive: true })
+  }
 
   t.test('cold and warm ensure; labels, names, data dirs, meta.json, /ready', async t => {
     const { app, dataDir } = await buildSandboxApp(t, PREFIX)
@@ -154,16 +159,14 @@ t.test('sandbox lifecycle (real Docker)', { skip }, async t => {
       image: TEST_IMAGE,
       prefix: PREFIX,
       networkMode: `${PREFIX}-sandboxes`,
-      dataDirHost: '/nonexistent-not-used',
       memLimit: 512 * 1024 * 1024,
       cpuLimit: 1,
       pidsLimit: 512,
-      skillsDirHost: '',
       sandboxEnv: {},
       envContributors: [],
       diskLimit: 10 * 1024 ** 3
     }, chat2, undefined, new Date())
-    config.mounts = config.mounts.filter(m => m.type === 'volume')
+    await areas(chat2)
     const made = await client.create(config)
     t.not(made, 'conflict')
     await client.start((made as { id: string }).id)
@@ -227,11 +230,9 @@ t.test('sandbox lifecycle (real Docker)', { skip }, async t => {
       image: TEST_IMAGE,
       prefix: PREFIX,
       networkMode: 'none',
-      dataDirHost: '/x',
       memLimit: 64 * 1024 * 1024,
       cpuLimit: 1,
       pidsLimit: 64,
-      skillsDirHost: '',
       sandboxEnv: {},
       envContributors: [],
       diskLimit: 0
@@ -239,7 +240,7 @@ t.test('sandbox lifecycle (real Docker)', { skip }, async t => {
     // Named like a chat's sandbox, but that chat has no record and the key label disagrees.
     forged.name = `${PREFIX}-sbx-${chatKey('life-forged')}`
     forged.labels['cu.chat-key'] = chatKey('someone-else')
-    forged.mounts = []
+    await areas('life-forged')
     const forgedId = await client.create(forged)
     t.not(forgedId, 'conflict')
     await one.app.close()
@@ -265,13 +266,15 @@ t.test('sandbox lifecycle (real Docker)', { skip }, async t => {
     await mkdir(join(dataDir, 'chats', key, 'uploads'), { recursive: true })
     await mkdir(join(dataDir, 'chats', key, 'outputs'), { recursive: true })
     const spec = buildSandboxSpec({
-      image: TEST_IMAGE, prefix: PREFIX, networkMode: 'none', dataDirHost: dataDir, memLimit: 512 * 1024 * 1024, cpuLimit: 1, pidsLimit: 512, skillsDirHost: '', sandboxEnv: {}, envContributors: [], diskLimit: 0
+      image: TEST_IMAGE, prefix: PREFIX, networkMode: 'none', memLimit: 512 * 1024 * 1024, cpuLimit: 1, pidsLimit: 512, sandboxEnv: {}, envContributors: [], diskLimit: 0
     }, chat, undefined, new Date())
     const at = new Date().toISOString().replace(/\.\d{3}Z$/, 'Z')
     spec.labels = { ...spec.labels, 'cu.chat-id': chat, 'cu.chat-key': key, 'cu.created-at': at, 'cu.image': TEST_IMAGE }
-    const created = await client.create(spec)
+    const own = testDockerClient({ data: dataDir, skills: '' })
+    t.teardown(() => own.close())
+    const created = await own.create(spec)
     if (created === 'conflict') throw new Error('name taken')
-    await client.start(created.id)
+    await own.start(created.id)
     const { app } = await buildSandboxApp(t, PREFIX, { enableNetwork: false }, dataDir)
     const info = await app.sandbox.ensure(chat)
     t.equal(info.sandboxId, created.id, 'the old sandbox serves the chat')

@@ -57,7 +57,7 @@ t.test('warm pool (real Docker)', { skip }, async t => {
   /** What a monitor sees of a sandbox: its labels (the creation time's value aside), hostname, home volume's name form and labels. */
   const outside = async (name: string): Promise<unknown> => {
     const c = await client.inspect(name)
-    const home = c?.mounts.find(m => m.target === '/home/assistant')?.source ?? ''
+    const home = c?.storage.home ?? ''
     const vol = (await client.listVolumes([`cu.prefix=${PREFIX}`])).find(v => v.name === home)
     const labels = Object.fromEntries(Object.entries(c?.labels ?? {}).filter(([k]) => k.startsWith('cu.') || k === 'managed-by' || k === 'tool').map(([k, v]) => [k, k === 'cu.created-at' ? v.replace(/\d/g, '9') : v]))
     return { labels, volumeLabels: vol?.labels, volumeName: home.replace(/[0-9a-f]{32}$/, 'K') }
@@ -112,7 +112,7 @@ t.test('warm pool (real Docker)', { skip }, async t => {
     const meta = JSON.parse(await readFile(join(dataDir, 'chats', key, 'meta.json'), 'utf8')) as Record<string, unknown>
     t.equal(meta.chat_id, chat)
     const c = await client.inspect(info.name)
-    t.equal(c?.mounts.find(m => m.target === '/home/assistant')?.source.includes(record.home_volume as string), true, 'home is the slot\'s volume')
+    t.equal(c?.storage.home?.includes(record.home_volume as string), true, 'home is the slot\'s volume')
     t.same(await outside(info.name), createdOutside, 'labels, home volume name and labels as a created sandbox\'s: nothing pool-specific')
     t.equal(await sh(service, chat, 'hostname'), 'sandbox\n', 'the hostname of every sandbox')
     await until('the pool refilled', () => service.pooled() === 2)
@@ -181,7 +181,7 @@ t.test('warm pool (real Docker)', { skip }, async t => {
     const after = await service.ensure(chat)
     t.not(after.sandboxId, before.sandboxId, 'the stopped claimed sandbox is recreated (its mounts drifted)')
     const c = await client.inspect(after.name)
-    t.equal(c?.mounts.find(m => m.target === '/home/assistant')?.source, volume, 'recreated on its claimed volume')
+    t.equal(c?.storage.home, volume, 'recreated on its claimed volume')
     t.same(await outside(after.name), createdOutside, 'and still looks like a created sandbox')
     t.equal(await sh(service, chat, 'cat ~/h.txt /mnt/user-data/outputs/o.txt; printf %s "$CHAT_ID"'), 'home\nout\npool-a', 'home and outputs kept')
     await client.remove(after.sandboxId)
@@ -199,7 +199,7 @@ t.test('warm pool (real Docker)', { skip }, async t => {
     const mounted = new Set<string>()
     for (const c of containers) {
       const d = await client.inspect(c.id)
-      for (const m of d?.mounts ?? []) if (m.type === 'volume') mounted.add(m.source)
+      if (d?.storage.home != null) mounted.add(d.storage.home)
     }
     t.equal(containers.filter(c => c.name.startsWith(`${PREFIX}-pool-`)).length, 2, 'exactly the pool size unclaimed')
     t.same(volumes.filter(v => !mounted.has(v)), [], 'no volume without its container')

@@ -34,7 +34,7 @@ async function dockerApp (t: Test): Promise<{ app: FastifyInstance, url: string 
   const app = await buildApp(config, [
     entry(mcpTransport, { singleUserMode: 'lenient', publicBaseUrl: config.publicBaseUrl, allowedOrigins: [], maxBodyBytes: config.MCP_MAX_BODY_BYTES, keepAliveMs: 15000 }),
     entry(capabilities, { publicBaseUrl: config.publicBaseUrl }),
-    entry(sandboxDocker, { dockerHost: DOCKER_HOST }),
+    entry(sandboxDocker, { dockerHost: DOCKER_HOST, dataDir }),
     entry(chatStorage, { dataDir }),
     entry(sandbox, { image: TEST_IMAGE, prefix, dataDir, memLimit: 512 * 1024 * 1024 }),
     entry(workspaceTools, { commandTimeoutS: 60, createTimeoutS: 60, maxOutputChars: 30000, progressIntervalS: 15 }),

@@ -33,7 +33,7 @@ t.test('a sandbox flooding the proxy with never-answered names leaves another ch
   t.teardown(async () => { await rm(dir, { recursive: true, force: true }) })
   const config = loadConfig({ DOCKER_IMAGE: TEST_IMAGE, LOG_LEVEL: 'silent', DATA_DIR: dir, SANDBOX_PREFIX: PREFIX, MCP_API_KEY: TEST_API_KEY, SANDBOX_POOL_SIZE: '0' })
   const app = await buildApp(config, [
-    entry(sandboxDocker, { dockerHost: DOCKER_HOST }),
+    entry(sandboxDocker, { dockerHost: DOCKER_HOST, dataDir: dir }),
     entry(chatStorage, { dataDir: dir }),
     entry(sandbox, { image: TEST_IMAGE, prefix: PREFIX, dataDir: dir, memLimit: 512 * 1024 * 1024 }),
     // the real resolver, pointed at the test's DNS server; a long deadline keeps the flood in flight while we look

@@ -10,7 +10,7 @@ const IMAGE = 'cubicle-memory-test:latest'
 
 t.test('the in-memory engine passes the engine contract', async t => {
   await engineContract(t, {
-    engine: () => createMemoryEngine({ images: [IMAGE] }),
+    engine: ({ dataDir, skillsDir }) => createMemoryEngine({ images: [IMAGE], dataDir, skillsDir }),
     unreachable: () => createMemoryEngine({ images: [IMAGE], reachable: false }),
     image: IMAGE,
     prefix: 'tengmem'

@@ -39,7 +39,7 @@ t.test('lease, creation label, meta.json, idle pause and stop and max age follow
   const opts = parseOptions(SandboxOptions, {
     prefix: 'tclock', image: IMAGE, dataDir: dir, enableNetwork: false, agent: false, poolSize: 0, idleTimeoutS: 60, pausedTimeoutS: 120, maxAgeHours: 2
   }, 'sandbox')
-  const service = createSandboxService({ ...opts, dataDirHost: dir, storage: createChatStorage({ dataDir: dir }) }, engine, pino({ level: 'silent' }), clockWith(() => now))
+  const service = createSandboxService({ ...opts, storage: createChatStorage({ dataDir: dir }) }, engine, pino({ level: 'silent' }), clockWith(() => now))
   t.teardown(async () => { await service.close() })
   const stops: StopReason[] = []
   service.onStop((_chat, reason) => { stops.push(reason) })

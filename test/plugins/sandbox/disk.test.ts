@@ -9,6 +9,7 @@ import { join } from 'node:path'
 import pino from 'pino'
 import { parseOptions } from '../../../core/config.js'
 import { chatPaths } from '../../../core/chat-paths.js'
+import { storageAsSeen } from '../../../core/storage-layout.js'
 import { buildSandboxSpec, configDrift, tmpfsFor, type SandboxSettings } from '../../../plugins/sandbox/sandbox-spec.js'
 import { dockerCreateBody, tmpfsFromOptions } from '../../../plugins/sandbox-docker/docker-create-body.js'
 import { isQuotaRefusal } from '../../../plugins/sandbox/disk-quota.js'
@@ -34,11 +35,9 @@ const settings: SandboxSettings = {
   image: 'img',
   prefix: 'cu',
   networkMode: 'none',
-  dataDirHost: '/srv',
   memLimit: 2 * GiB,
   cpuLimit: 1,
   pidsLimit: 512,
-  skillsDirHost: '',
   sandboxEnv: {},
   envContributors: [],
   diskLimit: 10 * GiB
@@ -63,14 +62,14 @@ t.test('/tmp is a tmpfs of min(limit, 1 GiB, memory / 2); none without a disk li
   t.same(tmpfsFor({ diskLimit: 50 * MiB, memLimit: 2 * GiB }), { '/tmp': { size: 50 * MiB, mode: 0o1777 } })
   t.same(tmpfsFor({ diskLimit: 10 * GiB, memLimit: 4 * GiB }), { '/tmp': { size: GiB, mode: 0o1777 } })
   t.same(tmpfsFor({ diskLimit: 10 * GiB, memLimit: 512 * MiB }), { '/tmp': { size: 256 * MiB, mode: 0o1777 } })
-  const c = dockerCreateBody(buildSandboxSpec(settings, 'chat-1', undefined, new Date()))
+  const c = dockerCreateBody(buildSandboxSpec(settings, 'chat-1', undefined, new Date()), [])
   t.same(c.HostConfig.Tmpfs, { '/tmp': `rw,nosuid,nodev,size=${GiB},mode=1777` }, 'the engine writes the mount options: the core speaks size and mode')
   t.same(tmpfsFromOptions(c.HostConfig.Tmpfs), { '/tmp': { size: GiB, mode: 0o1777 } }, 'and reads them back for drift detection')
   t.same(tmpfsFromOptions({ '/x': 'rw,size=oops,mode=zz' }), { '/x': { size: 0, mode: 0 } }, 'an option it cannot read is 0: a drift, never a guess')
   t.equal(c.HostConfig.StorageOpt, undefined, 'no quota unless the driver takes one')
-  const q = dockerCreateBody(buildSandboxSpec({ ...settings, storageQuota: true }, 'chat-1', undefined, new Date()))
+  const q = dockerCreateBody(buildSandboxSpec({ ...settings, storageQuota: true }, 'chat-1', undefined, new Date()), [])
   t.same(q.HostConfig.StorageOpt, { size: String(10 * GiB) })
-  const off = dockerCreateBody(buildSandboxSpec({ ...settings, diskLimit: 0, storageQuota: true }, 'chat-1', undefined, new Date()))
+  const off = dockerCreateBody(buildSandboxSpec({ ...settings, diskLimit: 0, storageQuota: true }, 'chat-1', undefined, new Date()), [])
   t.same(off.HostConfig.Tmpfs, {})
   t.equal(off.HostConfig.StorageOpt, undefined)
 })
@@ -80,7 +79,7 @@ t.test('drift: a stopped container without the current tmpfs or quota is recreat
   const existing = {
     imageId: 'sha256:a',
     env: desired.env,
-    mounts: desired.mounts.map(m => ({ type: m.type, source: m.source, target: m.target, readOnly: m.readOnly })),
+    storage: storageAsSeen(desired.storage),
     network: 'none',
     memory: 2 * GiB,
     cpus: 1,
@@ -137,8 +136,8 @@ function fakeDocker (): FakeDocker {
 }
 
 /** The disk watchdog alone over a fake engine, bootstrapped. */
-function watchdog (opts: Omit<ServiceOptions, 'dataDirHost' | 'storage'>, engine: SandboxEngine): { pass: () => Promise<void>, entryOf: (chatId: string) => Entry } {
-  const base = createBase({ ...opts, dataDirHost: opts.dataDir, storage: createChatStorage({ dataDir: opts.dataDir }) }, engine, pino({ level: 'silent' }), systemClock)
+function watchdog (opts: Omit<ServiceOptions, 'storage'>, engine: SandboxEngine): { pass: () => Promise<void>, entryOf: (chatId: string) => Entry } {
+  const base = createBase({ ...opts, storage: createChatStorage({ dataDir: opts.dataDir }) }, engine, pino({ level: 'silent' }), systemClock)
   base.status.bootstrapped = true
   const chats = new Chats(opts.prefix)
   const disk = createDiskWatchdog(base, chats, createTransitions(base, chats, () => {}))

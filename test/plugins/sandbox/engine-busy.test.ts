@@ -19,13 +19,13 @@ import { SandboxOptions } from '../../../plugins/sandbox/schemas.js'
 import { createChatStorage } from '../../../plugins/chat-storage/service.js'
 
 const details = (name: string): SandboxDetails => ({
-  ...{ id: 'cid-1', name, running: true, labels: {}, imageId: 'sha256:x', env: [], mounts: [], network: 'none' },
+  ...{ id: 'cid-1', name, running: true, labels: {}, imageId: 'sha256:x', env: [], storage: { home: null, data: null, skills: null, extra: [] }, network: 'none' },
   ...{ addresses: {}, memory: 0, cpus: 0, pids: 0, tmpfs: {}, diskQuota: 0, oomKilled: false }
 })
 
 function registry (client: Partial<SandboxEngine>, extra: Record<string, unknown> = {}): CoreBase {
   const opts = parseOptions(SandboxOptions, { prefix: 'cu', dataDir: '/nonexistent', ...extra }, 'sandbox')
-  return createBase({ ...opts, dataDirHost: '/nonexistent', storage: createChatStorage({ dataDir: '/nonexistent' }) }, client as SandboxEngine, pino({ level: 'silent' }), systemClock)
+  return createBase({ ...opts, storage: createChatStorage({ dataDir: '/nonexistent' }) }, client as SandboxEngine, pino({ level: 'silent' }), systemClock)
 }
 const entryOf = (_reg: CoreBase, chatId: string): ReturnType<Chats['entryOf']> => new Chats('cu').entryOf(chatId)
 const waitReady = async (reg: CoreBase, entry: ReturnType<Chats['entryOf']>): ReturnType<ReturnType<typeof createReadiness>['waitReady']> => await createReadiness(reg).waitReady(entry)

@@ -28,7 +28,7 @@ t.test('the core\'s engine calls are logged with their duration, target and outc
   t.teardown(async () => { await rm(dir, { recursive: true, force: true }) })
   const { log, lines } = capture()
   const opts = parseOptions(SandboxOptions, { prefix: 'tenglog', image: IMAGE, dataDir: dir, enableNetwork: false, agent: false }, 'sandbox')
-  const service = createSandboxService({ ...opts, dataDirHost: dir, storage: createChatStorage({ dataDir: dir }) }, createMemoryEngine({ images: [IMAGE] }), log)
+  const service = createSandboxService({ ...opts, storage: createChatStorage({ dataDir: dir }) }, createMemoryEngine({ images: [IMAGE] }), log)
   t.teardown(async () => { await service.close() })
   await service.ensure('log-chat')
   const r = await service.exec('log-chat', ['sh', '-c', 'echo "$SECRET_WORD"'], { env: { SECRET_WORD: 'hush-1234' } })

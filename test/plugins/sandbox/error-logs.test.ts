@@ -15,7 +15,7 @@ import { createChatStorage } from '../../../plugins/chat-storage/service.js'
 function registry (lines: Array<Record<string, unknown>>): CoreBase {
   const opts = parseOptions(SandboxOptions, { prefix: 'cu', dataDir: '/nonexistent' }, 'sandbox')
   const log = pino({ level: 'debug' }, { write: (line: string) => { lines.push(JSON.parse(line) as Record<string, unknown>) } })
-  return createBase({ ...opts, dataDirHost: '/nonexistent', storage: createChatStorage({ dataDir: '/nonexistent' }) }, {} as SandboxEngine, log, systemClock)
+  return createBase({ ...opts, storage: createChatStorage({ dataDir: '/nonexistent' }) }, {} as SandboxEngine, log, systemClock)
 }
 
 t.test('an engine failure is logged as an error object with its cause and fields', async t => {

@@ -4,6 +4,7 @@ import { buildSandboxSpec, configDrift, type SandboxSettings } from '../../../pl
 import { managedNames } from '../../../plugins/sandbox/env.js'
 import { subAgentEnvContributor } from '../../../plugins/sub-agent/env.js'
 import { dockerCreateBody } from '../../../plugins/sandbox-docker/docker-create-body.js'
+import { hostMounts, storageAsSeen, storageOfMounts } from '../../../core/storage-layout.js'
 import { containerLabels, createdAtOf, labelTime, labelValue, ownerFilter, readLabels, rfc3339, sandboxNames, volumeLabels } from '../../../plugins/sandbox/names.js'
 import { parseDockerHost } from '../../../plugins/sandbox-docker/docker-endpoint.js'
 import { parseOptions } from '../../../core/config.js'
@@ -13,17 +14,17 @@ const settings: SandboxSettings = {
   image: 'computer-use-sandbox:latest',
   prefix: 'cu',
   networkMode: 'cu-sandboxes',
-  dataDirHost: '/srv/cubicle',
   memLimit: 2147483648,
   cpuLimit: 1.5,
   pidsLimit: 512,
-  skillsDirHost: '',
   sandboxEnv: { ANTHROPIC_AUTH_TOKEN: 'tok', ANTHROPIC_BASE_URL: 'https://gw.example' },
   // The sub-agent plugin's contributor: SUBAGENT_CLI in, provider credentials withheld.
   envContributors: [subAgentEnvContributor('claude')],
   diskLimit: 0
 }
 const MANAGED = managedNames(settings.envContributors)
+/** An existing sandbox that matches `settings` but for env and storage. */
+const DETAILS = { imageId: 'sha256:a', network: 'cu-sandboxes', memory: 2147483648, cpus: 1.5, pids: 512, tmpfs: {}, diskQuota: 0 }
 
 t.test('names derive from the chat key only (docs/contract.md#derived-names)', async t => {
   const key = chatKey('My-Chat'.toLowerCase())
@@ -75,8 +76,10 @@ t.test('container config follows docs/contract.md#sandbox-configuration', async 
   const now = new Date('2026-03-04T05:06:07Z')
   const user = { email: 'ann@example.com', emailRejected: false, name: 'Ann Example', mcpServers: [], credentials: { gitlabToken: 'glpat', gitlabHost: 'git.example' } }
   // The Docker engine's create body of the neutral spec: every field as before the split.
-  const c = dockerCreateBody(buildSandboxSpec(settings, 'chat-1', user, now))
   const key = chatKey('chat-1')
+  const spec = buildSandboxSpec(settings, 'chat-1', user, now)
+  t.same(spec.storage, { home: { volume: `cu-home-${key}`, labels: volumeLabels('cu', 'chat-1') }, data: { chat: key }, skills: true, extra: [] }, 'storage by name, no host path')
+  const c = dockerCreateBody(spec, hostMounts(spec.storage, { data: '/srv/cubicle', skills: '' }))
   t.equal(c.name, `cu-sbx-${key}`)
   t.equal(c.Image, 'computer-use-sandbox:latest')
   t.same(c.Cmd, ['sleep', 'infinity'])
@@ -116,7 +119,8 @@ t.test('container config follows docs/contract.md#sandbox-configuration', async 
 })
 
 t.test('container config: skills mount, network none, no user', async t => {
-  const c = dockerCreateBody(buildSandboxSpec({ ...settings, skillsDirHost: '/opt/skills', networkMode: 'none', sandboxEnv: {} }, 'x', undefined, new Date()))
+  const spec = buildSandboxSpec({ ...settings, networkMode: 'none', sandboxEnv: {} }, 'x', undefined, new Date())
+  const c = dockerCreateBody(spec, hostMounts(spec.storage, { data: '/srv/cubicle', skills: '/opt/skills' }))
   t.equal(c.HostConfig.Sysctls, undefined, 'no network: no IPv6 sysctl')
   t.same(c.HostConfig.Mounts.at(-1), { Type: 'bind', Source: '/opt/skills', Target: '/mnt/skills', ReadOnly: true })
   t.equal(c.HostConfig.NetworkMode, 'none')
@@ -128,7 +132,7 @@ t.test('config drift: settings fixed at creation are compared, user-derived env 
   const existing = {
     imageId: 'sha256:a',
     env: [...desired.env, 'PATH=/usr/bin', 'GIT_AUTHOR_NAME=Someone'],
-    mounts: desired.mounts.map(m => ({ type: m.type, source: m.source, target: m.target, readOnly: m.readOnly })),
+    storage: storageAsSeen(desired.storage),
     network: 'cu-sandboxes',
     memory: 2147483648,
     cpus: 1.5,
@@ -143,7 +147,7 @@ t.test('config drift: settings fixed at creation are compared, user-derived env 
   t.equal(configDrift({ ...existing, memory: 1 }, desired, null, MANAGED), 'memory limit changed')
   t.equal(configDrift({ ...existing, cpus: 1 }, desired, null, MANAGED), 'cpu limit changed')
   t.equal(configDrift({ ...existing, network: 'bridge' }, desired, null, MANAGED), 'network changed')
-  t.equal(configDrift({ ...existing, mounts: existing.mounts.slice(1) }, desired, null, MANAGED), 'mounts changed')
+  t.equal(configDrift({ ...existing, storage: { ...existing.storage, home: 'cu-home-other' } }, desired, null, MANAGED), 'storage changed (home volume changed)')
   t.equal(configDrift({ ...existing, env: existing.env.filter(e => !e.startsWith('CHAT_ID=')) }, desired, null, MANAGED), 'environment changed (CHAT_ID)')
   // A container created while provider credentials were in its environment is recreated at its next start.
   t.equal(configDrift({ ...existing, env: [...existing.env, 'ANTHROPIC_AUTH_TOKEN=tok'] }, desired, null, MANAGED), 'environment changed (ANTHROPIC_AUTH_TOKEN)')
@@ -153,6 +157,34 @@ t.test('config drift: settings fixed at creation are compared, user-derived env 
   t.equal(configDrift({ ...existing, env: existing.env.map(e => e.startsWith('SUBAGENT_CLI=') ? 'SUBAGENT_CLI=codex' : e) }, desired, null, MANAGED), 'environment changed (SUBAGENT_CLI)')
   t.equal(configDrift({ ...existing, env: [...existing.env, 'HTTP_PROXY=http://old:3128'] }, desired, null, MANAGED), null, 'egress not loaded: its names are not compared')
   t.equal(configDrift({ ...existing, env: [...existing.env, 'HTTP_PROXY=http://old:3128'] }, desired, null, new Set([...MANAGED, 'HTTP_PROXY'])), 'environment changed (HTTP_PROXY)')
+})
+
+t.test('storage on a host directory tree: mapped to mounts and read back into the neutral form', async t => {
+  const roots = { data: '/srv/cubicle', skills: '/opt/skills' }
+  const key = chatKey('chat-1')
+  const spec = buildSandboxSpec(settings, 'chat-1', undefined, new Date(), [{ source: '/cache/abc', target: '/mnt/skills/user/notes' }])
+  const mounts = hostMounts(spec.storage, roots)
+  t.same(mounts.map(m => [m.type, m.source, m.target, m.readOnly]), [
+    ['volume', `cu-home-${key}`, '/home/assistant', false],
+    ['bind', `/srv/cubicle/chats/${key}/uploads`, '/mnt/user-data/uploads', true],
+    ['bind', `/srv/cubicle/chats/${key}/outputs`, '/mnt/user-data/outputs', false],
+    ['bind', '/opt/skills', '/mnt/skills', true],
+    ['bind', '/cache/abc', '/mnt/skills/user/notes', true]
+  ])
+  const seen = storageOfMounts(mounts, roots)
+  t.same(seen, storageAsSeen(spec.storage), 'read back exactly')
+  t.equal(configDrift({ ...DETAILS, env: spec.env, storage: seen }, spec, null, MANAGED), null)
+  const drift = (m: typeof mounts, r = roots): string | null => configDrift({ ...DETAILS, env: spec.env, storage: storageOfMounts(m, r) }, spec, null, MANAGED)
+  t.equal(drift(mounts, { ...roots, data: '/elsewhere' }), 'storage changed (data areas changed)', 'another DATA_DIR_HOST recreates')
+  t.equal(drift(mounts, { ...roots, skills: '/new/skills' }), 'storage changed (skills changed)', 'another SKILLS_DIR_HOST recreates')
+  t.equal(drift(mounts.map(m => m.target === '/mnt/user-data/uploads' ? { ...m, readOnly: false } : m)), 'storage changed (data areas changed)', 'writable uploads recreate')
+  t.equal(drift(mounts.filter(m => m.target !== '/mnt/skills/user/notes')), 'storage changed (extra mounts changed)')
+  t.equal(drift([...mounts, { type: 'bind', source: '/etc', target: '/mnt/etc', readOnly: false }]), 'storage changed (extra mounts changed)', 'an unknown mount shows')
+  t.equal(drift(hostMounts({ ...spec.storage, data: { slot: 'a'.repeat(32) } }, roots)), 'storage changed (data areas changed)', 'a pool slot\'s areas are not the chat\'s')
+  const noSkills = hostMounts(spec.storage, { ...roots, skills: '' })
+  t.equal(storageOfMounts(noSkills, { ...roots, skills: '' }).skills, null, 'an engine without skills cannot tell')
+  t.equal(drift(mounts, { ...roots, skills: '' }), 'storage changed (extra mounts changed)', 'skills mounted before SKILLS_DIR_HOST was unset recreate')
+  t.throws(() => hostMounts({ ...spec.storage, data: { chat: '../../etc' } }, roots), TypeError, 'an owner that is not a key never becomes a path')
 })
 
 t.test('DOCKER_HOST forms', async t => {

@@ -36,7 +36,7 @@ t.test('a stop that ends while a state check is in flight wins over the check\'s
     return answer
   }
   const opts = parseOptions(SandboxOptions, { prefix: 'tstale', image: IMAGE, dataDir: dir, enableNetwork: false, agent: false, poolSize: 0 }, 'sandbox')
-  const service = createSandboxService({ ...opts, dataDirHost: dir, storage: createChatStorage({ dataDir: dir }) }, engine, pino({ level: 'silent' }))
+  const service = createSandboxService({ ...opts, storage: createChatStorage({ dataDir: dir }) }, engine, pino({ level: 'silent' }))
   t.teardown(async () => { await service.close() })
   await service.start()
   await service.ensure('stale-chat')
