@@ -36,7 +36,7 @@ const spec: SandboxSpec = {
   workdir: '/home/assistant',
   env: ['FROM_POD=1'],
   labels: { 'cu.prefix': PREFIX },
-  mounts: [],
+  storage: { home: { volume: 'kclient-home', labels: { 'cu.prefix': PREFIX } }, data: { chat: '0'.repeat(32) }, skills: false, extra: [] },
   tmpfs: { '/tmp': { size: 16 * MiB, mode: 0o1777 } },
   limits: { memory: 256 * MiB, cpus: 0.5, pids: 128, disk: 0, shm: 64 * MiB },
   network: 'none',
