@@ -14,6 +14,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js'
+import { parse as parseYaml } from 'yaml'
 import { TEST_API_KEY } from '../helper.js'
 import { connect, textOf } from '../fixtures/mcp-probe.js'
 import { dockerOrSkip, removeByPrefix, TEST_IMAGE } from './docker.js'
@@ -118,6 +119,8 @@ t.test('the server image builds without a registry, runs as the README says and 
   const health = await run('docker', ['inspect', '-f', '{{.State.Health.Status}}', name])
   t.match(health.stdout.trim(), /^(healthy|starting)$/)
 
+  t.test('the image runs under the pod security of deploy/kubernetes/server.yaml', async t => { await podSecuritySession(t, tag) })
+
   const compose = await run('docker-compose', ['version', '--short']).then(() => true, () => false)
   if (!compose && process.env.REQUIRE_DOCKER === '1') t.fail('REQUIRE_DOCKER=1 but docker-compose is missing (apt-get install docker-compose)')
   const skip = compose ? false : 'SKIPPED: docker-compose is missing (apt-get install docker-compose)'
@@ -168,4 +171,51 @@ async function composeSession (t: Test, tag: string): Promise<void> {
   const state = JSON.parse((await run('docker', ['inspect', '-f', '{{json .State}}', id])).stdout) as { ExitCode: number, Running: boolean }
   t.match(state, { Running: false, ExitCode: 0 }, 'compose stop: SIGTERM, a clean shutdown inside stop_grace_period (137 would be a kill)')
   t.match((await run('docker', ['logs', id])).stdout, /"msg":"closed"/)
+}
+
+interface PodSpec {
+  securityContext: { runAsUser: number, runAsGroup: number, fsGroup: number }
+  containers: Array<{ securityContext: { readOnlyRootFilesystem: boolean, allowPrivilegeEscalation: boolean, capabilities: { drop: string[] } }, resources: { limits: { memory: string } }, volumeMounts: Array<{ name: string, mountPath: string }> }>
+  volumes: Array<{ name: string, emptyDir?: object, persistentVolumeClaim?: object }>
+}
+
+/**
+ * The image as the Deployment runs it, translated to `docker run`: its user, group and fsGroup, a
+ * read-only root, every capability dropped, no privilege escalation, its memory limit, a volume for
+ * each claim and a tmpfs for each emptyDir. The server must boot and write DATA_DIR there; the
+ * engine is not the subject (nothing answers at its address).
+ */
+async function podSecuritySession (t: Test, tag: string): Promise<void> {
+  const spec = (parseYaml(await readFile(join(root, 'deploy/kubernetes/server.yaml'), 'utf8')) as { spec: { template: { spec: PodSpec } } }).spec.template.spec
+  const c = spec.containers[0]!
+  const name = `t-${randomBytes(4).toString('hex')}-pod`
+  const port = await freePort()
+  t.teardown(async () => {
+    await run('docker', ['rm', '-f', name]).catch(() => {})
+    await run('docker', ['volume', 'rm', '-f', `${name}-data`]).catch(() => {})
+  })
+  const mounts = c.volumeMounts.flatMap(m => {
+    const volume = spec.volumes.find(v => v.name === m.name)
+    if (volume?.emptyDir !== undefined) return ['--tmpfs', `${m.mountPath}:uid=${spec.securityContext.runAsUser},gid=${spec.securityContext.fsGroup}`]
+    if (volume?.persistentVolumeClaim !== undefined) return ['-v', `${name}-${m.name}:${m.mountPath}`]
+    throw new Error(`volume ${m.name}: neither a claim nor an emptyDir`)
+  })
+  // A fresh claim is owned by fsGroup (the kubelet's chgrp): the same for the volume.
+  await run('docker', ['run', '--rm', '--user', '0', '-v', `${name}-data:/v`, '--entrypoint', 'sh', tag, '-c', `chown 0:${spec.securityContext.fsGroup} /v && chmod 2775 /v`])
+  await run('docker', ['run', '-d', '--name', name, '-p', `127.0.0.1:${port}:8081`,
+    '--user', `${spec.securityContext.runAsUser}:${spec.securityContext.runAsGroup}`, '--group-add', String(spec.securityContext.fsGroup),
+    ...(c.securityContext.readOnlyRootFilesystem ? ['--read-only'] : []),
+    '--cap-drop', c.securityContext.capabilities.drop.join(','),
+    ...(c.securityContext.allowPrivilegeEscalation ? [] : ['--security-opt', 'no-new-privileges']),
+    '--memory', c.resources.limits.memory.replace(/i$/, '').toLowerCase(),
+    ...mounts,
+    '-e', 'DATA_DIR=/data', '-e', `MCP_API_KEY=${TEST_API_KEY}`, '-e', 'DOCKER_HOST=tcp://127.0.0.1:1', tag])
+  let ready: { status?: string, data_dir?: string } | undefined
+  for (let i = 0; i < 120 && ready === undefined; i++) {
+    await new Promise(resolve => setTimeout(resolve, 500))
+    ready = await fetch(`http://127.0.0.1:${port}/ready`).then(async r => await r.json() as { data_dir?: string }, () => undefined)
+  }
+  const logs = await run('docker', ['logs', name]).then(r => r.stdout + r.stderr, (e: { stdout: string, stderr: string }) => e.stdout + e.stderr)
+  t.equal(ready?.data_dir, 'writable', 'the server booted and can write DATA_DIR')
+  t.notMatch(logs, /EROFS|EACCES|read-only file system/i, 'nothing it does needs a writable root')
 }
