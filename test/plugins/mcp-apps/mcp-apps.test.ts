@@ -4,28 +4,15 @@
  * ui:// views, show_computer and the view reference on bash_tool; one that does not sees exactly what a
  * server without the plugin shows.
  */
-import t, { type Test } from 'tap'
-import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client'
+import t from 'tap'
 import { connect, textOf } from '../../fixtures/mcp-probe.js'
 import { listen, TEST_API_KEY } from '../../helper.js'
-import { pluginNames } from '../../../fastify.config.js'
-import { entries } from '../../../fastify.config.js'
+import { entries, pluginNames } from '../../../fastify.config.js'
+import { appsClient, VIEW_MIME as MIME } from '../../fixtures/apps-host.js'
 
 const PUBLIC = 'http://cubicle.test:8081'
-const APPS = 'io.modelcontextprotocol/ui'
-const MIME = 'text/html;profile=mcp-app'
 const ENV = { MCP_API_KEY: TEST_API_KEY, DOCKER_HOST: 'unix:///nonexistent.sock', PUBLIC_BASE_URL: PUBLIC }
 const HEADERS = { Authorization: `Bearer ${TEST_API_KEY}`, 'X-Chat-Id': 'apps-chat' }
-
-async function appsClient (t: Test, url: string, revision?: string): Promise<Client> {
-  const client = new Client({ name: 'cubicle-apps-host', version: '0.0.0' }, {
-    capabilities: { extensions: { [APPS]: { mimeTypes: [MIME] } } },
-    ...(revision !== undefined && { versionNegotiation: { mode: { pin: revision } } })
-  })
-  t.teardown(async () => { await client.close() })
-  await client.connect(new StreamableHTTPClientTransport(new URL('/mcp', url), { requestInit: { headers: HEADERS } }))
-  return client
-}
 
 t.test('a client without the Apps extension sees the same tools, resources and results as a server without the plugin', async t => {
   const withPlugin = await listen(t, ENV)
@@ -45,7 +32,7 @@ t.test('a client without the Apps extension sees the same tools, resources and r
 for (const revision of [undefined, '2026-07-28']) {
   t.test(`a client with the Apps extension (${revision ?? '2025-era'}) gets the views`, async t => {
     const { url } = await listen(t, ENV)
-    const client = await appsClient(t, url, revision)
+    const client = await appsClient(t, url, HEADERS, revision)
     const { tools } = await client.listTools()
     t.same(tools.map(tool => tool.name), ['bash_tool', 'view', 'create_file', 'str_replace', 'sub_agent', 'show_computer'])
     t.same(tools.find(tool => tool.name === 'bash_tool')?._meta, { ui: { resourceUri: 'ui://cubicle/files' } }, 'bash_tool opens on the files view')
