@@ -12,6 +12,7 @@ import mcpTransport from './plugins/mcp-transport/index.js'
 import capabilities from './plugins/capabilities/index.js'
 import chatStorage from './plugins/chat-storage/index.js'
 import sandboxDocker from './plugins/sandbox-docker/index.js'
+import sandboxKubernetes from './plugins/sandbox-kubernetes/index.js'
 import sandbox from './plugins/sandbox/index.js'
 import workspaceTools from './plugins/workspace-tools/index.js'
 import userSkills from './plugins/user-skills/index.js'
@@ -35,7 +36,11 @@ import icons from './plugins/icons/index.js'
 import { serverIcons } from './plugins/icons/icons.js'
 import egress from './plugins/egress/index.js'
 import ports from './plugins/ports/index.js'
-import mcpApps from './plugins/mcp-apps/index.js'
+
+/** An engine plugin's entry: the one SANDBOX_ENGINE names registers, the other's registers nothing. */
+function engine (config: AppConfig, name: 'docker' | 'kubernetes', make: () => Entry): Entry {
+  return config.SANDBOX_ENGINE === name ? make() : { register: async () => {} }
+}
 
 const plugins = {
   // First: its HTTP hooks then cover every route registered after it.
@@ -62,7 +67,8 @@ const plugins = {
   // Before every plugin that reads or writes chat data (uploads, outputs, state files).
   'chat-storage': config => entry(chatStorage, { dataDir: config.DATA_DIR }),
   // The sandbox engine first (it decorates fastify.sandboxEngine), then the engine-neutral core.
-  'sandbox-docker': config => entry(sandboxDocker, {
+  // One engine loads: SANDBOX_ENGINE names it; the other's entry registers nothing.
+  'sandbox-docker': config => engine(config, 'docker', () => entry(sandboxDocker, {
     dockerHost: config.DOCKER_HOST || config.DOCKER_SOCKET,
     // Where the chats' areas and the skills are, as the server and the daemon see them (docs/engine.md#storage).
     dataDir: config.DATA_DIR,
@@ -71,7 +77,21 @@ const plugins = {
     // The agent socket's run directories (docs/engine.md#the-agent-socket), as the server and the daemon see them.
     agentRunDir: config.SANDBOX_AGENT && config.SANDBOX_AGENT_SOCKET ? `${config.DATA_DIR}/run` : '',
     agentRunDirHost: `${config.dataDirHost}/run`
-  }),
+  })),
+  'sandbox-kubernetes': config => engine(config, 'kubernetes', () => entry(sandboxKubernetes, {
+    apiUrl: config.KUBE_API_URL,
+    namespace: config.KUBE_NAMESPACE,
+    runtimeClassName: config.KUBE_RUNTIME_CLASS,
+    storageClassName: config.KUBE_STORAGE_CLASS,
+    volumeSize: config.KUBE_VOLUME_SIZE,
+    serverSelector: config.KUBE_SERVER_SELECTOR,
+    serverAddress: config.KUBE_SERVER_ADDRESS,
+    sharedClaim: config.KUBE_SHARED_CLAIM,
+    dataDir: config.DATA_DIR,
+    skillsDir: config.SKILLS_DIR,
+    uid: config.SANDBOX_UID > 0 ? config.SANDBOX_UID : 1000,
+    gid: config.SANDBOX_GID > 0 ? config.SANDBOX_GID : 1000
+  })),
   sandbox: config => entry(sandbox, {
     image: config.DOCKER_IMAGE,
     prefix: config.SANDBOX_PREFIX,
@@ -177,8 +197,6 @@ const plugins = {
     idleTimeoutS: config.APPS_IDLE_TIMEOUT,
     hiddenPorts: [config.CDP_PORT]
   }),
-  // MCP Apps: the preview's views inside the chat, for clients that declare the extension; others see no change.
-  'mcp-apps': config => entry(mcpApps, {}),
   docs: config => entry(docs, { publicBaseUrl: config.publicBaseUrl, singleUserMode: config.singleUserMode }),
   // The server's and the tools' icons, and `icons` on each built-in tool of tools/list.
   icons: config => entry(icons, { publicBaseUrl: config.publicBaseUrl }),

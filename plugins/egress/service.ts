@@ -115,7 +115,7 @@ export function createEgressService (deps: EgressDeps, opts: Required<EgressOpti
       try {
         // The host addresses and the hosts file are read before the first connection is decided.
         await Promise.all([host.start(), hostsFile.start()])
-        await proxy.listen(net.gateway, opts.port)
+        await proxy.listen(net.listen ?? net.gateway, opts.port)
       } catch (err) {
         deps.log.error({ err, gateway: net.gateway, port: opts.port }, 'egress proxy cannot listen: sandboxes have no way out')
         bound = null

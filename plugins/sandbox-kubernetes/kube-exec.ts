@@ -18,7 +18,7 @@ export const PROTOCOLS = ['v5.channel.k8s.io', 'v4.channel.k8s.io']
 export const PROCESS_MARK = 'CUBICLE_ENGINE_EXEC'
 const SIGNAL_SCRIPT = 'for f in $(grep -lzx "$2" /proc/[0-9]*/environ 2>/dev/null); do f=${f#/proc/}; kill -s "$1" "${f%/environ}" 2>/dev/null; done; true'
 /** Every process of the sandbox's user but the caller: SIGSTOP freezes them (pause), SIGCONT thaws them. */
-const ALL_SCRIPT = 'kill -s "$1" -1 2>/dev/null; true'
+const ALL_SCRIPT = 'kill -s "$1" -- -1 2>/dev/null; true'
 const PUT_SCRIPT = 'd=${1%/*}; [ -d "${d:-/}" ] || exit 3; t="$1.cubicle-put.$$"; umask 077; cat > "$t" && chmod "$2" "$t" && mv -f "$t" "$1" || { rm -f "$t"; exit 4; }'
 const STATS_SCRIPT = [
   // cgroup v2 files first, then v1's

@@ -91,12 +91,13 @@ export function selector (filters: string[]): string {
   return filters.join(',')
 }
 
-export function recordObject (spec: SandboxSpec, id: string, labels: Labels = spec.labels): ConfigMap {
+/** The record: the spec, the id and the shared claim the sandbox was created with (kube-storage.ts). */
+export function recordObject (spec: SandboxSpec, id: string, sharedClaim: string, labels: Labels = spec.labels): ConfigMap {
   return {
     apiVersion: 'v1',
     kind: 'ConfigMap',
     metadata: { name: spec.name, labels: { ...labels, [ID_LABEL]: id, [ROLE_LABEL]: 'sandbox' } },
-    data: { id, spec: JSON.stringify(spec) }
+    data: { id, spec: JSON.stringify(spec), shared: sharedClaim }
   }
 }
 
@@ -116,16 +117,23 @@ export function volumeObject (name: string, labels: Labels, o: PodOptions): Reco
 function quantityCpu (cpus: number): string { return `${Math.max(1, Math.round(cpus * 1000))}m` }
 
 /** A PersistentVolumeClaim mounted into a sandbox (a directory of it with `subPath`). */
-export interface ClaimMount { claim: string, target: string, readOnly: boolean }
+export interface ClaimMount { claim: string, target: string, readOnly: boolean, subPath?: string }
 
 /** The pod of a sandbox's run, its storage as claims mounted (the engine maps the spec's storage to them). */
 export function podObject (spec: SandboxSpec, id: string, labels: Labels, o: PodOptions, claims: ClaimMount[]): Pod {
   const volumes: Array<Record<string, unknown>> = []
   const mounts: Array<Record<string, unknown>> = []
-  claims.forEach((m, i) => {
-    volumes.push({ name: `vol-${i}`, persistentVolumeClaim: { claimName: m.claim, ...(m.readOnly ? { readOnly: true } : {}) } })
-    mounts.push({ name: `vol-${i}`, mountPath: m.target, ...(m.readOnly ? { readOnly: true } : {}) })
-  })
+  // One volume per claim (a shared claim is mounted several times by subPath); read-only per mount.
+  const volumeOf = new Map<string, string>()
+  for (const m of claims) {
+    let name = volumeOf.get(m.claim)
+    if (name === undefined) {
+      name = `vol-${volumeOf.size}`
+      volumeOf.set(m.claim, name)
+      volumes.push({ name, persistentVolumeClaim: { claimName: m.claim } })
+    }
+    mounts.push({ name, mountPath: m.target, ...(m.subPath === undefined || m.subPath === '' ? {} : { subPath: m.subPath }), ...(m.readOnly ? { readOnly: true } : {}) })
+  }
   Object.entries(spec.tmpfs).forEach(([target, t], i) => {
     volumes.push({ name: `tmpfs-${i}`, emptyDir: { medium: 'Memory', sizeLimit: String(t.size) } })
     mounts.push({ name: `tmpfs-${i}`, mountPath: target })

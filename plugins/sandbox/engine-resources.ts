@@ -15,6 +15,11 @@ export interface EngineNetwork {
   labels: Record<string, string>
   /** the server's address on the network (where a listener of the server is reached from sandboxes), null when the engine reports none */
   gateway: string | null
+  /**
+   * Where a listener of the server for sandboxes binds when that is not the gateway (Kubernetes: `0.0.0.0`,
+   * sandboxes reach the server through a Service's address); absent: the gateway itself
+   */
+  listen?: string
   subnet: string | null
 }
 

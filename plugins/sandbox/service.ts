@@ -128,7 +128,7 @@ export function createSandboxService (opts: ServiceOptions, engine: SandboxEngin
     onAddress: hook => { addresses.addHook(hook) },
     network: () => {
       const net = network.current()
-      return net === null || net.gateway === null ? null : { name: base.networkName, gateway: net.gateway, subnet: net.subnet }
+      return net === null || net.gateway === null ? null : { name: base.networkName, gateway: net.gateway, subnet: net.subnet, ...(net.listen === undefined ? {} : { listen: net.listen }) }
     },
     restrictEgress: async port => {
       if (network.current() === null) throw new Error('the sandbox network is not prepared')

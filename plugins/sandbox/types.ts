@@ -320,6 +320,8 @@ export interface SandboxNetwork {
   name: string
   /** the server's address on it: where the egress proxy listens and sandboxes reach it */
   gateway: string
+  /** where the server's listeners for sandboxes bind when not on the gateway (Kubernetes: all addresses; docs/engine.md#network) */
+  listen?: string
   subnet: string | null
 }
 
