@@ -42,6 +42,7 @@ COPY --from=build /app/node_modules node_modules
 COPY --from=build /app/dist dist
 COPY package.json ./
 COPY plugins/preview/public plugins/preview/public
+COPY plugins/preview/app-view plugins/preview/app-view
 COPY plugins/icons/public plugins/icons/public
 COPY sandbox-image/skills sandbox-image/skills
 USER node

@@ -36,6 +36,7 @@ import icons from './plugins/icons/index.js'
 import { serverIcons } from './plugins/icons/icons.js'
 import egress from './plugins/egress/index.js'
 import ports from './plugins/ports/index.js'
+import mcpApps from './plugins/mcp-apps/index.js'
 
 /** An engine plugin's entry: the one SANDBOX_ENGINE names registers, the other's registers nothing. */
 function engine (config: AppConfig, name: 'docker' | 'kubernetes', make: () => Entry): Entry {
@@ -197,6 +198,8 @@ const plugins = {
     idleTimeoutS: config.APPS_IDLE_TIMEOUT,
     hiddenPorts: [config.CDP_PORT]
   }),
+  // MCP Apps: the preview's views inside the chat, for clients that declare the extension; others see no change.
+  'mcp-apps': config => entry(mcpApps, {}),
   docs: config => entry(docs, { publicBaseUrl: config.publicBaseUrl, singleUserMode: config.singleUserMode }),
   // The server's and the tools' icons, and `icons` on each built-in tool of tools/list.
   icons: config => entry(icons, { publicBaseUrl: config.publicBaseUrl }),

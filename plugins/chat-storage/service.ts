@@ -10,7 +10,9 @@ import { walkTree, type WalkEntry, type WalkOptions, type WalkSummary } from '..
 import { CHAT_STORAGE_BAD_NAME, CHAT_STORAGE_IS_DIRECTORY, CHAT_STORAGE_NOT_DIRECTORY } from './errors.js'
 import { createStateFiles } from './state-files.js'
 import { readMetaFrom, writeMetaTo } from './chat-meta.js'
-import type { ChatArea, ChatStorageService, StateFiles } from './types.js'
+import { adoptSlot, SLOT, slotExists } from './slots.js'
+import { treeUsage } from './usage.js'
+import type { ChatArea, ChatStorageService, PrepareOptions, StateFiles } from './types.js'
 
 /*
  * The local-filesystem storage engine: DATA_DIR laid out as docs/contract.md#derived-names says. This file and
@@ -117,6 +119,30 @@ export function createChatStorage (opts: ChatStorageOptions): ChatStorageService
     })
   }
 
+  function slotDir (slot: string): string {
+    if (typeof slot !== 'string' || !SLOT.test(slot)) throw new CHAT_STORAGE_BAD_NAME('not a pool slot')
+    return join(root, 'pool', slot)
+  }
+
+  /** Creates `dir` (0755) with `uploads` 0755 and `outputs` 0750 below it; with an owner, chowns outputs. */
+  async function prepareAreas (dir: string, label: string, owner: PrepareOptions['outputsOwner'], parents: string[]): Promise<{ outputsOwned: boolean }> {
+    for (const p of parents) await ensureDirMode(join(root, p), DIR_MODE, p)
+    await ensureDirMode(dir, DIR_MODE, label)
+    await ensureDirMode(join(dir, 'uploads'), DIR_MODE, `${label}/uploads`)
+    const outputs = join(dir, 'outputs')
+    await ensureDirMode(outputs, OUTPUTS_MODE, `${label}/outputs`)
+    if (owner === undefined) return { outputsOwned: false }
+    const st = await stat(outputs)
+    if (st.uid === owner.uid && st.gid === owner.gid) return { outputsOwned: true }
+    try {
+      await chown(outputs, owner.uid, owner.gid)
+      return { outputsOwned: true }
+    } catch (err) {
+      if (errnoCode(err) === 'EPERM') return { outputsOwned: false }
+      throw err
+    }
+  }
+
   function serverState (scope: string, sopts: { dirMode?: number } = {}): StateFiles {
     if (typeof scope !== 'string' || !SCOPE.test(scope) || scope.split('/')[0] === 'chats') throw new CHAT_STORAGE_BAD_NAME(JSON.stringify(String(scope)).slice(0, 80))
     return createStateFiles({ root, dirs: [{ rel: scope, mode: sopts.dirMode ?? 0o700 }], label: scope })
@@ -131,21 +157,7 @@ export function createChatStorage (opts: ChatStorageOptions): ChatStorageService
     key: chatId => paths(chatId).key,
     async prepare (chatId, popts = {}) {
       const p = paths(chatId)
-      await ensureDirMode(join(root, 'chats'), DIR_MODE, 'chats')
-      await ensureDirMode(p.dir, DIR_MODE, `chats/${p.key}`)
-      await ensureDirMode(p.uploads, DIR_MODE, `chats/${p.key}/uploads`)
-      await ensureDirMode(p.outputs, OUTPUTS_MODE, `chats/${p.key}/outputs`)
-      const owner = popts.outputsOwner
-      if (owner === undefined) return { outputsOwned: false }
-      const st = await stat(p.outputs)
-      if (st.uid === owner.uid && st.gid === owner.gid) return { outputsOwned: true }
-      try {
-        await chown(p.outputs, owner.uid, owner.gid)
-        return { outputsOwned: true }
-      } catch (err) {
-        if (errnoCode(err) === 'EPERM') return { outputsOwned: false }
-        throw err
-      }
+      return await prepareAreas(p.dir, `chats/${p.key}`, popts.outputsOwner, ['chats'])
     },
     async ensureArea (chatId, area) { await ensureArea(chatId, area) },
     areaRoot,
@@ -162,7 +174,17 @@ export function createChatStorage (opts: ChatStorageOptions): ChatStorageService
     readMetaOfKey: async key => await readMetaFrom(stateOfKey(key)),
     writeMeta: async (chatId, meta) => { await writeMetaTo(chatState(chatId), meta) },
     chatState,
+    chatStateOfKey: stateOfKey,
     serverState,
+    async usage (chatId, area, limits) { return await treeUsage(areaDir(chatId, area), limits) },
+    async prepareSlot (slot, popts = {}) { return await prepareAreas(slotDir(slot), `pool/${slot}`, popts.outputsOwner, ['pool']) },
+    slotState (slot) {
+      slotDir(slot)
+      return createStateFiles({ root, dirs: [{ rel: 'pool', mode: DIR_MODE }, { rel: join('pool', slot), mode: DIR_MODE }], label: `pool/${slot}` })
+    },
+    async hasSlot (slot) { return await slotExists(slotDir(slot)) },
+    async adoptSlot (slot, chatId) { await adoptSlot(slotDir(slot), paths(chatId).dir) },
+    async purgeSlot (slot) { await rm(slotDir(slot), { recursive: true, force: true }) },
     async chatKeys (limit = 100_000) {
       let names: string[]
       try { names = await readdir(join(root, 'chats')) } catch (err) {

@@ -1,8 +1,10 @@
 import type { FileHandle } from 'node:fs/promises'
 import type { Writable } from 'node:stream'
 import type { WalkEntry, WalkOptions, WalkSummary } from '../../core/tree-walk.js'
+import type { TreeLimits, TreeUsage } from './usage.js'
 
 export type { WalkEntry, WalkOptions, WalkSummary } from '../../core/tree-walk.js'
+export type { TreeLimits, TreeUsage } from './usage.js'
 
 /**
  * The two file areas of a chat that its sandbox sees (docs/contract.md#sandbox-layout): `uploads` (the human's files,
@@ -130,6 +132,31 @@ export interface ChatStorageService {
    * `[a-z0-9-]`, else CHAT_STORAGE_BAD_NAME; `chats` is refused). Created with `dirMode` (default 0700).
    */
   serverState (scope: string, opts?: { dirMode?: number }): StateFiles
+  /**
+   * Bytes the area takes on disk (allocated blocks, hard links once), walked by descriptor without following
+   * links and bounded by `limits` (past a bound a lower bound, `complete: false`); 0 when it does not exist.
+   * The sandbox core's disk watchdog measures outputs with it.
+   */
+  usage (chatId: string, area: ChatArea, limits: TreeLimits): Promise<TreeUsage>
+  /** The state files of the chat with key `key` (chatState by key, for passes that found the key in a sandbox's name). */
+  chatStateOfKey (key: string): StateFiles
+  /**
+   * A warm pool slot's areas (docs/engine.md#storage): like prepare() for a sandbox no chat has claimed yet
+   * (`pool/<slot>/{uploads,outputs}`). A slot id is 12 or 32 lowercase hex digits, else CHAT_STORAGE_BAD_NAME.
+   */
+  prepareSlot (slot: string, opts?: PrepareOptions): Promise<{ outputsOwned: boolean }>
+  /** The slot's state files (the warm pool's claim journal), beside its areas. */
+  slotState (slot: string): StateFiles
+  /** Whether the slot's areas still exist (a claim that has not given them to a chat yet). */
+  hasSlot (slot: string): Promise<boolean>
+  /**
+   * After the engine claimed the slot's sandbox for a chat: the slot's uploads and outputs become the chat's,
+   * what the chat already had (uploads sent before its first call) moved into them; the running sandbox keeps
+   * seeing them (the local engine renames the directories: its mounts follow the inodes). Idempotent.
+   */
+  adoptSlot (slot: string, chatId: string): Promise<void>
+  /** Deletes the slot's areas and state. Idempotent. */
+  purgeSlot (slot: string): Promise<void>
   /** Keys of the chats that have data (at most `limit`, default 100,000), for reapers. */
   chatKeys (limit?: number): Promise<string[]>
   /** Deletes everything the chat has stored (areas and state). Idempotent. */

@@ -5,7 +5,7 @@ import type { JSONObject, StandardSchemaV1, Tool } from '@modelcontextprotocol/s
 import { MCP_DUPLICATE_EXTENSION, MCP_DUPLICATE_TOOL, MCP_REGISTRY_SEALED } from './errors.js'
 import type {
   ChatlessRequestEvent, ChatlessRequestObserver, ChatNotification, ExtensionDefinition, ExtensionMethod, InstructionsProvider, McpRegistry,
-  McpRequestContext, ResourceProvider, ToolCallEvent, ToolCallObserver, ToolDefinition, ToolListTransform
+  McpRequestContext, ResourceProvider, ToolCallEvent, ToolCallObserver, ToolDefinition, ToolListTransform, ToolResultTransform
 } from './types.js'
 
 /** A registered tool with its validator compiled once at boot. */
@@ -43,7 +43,12 @@ function standardParams (schema: ExtensionMethod['params']): StandardSchemaV1 {
 export type StreamSink = (notification: ChatNotification) => void
 
 export interface RegistryInternals extends McpRegistry {
-  tool (name: string): CompiledTool | undefined
+  /** The tool, when it exists for a client that declared `extensions`. */
+  tool (name: string, extensions?: ReadonlySet<string>): CompiledTool | undefined
+  /** The client extension ids any tool or transform names: the only ones a request's capabilities are read for. */
+  clientExtensionIds (): ReadonlySet<string>
+  /** The result transforms for a client that declared `extensions`, in registration order. */
+  resultTransforms (extensions: ReadonlySet<string> | undefined): ToolResultTransform[]
   resourceProviders (): readonly ResourceProvider[]
   extensions (): readonly CompiledExtension[]
   instructions (ctx: McpRequestContext): Promise<string | undefined>
@@ -62,12 +67,16 @@ export function createMcpRegistry (): RegistryInternals {
   const providers: ResourceProvider[] = []
   const extensions: CompiledExtension[] = []
   const instructionProviders: Array<{ priority: number, provider: InstructionsProvider }> = []
-  const transforms: ToolListTransform[] = []
+  const transforms: Array<{ transform: ToolListTransform, extension?: string }> = []
+  const resultTransforms: Array<{ transform: ToolResultTransform, extension: string }> = []
+  const knownExtensions = new Set<string>()
   const streams = new Map<string, Set<StreamSink>>()
   const observers: ToolCallObserver[] = []
   const chatlessObservers: ChatlessRequestObserver[] = []
   let sealed = false
-  let listed: Tool[] | undefined
+  const listed = new Map<string, Tool[]>()
+  const declared = (extension: string | undefined, extensions: ReadonlySet<string> | undefined): boolean =>
+    extension === undefined || extensions?.has(extension) === true
 
   const guard = (what: string): void => { if (sealed) throw new MCP_REGISTRY_SEALED(what) }
 
@@ -76,6 +85,7 @@ export function createMcpRegistry (): RegistryInternals {
       guard(`addTool ${def.name}`)
       if (tools.has(def.name)) throw new MCP_DUPLICATE_TOOL(def.name)
       tools.set(def.name, { def: def as unknown as ToolDefinition, validator: Compile(def.inputSchema) })
+      if (def.extension !== undefined) knownExtensions.add(def.extension)
     },
     addResourceProvider (provider) { guard('addResourceProvider'); providers.push(provider) },
     addExtension (def: ExtensionDefinition) {
@@ -93,7 +103,18 @@ export function createMcpRegistry (): RegistryInternals {
       instructionProviders.push({ priority, provider })
       instructionProviders.sort((a, b) => b.priority - a.priority)
     },
-    transformToolList (transform) { guard('transformToolList'); transforms.push(transform) },
+    transformToolList (transform, opts = {}) {
+      guard('transformToolList')
+      transforms.push({ transform, ...(opts.extension !== undefined && { extension: opts.extension }) })
+      if (opts.extension !== undefined) knownExtensions.add(opts.extension)
+    },
+    transformToolResult (extension, transform) {
+      guard('transformToolResult')
+      resultTransforms.push({ transform, extension })
+      knownExtensions.add(extension)
+    },
+    clientExtensionIds: () => knownExtensions,
+    resultTransforms: extensions => resultTransforms.filter(t => declared(t.extension, extensions)).map(t => t.transform),
     onToolCall (observer) { guard('onToolCall'); observers.push(observer) },
     toolCallEnded (event, log) {
       for (const observer of observers) {
@@ -106,20 +127,24 @@ export function createMcpRegistry (): RegistryInternals {
         try { observer(event) } catch (err) { log.error({ err }, 'chatless request observer failed') }
       }
     },
-    listTools () {
-      if (listed !== undefined) return listed
+    listTools (extensions) {
+      const key = [...knownExtensions].filter(id => extensions?.has(id) === true).sort().join(' ')
+      const cached = listed.get(key)
+      if (cached !== undefined) return cached
       const entries = [...tools.values()]
+        .filter(({ def }) => declared(def.extension, extensions))
         .sort((a, b) => (a.def.order ?? 1000) - (b.def.order ?? 1000))
         .map(({ def }): Tool => ({
           name: def.name,
           description: def.description,
           // A plain JSON Schema object (TypeBox values carry symbols that must not reach the wire).
           inputSchema: JSON.parse(JSON.stringify(def.inputSchema)) as Tool['inputSchema'],
-          ...(def.annotations !== undefined && { annotations: def.annotations })
+          ...(def.annotations !== undefined && { annotations: def.annotations }),
+          ...(def._meta !== undefined && { _meta: def._meta })
         }))
-      const result = transforms.reduce((list, transform) => transform(list), entries)
+      const result = transforms.filter(t => declared(t.extension, extensions)).reduce((list, { transform }) => transform(list), entries)
       // Cache only once sealed: before that, more tools or transforms may still arrive.
-      if (sealed) listed = result
+      if (sealed) listed.set(key, result)
       return result
     },
     notifyChat (chatId, notification) {
@@ -128,7 +153,10 @@ export function createMcpRegistry (): RegistryInternals {
       for (const sink of sinks) sink(notification)
       return sinks.size
     },
-    tool: name => tools.get(name),
+    tool (name, extensions) {
+      const tool = tools.get(name)
+      return tool !== undefined && declared(tool.def.extension, extensions) ? tool : undefined
+    },
     resourceProviders: () => providers,
     extensions: () => extensions,
     async instructions (ctx) {

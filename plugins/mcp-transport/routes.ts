@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { classifyInboundRequest, isInitializeRequest, type JSONRPCRequest } from '@modelcontextprotocol/server'
+import { classifyInboundRequest, CLIENT_CAPABILITIES_META_KEY, isInitializeRequest, type JSONRPCRequest } from '@modelcontextprotocol/server'
 import { errorBody } from '../../core/errors.js'
 import { readUser } from '../../core/identity.js'
 import { mcpChat } from '../../core/route-kit.js'
@@ -7,7 +7,7 @@ import { MCP_NOT_ACCEPTABLE, MCP_RESUMPTION_NOT_SUPPORTED } from './errors.js'
 import { Exchange } from './exchange.js'
 import { registerGuard } from './guard.js'
 import { keepAlive, openStream, writeEvent } from './sse.js'
-import { acceptsPriming, declaresUrlElicitation, elicitsUrl, issueSessionId } from './session.js'
+import { acceptsPriming, APPS_EXTENSION, declaredApps, declaredExtensions, declaresUrlElicitation, elicitsUrl, issueSessionId } from './session.js'
 import type { ClientRequests } from './client-requests.js'
 import type { UrlElicitor } from './tool-call.js'
 import { createRequestServer, type ServerDeps } from './server-factory.js'
@@ -39,13 +39,18 @@ function optionalHeader<K extends string> (key: K, value: string | string[] | un
 
 export default async function mcpRoutes (fastify: FastifyInstance, { deps }: { deps: RouteDeps }): Promise<void> {
   const { registry, runner, opts, modern, clientRequests } = deps
-  const context = (request: FastifyRequest, method: string): McpRequestContext => {
+  /** `capabilities`: the 2026-07-28 request's declared client capabilities; 2025-era requests carry them in the session id. */
+  const context = (request: FastifyRequest, method: string, capabilities?: unknown): McpRequestContext => {
     const user = readUser(request.headers, request.principal)
     if (user.emailRejected) request.log.warn('ignoring an invalid X-User-Email header')
     const resolution = mcpChat(request, opts.singleUserMode)
     const chatless = resolution.kind === 'missing' ? 'strict' : resolution.kind === 'chat' && resolution.lenientNote ? 'lenient' : undefined
     if (chatless !== undefined) registry.chatlessRequest({ method: MCP_METHODS.has(method) ? method : 'other', mode: chatless }, request.log)
-    return { requestId: request.id, resolution, user, headers: request.headers, log: request.log }
+    const known = registry.clientExtensionIds()
+    const clientExtensions = capabilities !== undefined
+      ? declaredExtensions(capabilities, known)
+      : new Set(known.has(APPS_EXTENSION) && declaredApps(request.headers) ? [APPS_EXTENSION] : [])
+    return { requestId: request.id, resolution, user, headers: request.headers, log: request.log, clientExtensions }
   }
   // Raw JSON bodies: we answer unparseable JSON with a JSON-RPC -32700 ourselves; other types get 415.
   fastify.removeAllContentTypeParsers()
@@ -85,7 +90,9 @@ export default async function mcpRoutes (fastify: FastifyInstance, { deps }: { d
     })
     if (era.kind !== 'legacy') {
       const method = typeof (message as Rpc).method === 'string' ? (message as Rpc).method as string : 'other'
-      return await modern.serve(request, reply, message, context(request, method))
+      // The SDK validates the envelope; a malformed one is refused there, and reads as no capabilities here.
+      const meta = ((message as Rpc).params as Rpc | undefined)?._meta as Rpc | undefined
+      return await modern.serve(request, reply, message, context(request, method, meta?.[CLIENT_CAPABILITIES_META_KEY] ?? {}))
     }
     if (Array.isArray(message)) return await reply.code(400).send(rpcError(-32600, 'Invalid Request: batches are not supported'))
     if (message === null || typeof message !== 'object' || (message as Rpc).jsonrpc !== '2.0') {
@@ -153,7 +160,8 @@ export default async function mcpRoutes (fastify: FastifyInstance, { deps }: { d
       if (response === undefined) return await reply.code(204).send()
       // Stateless, yet session-friendly (docs/contract.md#transport): a random id, stored nowhere, never required.
       if (isInitializeRequest(msg) && 'result' in response) {
-        reply.header('Mcp-Session-Id', issueSessionId(String(response.result.protocolVersion), declaresUrlElicitation(msg.params)))
+        const apps = registry.clientExtensionIds().has(APPS_EXTENSION) && declaredExtensions((msg.params as Rpc | undefined)?.capabilities, registry.clientExtensionIds()).has(APPS_EXTENSION)
+        reply.header('Mcp-Session-Id', issueSessionId(String(response.result.protocolVersion), declaresUrlElicitation(msg.params), apps))
       }
       return await reply.type('application/json').send(response)
     }

@@ -75,7 +75,7 @@ export function createRequestServer (deps: ServerDeps, ctx: McpRequestContext, o
     jsonSchemaValidator: sharedValidator
   })
 
-  server.setRequestHandler('tools/list', async () => ({ tools: registry.listTools() }))
+  server.setRequestHandler('tools/list', async () => ({ tools: registry.listTools(ctx.clientExtensions) }))
 
   server.setRequestHandler('tools/call', async (request, extra): Promise<CallToolResult> => {
     const progressToken = request.params._meta?.progressToken

@@ -99,6 +99,15 @@ export function createToolRunner (registry: RegistryInternals, opts: { maxCallsP
     return { chatId: resolution.chatId, value: checked.value }
   }
 
+  /** The result transforms of the client's extensions (MCP Apps); a failing one leaves the result as it was. */
+  async function extend (tool: string, args: Record<string, unknown>, result: CallToolResult, ctx: ToolCallContext): Promise<CallToolResult> {
+    let shaped = result
+    for (const transform of registry.resultTransforms(ctx.clientExtensions)) {
+      try { shaped = await transform({ tool, args, result: shaped, ctx }) } catch (err) { ctx.log.error({ err }, 'tool result transform failed; result left as it was') }
+    }
+    return shaped
+  }
+
   return {
     cancel (chatId, requestId) {
       const call = running.get(callKey(chatId, requestId))
@@ -115,7 +124,7 @@ export function createToolRunner (registry: RegistryInternals, opts: { maxCallsP
       await all()
     },
     async run ({ ctx, name, args, requestId, progressToken, signal, sendProgress, elicitUrl }) {
-      const tool = registry.tool(name)
+      const tool = registry.tool(name, ctx.clientExtensions)
       if (tool === undefined) throw protocolError(ProtocolErrorCode.InvalidParams, `Unknown tool: ${name}`)
       const started = performance.now()
       const report = (outcome: ToolCallOutcome): void => {
@@ -162,11 +171,12 @@ export function createToolRunner (registry: RegistryInternals, opts: { maxCallsP
         if (result === 'shutdown' || stoppedByShutdown) { report('shutdown'); return errorResult(SHUTDOWN_TEXT) }
         if (controller.signal.aborted) { report('cancelled'); return undefined }
         report(result.isError === true ? 'error' : 'ok')
+        const shaped = result.isError === true ? result : await extend(name, admitted.value, result, callCtx)
         if (ctx.resolution.kind === 'chat' && ctx.resolution.lenientNote) {
           opts.onLenient(ctx)
-          return appendNote(result)
+          return appendNote(shaped)
         }
-        return result
+        return shaped
       } finally {
         signal.removeEventListener('abort', onAbort)
         running.delete(key)

@@ -13,6 +13,11 @@ export interface McpRequestContext {
   user: RequestUser
   headers: IncomingHttpHeaders
   log: FastifyBaseLogger
+  /**
+   * The protocol extensions this client declared in its capabilities, among those a tool or transform
+   * names (2025-era: remembered in the session id from initialize; 2026-07-28: the request's envelope).
+   */
+  clientExtensions?: ReadonlySet<string>
 }
 
 /** A context whose chat is resolved and valid. */
@@ -47,6 +52,13 @@ export interface ToolDefinition<S extends TObject = TObject> {
   annotations?: ToolAnnotations
   /** Position in tools/list (lower first). The five built-in tools use 10–50; the default is 1000. */
   order?: number
+  /**
+   * A client extension id (e.g. `io.modelcontextprotocol/ui`): the tool is listed and callable only for
+   * clients that declared it; every other client sees no such tool (`Unknown tool`).
+   */
+  extension?: string
+  /** `_meta` of the tools/list entry. */
+  _meta?: JSONObject
   /** Rewrites raw arguments before validation (e.g. `view_range` given as the string "[1,20]"). */
   prepare?: (args: Record<string, unknown>) => Record<string, unknown>
   /**
@@ -69,6 +81,12 @@ export type InstructionsProvider = (ctx: McpRequestContext) => Promise<string | 
 
 /** Rewrites the tools/list entries (tier 1 appends to descriptions); runs in registration order. */
 export type ToolListTransform = (tools: Tool[]) => Tool[]
+
+/**
+ * Rewrites a finished tool call's result for clients that declared an extension (MCP Apps: `_meta` for
+ * the view); runs after the tool, in registration order. It must keep the text content.
+ */
+export type ToolResultTransform = (call: { tool: string, args: Record<string, unknown>, result: CallToolResult, ctx: ToolCallContext }) => Promise<CallToolResult>
 
 /**
  * How one tools/call of a registered tool ended. `rejected`: refused before the handler ran (chat id,
@@ -122,9 +140,15 @@ export interface McpRegistry {
   addExtension (def: ExtensionDefinition): void
   /** Higher priority is asked first; the first non-empty answer wins (tier 4 dynamic > tier 3 static). */
   addInstructions (priority: number, provider: InstructionsProvider): void
-  transformToolList (transform: ToolListTransform): void
-  /** The tools/list entries after transforms, computed once after boot. */
-  listTools (): Tool[]
+  /** With `extension`: applied only to the lists of clients that declared that extension. */
+  transformToolList (transform: ToolListTransform, opts?: { extension?: string }): void
+  /** Applied to successful results of clients that declared `extension`. Register while plugins load. */
+  transformToolResult (extension: string, transform: ToolResultTransform): void
+  /**
+   * The tools/list entries after transforms, for a client that declared `extensions` (none: the plain
+   * list every other client sees), computed once per combination after boot.
+   */
+  listTools (extensions?: ReadonlySet<string>): Tool[]
   /**
    * Observes every finished tools/call of a registered tool, after its result is decided (unknown
    * tool names are protocol errors and not reported). Observers run synchronously in registration

@@ -5,7 +5,9 @@ import { assetDir } from '../../core/asset-dir.js'
 import { parseOptions } from '../../core/config.js'
 import { PreviewOptions } from './schemas.js'
 import { VENDOR, packageDir } from './vendor.js'
-import routes from './routes.js'
+import routes, { previewConfig } from './routes.js'
+import { createViewBuilder } from './app-view.js'
+import type { PreviewPage } from './types.js'
 import terminalPage from './terminal-page.js'
 
 /**
@@ -37,6 +39,13 @@ const preview: FastifyPluginAsync<PreviewOptions> = async (fastify, raw) => {
       allowedPath: pathName => allowed.has(pathName)
     })
   }
+  const root = `${fastify.links.publicBaseUrl}/`
+  const views = createViewBuilder({ root, publicDir })
+  const page: PreviewPage = {
+    config: (chatId, used) => previewConfig(fastify, opts.parseTimeoutMs, chatId, used),
+    appView: async view => await views.html(view)
+  }
+  fastify.decorate('previewPage', page)
   await fastify.register(routes, { frameAncestors: opts.frameAncestors, parseTimeoutMs: opts.parseTimeoutMs })
   await fastify.register(terminalPage, { frameAncestors: opts.frameAncestors })
 }

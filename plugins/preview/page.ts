@@ -39,32 +39,30 @@ export async function sendPage (reply: FastifyReply, html: string, frameAncestor
  * The `<head>` both page shells share: charset, viewport, no referrer (a token in the address must not
  * leak to other sites), the title (escaped) and favicon, then the page's own stylesheet links (constants).
  */
-export function pageHead (title: string, links: readonly string[]): string {
+export function pageHead (title: string, links: readonly string[], root = '../'): string {
   return `<head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="referrer" content="no-referrer">
 <title>${escapeHtml(title)}</title>
-<link rel="icon" href="../static/preview/favicon.svg" type="image/svg+xml">
+<link rel="icon" href="${root}static/preview/favicon.svg" type="image/svg+xml">
 ${links.join('\n')}
 </head>`
 }
 
+/** The stylesheets of the app shell, below `root` (the page's `../`, or the server's URL for the MCP Apps view). */
+export const appStyles = (root: string): string[] => [
+  `<link rel="stylesheet" href="${root}static/preview/app.css">`,
+  `<link rel="stylesheet" href="${root}static/vendor/highlight/styles/github.min.css" media="(prefers-color-scheme: light)">`,
+  `<link rel="stylesheet" href="${root}static/vendor/highlight/styles/github-dark.min.css" media="(prefers-color-scheme: dark)">`
+]
+
 /**
- * The HTML shell. Asset URLs are relative (`../static/…` from `/preview/{chat}`), so a reverse proxy that
- * mounts the server below a path prefix keeps working. The config is data, not script: CSP never runs it.
+ * The app's markup (top bar, outputs, panes), shared by the page and the MCP Apps view (plugins/mcp-apps):
+ * Network and Apps tabs only when the config offers them.
  */
-export function renderPage (config: PreviewConfig, nonce: string): string {
-  return `<!doctype html>
-<html lang="en">
-${pageHead(`Outputs · ${config.chatId}`, [
-  '<link rel="stylesheet" href="../static/preview/app.css">',
-  '<link rel="stylesheet" href="../static/vendor/highlight/styles/github.min.css" media="(prefers-color-scheme: light)">',
-  '<link rel="stylesheet" href="../static/vendor/highlight/styles/github-dark.min.css" media="(prefers-color-scheme: dark)">'
-])}
-<body>
-<script type="application/json" id="config">${scriptJson(config)}</script>
-<div id="app" class="app" data-state="loading">
+export function appShell (config: Pick<PreviewConfig, 'egress' | 'apps'>): string {
+  return `<div id="app" class="app" data-state="loading">
   <header class="topbar">
     <div class="brand"><span class="logo" aria-hidden="true"></span><span class="title">Outputs</span><code class="chat" id="chat-id"></code></div>
     <div class="views" id="views" role="tablist" aria-label="Views" hidden>
@@ -97,7 +95,20 @@ ${config.egress === null ? '' : '      <button type="button" role="tab" id="view
   <section class="pane" id="network-pane" data-view-pane="network" aria-label="Network" hidden></section>
   <section class="pane" id="apps-pane" data-view-pane="apps" aria-label="Apps" hidden></section>
   <div class="banner" id="banner" hidden></div>
-</div>
+</div>`
+}
+
+/**
+ * The HTML shell. Asset URLs are relative (`../static/…` from `/preview/{chat}`), so a reverse proxy that
+ * mounts the server below a path prefix keeps working. The config is data, not script: CSP never runs it.
+ */
+export function renderPage (config: PreviewConfig, nonce: string): string {
+  return `<!doctype html>
+<html lang="en">
+${pageHead(`Outputs · ${config.chatId}`, appStyles('../'))}
+<body>
+<script type="application/json" id="config">${scriptJson(config)}</script>
+${appShell(config)}
 <script type="module" nonce="${nonce}" src="../static/preview/app.js"></script>
 </body>
 </html>

@@ -26,4 +26,8 @@ export interface PreviewConfig {
    * the Apps view; null without the ports plugin or without a control token (files-only pages).
    */
   apps: { list: string } | null
+  /** The server's root URL (absolute, ends with `/`); the page's parent when absent. Set for the MCP Apps view. */
+  base?: string
+  /** The view shown first in full scope (`browser`, `terminal`); Outputs when absent. Set for the MCP Apps view. */
+  view?: string
 }

@@ -5,9 +5,9 @@ import { CHUNK, decodeJson, encodeFrame, encodeJson, parseExit, parseFailure, Pr
 import { SANDBOX_USER } from './sandbox-spec.js'
 import { toEnvList } from './env.js'
 import type { Entry } from './chats.js'
-import { armDeadline } from './clock.js'
 import type { CoreBase } from './context.js'
-import { RESULT_GRACE_MS, type RawExecResult } from './exec-collect.js'
+import type { RawExecResult } from './exec-collect.js'
+import { resultGrace, watchUntil } from './exec-watch.js'
 import { outputSink, restartedSince, type Outcome } from './exec-outcome.js'
 import type { Kill } from './kill.js'
 import type { CommandOptions, CommandResult, ExecOptions, SandboxNotice } from './types.js'
@@ -70,54 +70,46 @@ export function createAgentExec (base: Pick<CoreBase, 'log' | 'opts' | 'clock'>,
 
   /** One request on the agent stream until EXIT, FAIL, loss, or the grace after a timeout/abort. */
   async function run (entry: Entry, conn: AgentConnection, execId: string, spec: RunSpec): Promise<Run> {
-    return await new Promise<Run>(resolve => {
-      const r: Run = { timedOut: false, cancelled: false, spawnFailed: false }
-      let done = false
-      let grace: NodeJS.Timeout | undefined
-      let id = 0
-      const finish = (): void => {
-        if (done) return
-        done = true
-        clearTimeout(grace)
-        disarm()
-        conn.finish(id)
-        resolve(r)
-      }
+    const r: Run = { timedOut: false, cancelled: false, spawnFailed: false }
+    let id = 0
+    const end = await watchUntil({
+      timeoutMs: spec.timeoutMs,
+      signal: spec.signal,
+      stop: () => {
+        const wait = kill.terminate(entry, execId, SANDBOX_USER, spec.killGraceMs)
+        // bash_tool's wrapper dies with the SIGTERM and the engine ends its stream about 2 s later even
+        // when bash ignores it: the command mode returns as soon (the SIGKILL still follows).
+        return spec.merged ? TERM_WAIT_MS : resultGrace(wait)
+      },
+      onFinish: () => { conn.finish(id) }
+    }, w => {
       id = conn.request(i => encodeJson(i, T_EXEC, { argv: spec.argv, cwd: spec.cwd, env: spec.env, merged: spec.merged, stdin: spec.stdin !== undefined }), {
         frame: (type, payload) => {
-          if (done) return
+          if (w.done) return
           if (type === T_OUT || type === T_ERR) { spec.onData(type, payload); return }
           if (type === T_EXIT) {
             const e = parseExit(payload)
             r.code = e.code
             if (e.pids !== undefined) r.pids = e.pids
-            finish()
+            w.finish()
             return
           }
           if (type === T_FAIL) {
             log.debug({ chat: entry.names.key, ...parseFailure(decodeJson(payload)) }, 'agent could not spawn')
             r.spawnFailed = true
-            finish()
+            w.finish()
             return
           }
           throw new ProtocolError(`frame type ${type} in an exec`)
         },
-        lost: finish
+        lost: w.finish
       })
       if (spec.stdin !== undefined) {
         for (let at = 0; at < spec.stdin.length; at += CHUNK) conn.send(encodeFrame(id, T_STDIN, spec.stdin.subarray(at, at + CHUNK)))
         conn.send(encodeFrame(id, T_STDIN_END))
       }
-      const stop = (): void => {
-        const wait = kill.terminate(entry, execId, SANDBOX_USER, spec.killGraceMs)
-        // bash_tool's wrapper dies with the SIGTERM and the engine ends its stream about 2 s later even
-        // when bash ignores it: the command mode returns as soon (the SIGKILL still follows).
-        grace = setTimeout(finish, spec.merged ? TERM_WAIT_MS : Math.max(RESULT_GRACE_MS, wait + 5000))
-      }
-      const disarm = armDeadline(spec.timeoutMs, spec.signal,
-        () => { if (!done && !r.cancelled) { r.timedOut = true; stop() } },
-        () => { if (!done && !r.timedOut && !r.cancelled) { r.cancelled = true; stop() } })
     })
+    return { ...r, ...end }
   }
 
   /** The collecting exec (exec.ts) through the agent: as assistant only; undefined = use docker exec. */

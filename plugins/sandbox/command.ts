@@ -2,17 +2,15 @@ import { randomBytes } from 'node:crypto'
 import type { Activity } from './activity.js'
 import type { AgentExec } from './agent-exec.js'
 import type { Entry } from './chats.js'
-import { armDeadline } from './clock.js'
 import type { CoreBase } from './context.js'
 import type { DiskWatchdog } from './disk-watchdog.js'
 import type { ExecProcess } from './engine-types.js'
 import { toEnvList } from './env.js'
-import { RESULT_GRACE_MS, watchStart } from './exec-collect.js'
+import { resultGrace, watchProcess, watchStart, type StallWatch } from './exec-watch.js'
 import { HINT_CARRY, outputSink, restartedSince, type Outcome } from './exec-outcome.js'
 import { commandArgv, EofFilter, SentinelParser } from './exec-stream.js'
 import type { Kill } from './kill.js'
 import { takeNotices } from './notices.js'
-import { outputClosed } from './process-socket.js'
 import { notRunning, type Recovery } from './recovery.js'
 import { SANDBOX_USER } from './sandbox-spec.js'
 import type { Transitions } from './transitions.js'
@@ -56,7 +54,7 @@ export interface CommandDeps {
 export function createCommand (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | 'clock' | 'streams'>, d: CommandDeps): {
   runCommand: (chatId: string, command: string, opts: CommandOptions) => Promise<CommandResult>
 } {
-  const { engine, log, clock, streams } = base
+  const { engine, log, clock } = base
   const { activity, agentExec, recovery, kill, outcome, transitions, disk } = d
 
   async function runCommand (chatId: string, command: string, opts: CommandOptions): Promise<CommandResult> {
@@ -124,67 +122,50 @@ export function createCommand (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | 
   }
 
   /** Streams the command's output until bash's status arrived and the output went quiet, or until timeout/abort. */
-  async function watchCommand (proc: ExecProcess, opts: CommandOptions, kill: () => number, stall: (seen: () => boolean) => () => void,
+  async function watchCommand (proc: ExecProcess, opts: CommandOptions, kill: () => number, stall: StallWatch,
     onForkErrors: () => void): Promise<Watched> {
-    streams.add(proc)
-    return await new Promise<Watched>(resolve => {
-      let timedOut = false
-      let cancelled = false
-      let done = false
-      let seen = false
-      let exitCode: number | null = null
-      const timers: NodeJS.Timeout[] = []
-      let quiet: NodeJS.Timeout | undefined
-      let disarm = (): void => {}
-      let unwatch = (): void => {}
-      const finish = (): void => {
-        if (done) return
-        done = true
-        for (const t of timers) clearTimeout(t)
-        clearTimeout(quiet)
-        disarm()
-        unwatch()
-        output.end()
-        streams.delete(proc)
-        proc.close()
-        resolve({
-          exitCode,
-          timedOut,
-          cancelled,
-          sentinel: output.exited(),
-          seen,
-          pids: output.pids(),
-          forkErrors: output.hints.fork,
-          killedJobs: output.hints.killed,
-          cannotFork: output.cannotFork()
-        })
-      }
+    let quiet: NodeJS.Timeout | undefined
+    let exitCode: number | null = null
+    let output: ReturnType<typeof mergedOutput> | undefined
+    const end = await watchProcess(base, proc, {
+      timeoutMs: opts.timeoutMs,
+      signal: opts.signal,
+      stall,
+      // bash exited already: only its output is awaited, a timeout no longer counts.
+      pastTimeout: () => output?.exited() === true,
+      stop: () => { clearTimeout(quiet); return resultGrace(kill()) },
+      onFinish: () => { clearTimeout(quiet); output?.end() }
+    }, w => {
       // Once bash's status and the end of its output are both in, wait for QUIET_MS without output
       // (background children may still print), then return even if they hold the output open.
       const settle = (): void => {
-        if (!output.settled()) return
+        if (output?.settled() !== true) return
         clearTimeout(quiet)
-        quiet = setTimeout(finish, QUIET_MS)
+        quiet = setTimeout(w.finish, QUIET_MS)
       }
-      const output = mergedOutput(opts.onOutput, onForkErrors, settle, code => {
-        if (timedOut || cancelled) return
+      output = mergedOutput(opts.onOutput, onForkErrors, settle, code => {
+        if (w.timedOut || w.cancelled) return
         exitCode = code
         // bash has exited: return within DRAIN_MS whatever is still in flight.
-        timers.push(setTimeout(finish, DRAIN_MS))
+        w.finishIn(DRAIN_MS)
         settle()
       })
-      proc.stdout.on('data', (c: Buffer) => { seen = true; output.stdout(c) })
-      proc.stderr.on('data', (c: Buffer) => { seen = true; output.stderr(c) })
-      void outputClosed(proc).then(finish)
-      const stop = (): void => {
-        clearTimeout(quiet)
-        timers.push(setTimeout(finish, Math.max(RESULT_GRACE_MS, kill() + 5000)))
-      }
-      disarm = armDeadline(opts.timeoutMs, opts.signal,
-        () => { if (!done && !cancelled && !output.exited()) { timedOut = true; stop() } },
-        () => { if (!done && !timedOut && !cancelled) { cancelled = true; stop() } })
-      unwatch = stall(() => seen)
+      const out = output
+      proc.stdout.on('data', (c: Buffer) => { out.stdout(c) })
+      proc.stderr.on('data', (c: Buffer) => { out.stderr(c) })
     })
+    const out = output as ReturnType<typeof mergedOutput>
+    return {
+      exitCode,
+      timedOut: end.timedOut,
+      cancelled: end.cancelled,
+      sentinel: out.exited(),
+      seen: end.seen,
+      pids: out.pids(),
+      forkErrors: out.hints.fork,
+      killedJobs: out.hints.killed,
+      cannotFork: out.cannotFork()
+    }
   }
 
   /**

@@ -1,5 +1,3 @@
-import { chatPaths } from '../../core/chat-paths.js'
-import { treeUsage } from './disk-usage.js'
 import { MANAGED_BY } from './names.js'
 import { report } from './notices.js'
 import type { Chats, Entry } from './chats.js'
@@ -12,7 +10,7 @@ import type { DiskUsage } from './types.js'
  * The soft part of SANDBOX_DISK_LIMIT (disk-quota.ts has the hard part). Every diskCheckIntervalMs,
  * for the running sandboxes only (an idle-stopped chat cannot grow), one pass measures what each chat
  * occupies: its home volume and its writable layer as the engine reports them (`GET /system/df`),
- * plus its outputs walked on the host (disk-usage.ts). Nothing the sandbox reports is used.
+ * plus its outputs measured by chat-storage (`usage`: a bounded walk by descriptor on the local filesystem). Nothing the sandbox reports is used.
  *
  * A chat over its limit is killed at once (its writers stop; every file is kept) and the next command
  * result says what uses the space. The next call starts the sandbox again so the model can delete
@@ -94,7 +92,7 @@ export function createDiskWatchdog (base: Pick<CoreBase, 'engine' | 'log' | 'opt
     }
   }
 
-  /** A chat's usage: home volume and writable layer from the engine, outputs walked on the host (`budget` entries at most). */
+  /** A chat's usage: home volume and writable layer from the engine, outputs measured by chat-storage (`budget` entries at most). */
   async function measure (entry: Entry, df: EngineUsage, budget: number): Promise<{ usage: DiskUsage, entries: number }> {
     const ours = (labels: Record<string, string>): boolean => labels['managed-by'] === MANAGED_BY && labels['cu.prefix'] === base.opts.prefix
     const home = Math.max(0, df.volumes.find(v => v.name === entry.names.volume && ours(v.labels))?.size ?? 0)
@@ -102,7 +100,7 @@ export function createDiskWatchdog (base: Pick<CoreBase, 'engine' | 'log' | 'opt
     if (budget <= 0) return { usage: { total: home + other, home, outputs: 0, other }, entries: 0 }
     // Under the limit so far: stop as soon as outputs decide it. Over already: measure them for the message.
     const room = base.opts.diskLimit - home - other
-    const u = await treeUsage(chatPaths(base.opts.dataDir, entry.names.chatId).outputs,
+    const u = await base.opts.storage.usage(entry.names.chatId, 'outputs',
       { maxEntries: Math.min(CHAT_MAX_ENTRIES, budget), ...(room >= 0 ? { stopAbove: room } : {}) })
     return { usage: { total: home + u.bytes + other, home, outputs: u.bytes, other }, entries: u.entries }
   }

@@ -1,9 +1,8 @@
 import { randomBytes } from 'node:crypto'
-import { armDeadline } from './clock.js'
 import type { CoreBase } from './context.js'
 import type { ExecProcess } from './engine-types.js'
 import { toEnvList } from './env.js'
-import { outputClosed } from './process-socket.js'
+import { resultGrace, watchProcess, watchStart } from './exec-watch.js'
 import { SANDBOX_USER } from './sandbox-spec.js'
 import type { ExecOptions, ExecResult } from './types.js'
 
@@ -13,13 +12,7 @@ import type { ExecOptions, ExecResult } from './types.js'
  * (exec.ts) adds the kill path, the saturation check and the error mapping through `ChatExecHooks`.
  */
 
-/** Result deadline after a SIGTERM (at least SIGKILL + 5 s). */
-export const RESULT_GRACE_MS = 10_000
-/** How long an exec may show no output before the engine is asked whether its process started (a saturated sandbox). */
-export const STALL_MS = 2000
 const DEFAULT_MAX_BYTES = 32 * 1024 * 1024
-
-interface Ended { timedOut: boolean, cancelled: boolean, seen: boolean }
 
 /** collectExec's result: `notStarted` when the engine never started the process (e.g. no pid left). */
 export type RawExecResult = ExecResult & { notStarted: boolean }
@@ -59,26 +52,22 @@ export async function collectExec (base: Pick<CoreBase, 'engine' | 'opts' | 'clo
   const stall = chat === undefined
     ? undefined
     : (seen: () => boolean) => watchStart(proc, seen, () => { stalled = true; chat.onStalled() })
-  const ended = await awaitEnd(base, proc, opts, kill, stdin, stall)
+  const ended = await watchProcess(base, proc, {
+    timeoutMs: opts.timeoutMs ?? base.opts.commandTimeoutS * 1000,
+    signal: opts.signal,
+    stall,
+    stop: () => { const grace = kill(); return grace === null ? null : resultGrace(grace) }
+  }, () => {
+    if (stdin !== undefined && proc.stdin !== null) {
+      proc.stdin.on('error', () => {})
+      proc.stdin.write(stdin)
+      proc.stdin.end()
+    }
+  })
   const exit = await proc.exit
   const notStarted = exit.notStarted || (stalled && !ended.seen)
   const exitCode = wantExitCode && !notStarted ? exit.code : null
   return { exitCode, ...out.result(), timedOut: ended.timedOut, cancelled: ended.cancelled, notStarted }
-}
-
-/**
- * A start that hangs: when no output arrived within STALL_MS, asks the engine whether the process
- * exists yet; one that does not (the runtime still tries to start it: no pid or memory left) calls
- * `onStalled`. Returns the disarm function.
- */
-export function watchStart (proc: ExecProcess, seen: () => boolean, onStalled: () => void): () => void {
-  let off = false
-  const timer = setTimeout(() => {
-    if (off || seen()) return
-    proc.started().then(started => { if (!off && !started) onStalled() }, () => {})
-  }, STALL_MS)
-  timer.unref()
-  return () => { off = true; clearTimeout(timer) }
 }
 
 /** Keeps at most `maxBytes` of stdout and of stderr; the rest only sets `truncated`. */
@@ -102,53 +91,4 @@ function collector (proc: ExecProcess, maxBytes: number): { result: () => { stdo
   proc.stdout.on('data', out.push)
   proc.stderr.on('data', err.push)
   return { result: () => ({ stdout: Buffer.concat(out.chunks, out.len), stderr: Buffer.concat(err.chunks, err.len), truncated }) }
-}
-
-/** Arms a stall check (watchStart) given whether any output was seen; returns its disarm function. */
-type StallWatch = (seen: () => boolean) => () => void
-
-/**
- * Waits for the process to end. On timeout or abort `kill()` starts the kill path and returns its
- * SIGKILL delay (the result then comes at the latest RESULT_GRACE_MS later, the process closed), or
- * null to give up at once. `stall` watches for a start that hangs.
- */
-async function awaitEnd (base: Pick<CoreBase, 'opts' | 'streams'>, proc: ExecProcess, opts: ExecOptions, kill: () => number | null, stdin?: Buffer, stall?: StallWatch): Promise<Ended> {
-  base.streams.add(proc)
-  return await new Promise<Ended>(resolve => {
-    let timedOut = false
-    let cancelled = false
-    let done = false
-    let seen = false
-    const timers: NodeJS.Timeout[] = []
-    let disarm = (): void => {}
-    let unwatch = (): void => {}
-    const finish = (): void => {
-      if (done) return
-      done = true
-      for (const t of timers) clearTimeout(t)
-      disarm()
-      unwatch()
-      base.streams.delete(proc)
-      proc.close()
-      resolve({ timedOut, cancelled, seen })
-    }
-    const saw = (): void => { seen = true }
-    proc.stdout.once('data', saw)
-    proc.stderr.once('data', saw)
-    void outputClosed(proc).then(finish)
-    const terminate = (): void => {
-      const grace = kill()
-      if (grace === null) { finish(); return }
-      timers.push(setTimeout(finish, Math.max(RESULT_GRACE_MS, grace + 5000)))
-    }
-    disarm = armDeadline(opts.timeoutMs ?? base.opts.commandTimeoutS * 1000, opts.signal,
-      () => { if (!cancelled) { timedOut = true; terminate() } },
-      () => { if (!timedOut && !cancelled) { cancelled = true; terminate() } })
-    if (stall !== undefined) unwatch = stall(() => seen)
-    if (stdin !== undefined && proc.stdin !== null) {
-      proc.stdin.on('error', () => {})
-      proc.stdin.write(stdin)
-      proc.stdin.end()
-    }
-  })
 }

@@ -1,15 +1,11 @@
-import { lstat, mkdir, readdir, rename, rm, unlink, writeFile } from 'node:fs/promises'
-import { join } from 'node:path'
-import { chatPaths } from '../../core/chat-paths.js'
 import type { RequestUser } from '../../core/identity.js'
 import type { ExtraStorage } from './engine-types.js'
 import type { ExecSpec, SandboxEngine } from './engine-types.js'
 import { chatEnv, toEnvList } from './env.js'
 import { chatLabels, ownerFilter, rfc3339 } from './names.js'
-import { poolNames, slotDirs, type Pool, type PoolSlot } from './pool.js'
-import { readIdentity, readRecord, RECORD, type BindingRecord, type PoolBinding, type SandboxRecord } from './pool-record.js'
+import { poolNames, type Pool, type PoolSlot } from './pool.js'
+import { asBinding, asIdentity, JOURNAL, readState, RECORD, writeState, type BindingRecord, type PoolBinding, type SandboxRecord } from './pool-record.js'
 import type { Entry } from './chats.js'
-import { sleep } from './clock.js'
 import type { CoreBase, ServiceOptions } from './context.js'
 import { giveAgent } from './agent-client.js'
 
@@ -18,7 +14,7 @@ import { giveAgent } from './agent-client.js'
  * chat's lock: take a ready slot (synchronous, so never twice), write the journal and the chat's record,
  * claim the sandbox through the engine (named `{prefix}-sbx-{K}`, labelled where the engine can; a
  * conflict means the name is taken: the slot goes back and the create path adopts the other sandbox),
- * then move the slot's data dirs into the chat's place. The chat keeps the slot's home volume for good
+ * then give the slot's data areas to the chat (chat-storage adoptSlot). The chat keeps the slot's home volume for good
  * (Entry.pool, the record); the per-chat environment a sandbox gets at create is given to every exec of
  * a claimed sandbox instead.
  */
@@ -36,21 +32,19 @@ export function bindEntry (entry: Entry, b: PoolBinding | null): void {
 /** A record names only the volume of its own slot under our prefix. */
 export const ownVolume = (prefix: string, r: BindingRecord): boolean => r.home_volume === poolNames(prefix, r.slot).volume
 
-const recordPath = (dataDir: string, chatId: string): string => join(chatPaths(dataDir, chatId).dir, RECORD)
-
-type Where = Pick<ServiceOptions, 'dataDir' | 'prefix'>
+type Where = Pick<ServiceOptions, 'storage' | 'prefix'>
 
 /** Before a chat's sandbox is created: its record (chat id, home volume), unless it has one (a claimed home). */
 export async function recordCreated (where: Where, entry: Entry): Promise<void> {
   if (entry.pool != null) return
   const record: SandboxRecord = { chat_id: entry.names.chatId, home_volume: entry.names.volume }
-  await writeJson(recordPath(where.dataDir, entry.names.chatId), record)
+  await writeState(where.storage.chatState(entry.names.chatId), RECORD, record)
 }
 
 /** Reads the chat's pool record once: from then on its home volume is the claimed one (create, drift, removal, purge). */
 export async function loadBinding (where: Where, entry: Entry): Promise<void> {
   if (entry.pool !== undefined) return
-  const r = await readRecord(recordPath(where.dataDir, entry.names.chatId))
+  const r = asBinding(await readState(where.storage.chatState(entry.names.chatId), RECORD))
   bindEntry(entry, r !== null && r.chat_id === entry.names.chatId && ownVolume(where.prefix, r) ? { slot: r.slot, volume: r.home_volume, record: r } : null)
 }
 
@@ -61,61 +55,6 @@ export function withChatEnv (docker: SandboxEngine, envOf: (sandboxId: string) =
     exec: async (sandboxId: string, spec: ExecSpec) => {
       const extra = envOf(sandboxId)
       return await docker.exec(sandboxId, extra === undefined ? spec : { ...spec, env: [...extra, ...(spec.env ?? [])] })
-    }
-  }
-}
-
-export async function writeJson (path: string, value: unknown): Promise<void> {
-  const tmp = `${path}.${process.pid}.tmp`
-  await writeFile(tmp, `${JSON.stringify(value, null, 2)}\n`, { mode: 0o644 })
-  await rename(tmp, path)
-}
-
-/** After the engine's claim: the slot's uploads and outputs become the chat's (idempotent: a restart finishes it). */
-export async function finishClaim (dataDir: string, chatId: string, slot: string): Promise<void> {
-  const dirs = slotDirs(dataDir, slot)
-  const paths = chatPaths(dataDir, chatId)
-  await mkdir(paths.dir, { recursive: true, mode: 0o755 })
-  await adoptDir(dirs.uploads, paths.uploads)
-  await adoptDir(dirs.outputs, paths.outputs)
-  await rm(dirs.dir, { recursive: true, force: true })
-}
-
-export const exists = async (p: string): Promise<boolean> => await lstat(p).then(() => true, () => false)
-const isPart = (name: string): boolean => name.startsWith('.upload-') && name.endsWith('.part')
-
-/** An upload is being written somewhere below `dir` (bounded scan, links not followed). */
-async function uploading (dir: string, budget = { left: 2000 }): Promise<boolean> {
-  let list
-  try { list = await readdir(dir, { withFileTypes: true }) } catch { return false }
-  for (const d of list) {
-    if (--budget.left < 0) return false
-    if (isPart(d.name)) return true
-    if (d.isDirectory() && await uploading(join(dir, d.name), budget)) return true
-  }
-  return false
-}
-
-/**
- * Makes `from` (the directory the running sandbox has bind-mounted) the directory at `to`: what `to`
- * holds already (uploads sent before the first tool call) moves into `from` entry by entry, then `from`
- * replaces the then empty `to` with one rename. Waits up to 5 s for uploads being written to land.
- */
-async function adoptDir (from: string, to: string): Promise<void> {
-  if (!await exists(from)) return
-  for (let round = 0; ; round++) {
-    if (round < 100 && await uploading(to)) { await sleep(50); continue }
-    let names: string[] = []
-    try { names = await readdir(to) } catch (err) { if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err }
-    for (const name of names) {
-      await rename(join(to, name), join(from, name)).catch((err: NodeJS.ErrnoException) => { if (err.code !== 'ENOENT') throw err })
-    }
-    try {
-      await rename(from, to)
-      return
-    } catch (err) {
-      const code = (err as NodeJS.ErrnoException).code
-      if ((code !== 'ENOTEMPTY' && code !== 'EEXIST') || round > 200) throw err
     }
   }
 }
@@ -156,7 +95,7 @@ export function createPoolClaim (base: Pick<CoreBase, 'engine' | 'log' | 'opts' 
     if (extra.length > 0 || entry.pool !== null || pool.state.ready.length === 0) { pool.refill(); return null }
     // A chat that had a sandbox has a record (or, made by an earlier version, a volume labelled with its key).
     const [record, own, imageId] = await Promise.all([
-      readIdentity(recordPath(base.opts.dataDir, entry.names.chatId)),
+      readState(base.opts.storage.chatState(entry.names.chatId), RECORD).then(asIdentity),
       engine.listVolumes([...ownerFilter(base.opts.prefix), `cu.chat-key=${entry.names.key}`]),
       engine.imageId(base.opts.image).catch(() => null)
     ])
@@ -182,7 +121,9 @@ export function createPoolClaim (base: Pick<CoreBase, 'engine' | 'log' | 'opts' 
   }
 
   async function bind (entry: Entry, slot: PoolSlot, user: RequestUser | undefined): Promise<Claimed | null> {
-    const dirs = slotDirs(base.opts.dataDir, slot.slot)
+    const { storage } = base.opts
+    const chatState = storage.chatState(entry.names.chatId)
+    const slotState = storage.slotState(slot.slot)
     const record: BindingRecord = {
       chat_id: entry.names.chatId,
       slot: slot.slot,
@@ -194,13 +135,13 @@ export function createPoolClaim (base: Pick<CoreBase, 'engine' | 'log' | 'opts' 
       gitlab_host: user?.credentials.gitlabHost ?? null
     }
     // Journal first (a restart before the claim rolls back), then the chat's record (a restart after it finishes).
-    await writeJson(dirs.journal, { chat_id: entry.names.chatId })
-    await writeJson(recordPath(base.opts.dataDir, entry.names.chatId), record)
+    await writeState(slotState, JOURNAL, { chat_id: entry.names.chatId })
+    await writeState(chatState, RECORD, record)
     const labels = chatLabels(engine.labelsAtClaim, entry.names.chatId)
     const renamed = await engine.claim(slot.id, { name: entry.names.container, labels }).catch(err => err as Error)
     if (renamed !== true) {
-      await unlink(recordPath(base.opts.dataDir, entry.names.chatId)).catch(() => {})
-      await unlink(dirs.journal).catch(() => {})
+      await chatState.remove(RECORD).catch(() => {})
+      await slotState.remove(JOURNAL).catch(() => {})
       if (renamed === 'conflict') pool.state.ready.unshift(slot)
       else void pool.discardSlot(slot)
       log.info({ chat: entry.names.key, slot: slot.slot, ...(renamed instanceof Error ? { err: renamed } : { result: String(renamed) }) }, 'warm pool: claim not possible; creating instead')
@@ -211,7 +152,7 @@ export function createPoolClaim (base: Pick<CoreBase, 'engine' | 'log' | 'opts' 
     // Its agent, opened while it waited, now serves the chat (requests carry the chat's env: agent-exec.ts).
     if (slot.agent !== undefined) giveAgent(entry, slot.agent)
     pool.state.bound.set(slot.id, entry)
-    await finishClaim(base.opts.dataDir, entry.names.chatId, slot.slot)
+    await storage.adoptSlot(slot.slot, entry.names.chatId)
     log.info({ chat: entry.names.key, slot: slot.slot, container: entry.names.container }, 'warm pool: sandbox claimed')
     return { container: { id: slot.id, labels: { ...slot.details.labels, ...labels }, running: true }, ids: slot.uid > 0 ? { uid: slot.uid, gid: slot.gid } : null }
   }

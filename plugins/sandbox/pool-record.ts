@@ -1,12 +1,12 @@
-import { readFile } from 'node:fs/promises'
 import type { RequestUser } from '../../core/identity.js'
+import type { StateFiles } from '../chat-storage/types.js'
 
 /*
- * The server's record of a chat's sandbox, `{DATA_DIR}/chats/{K}/sandbox.json`: which chat it is and
- * which home volume it uses, written before the sandbox is created or claimed from the warm pool
- * (lifecycle.ts, pool-claim.ts) and read back at boot and on every pass (sandbox-identity.ts). It is
- * the chat's identity where labels carry none (an engine that cannot relabel a claimed sandbox). It
- * lives in the chat's data dir, which no sandbox mounts, and holds no secrets.
+ * The server's record of a chat's sandbox, `sandbox.json` among the chat's state files (chat-storage
+ * `chatState`): which chat it is and which home volume it uses, written before the sandbox is created or
+ * claimed from the warm pool (lifecycle.ts, pool-claim.ts) and read back at boot and on every pass
+ * (sandbox-identity.ts). It is the chat's identity where labels carry none (an engine that cannot relabel a
+ * claimed sandbox). It lives beside the chat's areas, in no sandbox mount, and holds no secrets.
  */
 
 /** A pool slot id: 32 random hex digits (12 for slots made by earlier versions). */
@@ -38,26 +38,34 @@ export interface PoolBinding {
 }
 
 export const RECORD = 'sandbox.json'
+/** The warm pool's claim journal among a slot's state files (pool-claim.ts). */
+export const JOURNAL = 'claim.json'
+/** Records and journals are a few hundred bytes: anything larger is not ours. */
+const MAX_BYTES = 64 * 1024
 
-async function readJson (path: string): Promise<Record<string, unknown> | null> {
+/** A state file as an object; null when missing, unreadable, too large, not JSON or not an object. */
+export async function readState (files: StateFiles, name: string): Promise<Record<string, unknown> | null> {
   try {
-    const v = JSON.parse(await readFile(path, 'utf8')) as unknown
-    return typeof v === 'object' && v !== null ? v as Record<string, unknown> : null
+    const v = await files.readJson(name, MAX_BYTES)
+    return typeof v === 'object' && v !== null && !Array.isArray(v) ? v as Record<string, unknown> : null
   } catch { return null }
+}
+
+/** Writes a record or journal atomically (chat-storage's state-file write). */
+export async function writeState (files: StateFiles, name: string, value: unknown): Promise<void> {
+  await files.writeJson(name, value, { maxBytes: MAX_BYTES })
 }
 
 const str = (v: unknown): string | null => typeof v === 'string' ? v : null
 
-/** Any sandbox's record (created or claimed), null when missing or unreadable. */
-export async function readIdentity (path: string): Promise<SandboxRecord | null> {
-  const r = await readJson(path)
+/** Any sandbox's record (created or claimed), null when it is not one. */
+export function asIdentity (r: Record<string, unknown> | null): SandboxRecord | null {
   if (r === null || typeof r.chat_id !== 'string' || typeof r.home_volume !== 'string') return null
   return { chat_id: r.chat_id, home_volume: r.home_volume }
 }
 
 /** The record of a claimed sandbox, null for any other. */
-export async function readRecord (path: string): Promise<BindingRecord | null> {
-  const r = await readJson(path)
+export function asBinding (r: Record<string, unknown> | null): BindingRecord | null {
   if (r === null || typeof r.chat_id !== 'string' || typeof r.slot !== 'string' || !SLOT.test(r.slot) || typeof r.home_volume !== 'string') return null
   return {
     chat_id: r.chat_id,

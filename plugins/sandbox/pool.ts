@@ -1,8 +1,5 @@
 import { randomBytes } from 'node:crypto'
-import { chmod, chown, mkdir, readFile, rm } from 'node:fs/promises'
 import { normalizeChatId } from '../../core/chat-id.js'
-import { chatPaths } from '../../core/chat-paths.js'
-import { join } from 'node:path'
 import { buildSandboxSpec, configDrift, sandboxEnvList } from './sandbox-spec.js'
 import type { DiskQuota } from './disk-quota.js'
 import type { SandboxDetails, SandboxSpec, SandboxSummary } from './engine-types.js'
@@ -11,15 +8,15 @@ import type { Readiness } from './readiness.js'
 import type { Agents } from './agent-client.js'
 import { dropAgent, newAgentState, type AgentState } from './agent-connection.js'
 import { createdAtOf, creationLabels, ownerLabels, SANDBOX_HOSTNAME } from './names.js'
-import { readRecord, RECORD, SLOT } from './pool-record.js'
+import { asBinding, JOURNAL, readState, RECORD, SLOT } from './pool-record.js'
 import type { Chats, Entry } from './chats.js'
 import { sleep } from './clock.js'
 import { tooOld, type CoreBase } from './context.js'
 
 /*
  * The warm pool (docs/contract.md#warm-pool, SANDBOX_POOL_SIZE): started, ready sandboxes that belong to no chat yet, named
- * `{prefix}-pool-{slot}`, each with its own home volume `{prefix}-home-{slot}` and data dirs
- * `{DATA_DIR}/pool/{slot}/{uploads,outputs}`. They carry nothing pool-specific but that name (labels,
+ * `{prefix}-pool-{slot}`, each with its own home volume `{prefix}-home-{slot}` and data areas (the storage
+ * request's `data: { slot }`, kept by chat-storage: prepareSlot, adoptSlot, purgeSlot). They carry nothing pool-specific but that name (labels,
  * hostname and volume name have a created sandbox's form), so a claimed one, renamed to its chat's
  * name, looks like a created one. A new chat claims one (pool-claim.ts); this file creates them (one at
  * a time, within MAX_RUNNING_SANDBOXES headroom, paused while the engine is unreachable or chats are
@@ -66,11 +63,6 @@ export interface PoolState {
 export const poolNames = (prefix: string, slot: string): { container: string, volume: string, hostname: string } =>
   ({ container: `${prefix}-pool-${slot}`, volume: slot.length === 12 ? `${prefix}-home-pool-${slot}` : `${prefix}-home-${slot}`, hostname: SANDBOX_HOSTNAME })
 
-export const slotDirs = (root: string, slot: string): { dir: string, uploads: string, outputs: string, journal: string } => {
-  const dir = join(root, 'pool', slot)
-  return { dir, uploads: join(dir, 'uploads'), outputs: join(dir, 'outputs'), journal: join(dir, 'claim.json') }
-}
-
 /** What the pool builds on. */
 export interface PoolDeps {
   readiness: Pick<Readiness, 'probePoolSandbox'>
@@ -106,8 +98,8 @@ export function createPool (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | 'cl
 
   /**
    * The create body of a pool sandbox: exactly a chat's (buildSandboxSpec: image, limits, network,
-   * tmpfs, quota, config-derived env, mount targets and modes, hostname) with the slot's name, volume and
-   * data dirs, no per-chat env (CHAT_ID, git/GitLab identity: given per exec after a claim) and no chat labels.
+   * tmpfs, quota, config-derived env, skills, hostname) with the slot's name, volume and
+   * data areas, no per-chat env (CHAT_ID, git/GitLab identity: given per exec after a claim) and no chat labels.
    */
   function poolConfig (slot: string, now: Date): SandboxSpec {
     const s = quota.settingsWithQuota()
@@ -184,14 +176,12 @@ export function createPool (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | 'cl
 
   async function createSlot (p: PoolState): Promise<void> {
     const slot = randomBytes(16).toString('hex')
-    const dirs = slotDirs(base.opts.dataDir, slot)
+    const { storage } = base.opts
     const config = poolConfig(slot, new Date(clock.now()))
     p.creating = slot
     let id: string | undefined
     try {
-      await mkdir(dirs.uploads, { recursive: true, mode: 0o755 })
-      await mkdir(dirs.outputs, { mode: 0o750 })
-      await chmod(dirs.outputs, 0o750)
+      await storage.prepareSlot(slot)
       const created = await engine.create(config)
       if (created === 'conflict') throw new Error('pool sandbox name taken')
       id = created.id
@@ -199,7 +189,7 @@ export function createPool (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | 'cl
       const ids = await readiness.probePoolSandbox(id)
       const uid = base.opts.uid > 0 ? base.opts.uid : ids.uid
       const gid = base.opts.gid > 0 ? base.opts.gid : ids.gid
-      await chown(dirs.outputs, uid, gid).catch(() => {})
+      await storage.prepareSlot(slot, { outputsOwner: { uid, gid } }).catch(() => {})
       const details = await engine.inspect(id)
       if (details?.running !== true) throw new Error('pool sandbox stopped while starting')
       if (status.closed) return
@@ -229,7 +219,7 @@ export function createPool (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | 'cl
     try {
       await engine.remove(idOrName)
       await engine.removeVolume(poolNames(base.opts.prefix, slot).volume)
-      await rm(slotDirs(base.opts.dataDir, slot).dir, { recursive: true, force: true })
+      await base.opts.storage.purgeSlot(slot)
     } catch (err) {
       log.warn({ slot, err }, 'warm pool: removing an unclaimed sandbox failed (retried at the next pass)')
     }
@@ -292,15 +282,16 @@ export function createPool (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | 'cl
    * so the claim is rolled back (the chat's record removed when it names this slot).
    */
   async function rollbackJournal (slot: string): Promise<void> {
-    const dirs = slotDirs(base.opts.dataDir, slot)
-    let chatId: unknown
-    try { chatId = (JSON.parse(await readFile(dirs.journal, 'utf8')) as { chat_id?: unknown }).chat_id } catch { return }
+    const { storage } = base.opts
+    const journal = storage.slotState(slot)
+    const written = await readState(journal, JOURNAL)
+    if (written === null) return
+    const chatId = written.chat_id
     if (typeof chatId === 'string' && normalizeChatId(chatId) === chatId) {
-      const record = join(chatPaths(base.opts.dataDir, chatId).dir, RECORD)
-      const bound = await readRecord(record)
-      if (bound?.slot === slot) await rm(record, { force: true })
+      const state = storage.chatState(chatId)
+      if (asBinding(await readState(state, RECORD))?.slot === slot) await state.remove(RECORD)
     }
-    await rm(dirs.journal, { force: true })
+    await journal.remove(JOURNAL)
     log.warn({ slot }, 'warm pool: rolled back a claim interrupted before the engine claimed the sandbox')
   }
 

@@ -1,10 +1,9 @@
-import { join } from 'node:path'
 import { chatKey, normalizeChatId } from '../../core/chat-id.js'
 import type { SandboxSummary } from './engine-types.js'
 import { LEASE_ROLE, sandboxNames } from './names.js'
-import { bindEntry, exists, finishClaim, ownVolume } from './pool-claim.js'
-import { HOME_LABEL, POOL_LABEL, poolNames, slotDirs, type Pool } from './pool.js'
-import { readIdentity, readRecord, RECORD, type BindingRecord } from './pool-record.js'
+import { bindEntry, ownVolume } from './pool-claim.js'
+import { HOME_LABEL, POOL_LABEL, poolNames, type Pool } from './pool.js'
+import { asBinding, asIdentity, readState, RECORD, type BindingRecord } from './pool-record.js'
 import type { Entry } from './chats.js'
 import type { CoreBase } from './context.js'
 
@@ -70,8 +69,8 @@ export function createIdentity (base: Pick<CoreBase, 'log' | 'opts'>, pool: Pick
     if (key === undefined || (c.labels['cu.chat-id'] !== undefined && c.labels[POOL_LABEL] === undefined)) return c
     let k = known.get(c.id)
     if (k === undefined) {
-      const path = join(base.opts.dataDir, 'chats', key, RECORD)
-      const [record, claimed] = await Promise.all([readIdentity(path), readRecord(path)])
+      const state = await readState(base.opts.storage.chatStateOfKey(key), RECORD)
+      const [record, claimed] = [asIdentity(state), asBinding(state)]
       const why = record === null
         ? 'no record of its chat'
         : normalizeChatId(record.chat_id) !== record.chat_id || chatKey(record.chat_id) !== key || sandboxNames(base.opts.prefix, record.chat_id).container !== c.name
@@ -83,8 +82,8 @@ export function createIdentity (base: Pick<CoreBase, 'log' | 'opts'>, pool: Pick
         ignore(c, why ?? 'no record of its chat', 'ignoring a sandbox whose chat is not known (left untouched)')
         return null
       }
-      if (claimed !== null && await exists(slotDirs(base.opts.dataDir, claimed.slot).dir)) {
-        await finishClaim(base.opts.dataDir, record.chat_id, claimed.slot)
+      if (claimed !== null && await base.opts.storage.hasSlot(claimed.slot)) {
+        await base.opts.storage.adoptSlot(claimed.slot, record.chat_id)
         log.warn({ chat: key, slot: claimed.slot }, 'warm pool: finished a claim interrupted after the engine claimed the sandbox')
       }
       k = { chatId: record.chat_id, key, claimed }

@@ -82,12 +82,15 @@ async function holdsPromises (t: Test, objs: Objects, want: Expect): Promise<voi
   const mounts = new Set(server.volumeMounts.map((m: { mountPath: string }) => m.mountPath))
   t.ok(mounts.has('/data') && mounts.has('/tmp'), 'DATA_DIR and /tmp are writable volumes')
   const claim = spec.volumes.find((v: { name: string }) => v.name === 'data')?.persistentVolumeClaim?.claimName
-  t.equal(named(objs, 'PersistentVolumeClaim', '-data').metadata.name, claim, 'DATA_DIR is the data claim')
+  const dataClaim = named(objs, 'PersistentVolumeClaim', '-data')
+  t.equal(dataClaim.metadata.name, claim, 'DATA_DIR is the data claim')
+  t.same(get(dataClaim, 'spec', 'accessModes'), ['ReadWriteMany'], 'which sandbox pods on other nodes mount too')
 
   const settings = named(objs, 'ConfigMap', '-settings')
   const data = settings.data as Record<string, string>
   t.same(server.envFrom, [{ configMapRef: { name: settings.metadata.name } }, { secretRef: { name: want.secret } }], 'settings from the ConfigMap, keys from the Secret')
   t.same([data.SANDBOX_ENGINE, data.DATA_DIR, Number(data.EGRESS_PORT)], ['kubernetes', '/data', want.egressPort], 'the settings name the engine, the data mount and the egress port')
+  t.equal(data.KUBE_SHARED_CLAIM, claim, 'KUBE_SHARED_CLAIM is the claim mounted at DATA_DIR')
 
   const labels = pod.metadata.labels as Record<string, string>
   const selects = (selector: Record<string, string>): boolean => Object.entries(selector).every(([k, v]) => labels[k] === v)
@@ -235,7 +238,7 @@ t.test('the Helm chart', { skip: helm === undefined && !required ? 'no helm: bas
       storageClass: 'fast-ssd',
       sandbox: { image: 'registry.example.org/computer-use-sandbox:1.2.3', runtimeClass: 'gvisor', volumeSize: '20Gi', memory: '4g', cpu: '2', disk: '20g', maxRunning: 10, poolSize: '0' },
       settings: { EGRESS: 'allowlist', EGRESS_ALLOW: 'pypi.org' },
-      server: { resources: { requests: { cpu: '1', memory: '512Mi' }, limits: { memory: '2Gi' } }, dataSize: '50Gi', nodeSelector: { pool: 'cubicle' } },
+      server: { resources: { requests: { cpu: '1', memory: '512Mi' }, limits: { memory: '2Gi' } }, dataStorageClass: 'nfs', dataSize: '50Gi', nodeSelector: { pool: 'cubicle' } },
       service: { type: 'LoadBalancer', port: 80 },
       egressPort: 3200,
       namespace: { create: true }
@@ -248,9 +251,9 @@ t.test('the Helm chart', { skip: helm === undefined && !required ? 'no helm: bas
     const spec = get(named(objs, 'Deployment'), 'spec', 'template', 'spec')
     t.same([spec.containers[0].image, spec.containers[0].imagePullPolicy, spec.imagePullSecrets, spec.nodeSelector], ['registry.example.org/cubicle-server:1.2.3', 'Always', [{ name: 'regcred' }], { pool: 'cubicle' }])
     t.same(spec.containers[0].resources, values.server.resources)
-    t.same(get(named(objs, 'PersistentVolumeClaim', '-data'), 'spec'), { accessModes: ['ReadWriteOnce'], storageClassName: 'fast-ssd', resources: { requests: { storage: '50Gi' } } })
+    t.same(get(named(objs, 'PersistentVolumeClaim', '-data'), 'spec'), { accessModes: ['ReadWriteMany'], storageClassName: 'nfs', resources: { requests: { storage: '50Gi' } } })
     t.same([get(named(objs, 'Service', 'team-a-cubicle'), 'spec', 'type'), get(named(objs, 'Service', 'team-a-cubicle'), 'spec', 'ports', 0, 'port')], ['LoadBalancer', 80])
-    t.match(named(objs, 'ConfigMap', '-settings').data, { KUBE_RUNTIME_CLASS: 'gvisor', KUBE_STORAGE_CLASS: 'fast-ssd', KUBE_VOLUME_SIZE: '20Gi', KUBE_SERVER_ADDRESS: 'team-a-cubicle-egress' }, 'the sandbox pods\' runtime class, their claims\' class and size')
+    t.match(named(objs, 'ConfigMap', '-settings').data, { KUBE_RUNTIME_CLASS: 'gvisor', KUBE_STORAGE_CLASS: 'fast-ssd', KUBE_VOLUME_SIZE: '20Gi', KUBE_SERVER_ADDRESS: 'team-a-cubicle-egress', KUBE_SHARED_CLAIM: 'team-a-cubicle-data' }, 'the sandbox pods\' runtime class, their claims\' class and size')
     const config = configFrom(objs) as unknown as Record<string, unknown>
     t.match(config, { PUBLIC_BASE_URL: 'https://chat.example.org', DOCKER_IMAGE: 'registry.example.org/computer-use-sandbox:1.2.3', CONTAINER_MEM_LIMIT: 4 * 1024 ** 3, CONTAINER_CPU_LIMIT: 2, SANDBOX_DISK_LIMIT: 20 * 1024 ** 3, MAX_RUNNING_SANDBOXES: 10, EGRESS: 'allowlist', EGRESS_ALLOW: 'pypi.org', EGRESS_PORT: 3200 }, 'the server reads the values as settings')
   })

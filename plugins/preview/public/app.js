@@ -6,6 +6,8 @@ import { el } from './dom.js'
 import { badgeFor, renderPreview } from './renderers.js'
 
 const config = JSON.parse(document.getElementById('config').textContent)
+// The server's root: the page's parent here; given absolute where the app runs in a chat host's frame (an MCP Apps view).
+config.base ??= new URL('../', window.location.href).href
 const POLL_VISIBLE_MS = 3000
 const POLL_HIDDEN_MS = 15000
 // A listing request that stalls (a dropped connection the browser still waits on) is given up after
@@ -26,7 +28,7 @@ const state = { files: [], selected: null, shown: null, signature: '', timer: nu
 
 $('chat-id').textContent = config.chatId
 $('chat-id').title = `Chat ${config.chatId}`
-const archiveHref = `${config.filesBase}/archive`
+const archiveHref = new URL(`${config.filesBase}/archive`, config.base).href
 
 export function formatSize (bytes) {
   if (bytes < 1024) return `${bytes} B`
@@ -130,7 +132,7 @@ function banner (text) {
 
 async function refresh () {
   try {
-    const res = await fetch(config.apiUrl, { cache: 'no-store', credentials: 'omit', signal: AbortSignal.timeout(LIST_TIMEOUT_MS) })
+    const res = await fetch(new URL(config.apiUrl, config.base), { cache: 'no-store', credentials: 'omit', signal: AbortSignal.timeout(LIST_TIMEOUT_MS) })
     if (res.status === 401 || res.status === 403) {
       banner('This link has expired or is not valid. Ask the assistant for a fresh preview link.')
       app.dataset.state = 'denied'
@@ -143,7 +145,8 @@ async function refresh () {
     const signature = JSON.stringify(body.files.map(f => [f.path, f.size, f.modified]))
     if (signature !== state.signature || app.dataset.state === 'loading') {
       state.signature = signature
-      state.files = body.files
+      // Listing URLs are paths: made absolute, so links and fetches reach the server from a host's frame too.
+      state.files = body.files.map(f => ({ ...f, url: new URL(f.url, config.base).href }))
       state.truncated = body.truncated === true
       if (state.selected === null || !state.files.some(f => f.path === state.selected)) state.selected = state.files[0]?.path ?? null
       renderList()
@@ -210,5 +213,5 @@ if (config.scope === 'full' && !openModeInOpaqueFrame) {
   $('views').hidden = false
   for (const tab of document.querySelectorAll('#views [data-view]')) tab.addEventListener('click', () => { void showView(tab.dataset.view) })
   mount('browser')
-  void showView(VIEW_HASHES[window.location.hash] ?? 'outputs')
+  void showView(VIEW_HASHES[window.location.hash] ?? (config.view in mounts ? config.view : 'outputs'))
 }

@@ -51,7 +51,7 @@ function buildDom () {
 export function mountBrowserView (config) {
   buildDom()
   const state = { active: false, pages: [], selected: null, page: null, timer: null, takeover: false, retry: 0, connections: 0, handoff: null }
-  const base = new URL(`../browser/${encodeURIComponent(config.chatId)}/`, window.location.href)
+  const base = new URL(`browser/${encodeURIComponent(config.chatId)}/`, config.base ?? new URL('../', window.location.href))
   const withToken = path => {
     const url = new URL(path, base)
     if (config.token) url.searchParams.set('t', config.token)
@@ -76,7 +76,7 @@ export function mountBrowserView (config) {
     }))
     const current = state.pages.find(p => p.id === state.selected)
     if (current !== undefined && $('browser-url').dataset.live !== 'true') $('browser-url').textContent = current.url
-    $('browser-dot').classList.toggle('on', state.active)
+    $('browser-dot')?.classList.toggle('on', state.active)
   }
 
   async function poll () {

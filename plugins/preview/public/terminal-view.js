@@ -46,9 +46,9 @@ function el (tag, props = {}, children = []) {
   return node
 }
 
-function loadStyles () {
-  for (const href of ['../static/vendor/xterm/css/xterm.css', '../static/preview/terminal.css']) {
-    const url = new URL(href, document.baseURI).href
+function loadStyles (root) {
+  for (const href of ['static/vendor/xterm/css/xterm.css', 'static/preview/terminal.css']) {
+    const url = new URL(href, root).href
     if ([...document.styleSheets].some(s => s.href === url) || document.querySelector(`link[data-term="${href}"]`)) continue
     document.head.append(el('link', { rel: 'stylesheet', href: url, 'data-term': href }))
   }
@@ -60,8 +60,10 @@ function loadStyles () {
  * Returns { dispose(), visible(on) } — `visible(true)` fits and focuses after a layout change.
  */
 export function mountTerminal (container, config, opts = {}) {
-  loadStyles()
-  const base = new URL(`../terminal/${encodeURIComponent(config.chatId)}/`, window.location.href)
+  // The server's root: the page's parent, or given absolute (the app inside a chat host's frame).
+  const root = config.base ?? new URL('../', window.location.href).href
+  loadStyles(root)
+  const base = new URL(`terminal/${encodeURIComponent(config.chatId)}/`, root)
   const auth = config.token ? { Authorization: `Bearer ${config.token}` } : {}
   const state = { conn: null, retry: 0, timer: null, procTimer: null, parkTimer: null, parked: false, disposed: false, visible: true }
 
@@ -76,7 +78,7 @@ export function mountTerminal (container, config, opts = {}) {
     el('button', { type: 'button', text: 'Paste', title: 'Paste from the clipboard', onclick: () => pasteClipboard() })
   ])
   if (!opts.standalone) {
-    const href = new URL(`../terminal/${encodeURIComponent(config.chatId)}`, window.location.href)
+    const href = new URL(`terminal/${encodeURIComponent(config.chatId)}`, root)
     if (config.token) href.searchParams.set('t', config.token)
     bar.append(el('a', { href: href.href, target: '_blank', rel: 'noopener noreferrer', text: 'Open in window', title: 'Full-window terminal' }))
   }

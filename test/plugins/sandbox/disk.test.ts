@@ -14,7 +14,7 @@ import { buildSandboxSpec, configDrift, tmpfsFor, type SandboxSettings } from '.
 import { dockerCreateBody, tmpfsFromOptions } from '../../../plugins/sandbox-docker/docker-create-body.js'
 import { isQuotaRefusal } from '../../../plugins/sandbox/disk-quota.js'
 import { quotaFor } from '../../../plugins/sandbox-docker/docker-monitor.js'
-import { treeUsage } from '../../../plugins/sandbox/disk-usage.js'
+import { treeUsage } from '../../../plugins/chat-storage/usage.js'
 import { createDiskWatchdog } from '../../../plugins/sandbox/disk-watchdog.js'
 import type { DiskUsageReport, SandboxEngine } from '../../../plugins/sandbox/engine-types.js'
 import { DockerError } from '../../../plugins/sandbox-docker/docker-error.js'

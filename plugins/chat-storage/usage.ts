@@ -2,7 +2,7 @@ import { constants, type Dir } from 'node:fs'
 import { lstat, open, opendir, type FileHandle } from 'node:fs/promises'
 
 /*
- * Host-side measure of a directory the sandbox writes (its outputs): bytes allocated on disk
+ * Server-side measure of a directory the sandbox writes (a chat's outputs, chat-storage `usage`): bytes allocated on disk
  * (st_blocks × 512, so sparse files count what they really use, hard links once). The sandbox may
  * swap any directory for a symlink while we walk, so every directory is opened O_NOFOLLOW and its
  * entries are read and lstat'ed through /proc/self/fd/<fd>/…, relative to the descriptor: a swap
