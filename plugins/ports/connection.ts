@@ -1,22 +1,26 @@
 /*
- * Connections to an app inside a sandbox: each one is an exec relay (`socat - TCP:127.0.0.1:<port>`
- * with stdin attached) seen as a socket, so Node's http client and ws do the protocol work on what
- * the sandbox sends (bounded header parsing, chunking, framing), never our own parser. One keep-alive
- * agent per chat pools them (an exec costs tens of milliseconds; a reused connection nothing), caps
- * them per chat and queues what is over the cap.
+ * Connections to an app inside a sandbox: a TCP connection the in-sandbox agent opens on the sandbox's
+ * loopback (SandboxService.connect, one frame on the agent's stream), or, where the agent cannot serve,
+ * an exec relay (`socat` with stdin attached), either seen as a socket, so Node's http client and ws do
+ * the protocol work on what the sandbox sends (bounded header parsing, chunking, framing), never our own
+ * parser. One keep-alive agent per chat pools them (even the agent's connect is a round trip; a reused
+ * connection nothing), caps them per chat and queues what is over the cap.
  */
 import { Agent, type AgentOptions, type ClientRequestArgs } from 'node:http'
 import { Duplex } from 'node:stream'
 import type { SandboxStream } from '../sandbox/types.js'
 
-/** argv of the relay inside the sandbox. */
-export const relayArgv = (port: number): string[] => ['socat', '-', `TCP:127.0.0.1:${port},nodelay`]
+/**
+ * argv of the relay inside the sandbox: 127.0.0.1, then ::1 (an app listening only on IPv6 loopback);
+ * the first attempt's complaint is dropped so that the second one's tells what happened.
+ */
+export const relayArgv = (port: number): string[] => ['sh', '-c', 'socat - "TCP4:127.0.0.1:$1,nodelay" 2>/dev/null || exec socat - "TCP6:[::1]:$1,nodelay"', 'relay', String(port)]
 
 /**
- * The relay's output and stdin as a net.Socket look-alike with a working idle timeout (setTimeout
- * emits 'timeout' after that long without a byte either way, as net.Socket does). Backpressure both
- * ways; stdin is never ended on its own (socat drops the connection half a second after EOF);
- * destroying it closes the exec, which ends socat and its TCP connection.
+ * A connection to an app as a net.Socket look-alike with a working idle timeout (setTimeout emits
+ * 'timeout' after that long without a byte either way, as net.Socket does), over the in-sandbox agent's
+ * connection (agent()) or an exec relay (relay()). Backpressure both ways; destroying it closes the
+ * connection inside the sandbox.
  */
 export class AppSocket extends Duplex {
   private idleMs = 0
@@ -24,30 +28,47 @@ export class AppSocket extends Duplex {
   /** the relay's complaint (socat's stderr), first 300 bytes: tells "nothing listens" from a broken answer */
   complaint = ''
 
-  constructor (private readonly stream: SandboxStream) {
+  private constructor (private readonly inner: Duplex, private readonly closeInner: () => void) {
     super({ allowHalfOpen: false })
-    const socket = stream.socket
-    stream.demux(data => {
-      this.arm()
-      if (!this.push(data)) socket.pause()
-    }, data => { if (this.complaint.length < 300) this.complaint += data.toString('utf8', 0, 300 - this.complaint.length) })
-    socket.once('end', () => { this.push(null) })
-    socket.once('close', () => { this.push(null); this.destroy() })
-    socket.once('error', err => { this.destroy(err) })
+    inner.once('end', () => { this.push(null) })
+    inner.once('close', () => { this.push(null); this.destroy() })
+    inner.once('error', err => { this.destroy(err) })
   }
 
-  override _read (): void { this.stream.socket.resume() }
+  /** Over the agent's TCP connection (SandboxService.connect). */
+  static agent (inner: Duplex): AppSocket {
+    const s = new AppSocket(inner, () => { inner.destroy() })
+    inner.on('data', (data: Buffer) => { s.received(data) })
+    return s
+  }
+
+  /**
+   * Over an exec relay: its stdin is never ended on its own (socat drops the connection half a second
+   * after EOF); closing the exec ends socat and its TCP connection.
+   */
+  static relay (stream: SandboxStream): AppSocket {
+    const s = new AppSocket(stream.socket, () => { stream.close() })
+    stream.demux(data => { s.received(data) }, data => { if (s.complaint.length < 300) s.complaint += data.toString('utf8', 0, 300 - s.complaint.length) })
+    return s
+  }
+
+  private received (data: Buffer): void {
+    this.arm()
+    if (!this.push(data)) this.inner.pause()
+  }
+
+  override _read (): void { this.inner.resume() }
 
   override _write (chunk: Buffer, _encoding: BufferEncoding, done: (err?: Error | null) => void): void {
     this.arm()
-    this.stream.socket.write(chunk, err => { done(err ?? null) })
+    this.inner.write(chunk, err => { done(err ?? null) })
   }
 
   override _final (done: (err?: Error | null) => void): void { done() }
 
   override _destroy (err: Error | null, done: (err?: Error | null) => void): void {
     clearTimeout(this.timer)
-    this.stream.close()
+    this.closeInner()
     done(err)
   }
 
@@ -69,7 +90,7 @@ export class AppSocket extends Duplex {
     return this
   }
 
-  // What http calls on a net.Socket; an exec relay has no such knobs.
+  // What http calls on a net.Socket; the relays set TCP_NODELAY on their own side.
   setNoDelay (): this { return this }
   setKeepAlive (): this { return this }
   ref (): this { return this }

@@ -8,8 +8,8 @@ import type {} from '../workspace-tools/types.js'
 
 /**
  * App preview URLs (docs/features.md#app-preview-urls): `/apps/<chat>/<port>/…` relays HTTP and
- * WebSocket requests to 127.0.0.1:<port> inside the chat's sandbox through exec relays (no published
- * port, no network change), with the chat's control token or the API key. Decorates `ports`; adds
+ * WebSocket requests to 127.0.0.1:<port> (or ::1) inside the chat's sandbox through the in-sandbox agent's
+ * connections, or exec relays where it cannot serve (no published port, no network change), with the chat's control token or the API key. Decorates `ports`; adds
  * the new listening ports to bash_tool results when workspace-tools is loaded. Never starts a sandbox.
  */
 const ports: FastifyPluginAsync<PortsOptions> = async (fastify, raw) => {
@@ -19,7 +19,8 @@ const ports: FastifyPluginAsync<PortsOptions> = async (fastify, raw) => {
     maxConnectionsPerChat: opts.maxConnectionsPerChat,
     freeSocketMs: opts.freeSocketMs,
     hiddenPorts: opts.hiddenPorts,
-    listTimeoutMs: opts.listTimeoutMs
+    listTimeoutMs: opts.listTimeoutMs,
+    connectTimeoutMs: opts.headersTimeoutS * 1000
   })
   fastify.decorate('ports', runtime.service)
   // A stop closes the chat's app connections; a pause too (its pooled relays are frozen), and the next

@@ -2,7 +2,7 @@ import type { FastifyBaseLogger } from 'fastify'
 import type { SandboxFileOp, SandboxFileResult, SandboxService } from '../sandbox/types.js'
 import type { LinkService } from '../capabilities/types.js'
 import { AppSocket, relayArgv, SandboxAgent } from './connection.js'
-import { PORTS_SANDBOX_NOT_RUNNING, PORTS_TOO_MANY_CONNECTIONS } from './errors.js'
+import { PORTS_APP_UNREACHABLE, PORTS_SANDBOX_NOT_RUNNING, PORTS_TOO_MANY_CONNECTIONS } from './errors.js'
 import { listeningPorts, parseListening } from './listening.js'
 import type { PortsService } from './types.js'
 
@@ -15,6 +15,8 @@ export interface PortsServiceOptions {
   /** Ports never listed (the browser's CDP port). */
   hiddenPorts: number[]
   listTimeoutMs: number
+  /** How long the agent may take to connect to an app (a listen backlog that is full) */
+  connectTimeoutMs: number
 }
 
 /** What the routes and the other hooks of the plugin drive besides the public service. */
@@ -39,6 +41,9 @@ const LISTENING_MAX = 4096
 const TABLE_MAX_BYTES = 1024 * 1024
 const ENOENT = 2
 
+/** SandboxService.connect's refusals: nothing listens, no answer in time, another failure to connect. */
+const CONNECT_FAILED = new Set(['ECONNREFUSED', 'ETIMEDOUT', 'ECONNFAILED'])
+
 const notRunning = (err: unknown): boolean => (err as { code?: unknown } | null)?.code === 'SANDBOX_NOT_RUNNING'
 
 export function createPortsService (deps: PortsDeps, opts: PortsServiceOptions): PortsRuntime {
@@ -52,15 +57,24 @@ export function createPortsService (deps: PortsDeps, opts: PortsServiceOptions):
   const seen = new Map<string, Set<number>>()
   const hidden = new Set(opts.hiddenPorts)
 
-  async function connect (chatId: string, port: number): Promise<AppSocket> {
-    let stream
+  /** Through the agent when it serves (one frame), else an exec relay. */
+  async function openApp (chatId: string, port: number): Promise<AppSocket> {
     try {
-      stream = await openStream!.call(sandbox, chatId, relayArgv(port))
+      if (sandbox.connect !== undefined) {
+        const inner = await sandbox.connect(chatId, port, { timeoutMs: opts.connectTimeoutMs })
+        if (inner !== undefined) return AppSocket.agent(inner)
+      }
+      return AppSocket.relay(await openStream!.call(sandbox, chatId, relayArgv(port)))
     } catch (err) {
       if (notRunning(err)) throw new PORTS_SANDBOX_NOT_RUNNING()
+      // The agent could not connect (nothing listens on 127.0.0.1 nor ::1, or no answer in time).
+      if (CONNECT_FAILED.has(String((err as { code?: unknown } | null)?.code))) throw new PORTS_APP_UNREACHABLE(String(port), { cause: err })
       throw err
     }
-    const socket = new AppSocket(stream)
+  }
+
+  async function connect (chatId: string, port: number): Promise<AppSocket> {
+    const socket = await openApp(chatId, port)
     let set = open.get(chatId)
     if (set === undefined) { set = new Set(); open.set(chatId, set) }
     const own = set

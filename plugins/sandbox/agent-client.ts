@@ -132,8 +132,10 @@ export function createAgents (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | '
       const timer = setTimeout(() => { conn.close('no hello in time') }, HELLO_TIMEOUT_MS)
       const parser = new FrameParser((id, type, payload) => {
         if (!hello) {
-          if (id !== 0 || type !== T_HELLO || decodeJson(payload).v !== PROTOCOL_VERSION) throw new ProtocolError('bad hello')
+          const said = id === 0 && type === T_HELLO ? decodeJson(payload) : undefined
+          if (said?.v !== PROTOCOL_VERSION) throw new ProtocolError('bad hello')
           hello = true
+          conn.canConnect = said.connect === true
           clearTimeout(timer)
           if (st.dropped) { conn.close(); return }
           st.conn = conn
@@ -150,6 +152,11 @@ export function createAgents (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | '
         try { parser.push(data) } catch (err) {
           conn.close(err instanceof ProtocolError ? `protocol: ${err.message}` : `handler: ${describe(err)}`)
         }
+      }, () => {
+        // App connections' bytes come at their reader's pace (agent-connect.ts windows), not the budget's.
+        const n = conn.exempt
+        conn.exempt = 0
+        return n
       })
       link.stdout.once('end', () => { parser.end(); conn.close() })
       // The output may end unread (paused by the budget): the process's end closes the connection all the same.

@@ -46,6 +46,10 @@ export class AgentConnection {
   private nextId = 1
   closed = false
   failed: string | undefined
+  /** the agent said it serves CONNECT (its HELLO): older images' agents ignore the request */
+  canConnect = false
+  /** bytes of flow-controlled frames (agent-connect.ts) read since the stream's budget last asked: not charged to it */
+  exempt = 0
 
   constructor (private readonly socket: AgentPipe, private readonly onClosed: (conn: AgentConnection) => void) {}
 

@@ -12,6 +12,10 @@ export const T_STDIN = 17
 export const T_STDIN_END = 18
 export const T_CLOSE = 19
 export const T_FILE = 20
+/** A TCP connection to the sandbox's loopback (agent-connect.ts): JSON { port, window }. */
+export const T_CONNECT = 21
+/** Bytes of a connection's output the server consumed (u32): the agent may send that much more. */
+export const T_ACK = 22
 
 /** Agent → server. */
 export const T_HELLO = 1
@@ -21,6 +25,10 @@ export const T_EXIT = 4
 export const T_FAIL = 5
 export const T_RESULT = 6
 export const T_DATA = 7
+/** A CONNECT succeeded: JSON { family: 4 | 6 }. */
+export const T_CONNECTED = 8
+/** Bytes of a connection's input the agent wrote to the app (u32): the server may send that much more. */
+export const T_CREDIT = 9
 
 export const PROTOCOL_VERSION = 1
 /** The agent sends output and file data in chunks of at most 256 KiB (fewer frames: 64 KiB ran at a third of the speed through the engine's copy). */
@@ -59,7 +67,7 @@ export function decodeJson (payload: Buffer): Record<string, unknown> {
   return v as Record<string, unknown>
 }
 
-const AGENT_TYPES = new Set([T_HELLO, T_OUT, T_ERR, T_EXIT, T_FAIL, T_RESULT, T_DATA])
+const AGENT_TYPES = new Set([T_HELLO, T_OUT, T_ERR, T_EXIT, T_FAIL, T_RESULT, T_DATA, T_CONNECTED, T_CREDIT])
 
 /**
  * Incremental parser of the agent's frames. Holds at most one partial frame (≤ MAX_FRAME + 9 bytes,

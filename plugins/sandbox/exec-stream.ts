@@ -172,13 +172,18 @@ export class ByteBudget {
  * Reads `stream` within `budget`: each chunk goes to `onData`, and a chunk that overdraws the budget
  * pauses the stream until the debt is repaid. The writer on the other side then meets backpressure
  * (pipe and socket buffers fill, its writes block) instead of the reader doing more work. Answers a
- * function that cancels a pending resume (call it when the stream is closed).
+ * function that cancels a pending resume (call it when the stream is closed). `exempt`, asked after each
+ * chunk, says how many of the bytes read so far are not to be charged (flow-controlled elsewhere).
  */
-export function readWithin (stream: Readable, budget: ByteBudget, onData: (chunk: Buffer) => void): () => void {
+export function readWithin (stream: Readable, budget: ByteBudget, onData: (chunk: Buffer) => void, exempt?: () => number): () => void {
   let timer: NodeJS.Timeout | undefined
+  let owed = 0
   stream.on('data', (chunk: Buffer) => {
     onData(chunk)
-    const wait = budget.charge(chunk.length)
+    owed += exempt?.() ?? 0
+    const free = Math.min(owed, chunk.length)
+    owed -= free
+    const wait = budget.charge(chunk.length - free)
     if (wait === 0 || timer !== undefined || stream.destroyed) return
     stream.pause()
     timer = setTimeout(() => { timer = undefined; if (!stream.destroyed) stream.resume() }, wait)

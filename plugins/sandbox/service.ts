@@ -4,6 +4,7 @@ import { createAddresses } from './addresses.js'
 import { createAgents } from './agent-client.js'
 import { createAgentExec } from './agent-exec.js'
 import { createFileOp } from './agent-files.js'
+import { createConnect } from './agent-connect.js'
 import { createBoot } from './boot.js'
 import { Chats, type Ensure } from './chats.js'
 import { systemClock, type Clock } from './clock.js'
@@ -100,6 +101,7 @@ export function createSandboxService (opts: ServiceOptions, engine: SandboxEngin
   const execs = createExec(base, { activity, agentExec, recovery, kill, outcome, transitions })
   const { runCommand } = createCommand(base, { activity, agentExec, recovery, kill, outcome, transitions, disk })
   const fileOp = createFileOp({ recovery, activity, agents })
+  const connect = createConnect({ recovery, activity, agents })
 
   const service: CoreSandboxService = {
     engine,
@@ -117,6 +119,7 @@ export function createSandboxService (opts: ServiceOptions, engine: SandboxEngin
     runCommand: async (chatId, command, o) => await runCommand(chatId, command, o),
     putFile: async (chatId, path, content, o) => { await execs.putFile(chatId, path, content, o) },
     fileOp: async (chatId, op, o) => await fileOp(chatId, op, o),
+    connect: async (chatId, port, o) => await connect(chatId, port, o),
     openStream: async (chatId, argv, o) => await execs.openStream(chatId, argv, o),
     lease: (chatId, o = {}) => activity.holdLease(chats.entryOf(chatId), o.kind),
     touch: chatId => { activity.activity(chats.entryOf(chatId)) },

@@ -311,6 +311,15 @@ export interface SandboxService {
    * Rejects like exec() (SANDBOX_NOT_RUNNING); a sandbox found gone is recovered first.
    */
   fileOp? (chatId: string, op: SandboxFileOp, opts: { timeoutMs: number, signal?: AbortSignal }): Promise<SandboxFileResult | undefined>
+  /**
+   * Extension (docs/contract.md#in-sandbox-agent): a TCP connection to `port` on the sandbox's loopback
+   * (127.0.0.1, else ::1) through the in-sandbox agent, with flow control both ways; undefined when the
+   * agent cannot serve it now (old image, agent down): relay through openStream() instead. Rejects with
+   * code ECONNREFUSED when nothing listens, ETIMEDOUT after `timeoutMs`, ECONNFAILED for any other failure to
+   * connect, and like exec() (SANDBOX_NOT_RUNNING).
+   * The caller holds a lease (kind 'socket') for as long as it is open.
+   */
+  connect? (chatId: string, port: number, opts: { timeoutMs: number }): Promise<Duplex | undefined>
   /** Extension (docs/contract.md#warm-pool): started, ready sandboxes waiting in the warm pool (no chat yet). */
   pooled? (): number
 }

@@ -8,10 +8,13 @@
 #
 # Frame: u32 length (big-endian, of what follows) | u32 request id | u8 type | payload.
 # Server -> agent: EXEC (JSON: argv, cwd, env, merged, stdin), STDIN (bytes), STDIN_END, CLOSE
-#   (stop reading the request's output and end it), FILE (JSON file operation; answered by RESULT).
+#   (stop reading the request's output and end it), FILE (JSON file operation; answered by RESULT),
+#   CONNECT (JSON: port, window; a TCP connection to the sandbox's loopback, cubicle_connect.py), ACK
+#   (u32: bytes of a connection's output the server consumed).
 # Agent -> server: HELLO (id 0, JSON), OUT, ERR (output chunks <= 256 KiB), EXIT (JSON: code, pids),
 #   FAIL (JSON: the process could not be started: errno, error), DATA (a file's bytes, <= 256 KiB
-#   each, before the) RESULT (JSON). JSON payloads are u32 length, JSON text, then bytes.
+#   each, before the) RESULT (JSON), CONNECTED (JSON: family), CREDIT (u32: bytes of a connection's
+#   input written to the app). JSON payloads are u32 length, JSON text, then bytes.
 # Each request's output is pumped by its own task and every frame write awaits the transport's
 # drain, so one command that prints gigabytes cannot starve the others on the stream. The agent
 # holds no privilege: everything it does, `assistant` could do with a shell. The server treats what
@@ -43,11 +46,12 @@ import struct  # noqa: E402
 import subprocess  # noqa: E402
 
 sys.path.append(os.path.dirname(os.path.abspath(__file__)))
+from cubicle_connect import open_connection  # noqa: E402
 from cubicle_files import handle  # noqa: E402
 from cubicle_socket import connect_loop  # noqa: E402
 
 VERSION = 1
-T_EXEC, T_STDIN, T_STDIN_END, T_CLOSE, T_FILE = 16, 17, 18, 19, 20
+T_EXEC, T_STDIN, T_STDIN_END, T_CLOSE, T_FILE, T_CONNECT = 16, 17, 18, 19, 20, 21
 T_HELLO, T_OUT, T_ERR, T_EXIT, T_FAIL, T_RESULT, T_DATA = 1, 2, 3, 4, 5, 6, 7
 CHUNK = 256 * 1024
 MAX_IN = 8 * 1024 * 1024 + 16
@@ -68,6 +72,8 @@ class Agent:
     def __init__(self, writer):
         self.writer = writer
         self.reqs = {}
+        # CONNECT requests (cubicle_connect.Connection) by id
+        self.conns = {}
         self.lock = asyncio.Lock()
         # the stream ended: nothing more is sent, every request is being closed
         self.lost = False
@@ -85,7 +91,7 @@ class Agent:
     def lose(self):
         # The server went away: every request stops reading its process (as a CLOSE would).
         self.lost = True
-        for req in list(self.reqs.values()):
+        for req in list(self.reqs.values()) + list(self.conns.values()):
             req.closed.set()
 
     async def send_json(self, rid, typ, obj):
@@ -101,10 +107,23 @@ class Agent:
             asyncio.ensure_future(req.run(payload))
         elif typ == T_FILE:
             asyncio.ensure_future(self.file_op(rid, payload))
+        elif typ == T_CONNECT:
+            asyncio.ensure_future(self.connect(rid, payload))
         else:
-            req = self.reqs.get(rid)
+            req = self.reqs.get(rid) or self.conns.get(rid)
             if req is not None:
                 req.control(typ, payload)
+
+    async def connect(self, rid, payload):
+        try:
+            spec, _ = unpack(payload)
+        except (ValueError, struct.error) as e:
+            await self.send_json(rid, T_FAIL, {'errno': 0, 'error': str(e)[:300]})
+            return
+        if not isinstance(spec, dict):
+            await self.send_json(rid, T_FAIL, {'errno': 0, 'error': 'CONNECT takes an object'})
+            return
+        await open_connection(self, rid, spec)
 
     async def file_op(self, rid, payload):
         try:
@@ -298,7 +317,8 @@ def read_pids():
 async def serve(reader, writer):
     # One stream: HELLO, then requests until it ends (the requests are then closed).
     agent = Agent(writer)
-    await agent.send_json(0, T_HELLO, {'v': VERSION, 'pid': os.getpid()})
+    # connect: this agent serves CONNECT (an older one ignores it, so the server asks only when told).
+    await agent.send_json(0, T_HELLO, {'v': VERSION, 'pid': os.getpid(), 'connect': True})
     try:
         while True:
             try:

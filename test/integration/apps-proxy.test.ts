@@ -136,7 +136,12 @@ t.test('an app in the sandbox works through its preview URL, and only for its ow
   await new Promise((resolve, reject) => { ws.once('open', resolve); ws.once('error', reject) })
   ws.send('hello')
   t.equal(String(await new Promise(resolve => ws.once('message', resolve))), 'echo:hello', 'chat B\'s app echoes through the relay')
+  // The in-sandbox agent holds the connection: no exec relay (socat) runs for it.
+  t.equal((await bash(b, 'pgrep -c -x socat || true')).trim(), '0', 'no socat in the sandbox while a WebSocket is open')
   ws.close()
+
+  // (An app listening only on ::1: Docker sandboxes have no IPv6 at all, disable_ipv6; the agent's
+  // fallback to ::1 is test/plugins/sandbox/agent-connect.test.ts, on the host's loopback.)
 
   // A stopped sandbox is never started by the proxy.
   await page.close()

@@ -146,7 +146,7 @@ t.test('a kept-alive relay connection serves many requests without gathering lis
   t.teardown(() => { server.close() })
   const { port } = server.address() as AddressInfo
   const opened: AppSocket[] = []
-  const agent = new SandboxAgent(async p => { const s = new AppSocket(tcpStream(p)); opened.push(s); return s }, { keepAlive: true, maxSockets: 2, maxTotalSockets: 2, timeout: 300 })
+  const agent = new SandboxAgent(async p => { const s = AppSocket.relay(tcpStream(p)); opened.push(s); return s }, { keepAlive: true, maxSockets: 2, maxTotalSockets: 2, timeout: 300 })
   t.teardown(() => { agent.destroy() })
   for (let i = 0; i < 40; i++) {
     const body = await new Promise<string>((resolve, reject) => {
