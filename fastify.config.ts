@@ -191,6 +191,7 @@ const plugins = {
   // App preview URLs: /apps/<chat>/<port>/ relayed into the sandbox; after workspace-tools (its bash_tool notes).
   ports: config => entry(ports, {
     publicBaseUrl: config.publicBaseUrl,
+    appsDomain: config.APPS_DOMAIN,
     maxConnectionsPerChat: config.APPS_MAX_CONNECTIONS,
     maxRequestBytes: config.APPS_MAX_REQUEST_BYTES,
     maxResponseBytes: config.APPS_MAX_RESPONSE_BYTES,

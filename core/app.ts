@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto'
-import type { ServerOptions } from 'node:http'
+import type { IncomingMessage, ServerOptions } from 'node:http'
 import Fastify, { type FastifyInstance, type FastifyPluginAsync, type FastifyPluginCallback, type FastifyServerOptions } from 'fastify'
 import swagger from '@fastify/swagger'
 import websocket from '@fastify/websocket'
@@ -23,8 +23,17 @@ declare module 'fastify' {
     readiness: ReadinessService
     /** The browser Origin rule of chat routes and their WebSockets (core/origin.ts). */
     origins: OriginService
+    /**
+     * Adds a rewrite of request URLs before routing (HTTP and WebSocket upgrades alike), for a plugin that
+     * serves whole hosts (ports: an app on its own origin). The first rewrite that answers a URL wins;
+     * undefined leaves the request to the next one. Runs on every request: keep it cheap and bounded.
+     */
+    addUrlRewrite: (rewrite: UrlRewrite) => void
   }
 }
+
+/** A URL for the router, or undefined (not this rewrite's request). */
+export type UrlRewrite = (request: IncomingMessage) => string | undefined
 
 /** One line of the manifest: a plugin and its options, tied together so a typo fails tsc. */
 export interface Entry { register: (app: FastifyInstance) => Promise<unknown> }
@@ -77,7 +86,15 @@ export function socketTimeouts (requestTimeoutS: number): SocketTimeouts {
 
 /** Builds the app from the config and the plugin manifest. Never listens (tests inject or listen on port 0). */
 export async function buildApp (config: AppConfig, entries: Entry[], opts: BuildOptions = {}): Promise<FastifyInstance> {
+  const rewrites: UrlRewrite[] = []
   const app = Fastify({
+    rewriteUrl: request => {
+      for (const rewrite of rewrites) {
+        const url = rewrite(request)
+        if (url !== undefined) return url
+      }
+      return request.url ?? '/'
+    },
     logger: opts.logger ?? {
       level: config.logLevel,
       redact: { paths: [...SECRET_HEADERS.map(h => `req.headers["${h}"]`), '*.token', '*.apiKey'], censor: '[redacted]' },
@@ -141,6 +158,7 @@ export async function buildApp (config: AppConfig, entries: Entry[], opts: Build
     protectedMode: app.auth.protectedMode
   }))
   app.decorate('readiness', createReadinessService({ timeoutMs: 2000, cacheMs: 5000 }))
+  app.decorate('addUrlRewrite', (rewrite: UrlRewrite) => { rewrites.push(rewrite) })
   // Before any route: @fastify/swagger collects every route's schema as it is added (GET /openapi.json).
   await app.register(swagger, openapiOptions(config.publicBaseUrl))
   await app.register(websocket, { options: { maxPayload: 32 * 1024 * 1024 } })

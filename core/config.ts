@@ -77,6 +77,7 @@ export const ConfigSchema = Type.Object({
   ARCHIVE_MAX_BYTES: Size(2147483648, 'Archive uncompressed size limit.'),
   RESOURCE_READ_MAX_BYTES: Size(10485760, 'resources/read size limit.'),
   CDP_PORT: Int(9222, 'Loopback CDP port inside the sandbox (the live browser, see docs/features.md).', 1),
+  APPS_DOMAIN: Str('', 'A domain whose every subdomain (wildcard DNS, and a wildcard certificate behind https) reaches this server: each app preview is then served on its own origin `<chat key>-<port>.<APPS_DOMAIN>` (scheme and port of `PUBLIC_BASE_URL`), sharing no cookies, storage or service workers with the server or other apps; `/apps/<chat>/<port>/` redirects there. Empty = apps under `PUBLIC_BASE_URL/apps/…`, on the server\'s origin (docs/features.md#app-preview-urls).'),
   APPS_MAX_CONNECTIONS: Int(32, 'Open connections to one chat\'s app preview URLs (/apps/<chat>/<port>/, docs/features.md#app-preview-urls); HTTP requests over it wait, WebSockets are refused with 429.', 1),
   APPS_MAX_REQUEST_BYTES: Size(67108864, 'Largest request body relayed to an app (k/m/g suffix); larger is refused with 413.'),
   APPS_MAX_RESPONSE_BYTES: Size(4294967296, 'Largest answer relayed from an app (k/m/g suffix); a larger one is refused (declared length) or cut.'),

@@ -116,12 +116,16 @@ export function mcpChat (request: FastifyRequest, mode: SingleUserMode): ChatRes
  * else runs; a cross-origin read from such an Origin is answered without CORS headers, which keeps
  * the answer from the page. Preflights (methods `GET, POST, OPTIONS`, headers `Authorization,
  * Content-Type`) are for pages like the preview, embedded in an opaque-origin iframe in protected
- * mode, whose control calls carry a Bearer token and a JSON body.
+ * mode, whose control calls carry a Bearer token and a JSON body. `ownOrigin` names an origin a request
+ * is served on besides the server's (an app on its own origin, plugins/ports): that Origin is same-origin
+ * for it, accepted without CORS headers.
  */
-export function chatRoutes (fastify: FastifyInstance, preflightPaths: readonly string[] = []): void {
+export function chatRoutes (fastify: FastifyInstance, preflightPaths: readonly string[] = [], ownOrigin?: (request: FastifyRequest) => string | undefined): void {
   const { origins } = fastify
   fastify.addHook('onRequest', async (request, reply) => {
     reply.header('Vary', 'Origin')
+    const own = ownOrigin?.(request)
+    if (own !== undefined && request.headers.origin === own) return
     const allow = origins.corsOrigin(request)
     if (allow !== undefined) {
       reply.header('Access-Control-Allow-Origin', allow)

@@ -8,3 +8,5 @@ export const PORTS_REQUEST_TOO_LARGE = defineError('PORTS_REQUEST_TOO_LARGE', 'r
 export const PORTS_APP_UNREACHABLE = defineError('PORTS_APP_UNREACHABLE', 'app_unreachable', 'nothing answered on port %s in the sandbox: is the app running and listening on 127.0.0.1, ::1 or 0.0.0.0?', 502)
 export const PORTS_BAD_ANSWER = defineError('PORTS_BAD_ANSWER', 'bad_app_answer', 'the app in the sandbox sent an answer that cannot be relayed: %s', 502)
 export const PORTS_APP_TIMEOUT = defineError('PORTS_APP_TIMEOUT', 'app_timeout', 'the app in the sandbox did not answer within %s seconds', 504)
+export const PORTS_APP_ORIGIN_UNKNOWN = defineError('PORTS_APP_ORIGIN_UNKNOWN', 'app_origin_unknown', 'this app address is not known to the server: open the app from its link in the chat or from the preview page\'s Apps view', 404)
+export const PORTS_USE_APP_ORIGIN = defineError('PORTS_USE_APP_ORIGIN', 'use_app_origin', 'apps are served on their own origins here: connect to %s', 400)

@@ -11,6 +11,8 @@ import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http'
 
 /** The cookie that carries a chat's control token for one app prefix (HttpOnly, SameSite=Lax). */
 export const COOKIE_NAME = 'cubicle_app'
+/** Ours on an app's own origin too (origin.ts: the chat of the origin); never sent to the app, never set by it. */
+const OUR_COOKIES = new Set([COOKIE_NAME, 'cubicle_app_chat'])
 
 /** Where one app is seen from the browser. */
 export interface AppView {
@@ -41,7 +43,7 @@ function connectionListed (value: string | string[] | undefined): Set<string> {
 /** The Cookie header without ours; undefined when nothing is left. */
 export function stripOurCookie (cookie: string | undefined): string | undefined {
   if (cookie === undefined) return undefined
-  const kept = cookie.split(';').filter(part => cookieName(part) !== COOKIE_NAME)
+  const kept = cookie.split(';').filter(part => !OUR_COOKIES.has(cookieName(part)))
   const joined = kept.map(s => s.trim()).filter(s => s !== '').join('; ')
   return joined === '' ? undefined : joined
 }
@@ -88,7 +90,8 @@ export function requestHeaders (incoming: IncomingHttpHeaders, view: AppView, op
   out.host = view.publicHost
   out['x-forwarded-host'] = view.publicHost
   out['x-forwarded-proto'] = view.publicProto
-  out['x-forwarded-prefix'] = view.prefix
+  // At the root of its own origin the app has no prefix.
+  if (view.prefix !== '') out['x-forwarded-prefix'] = view.prefix
   if (opts.websocket !== true && incoming['content-length'] !== undefined) out['content-length'] = incoming['content-length']
   return out
 }
@@ -151,7 +154,7 @@ export function scopeSetCookie (value: string, prefix: string): string | undefin
   if (value.length > 4096) return undefined
   const [pair = '', ...attributes] = value.split(';')
   const name = cookieName(pair)
-  if (name === '' || name === COOKIE_NAME || name.startsWith('__host-')) return undefined
+  if (name === '' || OUR_COOKIES.has(name) || name.startsWith('__host-')) return undefined
   const out = [pair.trim()]
   let path: string | undefined
   for (const attribute of attributes) {

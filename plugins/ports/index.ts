@@ -3,6 +3,7 @@ import type { FastifyPluginAsync } from 'fastify'
 import { parseOptions } from '../../core/config.js'
 import { PortsOptions } from './schemas.js'
 import { createPortsService } from './service.js'
+import { createAppOrigins, parseAppsDomain } from './origin.js'
 import routes from './routes.js'
 import type {} from '../workspace-tools/types.js'
 
@@ -15,7 +16,14 @@ import type {} from '../workspace-tools/types.js'
 const ports: FastifyPluginAsync<PortsOptions> = async (fastify, raw) => {
   const opts = parseOptions(PortsOptions, raw, 'ports')
   const log = fastify.log.child({ plugin: 'ports' })
-  const runtime = createPortsService({ sandbox: fastify.sandbox, links: fastify.links, log }, {
+  const domain = parseAppsDomain(opts.appsDomain, opts.publicBaseUrl)
+  const appOrigins = domain === undefined ? undefined : createAppOrigins(domain, opts.publicBaseUrl)
+  if (appOrigins !== undefined) {
+    // Before routing: a request for <key>-<port>.<domain> goes to the app route (origin.ts).
+    fastify.addUrlRewrite(appOrigins.rewrite)
+    fastify.sandbox.onEnsure(async box => { appOrigins.remember(box.chatId) })
+  }
+  const runtime = createPortsService({ sandbox: fastify.sandbox, links: fastify.links, log, appOrigins }, {
     maxConnectionsPerChat: opts.maxConnectionsPerChat,
     freeSocketMs: opts.freeSocketMs,
     hiddenPorts: opts.hiddenPorts,
@@ -39,6 +47,7 @@ const ports: FastifyPluginAsync<PortsOptions> = async (fastify, raw) => {
   await fastify.register(routes, {
     runtime,
     publicBaseUrl: opts.publicBaseUrl,
+    ...(appOrigins === undefined ? {} : { appOrigins }),
     limits: {
       maxRequestBytes: opts.maxRequestBytes,
       maxResponseBytes: opts.maxResponseBytes,
@@ -56,5 +65,5 @@ export default fp(ports, {
   name: 'ports',
   fastify: '5.x',
   dependencies: ['sandbox', 'capabilities'],
-  decorators: { fastify: ['sandbox', 'links', 'auth', 'origins', 'websocketServer'] }
+  decorators: { fastify: ['sandbox', 'links', 'auth', 'origins', 'websocketServer', 'addUrlRewrite'] }
 })

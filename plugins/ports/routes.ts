@@ -6,7 +6,8 @@ import { definitionOf } from '../../core/errors.js'
 import type { AppSocket } from './connection.js'
 import { ourCookie, requestHeaders, tokenCookie, withoutToken, type AppView } from './headers.js'
 import { appPort } from './listening.js'
-import { PORTS_INVALID_PORT } from './errors.js'
+import { PORTS_APP_ORIGIN_UNKNOWN, PORTS_INVALID_PORT, PORTS_USE_APP_ORIGIN } from './errors.js'
+import { CHAT_COOKIE, UNKNOWN_APP_PATH, type AppOrigins } from './origin.js'
 import { errorPage } from './page.js'
 import { relayHttp, type ProxyLimits } from './proxy.js'
 import { AppBody, AppParams, AppPathParams, AppQuery, AppsReply, ChatParams } from './schemas.js'
@@ -18,6 +19,8 @@ export interface PortsRoutesOptions {
   runtime: PortsRuntime
   publicBaseUrl: string
   limits: ProxyLimits & SocketLimits
+  /** APPS_DOMAIN set: every app on its own origin (origin.ts), the path form redirects there */
+  appOrigins?: AppOrigins
 }
 
 interface AppRoute { Params: { chat: string, port: string } }
@@ -37,25 +40,32 @@ function split (rawUrl: string): { inner: string, search: string, segments: stri
 
 /** `/apps/<chat>/<port>/…` (docs/features.md#app-preview-urls) and the list of a chat's apps. */
 const routes: FastifyPluginAsync<PortsRoutesOptions> = async (fastify, opts) => {
-  const { runtime, limits } = opts
+  const { runtime, limits, appOrigins } = opts
   const { auth, sandbox } = fastify
   const base = new URL(opts.publicBaseUrl)
   const basePath = base.pathname.replace(/\/+$/, '')
   const secure = base.protocol === 'https:'
-  const viewOf = (chatId: string, port: number): AppView => ({
-    port,
-    prefix: `${basePath}/apps/${chatId}/${port}`,
-    prefixOf: p => `${basePath}/apps/${chatId}/${p}`,
-    publicOrigin: base.origin,
-    publicHost: base.host,
-    publicProto: secure ? 'https' : 'http'
-  })
+  const viewOf = (chatId: string, port: number, request: FastifyRequest): AppView => {
+    const own = appOrigins?.hostOf(request.raw)
+    // On its own origin the app sits at the root; another port of the chat is another origin.
+    if (own !== undefined && appOrigins !== undefined) {
+      return { port, prefix: '', prefixOf: p => appOrigins.originOf(chatId, p), publicOrigin: own.origin, publicHost: own.host, publicProto: secure ? 'https' : 'http' }
+    }
+    return {
+      port,
+      prefix: `${basePath}/apps/${chatId}/${port}`,
+      prefixOf: p => `${basePath}/apps/${chatId}/${p}`,
+      publicOrigin: base.origin,
+      publicHost: base.host,
+      publicProto: secure ? 'https' : 'http'
+    }
+  }
   const ours = (authorization: string): boolean => {
     const token = /^\s*bearer\s+(\S+)\s*$/i.exec(authorization.slice(0, 4096))?.[1]
     return token !== undefined && (auth.isApiKey(token) || token.startsWith('v1.'))
   }
 
-  chatRoutes(fastify)
+  chatRoutes(fastify, [], request => appOrigins?.hostOf(request.raw)?.origin)
   // Bodies are relayed as they come, never parsed here.
   fastify.removeAllContentTypeParsers()
   fastify.addContentTypeParser('*', (_request, payload, done) => { done(null, payload) })
@@ -73,19 +83,30 @@ const routes: FastifyPluginAsync<PortsRoutesOptions> = async (fastify, opts) => 
 
   // The chat (400), then the chat's control token from `?t=` or the app's cookie, or the API key
   // (401/403), before a body is read or a socket upgraded; then the port (400).
-  const access = async (request: FastifyRequest, reply: FastifyReply): Promise<void> => {
+  const access = async (request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> => {
     const cookie = ourCookie(request.headers.cookie)
     // chatAccess lets CORS preflights through untouched; here an OPTIONS goes to the app, so it needs credentials too.
     if (request.method === 'OPTIONS') auth.authorizeChat(request, chatParam(request), 'c', cookie)
     else await chatAccess('c', { pathToken: () => cookie })(request, reply)
-    if (appPort((request.params as { port: string }).port) === undefined) throw new PORTS_INVALID_PORT()
+    const port = appPort((request.params as { port: string }).port)
+    if (port === undefined) throw new PORTS_INVALID_PORT()
+    // With APPS_DOMAIN the server's own origin never serves an app: the path form points at the app's origin.
+    if (appOrigins !== undefined && appOrigins.hostOf(request.raw) === undefined) {
+      const chatId = chatOf(request)
+      appOrigins.remember(chatId)
+      const { inner, search } = split(request.raw.url ?? '/')
+      const to = `${appOrigins.originOf(chatId, port)}${inner === '' ? '/' : inner}${search}`
+      if (request.ws) throw new PORTS_USE_APP_ORIGIN(to.split('?')[0] as string)
+      return await reply.header('Cache-Control', NO_STORE).redirect(to, request.method === 'GET' || request.method === 'HEAD' ? 303 : 307)
+    }
+    return undefined
   }
 
   const target = (request: FastifyRequest): { chatId: string, port: number, view: AppView, inner: string, search: string, canonical: boolean } => {
     const chatId = chatOf(request)
     const port = appPort((request.params as { port: string }).port) as number
     const { inner, search, segments } = split(request.raw.url ?? '/')
-    return { chatId, port, view: viewOf(chatId, port), inner, search, canonical: segments[0] === chatId && segments[1] === String(port) }
+    return { chatId, port, view: viewOf(chatId, port, request), inner, search, canonical: segments[0] === chatId && segments[1] === String(port) }
   }
 
   const http = async (request: FastifyRequest, reply: FastifyReply): Promise<void> => {
@@ -94,7 +115,12 @@ const routes: FastifyPluginAsync<PortsRoutesOptions> = async (fastify, opts) => 
     const hasToken = /(?:^\?|&)t=/.test(search)
     // The cookie's path must be the one the browser uses: `/apps/<chat>/<port>/`, in canonical spelling.
     if (!canonical || inner === '' || (hasToken && token !== undefined && (request.method === 'GET' || request.method === 'HEAD'))) {
-      if (hasToken && token !== undefined) reply.header('Set-Cookie', tokenCookie(token, view.prefix, secure))
+      if (hasToken && token !== undefined) {
+        const cookies = [tokenCookie(token, view.prefix, secure)]
+        // On the app's own origin: which chat it is, for after a server restart (origin.ts; checked against the host's key).
+        if (view.prefix === '') cookies.push(`${CHAT_COOKIE}=${chatId}; Path=/; HttpOnly; SameSite=Lax${secure ? '; Secure' : ''}`)
+        reply.header('Set-Cookie', cookies)
+      }
       // The token leaves the URL (history, the app's Referer) once it is in the cookie.
       const keep = hasToken && token !== undefined ? withoutToken(search) : search
       await reply.header('Cache-Control', NO_STORE).redirect(`${view.prefix}${inner === '' ? '/' : inner}${keep}`, request.method === 'GET' || request.method === 'HEAD' ? 303 : 307)
@@ -166,6 +192,14 @@ const routes: FastifyPluginAsync<PortsRoutesOptions> = async (fastify, opts) => 
       handler: http
     })
   }
+
+  // An app host whose chat the server does not know (origin.ts): say how to open it.
+  fastify.route({
+    method: ['GET', 'HEAD', ...OTHER_METHODS],
+    url: UNKNOWN_APP_PATH,
+    schema: { summary: 'An app origin (APPS_DOMAIN) whose chat this server does not know: 404', tags: ['apps'], hide: true },
+    handler: async () => { throw new PORTS_APP_ORIGIN_UNKNOWN() }
+  })
 
   fastify.get<{ Params: { chat: string } }>('/api/apps/:chat', {
     schema: { summary: 'The chat\'s apps: ports listening in its sandbox, with their URLs', tags: ['apps'], params: ChatParams, querystring: ChatQuery, response: { 200: AppsReply } },

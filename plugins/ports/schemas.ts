@@ -3,6 +3,7 @@ import Type, { type Static } from 'typebox'
 /** Options of the ports plugin, fed from AppConfig by fastify.config.ts; the ones after `idleTimeoutS` exist for tests and tuning. */
 export const PortsOptions = Type.Object({
   publicBaseUrl: Type.Optional(Type.String({ default: 'http://computer-use-server:8081', description: 'PUBLIC_BASE_URL: origin, host and path prefix of app URLs' })),
+  appsDomain: Type.Optional(Type.String({ default: '', description: 'APPS_DOMAIN: serve each app on its own origin <chat key>-<port>.<APPS_DOMAIN> (wildcard DNS); empty: under PUBLIC_BASE_URL/apps/' })),
   maxConnectionsPerChat: Type.Optional(Type.Integer({ default: 32, minimum: 1, maximum: 10000, description: 'APPS_MAX_CONNECTIONS: open connections to one chat\'s apps' })),
   maxRequestBytes: Type.Optional(Type.Integer({ default: 67108864, minimum: 1024, description: 'APPS_MAX_REQUEST_BYTES: largest request body relayed to an app' })),
   maxResponseBytes: Type.Optional(Type.Integer({ default: 4294967296, minimum: 1024, description: 'APPS_MAX_RESPONSE_BYTES: largest answer relayed from an app (cut beyond)' })),

@@ -5,8 +5,15 @@ import { AppSocket, relayArgv, SandboxAgent } from './connection.js'
 import { PORTS_APP_UNREACHABLE, PORTS_SANDBOX_NOT_RUNNING, PORTS_TOO_MANY_CONNECTIONS } from './errors.js'
 import { listeningPorts, parseListening } from './listening.js'
 import type { PortsService } from './types.js'
+import type { AppOrigins } from './origin.js'
 
-export interface PortsDeps { sandbox: SandboxService, links: LinkService, log: FastifyBaseLogger }
+export interface PortsDeps {
+  sandbox: SandboxService
+  links: LinkService
+  log: FastifyBaseLogger
+  /** APPS_DOMAIN: apps on their own origins (origin.ts) */
+  appOrigins?: AppOrigins
+}
 
 export interface PortsServiceOptions {
   maxConnectionsPerChat: number
@@ -15,8 +22,8 @@ export interface PortsServiceOptions {
   /** Ports never listed (the browser's CDP port). */
   hiddenPorts: number[]
   listTimeoutMs: number
-  /** How long the agent may take to connect to an app (a listen backlog that is full) */
-  connectTimeoutMs: number
+  /** How long the agent may take to connect to an app (a listen backlog that is full); default 30 s */
+  connectTimeoutMs?: number
 }
 
 /** What the routes and the other hooks of the plugin drive besides the public service. */
@@ -61,7 +68,7 @@ export function createPortsService (deps: PortsDeps, opts: PortsServiceOptions):
   async function openApp (chatId: string, port: number): Promise<AppSocket> {
     try {
       if (sandbox.connect !== undefined) {
-        const inner = await sandbox.connect(chatId, port, { timeoutMs: opts.connectTimeoutMs })
+        const inner = await sandbox.connect(chatId, port, { timeoutMs: opts.connectTimeoutMs ?? 30_000 })
         if (inner !== undefined) return AppSocket.agent(inner)
       }
       return AppSocket.relay(await openStream!.call(sandbox, chatId, relayArgv(port)))
@@ -103,7 +110,14 @@ export function createPortsService (deps: PortsDeps, opts: PortsServiceOptions):
     return a
   }
 
+  /**
+   * The server's own record when it says running (no engine call: a status is an inspect and a file read,
+   * most of a small proxied request's time under load); else the engine's answer (a paused sandbox counts
+   * as running: the connection wakes it). One stopped behind the server's back in between fails the
+   * request's connection instead.
+   */
   async function requireRunning (chatId: string): Promise<void> {
+    if (sandbox.knownRunning?.(chatId) === true) return
     if ((await sandbox.status(chatId)).state !== 'running') throw new PORTS_SANDBOX_NOT_RUNNING()
   }
 
@@ -151,7 +165,12 @@ export function createPortsService (deps: PortsDeps, opts: PortsServiceOptions):
     }
   }
 
-  const appUrl = (chatId: string, port: number): string => `${links.publicBaseUrl}/apps/${encodeURIComponent(chatId)}/${port}/`
+  const appUrl = (chatId: string, port: number): string => {
+    if (deps.appOrigins === undefined) return `${links.publicBaseUrl}/apps/${encodeURIComponent(chatId)}/${port}/`
+    // A link handed out: its host's key resolves to this chat from now on.
+    deps.appOrigins.remember(chatId)
+    return `${deps.appOrigins.originOf(chatId, port)}/`
+  }
 
   const service: PortsService = {
     async apps (chatId) { return (await listening(chatId)).map(port => ({ port, url: appUrl(chatId, port) })) },

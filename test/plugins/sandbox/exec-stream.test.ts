@@ -150,3 +150,21 @@ t.test('readWithin: a writer flooding as fast as it can gets the rate and backpr
   t.ok(read >= 2 * MiB * s * 0.7, 'and about the rate')
   t.ok(written - read <= 4 * chunk.length, `the writer was held back: ${((written - read) / 1024).toFixed(0)} KiB written beyond what was read`)
 })
+
+t.test('readWithin: bytes reported exempt (flow-controlled elsewhere) are not charged to the budget', async t => {
+  // 1 MiB/s with 256 KiB saved up; 8 MiB arrive at once, all of it exempt but the first chunk.
+  const KiB = 1024
+  const stream = new PassThrough()
+  let read = 0
+  let exempt = 0
+  const stop = readWithin(stream, new ByteBudget(1024 * KiB, 256 * KiB), c => { read += c.length; if (read > 64 * KiB) exempt += c.length }, () => { const n = exempt; exempt = 0; return n })
+  const t0 = performance.now()
+  for (let i = 0; i < 128; i++) stream.write(Buffer.alloc(64 * KiB))
+  while (read < 128 * 64 * KiB) {
+    if (performance.now() - t0 > 3000) break
+    await new Promise(resolve => setTimeout(resolve, 10))
+  }
+  stop()
+  stream.destroy()
+  t.equal(read, 128 * 64 * KiB, `8 MiB read in ${(performance.now() - t0).toFixed(0)} ms: a budget of 1 MiB/s would have taken 8 s`)
+})
