@@ -1,5 +1,6 @@
 import type Docker from 'dockerode'
 import tar from 'tar-stream'
+import { labelTime, labelValue, timeOfLabel } from '../../core/label-value.js'
 import type { AdapterContext } from './docker-context.js'
 import type { DockerError } from './docker-error.js'
 import type { LeaseHolder, LeaseRecord, SandboxEngine } from '../sandbox/types.js'
@@ -16,6 +17,25 @@ type LeaseCalls = Pick<SandboxEngine, 'acquireLease' | 'renewLease' | 'breakLeas
 
 const RENEWAL_FILE = '/cubicle-lease.json'
 const HOLDER = { id: 'cu.lease-holder', host: 'cu.lease-host', pid: 'cu.lease-pid', startedAt: 'cu.lease-started-at' } as const
+
+/**
+ * The holder as labels, each a valid Kubernetes label value (docs/engine.md#labels): the start time in
+ * labelTime's basic form (RFC 3339's ':' is not allowed), the rest through labelValue.
+ */
+export function holderLabels (holder: LeaseHolder): Record<string, string> {
+  const started = Date.parse(holder.startedAt)
+  return {
+    [HOLDER.id]: labelValue(holder.id),
+    [HOLDER.host]: labelValue(holder.host),
+    [HOLDER.pid]: String(holder.pid),
+    [HOLDER.startedAt]: Number.isFinite(started) ? labelTime(new Date(started)) : labelValue(holder.startedAt)
+  }
+}
+
+/** The holder read back from the labels; a start time in the extended form of earlier versions is read too. */
+export function holderOf (l: Record<string, string>): LeaseHolder {
+  return { id: l[HOLDER.id] ?? '', host: l[HOLDER.host] ?? '', pid: Number(l[HOLDER.pid] ?? 0), startedAt: timeOfLabel(l[HOLDER.startedAt] ?? '') }
+}
 /** The renewal file is a few bytes; anything larger is not ours. */
 const MAX_READ = 64 * 1024
 
@@ -61,8 +81,7 @@ export function leaseCalls ({ docker, run }: AdapterContext, putFile: SandboxEng
       if (status(err) === 404) return null
       throw err
     }
-    const l = info.Config.Labels ?? {}
-    const holder: LeaseHolder = { id: l[HOLDER.id] ?? '', host: l[HOLDER.host] ?? '', pid: Number(l[HOLDER.pid] ?? 0), startedAt: l[HOLDER.startedAt] ?? '' }
+    const holder = holderOf(info.Config.Labels ?? {})
     let renewedAt: number | null = null
     try {
       const stream = await run('read', 'lease read', async s => await docker.getContainer(info.Id).getArchive({ path: RENEWAL_FILE, abortSignal: s } as { path: string }), { retry: true })
@@ -83,7 +102,7 @@ export function leaseCalls ({ docker, run }: AdapterContext, putFile: SandboxEng
           Image: o.image,
           Entrypoint: ['true'],
           Cmd: [],
-          Labels: { ...o.labels, [HOLDER.id]: holder.id, [HOLDER.host]: holder.host, [HOLDER.pid]: String(holder.pid), [HOLDER.startedAt]: holder.startedAt },
+          Labels: { ...o.labels, ...holderLabels(holder) },
           NetworkDisabled: true,
           HostConfig: { NetworkMode: 'none' },
           abortSignal: s

@@ -6,9 +6,10 @@
 export interface LeaseHolder {
   /** random, one per server run */
   id: string
+  /** the host's name as a label value (engines keep the holder in labels: docs/engine.md#labels) */
   host: string
   pid: number
-  /** RFC 3339 */
+  /** RFC 3339 (an engine that keeps it in a label converts: core/label-value.ts labelTime, timeOfLabel) */
   startedAt: string
 }
 

@@ -1,9 +1,13 @@
 import { chatKey, normalizeChatId } from '../../core/chat-id.js'
+import { labelTime, labelValue, timeOfLabel } from '../../core/label-value.js'
+
+export { labelTime, labelValue, rfc3339 } from '../../core/label-value.js'
 
 /*
  * Every Docker name derives from the chat key K = sha256(chat id)[0:32] (docs/contract.md#derived-names); the raw chat
- * id appears only in the server's records and in the sandbox's CHAT_ID. Every label value is a valid
- * Kubernetes label value (labelValue): at most 63 characters of [-A-Za-z0-9_.], alphanumeric at both ends.
+ * id appears only in the server's records and in the sandbox's CHAT_ID. Every label key and value is a valid
+ * Kubernetes label (core/label-value.ts): values of at most 63 characters of [-A-Za-z0-9_.], alphanumeric at
+ * both ends; times in labelTime's basic form.
  */
 export const MANAGED_BY = 'computer-use-server'
 export const TOOL_LABEL = 'computer-use-mcp'
@@ -56,40 +60,31 @@ export function creationLabels (image: string, createdAt: Date): Record<string, 
   return { 'cu.created-at': labelTime(createdAt), 'cu.image': labelValue(image) }
 }
 
-const LABEL_VALUE = /^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$/
-
-/** A valid Kubernetes label value made from `s`: other characters become `_`, at most 63, alphanumeric ends. */
-export function labelValue (s: string): string {
-  if (s.length <= 63 && LABEL_VALUE.test(s)) return s
-  return s.replace(/[^-A-Za-z0-9_.]/g, '_').slice(0, 63).replace(/^[^A-Za-z0-9]+|[^A-Za-z0-9]+$/g, '')
-}
-
-/** A time as a label value: `20260102T030405Z` (RFC 3339's basic format, UTC, seconds; no `:`). */
-export function labelTime (d: Date): string {
-  return rfc3339(d).replace(/[-:]/g, '')
-}
-
 /**
  * The creation time of a labelled sandbox as RFC 3339 (`cu.created-at` in labelTime's form, or the
  * extended form that earlier versions wrote), undefined without a readable one.
  */
 export function createdAtOf (labels: Record<string, string>): string | undefined {
   const v = labels['cu.created-at']
-  if (v === undefined) return undefined
-  const m = /^(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})Z$/.exec(v)
-  return m === null ? v : `${m[1]}-${m[2]}-${m[3]}T${m[4]}:${m[5]}:${m[6]}Z`
+  return v === undefined ? undefined : timeOfLabel(v)
 }
 
 /** The prefix lease's lock object carries the owner labels (uninstall finds it) and this role; it is not a sandbox. */
 export const LEASE_ROLE = { label: 'cu.role', value: 'lease' } as const
 
+/** The labels of the sandbox network (network.ts). */
+export function networkLabels (prefix: string): Record<string, string> {
+  return { 'managed-by': MANAGED_BY, 'cu.prefix': prefix }
+}
+
+/** The labels of the prefix lease's lock object (prefix-lease.ts): the owner's, and its role. */
+export function leaseLabels (prefix: string): Record<string, string> {
+  return { 'managed-by': MANAGED_BY, 'cu.prefix': prefix, [LEASE_ROLE.label]: LEASE_ROLE.value }
+}
+
 /** Label filter selecting everything this server instance owns. */
 export function ownerFilter (prefix: string): string[] {
   return [`managed-by=${MANAGED_BY}`, `cu.prefix=${prefix}`]
-}
-
-export function rfc3339 (d: Date): string {
-  return d.toISOString().replace(/\.\d{3}Z$/, 'Z')
 }
 
 /**

@@ -1,6 +1,6 @@
 import type { EngineNetwork } from './engine-types.js'
 import { SandboxSetupRefused } from './errors.js'
-import { MANAGED_BY } from './names.js'
+import { MANAGED_BY, networkLabels } from './names.js'
 import { describe, type CoreBase } from './context.js'
 
 /*
@@ -36,7 +36,7 @@ export function createNetwork (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | 
    */
   async function prepareNetwork (): Promise<void> {
     const name = base.networkName
-    const labels = { 'managed-by': MANAGED_BY, 'cu.prefix': opts.prefix }
+    const labels = networkLabels(opts.prefix)
     let net = await engine.ensureNetwork(name, labels)
     const found = flaws(net)
     if (found.length > 0) {

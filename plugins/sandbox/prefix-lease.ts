@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto'
 import { hostname } from 'node:os'
 import type { LeaseHolder, LeaseRecord } from './engine-types.js'
 import { SandboxSetupRefused } from './errors.js'
-import { LEASE_ROLE, MANAGED_BY, rfc3339 } from './names.js'
+import { labelValue, leaseLabels, rfc3339 } from './names.js'
 import { sleep, type Clock } from './clock.js'
 import { imageMissing, type CoreBase } from './context.js'
 
@@ -19,12 +19,12 @@ import { imageMissing, type CoreBase } from './context.js'
  */
 
 /** The lease object's labels: the owner's (an uninstall by label removes a lease left by a crash) and its role (listings skip it). */
-const leaseLabels = (prefix: string): Record<string, string> => ({ 'managed-by': MANAGED_BY, 'cu.prefix': prefix, [LEASE_ROLE.label]: LEASE_ROLE.value })
 
 export const leaseName = (prefix: string): string => `${prefix}-lease`
 
 export function newHolder (clock: Clock): LeaseHolder {
-  return { id: randomUUID(), host: hostname(), pid: process.pid, startedAt: rfc3339(new Date(clock.now())) }
+  // The host as a label value (an engine keeps the holder in labels: docs/engine.md#labels).
+  return { id: randomUUID(), host: labelValue(hostname()), pid: process.pid, startedAt: rfc3339(new Date(clock.now())) }
 }
 
 /** When this process started (ms, given the clock's now): a holder on this host with our pid that started before it was an earlier process. */
@@ -38,7 +38,8 @@ function alive (pid: number): boolean {
 export function takeoverReason (current: LeaseRecord, timeoutMs: number, now: number): string | null {
   if (now - current.renewedAt > timeoutMs) return `not renewed for ${Math.round((now - current.renewedAt) / 1000)} s`
   const h = current.holder
-  if (h.host !== hostname() || !Number.isInteger(h.pid) || h.pid <= 0) return null
+  // Earlier versions kept the raw host name; both forms name this host.
+  if ((h.host !== labelValue(hostname()) && h.host !== hostname()) || !Number.isInteger(h.pid) || h.pid <= 0) return null
   if (h.pid !== process.pid) return alive(h.pid) ? null : `its process ${h.pid} on this host is gone`
   const started = Date.parse(h.startedAt)
   return Number.isFinite(started) && started < processStart(now) - 1000 ? `it was an earlier process with this pid (${h.pid}) on this host` : null
