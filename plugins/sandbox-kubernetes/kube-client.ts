@@ -50,6 +50,8 @@ function queryString (q: RequestOptions['query']): string {
 export class KubeClient {
   readonly namespace: string
   private readonly agent: http.Agent
+  /** watches hold their connection until they end: never from the pool requests share */
+  private readonly watchAgent: http.Agent
   private readonly base: URL
 
   constructor (readonly conn: KubeConnection) {
@@ -59,6 +61,7 @@ export class KubeClient {
     this.agent = this.base.protocol === 'https:'
       ? new https.Agent({ keepAlive: true, maxSockets: 64, ...tls })
       : new http.Agent({ keepAlive: true, maxSockets: 64 })
+    this.watchAgent = this.base.protocol === 'https:' ? new https.Agent({ keepAlive: false, ...tls }) : new http.Agent({ keepAlive: false })
   }
 
   /** `/api/v1/namespaces/<ns>/<plural>[/<name>[/<sub>]]` of the core group, or of `group/version`. */
@@ -132,7 +135,7 @@ export class KubeClient {
     let closed = false
     const done = new Promise<void>((resolve, reject) => {
       const mod = this.base.protocol === 'https:' ? https : http
-      req = mod.request(this.url(path, { ...query, watch: 'true' }), { method: 'GET', agent: this.agent, headers: this.headers() }, res => {
+      req = mod.request(this.url(path, { ...query, watch: 'true' }), { method: 'GET', agent: this.watchAgent, headers: this.headers() }, res => {
         const code = res.statusCode ?? 0
         if (code < 200 || code >= 300) {
           const chunks: Buffer[] = []
@@ -206,5 +209,5 @@ export class KubeClient {
     })
   }
 
-  close (): void { this.agent.destroy() }
+  close (): void { this.agent.destroy(); this.watchAgent.destroy() }
 }
