@@ -29,8 +29,12 @@
  *   (k) app preview URLs (bench/apps.ts): a small answer through /apps/<chat>/<port>/ ÷ the same request
  *       sent directly to the sandbox's address goal ≤ 2; 1 GB through the proxy, server RSS growth goal ≤ 64 MiB
  *
- * BENCH_ONLY=a,h,i runs those sections alone (any of a–k and h50; empty runs a–k). BENCH_H=20x5
- * changes (h)'s chats × calls. The server is built first (tsc; BENCH_NO_BUILD=1 reuses dist/,
+ *   (l) 200 chats × 5 calls on the Kubernetes engine (bench/kube.ts), a server of its own against the fake
+ *       API server under the deployment's Role: errors (goal 0), chats with exactly one pod (200), later calls'
+ *       p99 (goal ≤ 1 s), server RSS at 200 live chats (goal ≤ 150 MiB), API requests the Role refused (goal 0)
+ *
+ * BENCH_ONLY=a,h,i runs those sections alone (any of a–l and h50; empty runs a–l). BENCH_H=20x5
+ * changes (h)'s chats × calls, BENCH_L=20x5 (l)'s. The server is built first (tsc; BENCH_NO_BUILD=1 reuses dist/,
  * BENCH_SERVER=tsx runs the sources); BENCH_NODE_ARGS replaces the server's node flags (default: those of `npm start`,
  * --optimize-for-size; `BENCH_NODE_ARGS=` runs it without any). The goals are printed together at the end, met or not.
  * Where the time of (b)/(i) goes: bench/profile-first-call.ts.
@@ -45,6 +49,7 @@ import { benchListing, listingFixture } from './listing.js'
 import { benchBrowser } from './browser.js'
 import { benchTerminal } from './terminal.js'
 import { benchApps } from './apps.js'
+import { benchKube, L_CALLS, L_CHATS } from './kube.js'
 
 const ONLY = (process.env.BENCH_ONLY ?? '').split(',').map(x => x.trim()).filter(Boolean)
 const want = (section: string): boolean => ONLY.length === 0 ? section !== 'h50' : ONLY.includes(section)
@@ -270,6 +275,16 @@ async function main (): Promise<void> {
       await server.stop()
       wakeServer = await startServer(dataDir, 0, { CONTAINER_IDLE_TIMEOUT: '1' })
       results.push(await benchWake())
+    }
+    if (want('l')) {
+      // Its own server too, on the Kubernetes engine; the Docker one would keep its pool beside the load.
+      await server.stop()
+      await wakeServer?.stop()
+      const r = await benchKube(dataDir)
+      results.push(...r.lines)
+      goals.push({ what: `(l) ${L_CHATS} chats × ${L_CALLS} calls on the Kubernetes engine: errors, chats with exactly one pod, API requests the Role refused`, value: `${r.errors}, ${r.onePerChat}, ${r.refused.length}`, goal: `0, ${L_CHATS}, 0`, met: r.errors === 0 && r.onePerChat === L_CHATS && r.containers === L_CHATS && r.refused.length === 0 })
+      goals.push({ what: `(l) ${L_CHATS} chats × ${L_CALLS} calls on the Kubernetes engine: p99 of the calls after each chat's first`, value: ms(r.laterP99), goal: '≤ 1000 ms', met: r.laterP99 <= 1000 })
+      goals.push({ what: `(l) server RSS at ${L_CHATS} live chats on the Kubernetes engine`, value: `${r.rssLive.toFixed(0)} MiB`, goal: '≤ 150 MiB', met: r.rssLive <= 150 })
     }
   } finally {
     await server.stop()
