@@ -54,7 +54,10 @@ t.test('the MCP tools on the Kubernetes engine, under the shipped Role', gate, a
     DOCKER_IMAGE: TEST_IMAGE,
     MCP_API_KEY: TEST_API_KEY,
     PUBLIC_BASE_URL: url,
-    COMMAND_TIMEOUT: '180'
+    COMMAND_TIMEOUT: '180',
+    // The egress proxy is not this test's subject (fake-kube does not enforce NetworkPolicies, and its
+    // pods sit on Docker's bridge): sandboxes get no network, the browser opens a page of its own pod.
+    ENABLE_NETWORK: 'false'
   })
   await app.listen({ port, host: '127.0.0.1' })
   const clients = new Map<string, Client>()
