@@ -17,6 +17,7 @@ import { chatKey } from '../../core/chat-id.js'
 import { build, freePort, TEST_API_KEY } from '../helper.js'
 import { connect } from '../fixtures/mcp-probe.js'
 import { rulesFromYaml } from '../fixtures/fake-kube/rbac.js'
+import { restrictedViolations } from '../fixtures/kube-objects.js'
 import { startFakeKube, type FakeKube } from '../fixtures/fake-kube/server.js'
 import { TermClient } from '../plugins/terminal/integration-app.js'
 import { cdpClient, SITE } from './browser-app.js'
@@ -136,6 +137,15 @@ t.test('the MCP tools on the Kubernetes engine, under the shipped Role', gate, a
     const cdp = await cdpClient(t, list.find(x => x.id === page?.id)?.webSocketDebuggerUrl ?? '')
     const title = await cdp.send('Runtime.evaluate', { expression: 'document.title', returnByValue: true })
     t.equal(title.result.value, 'Agent page')
+  })
+
+  await t.test('every pod the engine made passes Pod Security restricted (the namespace of deploy/kubernetes enforces it)', async t => {
+    const all = kube.store.list('pods', NS, () => true, () => true) as unknown as Array<{ metadata: { name: string }, spec: Parameters<typeof restrictedViolations>[0] & { automountServiceAccountToken?: boolean } }>
+    t.ok(all.length >= 2)
+    for (const p of all) {
+      t.same(restrictedViolations(p.spec), [], `pod ${p.metadata.name}`)
+      t.equal(p.spec.automountServiceAccountToken, false, `pod ${p.metadata.name} holds no API token`)
+    }
   })
 
   await t.test('everything the engine asked of the API is inside the shipped Role', async t => {
