@@ -44,12 +44,21 @@ t.test('the MCP tools on the Kubernetes engine, under the shipped Role', gate, a
   const api = `http://127.0.0.1:${typeof address === 'object' && address !== null ? address.port : 0}`
   const dataDir = await mkdtemp(join(tmpdir(), 'kube-mcp-'))
   t.teardown(async () => { await rm(dataDir, { recursive: true, force: true }) })
+  // The shared claim of deploy/kubernetes/data.yaml, as the operator applies it; fake-kube makes a claim
+  // annotated with a host path that directory, so the server (here, on this host) and the pods share it.
+  const shared = await fetch(`${api}/api/v1/namespaces/${NS}/persistentvolumeclaims`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ metadata: { name: 'cubicle-data', annotations: { 'fake-kube/host-path': dataDir } }, spec: { accessModes: ['ReadWriteMany'], resources: { requests: { storage: '1Gi' } } } })
+  })
+  t.equal(shared.status, 201, 'the shared claim')
   const port = await freePort()
   const url = `http://127.0.0.1:${port}`
   const app = await build(t, {
     SANDBOX_ENGINE: 'kubernetes',
     KUBE_API_URL: api,
     KUBE_NAMESPACE: NS,
+    KUBE_SHARED_CLAIM: 'cubicle-data',
     SANDBOX_PREFIX: PREFIX,
     DATA_DIR: dataDir,
     DOCKER_IMAGE: TEST_IMAGE,
