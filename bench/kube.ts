@@ -25,7 +25,14 @@ export async function benchKube (dataDir: string): Promise<LoadResult & { refuse
   const kube = await startFakeKube(0, '127.0.0.1', { prefix: `${PREFIX}k`, rbac: rulesFromYaml(await readFile(join(root, 'deploy/kubernetes/rbac.yaml'), 'utf8')) })
   const address = kube.server.address()
   const api = `http://127.0.0.1:${typeof address === 'object' && address !== null ? address.port : 0}`
-  const server = await startServer(dataDir, undefined, { SANDBOX_ENGINE: 'kubernetes', KUBE_API_URL: api, KUBE_NAMESPACE: NS })
+  // The shared claim of deploy/kubernetes/data.yaml; in fake-kube a claim annotated with a host path is that directory.
+  const shared = await fetch(`${api}/api/v1/namespaces/${NS}/persistentvolumeclaims`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ metadata: { name: 'cubicle-data', annotations: { 'fake-kube/host-path': dataDir } }, spec: { accessModes: ['ReadWriteMany'], resources: { requests: { storage: '10Gi' } } } })
+  })
+  if (shared.status !== 201) throw new Error(`fake-kube refused the shared claim: ${shared.status} ${await shared.text()}`)
+  const server = await startServer(dataDir, undefined, { SANDBOX_ENGINE: 'kubernetes', KUBE_API_URL: api, KUBE_NAMESPACE: NS, KUBE_SHARED_CLAIM: 'cubicle-data' })
   try {
     const count = async (label: string, chats: number): Promise<{ all: Array<{ Id: string }>, onePerChat: number }> => {
       const pods = kube.store.list('pods', NS, () => true, () => true) as unknown as Pod[]
