@@ -56,6 +56,8 @@ const plugins = {
     // Shutdown within CLOSE_GRACE_MS: calls get most of it to finish, then up to 3 s to stop.
     shutdownDrainMs: Math.max(0, config.CLOSE_GRACE_MS - 4000),
     shutdownCancelWaitMs: Math.min(3000, config.CLOSE_GRACE_MS),
+    // The same secret on every server behind one URL (a retried 2026-07-28 call may reach another one).
+    requestStateKey: config.LINK_SIGNING_KEY || config.MCP_API_KEY,
     // Served by the icons plugin below (GET /icons/…).
     serverIcons: serverIcons(config.publicBaseUrl)
   }),

@@ -1,14 +1,15 @@
 /*
  * The human's turn in the browser (docs/contract.md#browser-handoff): `browser handoff "<why>"` in the
  * sandbox asks the server (a command request of bash_tool) to hand the shared browser to the person in the
- * chat. Where the client can do URL-mode elicitation, the server asks the human to open the take-over
+ * chat. Where the client can do URL-mode elicitation (2025-11-25: a request on the call's stream; 2026-07-28:
+ * the call answers input_required and the client retries it with the human's answer), the server asks the human to open the take-over
  * link and keeps the call open until they hand the browser back (the Release button of the Browser view,
  * which calls POST /browser/{chat}/handoff/release), or decline, or the wait runs out; elsewhere the answer
  * carries the link for the model to give. The open handoff of a chat (its reason) is what the Browser
  * view shows in its banner. State: one open handoff per chat, at most `maxChats`, each expiring.
  */
 import { randomUUID } from 'node:crypto'
-import type { ToolCallContext } from '../mcp-transport/types.js'
+import type { ToolCallContext, ToolInputRequired } from '../mcp-transport/types.js'
 
 export interface OpenHandoff { id: string, why: string, since: number }
 
@@ -30,8 +31,11 @@ export interface HandoffService {
   current (chatId: string): OpenHandoff | undefined
   /** The human handed the browser back: ends the chat's open handoff. False when there was none. */
   release (chatId: string): boolean
-  /** Handles one `browser handoff` request of a bash_tool call; returns the text for the model. */
-  request (ctx: ToolCallContext, why: string, takeoverUrl: string): Promise<string>
+  /**
+   * Handles one `browser handoff` request of a bash_tool call; returns the text for the model, or on
+   * 2026-07-28 the URL-mode question for the client (then again, resumed, with the human's answer).
+   */
+  request (ctx: ToolCallContext, why: string, takeoverUrl: string): Promise<string | ToolInputRequired>
   /** Forgets every open handoff (onClose; waiting calls end with their own cancellation). */
   close (): void
 }
@@ -108,6 +112,38 @@ export function createHandoffService (opts: HandoffOptions): HandoffService {
     `Ask them to click "Take over", do what is needed (${why}), then click "Release". Wait until they tell you they are done, ` +
     'then look at the page again (browser snapshot) before you continue. Never ask for their password in the chat.'
 
+  const question = (why: string, url: string): { message: string, url: string } => ({ message: `The assistant asks you to take over the browser: ${why}`, url })
+
+  /** After the human answered: declined or dismissed ends it; accepted waits for the browser to be handed back. */
+  async function answered (ctx: ToolCallContext, entry: Entry, action: string, takeoverUrl: string): Promise<string> {
+    if (action !== 'accept') {
+      end(ctx.chatId, entry)
+      return `The user ${action === 'decline' ? 'declined' : 'dismissed'} the request to take over the browser (${entry.why}). ` +
+        'Carry on without it, or ask them in the chat what they prefer.'
+    }
+    const started = now()
+    const outcome = await waitForRelease(ctx, entry)
+    if (outcome === 'released') {
+      return `The user took over the browser and handed it back after ${seconds(now() - started)}. ` +
+        'The page may have changed: look at it again (browser snapshot) before you continue.'
+    }
+    end(ctx.chatId, entry)
+    if (outcome === 'cancelled') return 'The handoff was cancelled.'
+    return `The user opened the browser but did not hand it back within ${seconds(opts.waitTimeoutMs)}. ` +
+      `Ask them in the chat whether they are done; the link stays valid: ${takeoverUrl}`
+  }
+
+  /** The retried 2026-07-28 call: the human's answer to the question of the first round (untrusted shape). */
+  async function resumed (ctx: ToolCallContext, state: Record<string, unknown>, responses: Record<string, unknown>, takeoverUrl: string): Promise<string> {
+    const entry = live(ctx.chatId)
+    if (entry === undefined || entry.id !== state.handoff) {
+      return 'The handoff ended before the user answered (a newer one replaced it, or it expired). Run `browser handoff` again if the user is still needed.'
+    }
+    const answer = responses.handoff as { action?: unknown } | undefined
+    const action = typeof answer?.action === 'string' && ['accept', 'decline'].includes(answer.action) ? answer.action : 'cancel'
+    return await answered(ctx, entry, action, takeoverUrl)
+  }
+
   return {
     current (chatId) {
       const entry = live(chatId)
@@ -123,6 +159,13 @@ export function createHandoffService (opts: HandoffOptions): HandoffService {
 
     async request (ctx, rawWhy, takeoverUrl) {
       const why = cleanReason(rawWhy)
+      const round = ctx.inputRound
+      if (round?.resumed !== undefined) return await resumed(ctx, round.resumed.state, round.resumed.responses, takeoverUrl)
+      if (ctx.elicitUrl === undefined && round?.url === true) {
+        // 2026-07-28: the call ends asking the client; the human's answer comes with the retried call.
+        const entry = begin(ctx.chatId, why, opts.askTimeoutMs + opts.waitTimeoutMs)
+        return { inputRequired: { requests: { handoff: { method: 'elicitation/create', params: { mode: 'url', ...question(why, takeoverUrl) } } }, state: { handoff: entry.id } } }
+      }
       if (ctx.elicitUrl === undefined) {
         begin(ctx.chatId, why, opts.shownMs)
         return linkText(takeoverUrl, why)
@@ -130,7 +173,7 @@ export function createHandoffService (opts: HandoffOptions): HandoffService {
       const entry = begin(ctx.chatId, why, opts.askTimeoutMs + opts.waitTimeoutMs)
       let action
       try {
-        action = await ctx.elicitUrl({ message: `The assistant asks you to take over the browser: ${why}`, url: takeoverUrl, elicitationId: entry.id }, opts.askTimeoutMs)
+        action = await ctx.elicitUrl({ ...question(why, takeoverUrl), elicitationId: entry.id }, opts.askTimeoutMs)
       } catch (err) {
         if (ctx.signal.aborted) { end(ctx.chatId, entry); return 'The handoff was cancelled.' }
         // The client could not ask (or did not answer): the link goes to the model instead.
@@ -138,21 +181,7 @@ export function createHandoffService (opts: HandoffOptions): HandoffService {
         entry.expires = now() + opts.shownMs
         return linkText(takeoverUrl, why)
       }
-      if (action !== 'accept') {
-        end(ctx.chatId, entry)
-        return `The user ${action === 'decline' ? 'declined' : 'dismissed'} the request to take over the browser (${why}). ` +
-          'Carry on without it, or ask them in the chat what they prefer.'
-      }
-      const started = now()
-      const outcome = await waitForRelease(ctx, entry)
-      if (outcome === 'released') {
-        return `The user took over the browser and handed it back after ${seconds(now() - started)}. ` +
-          'The page may have changed: look at it again (browser snapshot) before you continue.'
-      }
-      end(ctx.chatId, entry)
-      if (outcome === 'cancelled') return 'The handoff was cancelled.'
-      return `The user opened the browser but did not hand it back within ${seconds(opts.waitTimeoutMs)}. ` +
-        `Ask them in the chat whether they are done; the link stays valid: ${takeoverUrl}`
+      return await answered(ctx, entry, action, takeoverUrl)
     },
 
     close () { open.clear() }

@@ -1,4 +1,6 @@
+import { createHmac, randomBytes } from 'node:crypto'
 import fp from 'fastify-plugin'
+import { createRequestStateCodec } from '@modelcontextprotocol/server'
 import type { FastifyPluginAsync } from 'fastify'
 import { parseOptions } from '../../core/config.js'
 import { OPEN_WEBUI_CHAT_ID_SWITCH } from '../../core/identity.js'
@@ -8,6 +10,7 @@ import { createMcpRegistry } from './registry.js'
 import { createToolRunner } from './tool-call.js'
 import { createClientRequests } from './client-requests.js'
 import { createModernLeg } from './modern.js'
+import type { SealedState } from './server-factory.js'
 import { McpTransportOptions } from './schemas.js'
 import mcpRoutes from './routes.js'
 
@@ -36,7 +39,11 @@ const mcpTransport: FastifyPluginAsync<McpTransportOptions> = async (fastify, ra
   // Graceful shutdown: Fastify already answers new requests with 503 here; running calls finish or are
   // stopped and answered within shutdownDrainMs + shutdownCancelWaitMs. Sandboxes are left running.
   // The 2026-07-28 leg's listen streams end after the drain (its calls run through the same runner).
-  const modern = createModernLeg({ registry, runner, opts, serverIcons: opts.serverIcons, log: fastify.log.child({ plugin: 'mcp-transport' }) })
+  // 2026-07-28 requestState (a tool's state while the client asks the human): HMAC-sealed with a key derived
+  // from requestStateKey (the same on every server behind one URL), else random (one process serves every round).
+  const stateKey = opts.requestStateKey === '' ? randomBytes(32) : createHmac('sha256', opts.requestStateKey).update('cubicle/request-state/v1').digest()
+  const requestState = createRequestStateCodec<SealedState>({ key: stateKey, ttlSeconds: 900 })
+  const modern = createModernLeg({ registry, runner, opts, serverIcons: opts.serverIcons, requestState, log: fastify.log.child({ plugin: 'mcp-transport' }) })
   fastify.addHook('preClose', async () => {
     clientRequests.close()
     await runner.drain(opts.shutdownDrainMs, opts.shutdownCancelWaitMs)
@@ -44,7 +51,7 @@ const mcpTransport: FastifyPluginAsync<McpTransportOptions> = async (fastify, ra
     await modern.close(Math.min(1000, opts.shutdownCancelWaitMs))
   })
 
-  await fastify.register(mcpRoutes, { deps: { registry, runner, opts, modern, clientRequests, serverIcons: opts.serverIcons } })
+  await fastify.register(mcpRoutes, { deps: { registry, runner, opts, modern, clientRequests, serverIcons: opts.serverIcons, requestState } })
 
   fastify.get('/mcp-info', { schema: { tags: ['mcp'], summary: 'Server name, version, tools and the headers /mcp reads (JSON)' } }, async (request, reply) => {
     await requireKey(request, reply)

@@ -15,6 +15,7 @@ export const McpTransportOptions = Type.Object({
   lenientWarnIntervalMs: Type.Optional(Type.Integer({ default: 60000, minimum: 0 })),
   shutdownDrainMs: Type.Optional(Type.Integer({ default: 6000, minimum: 0, description: 'on shutdown, running tool calls get this long to finish before they are cancelled' })),
   shutdownCancelWaitMs: Type.Optional(Type.Integer({ default: 3000, minimum: 0, description: 'after cancelling, how long a tool may take to stop before its call is answered anyway' })),
+  requestStateKey: Type.Optional(Type.String({ default: '', description: 'secret the 2026-07-28 requestState HMAC key is derived from; empty = a random key per process' })),
   serverIcons: Type.Optional(Type.Array(Type.Object({
     src: Type.String({ minLength: 1 }),
     mimeType: Type.Optional(Type.String()),

@@ -1,11 +1,12 @@
-import { ProtocolErrorCode, ResourceNotFoundError, Server, type CacheHint, type CallToolResult, type Icon, type Resource, type ServerOptions } from '@modelcontextprotocol/server'
+import { CLIENT_CAPABILITIES_META_KEY, inputRequired, ProtocolErrorCode, ResourceNotFoundError, Server, type CacheHint, type CallToolResult, type Icon, type InputRequiredResult, type JSONObject, type RequestStateCodec, type Resource, type ServerContext, type ServerOptions } from '@modelcontextprotocol/server'
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/server/validators/ajv'
 import { SERVER_NAME, SERVER_VERSION } from '../../core/version.js'
 import { protocolError } from './errors.js'
 import type { RegistryInternals } from './registry.js'
 import { SERVED_PROTOCOL_VERSIONS } from './schemas.js'
-import type { ToolRunner, UrlElicitor } from './tool-call.js'
-import type { ChatRequestContext, McpRequestContext } from './types.js'
+import { isInputRequired, type ToolRunner, type UrlElicitor } from './tool-call.js'
+import { declaresUrlElicitation } from './session.js'
+import type { ChatRequestContext, InputRound, McpRequestContext } from './types.js'
 
 const PAGE_SIZE = 500
 // One validator for every per-request Server: building Ajv per request costs ~0.25 ms (we never
@@ -41,6 +42,29 @@ export interface ServerDeps {
   runner: ToolRunner
   /** serverInfo.icons (docs/contract.md#icons); none when empty. */
   serverIcons: Icon[]
+  /** Seals a tool's state into 2026-07-28 `requestState` and opens it again (HMAC, expiry). */
+  requestState: RequestStateCodec<SealedState>
+}
+
+/** What a `requestState` carries: the tool's state, bound to its chat and tool. */
+export interface SealedState { chat: string, tool: string, state: JSONObject }
+
+/**
+ * A 2026-07-28 call's input round: whether the client declared URL-mode elicitation (in this request's
+ * envelope) and, on a retry, the tool's state, opened only when it was sealed by this server for the
+ * same chat and tool and has not expired (else -32602), with the client's answers.
+ */
+async function inputRound (deps: ServerDeps, extra: ServerContext, chat: string, tool: string): Promise<InputRound> {
+  const url = declaresUrlElicitation({ capabilities: (extra.mcpReq.envelope as Record<string, unknown> | undefined)?.[CLIENT_CAPABILITIES_META_KEY] })
+  const raw = extra.mcpReq.requestState<unknown>()
+  if (raw === undefined) return { url }
+  const refused = protocolError(ProtocolErrorCode.InvalidParams, 'Invalid or expired requestState')
+  if (typeof raw !== 'string' || raw.length > 262144) throw refused
+  let sealed: SealedState
+  try { sealed = await deps.requestState.verify(raw, extra) } catch { throw refused }
+  if (sealed.chat !== chat || sealed.tool !== tool) throw refused
+  const responses = extra.mcpReq.inputResponses
+  return { url, resumed: { state: sealed.state, responses: responses !== null && typeof responses === 'object' ? responses : {} } }
 }
 
 export interface RequestServerOptions {
@@ -77,8 +101,10 @@ export function createRequestServer (deps: ServerDeps, ctx: McpRequestContext, o
 
   server.setRequestHandler('tools/list', async () => ({ tools: registry.listTools(ctx.clientExtensions) }))
 
-  server.setRequestHandler('tools/call', async (request, extra): Promise<CallToolResult> => {
+  server.setRequestHandler('tools/call', async (request, extra): Promise<CallToolResult | InputRequiredResult> => {
     const progressToken = request.params._meta?.progressToken
+    const chat = ctx.resolution.kind === 'chat' ? ctx.resolution.chatId : ''
+    const round = opts.era === 'modern' ? await inputRound(deps, extra, chat, request.params.name) : undefined
     const result = await runner.run({
       ctx,
       name: request.params.name,
@@ -87,11 +113,18 @@ export function createRequestServer (deps: ServerDeps, ctx: McpRequestContext, o
       ...(progressToken !== undefined && { progressToken }),
       signal: extra.mcpReq.signal,
       sendProgress: async params => { await extra.mcpReq.notify({ method: 'notifications/progress', params }) },
-      ...(opts.elicitUrl !== undefined && { elicitUrl: opts.elicitUrl })
+      ...(opts.elicitUrl !== undefined && { elicitUrl: opts.elicitUrl }),
+      ...(round !== undefined && { inputRound: round })
     })
     if (result === undefined) {
       opts.onCancelled?.()
       return { content: [] }
+    }
+    if (isInputRequired(result)) {
+      const { requests, state } = result.inputRequired
+      // The SDK's builder: the 2026-07-28 URL-mode shape (no elicitationId; the state correlates the rounds).
+      const inputRequests = Object.fromEntries(Object.entries(requests).map(([key, r]) => [key, inputRequired.elicitUrl({ message: r.params.message, url: r.params.url })]))
+      return inputRequired({ inputRequests, requestState: await deps.requestState.mint({ chat, tool: request.params.name, state }) })
     }
     return result
   })

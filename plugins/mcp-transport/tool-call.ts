@@ -4,7 +4,7 @@ import { errorResult } from '../../core/tool-result.js'
 import { protocolError } from './errors.js'
 import type { CompiledTool, RegistryInternals } from './registry.js'
 import { validateArguments } from './registry.js'
-import type { ElicitationAction, McpRequestContext, ToolCallContext, ToolCallOutcome, UrlElicitation } from './types.js'
+import type { ElicitationAction, InputRound, McpRequestContext, ToolCallContext, ToolCallOutcome, ToolInputRequired, UrlElicitation } from './types.js'
 
 /** Sends `elicitation/create` in URL mode to the client of this call; the transport provides it when it can (routes.ts). */
 export type UrlElicitor = (request: UrlElicitation, opts: { timeoutMs: number, signal: AbortSignal }) => Promise<ElicitationAction>
@@ -16,6 +16,10 @@ export const LENIENT_NOTE = '\n\n---\nNote: this request carried no chat id (X-C
 
 /** The strict-mode (SINGLE_USER_MODE=false) answer to a tool call without a chat id. */
 export const MISSING_CHAT_TEXT = `X-Chat-Id header is required (SINGLE_USER_MODE=false). To use this chat's own sandbox, ${CHAT_ID_HINT}. Nothing was run.`
+
+/** A tool's answer that asks the client for input first (2026-07-28), as opposed to a result. */
+export const isInputRequired = (result: CallToolResult | ToolInputRequired): result is ToolInputRequired =>
+  (result as Partial<ToolInputRequired>).inputRequired !== undefined
 
 interface ExposedError { message: string, expose?: boolean, code?: unknown, statusCode?: number, name?: string }
 
@@ -64,7 +68,9 @@ export interface ToolRunner extends CallTracker {
     signal: AbortSignal
     sendProgress: (params: { progressToken: string | number, progress: number, total?: number, message: string }) => Promise<void>
     elicitUrl?: UrlElicitor
-  }): Promise<CallToolResult | undefined>
+    /** 2026-07-28 calls: what the client allows and what a retried call brings back (server-factory.ts). */
+    inputRound?: InputRound
+  }): Promise<CallToolResult | ToolInputRequired | undefined>
 }
 
 /**
@@ -123,7 +129,7 @@ export function createToolRunner (registry: RegistryInternals, opts: { maxCallsP
       for (const call of running.values()) call.stop?.(cancelWaitMs)
       await all()
     },
-    async run ({ ctx, name, args, requestId, progressToken, signal, sendProgress, elicitUrl }) {
+    async run ({ ctx, name, args, requestId, progressToken, signal, sendProgress, elicitUrl, inputRound }) {
       const tool = registry.tool(name, ctx.clientExtensions)
       if (tool === undefined) throw protocolError(ProtocolErrorCode.InvalidParams, `Unknown tool: ${name}`)
       const started = performance.now()
@@ -147,14 +153,15 @@ export function createToolRunner (registry: RegistryInternals, opts: { maxCallsP
           if (progressToken === undefined || controller.signal.aborted) return
           await sendProgress({ progressToken, progress, ...(total !== undefined && { total }), message }).catch(() => {})
         },
-        ...(elicitUrl !== undefined && { elicitUrl: async (request, timeoutMs) => await elicitUrl(request, { timeoutMs, signal: controller.signal }) })
+        ...(elicitUrl !== undefined && { elicitUrl: async (request, timeoutMs) => await elicitUrl(request, { timeoutMs, signal: controller.signal }) }),
+        ...(inputRound !== undefined && { inputRound })
       }
       // A shutdown (drain) stops the call: abort the tool, then answer once it stopped or the wait ran out.
       let stopped: ((value: 'shutdown') => void) | undefined
       let stoppedByShutdown = false
       const shutdown = new Promise<'shutdown'>(resolve => { stopped = resolve })
       const handled = tool.def.handler(admitted.value, callCtx).catch((err: unknown) => toolError(err, ctx))
-      const settled: Promise<CallToolResult | 'shutdown'> = Promise.race([handled, shutdown])
+      const settled: Promise<CallToolResult | ToolInputRequired | 'shutdown'> = Promise.race([handled, shutdown])
       const call: RunningCall = {
         controller,
         settled,
@@ -170,6 +177,8 @@ export function createToolRunner (registry: RegistryInternals, opts: { maxCallsP
         const result = await settled
         if (result === 'shutdown' || stoppedByShutdown) { report('shutdown'); return errorResult(SHUTDOWN_TEXT) }
         if (controller.signal.aborted) { report('cancelled'); return undefined }
+        // Asking the client first (2026-07-28): the transport sends it as input_required, with the state sealed.
+        if (isInputRequired(result)) { report('ok'); return inputRound?.url === true ? result : errorResult('this client cannot be asked for input') }
         report(result.isError === true ? 'error' : 'ok')
         const shaped = result.isError === true ? result : await extend(name, admitted.value, result, callCtx)
         if (ctx.resolution.kind === 'chat' && ctx.resolution.lenientNote) {

@@ -28,6 +28,32 @@ export type ElicitationAction = 'accept' | 'decline' | 'cancel'
 /** What the client shows the human: why, and the URL to open (never a secret in it that the page would not check). */
 export interface UrlElicitation { message: string, url: string, elicitationId: string }
 
+/** A URL-mode elicitation embedded in a 2026-07-28 `input_required` answer (MCP's `inputRequests` entry). */
+export interface UrlInputRequest { method: 'elicitation/create', params: { mode: 'url', message: string, url: string } }
+
+/**
+ * A tool's answer on 2026-07-28 that asks the client for input first (the multi-round-trip pattern): the
+ * client asks the human, then calls the tool again with the same arguments, the answers and `state`
+ * (docs/contract.md#url-elicitation). Only when `ctx.inputRound?.url` says the client can.
+ */
+export interface ToolInputRequired {
+  content?: never
+  inputRequired: {
+    /** By key; the retried call's `ctx.inputRound.resumed.responses` has the client's answer under the same key. */
+    requests: Record<string, UrlInputRequest>
+    /** What the tool needs to go on; it comes back only to this tool of this chat, unchanged (HMAC), within 15 min. */
+    state: JSONObject
+  }
+}
+
+/** What a 2026-07-28 tool call knows about the multi-round-trip pattern. */
+export interface InputRound {
+  /** The client declared `elicitation.url`: the tool may answer with URL-mode input requests. */
+  url: boolean
+  /** A retried call: the tool's own state from its `inputRequired` answer, and the client's answers by key (untrusted). */
+  resumed?: { state: JSONObject, responses: Record<string, unknown> }
+}
+
 export interface ToolCallContext extends ChatRequestContext {
   /** Aborted on notifications/cancelled for this call, or when the client disconnects from its stream. */
   signal: AbortSignal
@@ -42,6 +68,8 @@ export interface ToolCallContext extends ChatRequestContext {
    * after `timeoutMs`, when the call is cancelled, or when the client answers with an error.
    */
   elicitUrl?: (request: UrlElicitation, timeoutMs: number) => Promise<ElicitationAction>
+  /** Present on 2026-07-28 calls (no server-to-client requests there): see InputRound and ToolInputRequired. */
+  inputRound?: InputRound
 }
 
 export interface ToolDefinition<S extends TObject = TObject> {
@@ -66,7 +94,7 @@ export interface ToolDefinition<S extends TObject = TObject> {
    * `expose` is true (or a coded FastifyError with status ≠ 500) becomes `Error: <message>`; anything else
    * becomes `Error: internal error (ref <request id>)` and is logged.
    */
-  handler: (args: Static<S>, ctx: ToolCallContext) => Promise<CallToolResult>
+  handler: (args: Static<S>, ctx: ToolCallContext) => Promise<CallToolResult | ToolInputRequired>
 }
 
 export interface ResourceProvider {

@@ -1,4 +1,6 @@
-import type { ToolCallContext, ToolDefinition } from '../mcp-transport/types.js'
+import type { Static } from 'typebox'
+import type { CallToolResult, JSONObject } from '@modelcontextprotocol/server'
+import type { ToolCallContext, ToolDefinition, ToolInputRequired } from '../mcp-transport/types.js'
 import { BashToolInput } from './schemas.js'
 import type { WorkspaceDeps, WorkspaceSettings } from './types.js'
 import { inSandbox } from './prologue.js'
@@ -8,8 +10,8 @@ import { changedOutputs, snapshotOutputs, type OutputsWalker } from './outputs-s
 import type { WalkOptions } from '../chat-storage/types.js'
 import { newRequestToken, REQUEST_TOKEN_ENV, takeRequests, type CommandRequest } from './command-requests.js'
 
-/** The answer to a program's request (docs/contract.md#command-requests), for the model. */
-async function answer (deps: WorkspaceDeps, ctx: ToolCallContext, request: CommandRequest): Promise<string> {
+/** The answer to a program's request (docs/contract.md#command-requests), for the model, or the handler's question to the client. */
+async function answer (deps: WorkspaceDeps, ctx: ToolCallContext, request: CommandRequest): Promise<string | ToolInputRequired> {
   const handler = deps.requests?.get(request.kind)
   if (handler === undefined) return `(this server does not handle \`${request.kind}\` requests)`
   try {
@@ -18,6 +20,30 @@ async function answer (deps: WorkspaceDeps, ctx: ToolCallContext, request: Comma
     ctx.log.warn({ err, kind: request.kind }, 'a command request failed')
     return `(the \`${request.kind}\` request could not be handled: ${err instanceof Error ? err.message.slice(0, 200) : 'error'})`
   }
+}
+
+/**
+ * What a bash_tool call keeps while a command request asks the client first (2026-07-28, the
+ * multi-round-trip pattern): the request, the result text without its answer, the handler's own state.
+ * The transport seals it; the retried call (same arguments) resumes here instead of running the command again.
+ */
+interface PendingRequest { request: CommandRequest, text: string, handler: JSONObject }
+
+const pendingOf = (state: JSONObject | undefined): PendingRequest | undefined => {
+  const pending = state?.commandRequest as Partial<PendingRequest> | undefined
+  return pending !== undefined && typeof pending.text === 'string' && typeof pending.request?.kind === 'string' && typeof pending.request.text === 'string' &&
+    pending.handler !== null && typeof pending.handler === 'object'
+    ? pending as PendingRequest
+    : undefined
+}
+
+/** The result once the request is answered, or the handler's next question with the text kept. */
+function finish (text: string, request: CommandRequest, answered: string | ToolInputRequired, limit: number): CallToolResult | ToolInputRequired {
+  if (typeof answered !== 'string') {
+    const pending: PendingRequest = { request, text, handler: answered.inputRequired.state }
+    return { inputRequired: { requests: answered.inputRequired.requests, state: { commandRequest: pending as unknown as JSONObject } } }
+  }
+  return { content: [{ type: 'text', text: appendNotes(text, [answered], limit) }] }
 }
 
 /** docs/contract.md#bash_tool: the whole result stays ≤ 32,000 chars; room is left for the transport's lenient note. */
@@ -73,7 +99,20 @@ export function createBashTool (deps: WorkspaceDeps, settings: WorkspaceSettings
       'as a failure. Files written to /mnt/user-data/outputs are published, and their links are listed after the output.',
     inputSchema: BashToolInput,
     annotations: { title: 'Run a command', readOnlyHint: false, destructiveHint: true, openWorldHint: true },
-    handler: async (args, ctx) => await inSandbox(deps, settings, ctx, async () => {
+    handler: async (args, ctx) => {
+      // A retried 2026-07-28 call after the client asked the human: the command ran already; answer its request.
+      const pending = pendingOf(ctx.inputRound?.resumed?.state)
+      if (pending !== undefined) {
+        const resumed = ctx.inputRound?.resumed
+        const answerCtx: ToolCallContext = { ...ctx, inputRound: { url: ctx.inputRound?.url === true, resumed: { state: pending.handler, responses: resumed?.responses ?? {} } } }
+        return finish(pending.text, pending.request, await answer(deps, answerCtx, pending.request), limit)
+      }
+      return await run(args, ctx)
+    }
+  }
+
+  async function run (args: Static<typeof BashToolInput>, ctx: ToolCallContext): Promise<CallToolResult | ToolInputRequired> {
+    return await inSandbox(deps, settings, ctx, async (): Promise<CallToolResult | ToolInputRequired> => {
       const outputs = (opts: WalkOptions): ReturnType<OutputsWalker> => deps.storage.walk(ctx.chatId, 'outputs', opts)
       const before = await snapshotOutputs(outputs)
       let capper = createOutputCapper(settings.maxOutputChars)
@@ -101,9 +140,13 @@ export function createBashTool (deps: WorkspaceDeps, settings: WorkspaceSettings
       if (result.isError === true) return result
       const requested = taken.request === undefined ? [] : [await answer(deps, ctx, taken.request)]
       const [after, later] = await Promise.all([before === undefined ? undefined : snapshotOutputs(outputs), resultNotes(deps.notes ?? [], ctx.chatId)])
-      const notes = [...requested, ...later]
       const links = before === undefined || after === undefined ? [] : changedOutputs(before, after).map((rel): [string, string] => [rel, deps.links.fileUrl(ctx.chatId, rel)])
       const block = result.content[0]
+      const [asked] = requested
+      if (asked !== undefined && typeof asked !== 'string' && taken.request !== undefined && block?.type === 'text') {
+        return finish(appendNotes(appendOutputLinks(block.text, links, limit), later, limit), taken.request, asked, limit)
+      }
+      const notes = [...requested.filter(note => typeof note === 'string'), ...later]
       if ((links.length === 0 && notes.length === 0) || block?.type !== 'text') return result
       return { ...result, content: [{ type: 'text', text: appendNotes(appendOutputLinks(block.text, links, limit), notes, limit) }] }
     })

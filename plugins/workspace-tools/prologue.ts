@@ -16,8 +16,8 @@ export interface SandboxCall { files: SandboxFiles }
  * the sandbox under it, ensure the sandbox within CONTAINER_CREATE_TIMEOUT, then run. Our own coded
  * failures become `Error: …` results here; SANDBOX_* errors are shaped the same way by the transport.
  */
-export async function inSandbox (deps: WorkspaceDeps, settings: WorkspaceSettings, ctx: ToolCallContext,
-  run: (call: SandboxCall) => Promise<CallToolResult>): Promise<CallToolResult> {
+export async function inSandbox<R = CallToolResult> (deps: WorkspaceDeps, settings: WorkspaceSettings, ctx: ToolCallContext,
+  run: (call: SandboxCall) => Promise<R>): Promise<R | CallToolResult> {
   const release = deps.sandbox.lease(ctx.chatId)
   try {
     await deps.sandbox.ensure(ctx.chatId, { user: ctx.user, timeoutMs: settings.createTimeoutS * 1000 })

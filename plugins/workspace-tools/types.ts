@@ -1,7 +1,7 @@
 import type { LinkService } from '../capabilities/types.js'
 import type { SandboxService } from '../sandbox/types.js'
 import type { ChatStorageService } from '../chat-storage/types.js'
-import type { ToolCallContext } from '../mcp-transport/types.js'
+import type { ToolCallContext, ToolInputRequired } from '../mcp-transport/types.js'
 
 /** What the four workspace tools need from the rest of the server (decorated services, passed in). */
 export interface WorkspaceDeps {
@@ -20,8 +20,11 @@ export interface WorkspaceDeps {
  * after the command ended: `text` is the program's (untrusted, at most 1,000 characters). The answer is
  * appended to the result for the model. It may take as long as it needs (the call stays open, with progress);
  * it ends when `ctx.signal` aborts. A rejection becomes a short note, never a failed call.
+ * On 2026-07-28 (`ctx.inputRound`) it may answer `inputRequired` instead: the call ends asking the client,
+ * and the retried call calls the handler again with the same text and `ctx.inputRound.resumed` (its
+ * state, the client's answers), without running the command again.
  */
-export type CommandRequestHandler = (ctx: ToolCallContext, text: string) => Promise<string>
+export type CommandRequestHandler = (ctx: ToolCallContext, text: string) => Promise<string | ToolInputRequired>
 
 /**
  * Text another plugin appends to a successful bash_tool result, after the output links (the ports

@@ -10,6 +10,7 @@ import t, { type Test } from 'tap'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { ElicitRequestSchema, type ElicitResult } from '@modelcontextprotocol/sdk/types.js'
+import { Client as ModernClient, StreamableHTTPClientTransport as ModernTransport } from '@modelcontextprotocol/client'
 import { entry } from '../../core/app.js'
 import { entries } from '../../fastify.config.js'
 import cdpBridge from '../../plugins/cdp-bridge/index.js'
@@ -97,4 +98,73 @@ t.test('a request line with another token is output, not a request', async t => 
   t.match(text, forged, 'printed as it is')
   t.same(asked, [], 'nobody was asked')
   t.same((await status(url, 'hand-d')).handoff, undefined)
+})
+
+/** An official SDK v2 client on 2026-07-28; with `answer`, it declares URL elicitation and answers input_required rounds with it. */
+async function modernClient (t: Test, url: string, chat: string, answer?: (params: { url?: string, message?: string }) => Promise<{ action: 'accept' | 'decline' | 'cancel' }>): Promise<ModernClient> {
+  const c = new ModernClient({ name: 'cubicle-test-v2', version: '0.0.0' }, {
+    versionNegotiation: { mode: { pin: '2026-07-28' } },
+    ...(answer !== undefined && { capabilities: { elicitation: { url: {} } } })
+  })
+  if (answer !== undefined) c.setRequestHandler('elicitation/create', async request => await answer(request.params as { url?: string, message?: string }))
+  t.teardown(async () => { await c.close() })
+  await c.connect(new ModernTransport(new URL('/mcp', url), { requestInit: { headers: { ...auth, 'X-Chat-Id': chat } } }))
+  return c
+}
+
+const modernBash = async (c: ModernClient, command: string): Promise<string> =>
+  textOf(await c.callTool({ name: 'bash_tool', arguments: { command, description: 'hand over' } }, { onprogress: () => {}, resetTimeoutOnProgress: true, timeout: 60_000 }))
+
+t.test('2026-07-28: the call answers input_required with the URL, the client retries with the human\'s answer, the command runs once', async t => {
+  const url = await app(t)
+  const asked: Array<{ url?: string, message?: string }> = []
+  const c = await modernClient(t, url, 'hand-m', async params => { asked.push(params); return { action: 'accept' } })
+  // The command counts its runs in the sandbox: the retried call must not run it again.
+  const call = modernBash(c, `echo run >> /tmp/handoff-runs; ${HANDOFF}`)
+  let open: { handoff?: { why: string } } = {}
+  for (let i = 0; i < 100 && open.handoff === undefined; i++) {
+    await new Promise(resolve => setTimeout(resolve, 50))
+    open = await status(url, 'hand-m')
+  }
+  t.same(open.handoff?.why, 'Log in to example.com', 'the Browser view shows the reason while the retried call waits')
+  for (let i = 0; i < 100 && asked.length === 0; i++) await new Promise(resolve => setTimeout(resolve, 20))
+  t.equal(asked.length, 1, 'the human was asked once, through the input_required round')
+  t.match(asked[0]?.url, /^http:\/\/cubicle\.test:8081\/preview\/hand-m\?t=[^#]+#browser$/)
+  t.match(asked[0]?.message, /take over the browser: Log in to example\.com/)
+  await new Promise(resolve => setTimeout(resolve, 200))
+  t.same(await release(url, 'hand-m'), { released: true }, 'the view hands back')
+  const text = await call
+  t.match(text, /handed it back after \d+ s/, 'the model learns the human released the browser')
+  t.match(text, /after/, 'with the command\'s output')
+  t.notMatch(text, /::cubicle::/)
+  t.match(await modernBash(c, 'cat /tmp/handoff-runs'), /^run\s*$/, 'the command ran once')
+
+  const declining = await modernClient(t, url, 'hand-n', async () => ({ action: 'decline' }))
+  t.match(await modernBash(declining, HANDOFF), /The user declined the request to take over the browser \(Log in to example\.com\)/)
+  const plain = await modernClient(t, url, 'hand-o')
+  t.match(await modernBash(plain, HANDOFF), /Give them this link/, 'without elicitation.url the link is text, as before')
+})
+
+t.test('2026-07-28: a requestState the server did not seal for this chat and tool is refused', async t => {
+  const url = await app(t)
+  const post = async (chat: string, params: Record<string, unknown>): Promise<{ error?: { code: number, message: string }, result?: { resultType?: string, requestState?: string } }> => {
+    const res = await fetch(new URL('/mcp', url), {
+      method: 'POST',
+      headers: { ...auth, 'x-chat-id': chat, 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'tools/call', 'mcp-name': 'bash_tool' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'bash_tool', arguments: { command: HANDOFF, description: 'x' }, ...params, _meta: { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': { elicitation: { url: {} } }, 'io.modelcontextprotocol/clientInfo': { name: 'raw', version: '0' } } } })
+    })
+    const body = await res.text()
+    const data = body.startsWith('{') ? body : body.split('\n').filter(l => l.startsWith('data: ')).map(l => l.slice(6)).find(l => l.includes('"id":1')) ?? '{}'
+    return JSON.parse(data)
+  }
+  const first = await post('hand-s', {})
+  t.equal(first.result?.resultType, 'input_required')
+  const state = first.result?.requestState ?? ''
+  t.match(state, /^v1\./, 'sealed')
+  const elsewhere = await post('hand-t', { requestState: state, inputResponses: { handoff: { action: 'decline' } } })
+  t.match(elsewhere.error, { code: -32602, message: /Invalid or expired requestState/ }, 'not in another chat')
+  const forged = await post('hand-s', { requestState: `${state.slice(0, -4)}AAAA`, inputResponses: { handoff: { action: 'decline' } } })
+  t.match(forged.error, { code: -32602 }, 'not altered')
+  const back = await post('hand-s', { requestState: state, inputResponses: { handoff: { action: 'decline' } } })
+  t.match(JSON.stringify(back.result), /The user declined/, 'the sealed state resumes the call')
 })

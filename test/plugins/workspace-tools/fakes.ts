@@ -93,7 +93,9 @@ export function tools (sandbox: SandboxService, outputsDir = '/nonexistent-outpu
       const def = byName.get(name)
       if (def === undefined) throw new Error(`no tool ${name}`)
       const prepared = def.prepare?.(args) ?? args
-      return await def.handler(prepared as never, ctx)
+      const result = await def.handler(prepared as never, ctx)
+      if ('inputRequired' in result && result.inputRequired !== undefined) throw new Error(`${name} asked for input: ${JSON.stringify(result)}`)
+      return result as CallToolResult
     }
   }
 }
