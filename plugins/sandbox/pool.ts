@@ -1,15 +1,16 @@
 import { randomBytes } from 'node:crypto'
-import { normalizeChatId } from '../../core/chat-id.js'
 import { buildSandboxSpec, configDrift, sandboxEnvList } from './sandbox-spec.js'
 import type { DiskQuota } from './disk-quota.js'
-import type { SandboxDetails, SandboxSpec, SandboxSummary } from './engine-types.js'
+import type { SandboxSpec, SandboxSummary } from './engine-types.js'
 import { managedNames } from './env.js'
 import type { Readiness } from './readiness.js'
 import type { Agents } from './agent-client.js'
-import { dropAgent, newAgentState, type AgentState } from './agent-connection.js'
-import { createdAtOf, creationLabels, ownerLabels, SANDBOX_HOSTNAME } from './names.js'
-import { asBinding, JOURNAL, readState, RECORD, SLOT } from './pool-record.js'
-import type { Chats, Entry } from './chats.js'
+import { dropAgent, newAgentState } from './agent-connection.js'
+import { createdAtOf, creationLabels, ownerLabels } from './names.js'
+import { SLOT } from './pool-record.js'
+import { POOL_LABEL, poolNames, type PoolSlot, type PoolState } from './pool-slots.js'
+import { createPoolUpkeep } from './pool-upkeep.js'
+import type { Chats } from './chats.js'
 import { sleep } from './clock.js'
 import { tooOld, type CoreBase } from './context.js'
 
@@ -20,48 +21,13 @@ import { tooOld, type CoreBase } from './context.js'
  * hostname and volume name have a created sandbox's form), so a claimed one, renamed to its chat's
  * name, looks like a created one. A new chat claims one (pool-claim.ts); this file creates them (one at
  * a time, within MAX_RUNNING_SANDBOXES headroom, paused while the engine is unreachable or chats are
- * starting), replaces the ones that drifted, and re-adopts them at boot. See the README.
+ * starting); pool-upkeep.ts replaces the ones that drifted and re-adopts them at boot. See the README.
  */
 
-/** Labels of earlier versions: a pool sandbox's slot, a recreated claimed sandbox's home volume. */
-export const POOL_LABEL = 'cu.pool-slot'
-export const HOME_LABEL = 'cu.home-volume'
+export { HOME_LABEL, POOL_LABEL, poolNames, type PoolSlot, type PoolState } from './pool-slots.js'
+
 const RETRY_MIN_MS = 2000
 const RETRY_MAX_MS = 60_000
-
-export interface PoolSlot {
-  slot: string
-  id: string
-  /** the engine's view at creation (claimability: configDrift against the current settings) */
-  details: SandboxDetails
-  uid: number
-  gid: number
-  /** its agent connection, opened as soon as it is ready so that a claim finds it open (handed to the chat) */
-  agent?: AgentState
-}
-
-export interface PoolState {
-  /** ready, unclaimed sandboxes (oldest first) */
-  readonly ready: PoolSlot[]
-  /** the slot of the create in flight (at most one), or null */
-  creating: string | null
-  filling: Promise<void> | null
-  /** claimed containers still running with the pool's env: container id → chat (pool-claim.ts chatExecEnv) */
-  readonly bound: Map<string, Entry>
-  /** container ids being claimed right now (out of `ready`, still named pool-…) */
-  readonly claiming: Set<string>
-  /** no create before this time (set after a claim: the new chat's first command goes first) */
-  quietUntil: number
-  /** after a failed create: no new attempt before this time */
-  retryAt: number
-  retryMs: number
-  /** holds on creates (holdPool: plugins still loading) */
-  held: number
-}
-
-/** A slot's names; its volume has a chat's form (`{prefix}-home-{32 hex}`; `-home-pool-` for earlier 12-hex slots). */
-export const poolNames = (prefix: string, slot: string): { container: string, volume: string, hostname: string } =>
-  ({ container: `${prefix}-pool-${slot}`, volume: slot.length === 12 ? `${prefix}-home-pool-${slot}` : `${prefix}-home-${slot}`, hostname: SANDBOX_HOSTNAME })
 
 /** What the pool builds on. */
 export interface PoolDeps {
@@ -248,64 +214,7 @@ export function createPool (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | 'cl
     return true
   }
 
-  /**
-   * A reaper pass (and boot): pool sandboxes that stopped, vanished, drifted (image, settings) or
-   * reached their max age are removed; unknown unclaimed ones (re-adopted at boot) join the pool; then refill.
-   */
-  async function maintain (unclaimed: SandboxSummary[]): Promise<void> {
-    const p = state
-    const listed = new Map(unclaimed.map(c => [c.id, c]))
-    const imageId = await engine.imageId(base.opts.image).catch(() => null)
-    for (const slot of [...p.ready]) {
-      const c = listed.get(slot.id)
-      const why = c === undefined ? 'gone' : !c.running ? 'stopped' : claimable(slot, imageId)
-      if (why === null) continue
-      p.ready.splice(p.ready.indexOf(slot), 1)
-      log.info({ slot: slot.slot, reason: why }, 'warm pool: replacing a sandbox')
-      await discardSlot(slot)
-    }
-    const known = new Set(p.ready.map(s => s.id))
-    for (const c of unclaimed) {
-      const slot = slotOf(c)
-      // Only the slot being created is left alone: a refill running beside the boot's pass (the pool is
-      // released once every plugin is ready) must not keep the other slots from their re-adoption or rollback.
-      if (slot === null || known.has(c.id) || p.claiming.has(c.id) || slot === p.creating) continue
-      await rollbackJournal(slot)
-      await adoptSlot(p, slot, c, imageId)
-    }
-    refill()
-  }
-
-  /**
-   * A claim journal left by a server that stopped before the engine's claim (pool-claim.ts writes the
-   * journal, then the chat's record, then claims): the sandbox is still unclaimed and its dirs untouched,
-   * so the claim is rolled back (the chat's record removed when it names this slot).
-   */
-  async function rollbackJournal (slot: string): Promise<void> {
-    const { storage } = base.opts
-    const journal = storage.slotState(slot)
-    const written = await readState(journal, JOURNAL)
-    if (written === null) return
-    const chatId = written.chat_id
-    if (typeof chatId === 'string' && normalizeChatId(chatId) === chatId) {
-      const state = storage.chatState(chatId)
-      if (asBinding(await readState(state, RECORD))?.slot === slot) await state.remove(RECORD)
-    }
-    await journal.remove(JOURNAL)
-    log.warn({ slot }, 'warm pool: rolled back a claim interrupted before the engine claimed the sandbox')
-  }
-
-  async function adoptSlot (p: PoolState, slot: string, c: SandboxSummary, imageId: string | null): Promise<void> {
-    const details = c.running ? await engine.inspect(c.id).catch(() => null) : null
-    const candidate = details === null ? null : { slot, id: c.id, details, uid: base.opts.uid, gid: base.opts.gid }
-    if (candidate === null || claimable(candidate, imageId) !== null || p.ready.length >= base.opts.poolSize) {
-      log.info({ slot }, 'warm pool: removing a stale unclaimed sandbox')
-      await discard(slot, c.id)
-      return
-    }
-    p.ready.push(warm(candidate))
-    log.info({ slot }, 'warm pool: re-adopted an unclaimed sandbox')
-  }
+  const { maintain } = createPoolUpkeep(base, state, { slotOf, claimable, discard, discardSlot, warm, refill })
 
   return { state, slotOf, claimable, refill, holdPool, discardSlot, drainPool, takeSlot, yieldSlot, maintain }
 }

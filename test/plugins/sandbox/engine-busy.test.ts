@@ -13,7 +13,7 @@ import { MemoryProcess } from '../../../plugins/sandbox-memory/memory-process.js
 import { Chats } from '../../../plugins/sandbox/chats.js'
 import { systemClock } from '../../../plugins/sandbox/clock.js'
 import { createBase, mapError, type CoreBase } from '../../../plugins/sandbox/context.js'
-import { adoptable } from '../../../plugins/sandbox/lifecycle.js'
+import { adoptable } from '../../../plugins/sandbox/sandbox-start.js'
 import { createReadiness } from '../../../plugins/sandbox/readiness.js'
 import { SandboxOptions } from '../../../plugins/sandbox/schemas.js'
 import { createChatStorage } from '../../../plugins/chat-storage/service.js'
