@@ -99,7 +99,11 @@ export function createRequestServer (deps: ServerDeps, ctx: McpRequestContext, o
     jsonSchemaValidator: sharedValidator
   })
 
-  server.setRequestHandler('tools/list', async () => ({ tools: registry.listTools(ctx.clientExtensions) }))
+  server.setRequestHandler('tools/list', async () => {
+    const tools = registry.listTools(ctx.clientExtensions)
+    // A list shaped by the client's extensions (MCP Apps) is that client's: never for shared caches.
+    return opts.era === 'modern' && tools !== registry.listTools() ? { tools, ...PER_CHAT } : { tools }
+  })
 
   server.setRequestHandler('tools/call', async (request, extra): Promise<CallToolResult | InputRequiredResult> => {
     const progressToken = request.params._meta?.progressToken

@@ -65,3 +65,23 @@ for (const revision of [undefined, '2026-07-28']) {
     t.match(textOf(bad), /invalid arguments: view/)
   })
 }
+
+t.test('2026-07-28 on the wire: tools/list of a client without the extension is unchanged (shared-cacheable); with it, private', async t => {
+  const withPlugin = await listen(t, ENV)
+  const without = await listen(t, ENV, config => entries(config, pluginNames.filter(name => name !== 'mcp-apps')))
+  const list = async (url: string, capabilities: Record<string, unknown>): Promise<Record<string, unknown>> => {
+    const res = await fetch(new URL('/mcp', url), {
+      method: 'POST',
+      headers: { ...HEADERS, 'content-type': 'application/json', accept: 'application/json', 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'tools/list' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list', params: { _meta: { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': capabilities, 'io.modelcontextprotocol/clientInfo': { name: 'raw', version: '0' } } } })
+    })
+    const { result } = await res.json() as { result: Record<string, unknown> }
+    return result
+  }
+  const plain = await list(withPlugin.url, {})
+  t.same(plain, await list(without.url, {}), 'the same answer as a server without the plugin')
+  t.match(plain, { ttlMs: 60000, cacheScope: 'public' })
+  const apps = await list(withPlugin.url, { extensions: { 'io.modelcontextprotocol/ui': { mimeTypes: [MIME] } } })
+  t.match(apps, { ttlMs: 0, cacheScope: 'private' }, 'the Apps list is the client\'s own')
+  t.ok((apps.tools as Array<{ name: string }>).some(tool => tool.name === 'show_computer'))
+})
