@@ -5,8 +5,11 @@
  *     same request sent directly: from the host to the sandbox's address (what a published port would
  *     give; goal ≤ 2), and for information from inside the sandbox over loopback; alternated in rounds so
  *     that load drift hits all alike;
+ *   - a WebSocket opened through the proxy and one message echoed, each on a new connection into the
+ *     sandbox (the in-sandbox agent's CONNECT, or an exec relay on images without it), for information;
  *   - 1 GB downloaded through the proxy: throughput and the server's RSS growth (goal: bounded, ≤ 64 MiB).
  */
+import WebSocket from 'ws'
 import { startApp } from '../test/fixtures/web-app.js'
 import { BASE, bash, chatContainer, client, median, ms, now, rssMiB, sleep, type Server } from './common.js'
 
@@ -58,6 +61,20 @@ export async function benchApps (server: Server): Promise<AppsResult> {
   const ratio = directReachable ? p / d : p / i
   const lines = [`(k) small answer through /apps/… ${ms(p)} ÷ direct from the host to the sandbox's address ${directReachable ? ms(d) : 'unreachable'} = ${directReachable ? (p / d).toFixed(2) : '—'}` +
     ` (goal ≤ 2); ÷ from inside the sandbox over loopback ${ms(i)} = ${(p / i).toFixed(2)} (${proxied.length} requests each, median)`]
+
+  // New connections into the sandbox: a WebSocket each (HTTP requests reuse the pooled ones).
+  const opens: number[] = []
+  for (let i = 0; i < 10; i++) {
+    const t0 = now()
+    const ws = new WebSocket(`${BASE.replace('http:', 'ws:')}/apps/bench-k/3000/ws`)
+    await new Promise((resolve, reject) => { ws.once('open', resolve); ws.once('error', reject) })
+    ws.send('x')
+    await new Promise(resolve => ws.once('message', resolve))
+    opens.push(now() - t0)
+    ws.close()
+    await new Promise(resolve => ws.once('close', resolve))
+  }
+  lines.push(`(k) a WebSocket through /apps/… opened and echoed once, on a new connection into the sandbox: ${ms(median(opens))} (10, median)`)
 
   // 1 GB through the proxy, read as fast as the client can; the server's RSS sampled meanwhile.
   const pid = server.child.pid ?? 0
