@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import type { SandboxDetails, SandboxEngine, SandboxSpec, SandboxSummary } from '../sandbox/types.js'
-import { KubeClient } from './kube-client.js'
+import { KubeClient, type Watch } from './kube-client.js'
 import type { KubeConnection } from './kube-config.js'
 import { isConflict, isNotFound, KubeError } from './kube-error.js'
 import { execCalls } from './kube-exec.js'
@@ -10,7 +10,7 @@ import {
   ID_LABEL, PAUSED_ANNOTATION, ROLE_LABEL, podObject, recordObject, selector, userLabels, validName, volumeObject,
   type ConfigMap, type ListOf, type Pod, type PodOptions
 } from './kube-objects.js'
-import { podOomKilled, podRunning, waitPod } from './kube-pods.js'
+import { podFailure, podOomKilled, podRunning, waitPod } from './kube-pods.js'
 import { claimMounts, storageSeen, type SharedStorage } from './kube-storage.js'
 
 /*
@@ -46,6 +46,7 @@ export function createKubeEngine (o: KubeEngineOptions): SandboxEngine {
   const user = o.user ?? 'assistant'
   const startTimeoutMs = o.startTimeoutMs ?? 300_000
   const paused = new Set<string>()
+  let closed = false
 
   function parse (record: ConfigMap): Sandbox {
     const id = record.data?.id ?? ''
@@ -351,7 +352,40 @@ export function createKubeEngine (o: KubeEngineOptions): SandboxEngine {
 
     ...leases,
 
-    close () { client.close() }
+    watchSandboxes (onEnd) {
+      let stopped = false
+      let current: Watch | undefined
+      /** A pod that ended or went: told unless the sandbox runs again meanwhile (a pod of the same name, another uid). */
+      const ended = async (pod: Pod): Promise<void> => {
+        const now = await getPod(pod.metadata.name).catch(() => undefined)
+        if (podRunning(now) && now?.metadata.uid !== pod.metadata.uid) return
+        if (podRunning(now)) return
+        onEnd(pod.metadata.name)
+      }
+      void (async () => {
+        let backoff = 500
+        while (!stopped && !closed) {
+          try {
+            const list = await client.request<ListOf<Pod>>('GET', client.path('pods'), { query: { labelSelector: `${ROLE_LABEL}=sandbox`, limit: '1' } })
+            current = client.watch<Pod>(client.path('pods'), { labelSelector: `${ROLE_LABEL}=sandbox`, resourceVersion: list.metadata?.resourceVersion, allowWatchBookmarks: 'true' }, ev => {
+              if (ev.type === 'ERROR') { current?.close(); return }
+              if (ev.type === 'DELETED' || ((ev.type === 'MODIFIED' || ev.type === 'ADDED') && (ev.object.metadata.deletionTimestamp !== undefined || podFailure(ev.object) !== undefined))) {
+                void ended(ev.object).catch(() => {})
+              }
+            })
+            if (stopped || closed) current.close()
+            await current.done
+            backoff = 500
+          } catch { /* the API is away: look again after a pause */ }
+          if (stopped || closed) break
+          await new Promise(resolve => setTimeout(resolve, backoff))
+          backoff = Math.min(backoff * 2, 10_000)
+        }
+      })()
+      return () => { stopped = true; current?.close() }
+    },
+
+    close () { closed = true; client.close() }
   }
   return engine
 }

@@ -140,6 +140,13 @@ export interface SandboxEngine {
   renewLease: (token: string, at: number) => Promise<boolean>
   /** Deletes exactly that lease object (release, or the takeover of a stale one); missing is success. */
   breakLease: (token: string) => Promise<void>
+  /**
+   * Optional: tells `onEnd(id)` at once whenever a sandbox stops running or goes away, whoever did it
+   * (Kubernetes: a watch of the sandbox pods: a pod evicted or deleted behind the server's back), so the
+   * core forgets its address before the engine can give it to another sandbox (docs/engine.md#network).
+   * Returns the unsubscribe. Synchronous; the engine keeps the watch going until then.
+   */
+  watchSandboxes?: (onEnd: (id: string) => void) => () => void
   /** Drops pooled connections (streams in use are ended by their owners). */
   close: () => void
 }

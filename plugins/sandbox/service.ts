@@ -103,12 +103,17 @@ export function createSandboxService (opts: ServiceOptions, engine: SandboxEngin
   const fileOp = createFileOp({ recovery, activity, agents })
   const connect = createConnect({ recovery, activity, agents })
 
+  // A sandbox the engine sees end (evicted, deleted outside the server) loses its address at once.
+  let unwatch: (() => void) | undefined
   const service: CoreSandboxService = {
     engine,
     bootTime: base.bootTime,
-    start: async () => { await boot.start(service.reap, service.purge) },
+    start: async () => {
+      unwatch ??= engine.watchSandboxes?.(id => { for (const entry of chats.entries.values()) if (entry.sandboxId === id) addresses.dropAddress(entry) })
+      await boot.start(service.reap, service.purge)
+    },
     readiness: async () => await boot.readiness(),
-    close: async () => { await boot.close() },
+    close: async () => { unwatch?.(); unwatch = undefined; await boot.close() },
     reap: async () => { await reaper.reap() },
     purge: async () => await reaper.purge(),
     diskCheck: async () => { await disk.pass() },

@@ -152,6 +152,18 @@ t.test('the Kubernetes engine passes the engine contract on the fake API server'
     ticker.close()
     const record = await core.readNamespacedConfigMap({ namespace: NS, name: `${PREFIX}-objects` })
     t.equal(record.data?.id, made.id, 'the record keeps the id')
+    // A pod deleted behind the server's back (eviction, kubectl): the engine's pod watch tells the core at once.
+    const ended: string[] = []
+    const unwatch = engine.watchSandboxes?.(id => { ended.push(id) })
+    t.ok(unwatch !== undefined, 'the engine watches its sandboxes')
+    await new Promise(resolve => setTimeout(resolve, 300))
+    await core.deleteNamespacedPod({ namespace: NS, name: made.id, gracePeriodSeconds: 0 })
+    for (let i = 0; i < 100 && !ended.includes(made.id); i++) await new Promise(resolve => setTimeout(resolve, 50))
+    t.ok(ended.includes(made.id), 'a pod deleted outside the server is reported as ended')
+    unwatch?.()
+    t.match(await engine.inspect(made.id), { running: false, addresses: {} }, 'and the sandbox is stopped, without an address')
+    await engine.start(made.id)
+    t.equal((await engine.inspect(made.id))?.running, true, 'a start brings it back')
     await engine.stop(made.id, 0)
     t.equal((await core.listNamespacedPod({ namespace: NS, labelSelector: 'cu.check=objects' })).items.length, 0, 'stop deletes the pod')
     t.equal((await core.readNamespacedPersistentVolumeClaim({ namespace: NS, name: `${PREFIX}-home-objects` })).metadata?.name, `${PREFIX}-home-objects`, 'and keeps the volume')
