@@ -28,7 +28,7 @@ const DEFAULT_MAX_BYTES = 32 * 1024 * 1024
 const TERM_WAIT_MS = 2000
 const COMMAND_ENV = { PAGER: 'cat', GIT_PAGER: 'cat', DEBIAN_FRONTEND: 'noninteractive' }
 
-interface Run {
+export interface Run {
   /** EXIT's code (null: not waited for), undefined: no EXIT (lost or given up) */
   code?: number | null
   pids?: number
@@ -38,7 +38,7 @@ interface Run {
   spawnFailed: boolean
 }
 
-interface RunSpec {
+export interface RunSpec {
   argv: string[]
   env: Record<string, string>
   merged: boolean
@@ -48,6 +48,49 @@ interface RunSpec {
   signal?: AbortSignal
   killGraceMs?: number
   onData: (type: number, data: Buffer) => void
+}
+
+/**
+ * One request on an agent stream until EXIT, FAIL, loss, or the grace after a timeout/abort: `stop`
+ * starts the caller's kill path and says how long to wait for the end (null: at once).
+ */
+export async function agentRequest (log: CoreBase['log'], owner: string, conn: AgentConnection, spec: Omit<RunSpec, 'killGraceMs'>,
+  stop: () => number | null): Promise<Run> {
+  const r: Run = { timedOut: false, cancelled: false, spawnFailed: false }
+  let id = 0
+  const end = await watchUntil({
+    timeoutMs: spec.timeoutMs,
+    signal: spec.signal,
+    stop,
+    onFinish: () => { conn.finish(id) }
+  }, w => {
+    id = conn.request(i => encodeJson(i, T_EXEC, { argv: spec.argv, cwd: spec.cwd, env: spec.env, merged: spec.merged, stdin: spec.stdin !== undefined }), {
+      frame: (type, payload) => {
+        if (w.done) return
+        if (type === T_OUT || type === T_ERR) { spec.onData(type, payload); return }
+        if (type === T_EXIT) {
+          const e = parseExit(payload)
+          r.code = e.code
+          if (e.pids !== undefined) r.pids = e.pids
+          w.finish()
+          return
+        }
+        if (type === T_FAIL) {
+          log.debug({ chat: owner, ...parseFailure(decodeJson(payload)) }, 'agent could not spawn')
+          r.spawnFailed = true
+          w.finish()
+          return
+        }
+        throw new ProtocolError(`frame type ${type} in an exec`)
+      },
+      lost: w.finish
+    })
+    if (spec.stdin !== undefined) {
+      for (let at = 0; at < spec.stdin.length; at += CHUNK) conn.send(encodeFrame(id, T_STDIN, spec.stdin.subarray(at, at + CHUNK)))
+      conn.send(encodeFrame(id, T_STDIN_END))
+    }
+  })
+  return { ...r, ...end }
 }
 
 /** runCommand and the collecting exec through the agent; `undefined`: the caller takes the engine's exec. */
@@ -68,48 +111,14 @@ export function createAgentExec (base: Pick<CoreBase, 'log' | 'opts' | 'clock'>,
     return envObject([...(chatEnv(entry.sandboxId ?? '') ?? []), ...own])
   }
 
-  /** One request on the agent stream until EXIT, FAIL, loss, or the grace after a timeout/abort. */
+  /** One request with the kill path of the chat's sandbox on timeout/abort. */
   async function run (entry: Entry, conn: AgentConnection, execId: string, spec: RunSpec): Promise<Run> {
-    const r: Run = { timedOut: false, cancelled: false, spawnFailed: false }
-    let id = 0
-    const end = await watchUntil({
-      timeoutMs: spec.timeoutMs,
-      signal: spec.signal,
-      stop: () => {
-        const wait = kill.terminate(entry, execId, SANDBOX_USER, spec.killGraceMs)
-        // bash_tool's wrapper dies with the SIGTERM and the engine ends its stream about 2 s later even
-        // when bash ignores it: the command mode returns as soon (the SIGKILL still follows).
-        return spec.merged ? TERM_WAIT_MS : resultGrace(wait)
-      },
-      onFinish: () => { conn.finish(id) }
-    }, w => {
-      id = conn.request(i => encodeJson(i, T_EXEC, { argv: spec.argv, cwd: spec.cwd, env: spec.env, merged: spec.merged, stdin: spec.stdin !== undefined }), {
-        frame: (type, payload) => {
-          if (w.done) return
-          if (type === T_OUT || type === T_ERR) { spec.onData(type, payload); return }
-          if (type === T_EXIT) {
-            const e = parseExit(payload)
-            r.code = e.code
-            if (e.pids !== undefined) r.pids = e.pids
-            w.finish()
-            return
-          }
-          if (type === T_FAIL) {
-            log.debug({ chat: entry.names.key, ...parseFailure(decodeJson(payload)) }, 'agent could not spawn')
-            r.spawnFailed = true
-            w.finish()
-            return
-          }
-          throw new ProtocolError(`frame type ${type} in an exec`)
-        },
-        lost: w.finish
-      })
-      if (spec.stdin !== undefined) {
-        for (let at = 0; at < spec.stdin.length; at += CHUNK) conn.send(encodeFrame(id, T_STDIN, spec.stdin.subarray(at, at + CHUNK)))
-        conn.send(encodeFrame(id, T_STDIN_END))
-      }
+    return await agentRequest(log, entry.names.key, conn, spec, () => {
+      const wait = kill.terminate(entry, execId, SANDBOX_USER, spec.killGraceMs)
+      // bash_tool's wrapper dies with the SIGTERM and the engine ends its stream about 2 s later even
+      // when bash ignores it: the command mode returns as soon (the SIGKILL still follows).
+      return spec.merged ? TERM_WAIT_MS : resultGrace(wait)
     })
-    return { ...r, ...end }
   }
 
   /** The collecting exec (exec.ts) through the agent: as assistant only; undefined = use docker exec. */

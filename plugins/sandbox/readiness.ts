@@ -1,3 +1,6 @@
+import { agentOf, type Agents } from './agent-client.js'
+import { agentRequest } from './agent-exec.js'
+import { T_OUT } from './agent-protocol.js'
 import type { EngineFailure } from './engine-types.js'
 import { SANDBOX_FAILED } from './errors.js'
 import { collectExec, type RawExecResult } from './exec-collect.js'
@@ -8,12 +11,22 @@ import type { CoreBase } from './context.js'
 
 /*
  * Readiness of a started sandbox (lifecycle.ts for a chat's, pool.ts for a warm pool's): one probe
- * exec as the sandbox user that also removes a stale opencode auth.json and reports the uid/gid the
- * outputs directory is given to.
+ * as the sandbox user that also removes a stale opencode auth.json and reports the uid/gid the
+ * outputs directory is given to. A chat's sandbox is ready when its in-sandbox agent answers the probe
+ * (docs/contract.md#creation; lifecycle opens the agent at the start anyway): no engine exec, which
+ * cost a new chat 80-130 ms and a wait for dockerd (docs/performance.md); else an exec of the probe.
  */
 
 const AUTH_JSON = '/home/assistant/.local/share/opencode/auth.json'
 const READY_PROBE = ['/bin/sh', '-c', `rm -f ${AUTH_JSON} 2>/dev/null; id -u; id -g`]
+const PROBE_TIMEOUT_MS = 5000
+/** The probe prints two numbers: more is cut. */
+const PROBE_MAX_BYTES = 1024
+
+function parseIds (text: string): SandboxIds | null {
+  const [uid, gid] = text.trim().split('\n').map(Number)
+  return uid !== undefined && gid !== undefined && Number.isInteger(uid) && Number.isInteger(gid) ? { uid, gid } : null
+}
 
 export interface SandboxIds { uid: number, gid: number }
 
@@ -25,21 +38,43 @@ export interface Readiness {
   fixOwnership: (chatId: string, ids: SandboxIds | null) => Promise<void>
 }
 
-export function createReadiness (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | 'clock' | 'streams'>): Readiness {
+export function createReadiness (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | 'clock' | 'streams'>, agents: Pick<Agents, 'openAgent'>): Readiness {
   const { log, opts, clock } = base
   let ownerWarned = false
 
   async function runProbe (sandboxId: string): Promise<{ r: RawExecResult, ids: SandboxIds | null }> {
-    const r = await collectExec(base, sandboxId, READY_PROBE, { user: SANDBOX_USER, timeoutMs: 5000 }, false)
-    const [uid, gid] = r.stdout.toString('utf8').trim().split('\n').map(Number)
-    return { r, ids: uid !== undefined && gid !== undefined && Number.isInteger(uid) && Number.isInteger(gid) ? { uid, gid } : null }
+    const r = await collectExec(base, sandboxId, READY_PROBE, { user: SANDBOX_USER, timeoutMs: PROBE_TIMEOUT_MS }, false)
+    return { r, ids: parseIds(r.stdout.toString('utf8')) }
+  }
+
+  /** The probe through the chat's agent: its ids (null: none printed), or undefined when the agent cannot answer now. */
+  async function agentProbe (entry: Entry, sandboxId: string): Promise<SandboxIds | null | undefined> {
+    const conn = await agents.openAgent(agentOf(entry, sandboxId))
+    if (conn === null) return undefined
+    const out: Buffer[] = []
+    let len = 0
+    const r = await agentRequest(log, entry.names.key, conn, {
+      argv: READY_PROBE,
+      env: {},
+      merged: false,
+      cwd: '/',
+      timeoutMs: PROBE_TIMEOUT_MS,
+      onData: (type, data) => {
+        if (type !== T_OUT || len >= PROBE_MAX_BYTES) return
+        out.push(data.subarray(0, PROBE_MAX_BYTES - len))
+        len += Math.min(data.length, PROBE_MAX_BYTES - len)
+      }
+    }, () => null)
+    return r.code === 0 ? parseIds(Buffer.concat(out).toString('utf8')) : undefined
   }
 
   /**
-   * Ready when an exec succeeds (≤ readyTimeoutMs of the engine's answers: time an attempt spent on a
+   * Ready when the agent answers the probe, else when an exec of it succeeds (≤ readyTimeoutMs of the engine's answers: time an attempt spent on a
    * busy engine is added back, up to the create timeout).
    */
   async function waitReady (entry: Entry): Promise<SandboxIds | null> {
+    const viaAgent = entry.sandboxId === undefined ? undefined : await agentProbe(entry, entry.sandboxId)
+    if (viaAgent !== undefined) return viaAgent
     let deadline = clock.real() + opts.readyTimeoutMs
     const cap = clock.real() + Math.max(opts.readyTimeoutMs, opts.createTimeoutS * 1000)
     let lastError: unknown

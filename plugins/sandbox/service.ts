@@ -85,7 +85,7 @@ export function createSandboxService (opts: ServiceOptions, engine: SandboxEngin
   const lease = createPrefixLease(base)
   const mounts = createMounts(base)
   const agents = createAgents(base)
-  const readiness = createReadiness(base)
+  const readiness = createReadiness(base, agents)
   const saturation = createSaturation(base, transitions, ensure)
   const kill = createKill(base, saturation)
   const outcome = createOutcome(base, chats, saturation)

@@ -104,8 +104,9 @@ t.test('the agent socket (real Docker)', { skip }, async t => {
   let { client, execs } = counted(runDir)
   let { app, service } = await buildSandboxApp(t, PREFIX, { client, image: SOCKET_IMAGE, killGraceMs: 2000 }, dataDir)
 
-  t.test('commands go over the socket: no exec, not even one to start the agent', async t => {
+  t.test('commands go over the socket: no exec, not even one to start the agent or probe readiness', async t => {
     const info = await service.ensure('s-a')
+    t.same(execs.filter(e => e.id === info.sandboxId), [], 'the new sandbox was found ready by its agent (docs/contract.md#creation): no exec')
     t.equal(await sh(service, 's-a', 'echo hi'), 'hi\n')
     const ps = await sh(service, 's-a', 'ps -eo args | grep -c "[c]ubicle-agent.py --connect"')
     t.equal(ps, '1\n', 'the entrypoint started the agent in socket mode')

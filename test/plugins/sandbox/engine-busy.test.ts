@@ -28,7 +28,7 @@ function registry (client: Partial<SandboxEngine>, extra: Record<string, unknown
   return createBase({ ...opts, storage: createChatStorage({ dataDir: '/nonexistent' }) }, client as SandboxEngine, pino({ level: 'silent' }), systemClock)
 }
 const entryOf = (_reg: CoreBase, chatId: string): ReturnType<Chats['entryOf']> => new Chats('cu').entryOf(chatId)
-const waitReady = async (reg: CoreBase, entry: ReturnType<Chats['entryOf']>): ReturnType<ReturnType<typeof createReadiness>['waitReady']> => await createReadiness(reg).waitReady(entry)
+const waitReady = async (reg: CoreBase, entry: ReturnType<Chats['entryOf']>): ReturnType<ReturnType<typeof createReadiness>['waitReady']> => await createReadiness(reg, { openAgent: async () => null }).waitReady(entry)
 
 t.test('a ready probe that times out on a loaded engine is slow, not failed', async t => {
   let probes = 0
