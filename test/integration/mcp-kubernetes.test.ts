@@ -120,6 +120,7 @@ t.test('the MCP tools on the Kubernetes engine, under the shipped Role', gate, a
     }
     t.match(first, /^kept\n/, 'the file written before the pod was deleted')
     const after = podsOf('kube-a')
+    if (after.length !== 1) t.comment(`pods now: ${JSON.stringify(pods(kube).map(p => ({ name: p.metadata.name, uid: p.metadata.uid, phase: p.status?.phase, labels: p.metadata.labels })))}`)
     t.equal(after.length, 1, 'one pod again')
     t.not(after[0]?.metadata.uid, before.metadata.uid, 'a new pod')
   })
