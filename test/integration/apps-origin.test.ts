@@ -5,6 +5,7 @@
 // form redirects there, and an unknown or forged app host is refused.
 import t from 'tap'
 import { request } from 'node:http'
+import WebSocket from 'ws'
 import { chromium } from 'playwright-core'
 import { dockerOrSkip } from './docker.js'
 import { CHROMIUM_ARGS, CHROMIUM_PATH, chromiumOrSkip } from './chromium.js'
@@ -85,6 +86,21 @@ t.test('each app on its own origin: works at the root, isolated from the server 
   t.equal(moved.status, 303)
   t.equal(moved.headers.get('location'), `${originA}/landed?x=1&t=${tokenA}`)
   t.equal((await fetch(`${url}/apps/origin-a/3000/`, { redirect: 'manual' })).status, 401, 'no credential: no redirect either')
+  const pathSocket = await new Promise<number>(resolve => {
+    const ws = new WebSocket(`${url.replace('http:', 'ws:')}/apps/origin-a/3000/ws?t=${tokenA}`)
+    ws.once('unexpected-response', (_req, res) => { resolve(res.statusCode ?? 0) })
+    ws.once('open', () => { ws.close(); resolve(101) })
+    ws.once('error', () => {})
+  })
+  t.equal(pathSocket, 400, 'a WebSocket on the path form is refused (it cannot follow a redirect): use_app_origin')
+  // Through the app's origin the same WebSocket works (Host routing before the upgrade too).
+  const echoed = await new Promise<string>((resolve, reject) => {
+    const ws = new WebSocket(`ws://127.0.0.1:${port}/ws`, { headers: { Host: hostA, Cookie: `cubicle_app=${tokenA}` }, origin: originA })
+    ws.once('open', () => { ws.send('hi') })
+    ws.once('message', data => { resolve(String(data)); ws.close() })
+    ws.once('error', reject)
+  })
+  t.equal(echoed, 'echo:hi', 'a WebSocket on the app host, with the app\'s own Origin')
 
   // The browser, with every *.apps.test resolved to the loopback.
   const browser = await chromium.launch({ executablePath: CHROMIUM_PATH, args: [...CHROMIUM_ARGS, '--host-resolver-rules=MAP *.apps.test 127.0.0.1'] })
