@@ -96,7 +96,7 @@ export function createStateFiles (spec: StateDirSpec): StateFiles {
     const handle = await open(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, opts.mode ?? 0o644)
     try {
       await handle.writeFile(text)
-      await handle.sync()
+      if (opts.sync !== false) await handle.sync()
     } catch (err) {
       await handle.close().catch(() => {})
       await unlink(tmp).catch(() => {})

@@ -21,6 +21,11 @@ export interface StateWriteOptions {
   maxBytes: number
   /** File mode (default 0644). */
   mode?: number
+  /**
+   * false: no fsync before the rename (still atomic: readers see the old or the new content; a power cut may
+   * lose the write). For records written on a latency-sensitive path; default true.
+   */
+  sync?: boolean
 }
 
 /**

@@ -51,9 +51,13 @@ export async function readState (files: StateFiles, name: string): Promise<Recor
   } catch { return null }
 }
 
-/** Writes a record or journal atomically (chat-storage's state-file write). */
+/**
+ * Writes a record or journal atomically (chat-storage's state-file write), without an fsync: they are
+ * written before every create and twice on a warm pool claim, where one costs ~5 ms (measured: 5.3 ms with,
+ * 0.3 ms without); a record a power cut lost reads as none, as a missing one does.
+ */
 export async function writeState (files: StateFiles, name: string, value: unknown): Promise<void> {
-  await files.writeJson(name, value, { maxBytes: MAX_BYTES })
+  await files.writeJson(name, value, { maxBytes: MAX_BYTES, sync: false })
 }
 
 const str = (v: unknown): string | null => typeof v === 'string' ? v : null
