@@ -191,7 +191,12 @@ export function createKubeEngine (o: KubeEngineOptions): SandboxEngine {
         if (paused.has(s.id)) await engine.unpause(s.id)
         return
       }
-      // A pod that ended, or one still being deleted, goes first.
+      // A pod still starting (a start before a restart of the server, an image being pulled) is waited for;
+      // one that ended, or is being deleted, goes first.
+      if (pod !== undefined && pod.metadata.deletionTimestamp === undefined && podFailure(pod) === undefined) {
+        await waitPod(client, s.id, 'running', startTimeoutMs)
+        return
+      }
       if (pod !== undefined) await deletePod(s.id, 0)
       if (paused.has(s.id)) await setPaused(s, false)
       try {
