@@ -180,7 +180,8 @@ export class KubeClient {
   }
 
   /** Opens a WebSocket on `path` (pods/<name>/exec) with the offered subprotocols; rejects with the server's Status when it refuses. */
-  async websocket (path: string, query: RequestOptions['query'], protocols: string[], timeoutMs = DEFAULT_TIMEOUT_MS): Promise<WebSocket> {
+  async websocket (path: string, query: RequestOptions['query'], protocols: string[], timeoutMs = DEFAULT_TIMEOUT_MS, signal?: AbortSignal): Promise<WebSocket> {
+    if (signal?.aborted === true) throw new KubeError(`Kubernetes API: exec ${path}: cancelled before it started`, { busy: true })
     const what = `exec ${path}`
     const url = this.url(path, query)
     url.protocol = url.protocol === 'https:' ? 'wss:' : 'ws:'
@@ -192,8 +193,10 @@ export class KubeClient {
       ...(this.base.protocol === 'https:' ? { ca: this.conn.ca, cert: this.conn.cert, key: this.conn.key, rejectUnauthorized: !this.conn.insecureSkipTlsVerify } : {})
     })
     return await new Promise<WebSocket>((resolve, reject) => {
-      const fail = (err: unknown): void => { ws.removeAllListeners('open'); ws.terminate(); reject(err) }
-      ws.once('open', () => { ws.removeAllListeners('unexpected-response'); ws.removeAllListeners('error'); ws.on('error', () => {}); resolve(ws) })
+      const onAbort = (): void => { fail(new KubeError(`Kubernetes API: exec ${path}: cancelled while it started`, { busy: true })) }
+      const fail = (err: unknown): void => { signal?.removeEventListener('abort', onAbort); ws.removeAllListeners('open'); ws.terminate(); reject(err) }
+      signal?.addEventListener('abort', onAbort, { once: true })
+      ws.once('open', () => { signal?.removeEventListener('abort', onAbort); ws.removeAllListeners('unexpected-response'); ws.removeAllListeners('error'); ws.on('error', () => {}); resolve(ws) })
       ws.once('unexpected-response', (_req, res) => {
         const chunks: Buffer[] = []
         let size = 0
@@ -205,7 +208,10 @@ export class KubeClient {
         })
         res.on('error', err => { fail(networkError(what, err)) })
       })
-      ws.once('error', err => { fail(networkError(what, err)) })
+      ws.once('error', err => {
+        // ws's own time-out of the upgrade: the server is there but slow.
+        fail(/handshake has timed out/i.test(err.message) ? new KubeError(`Kubernetes API: ${what}: no upgrade within ${timeoutMs} ms`, { busy: true, cause: err }) : networkError(what, err))
+      })
     })
   }
 

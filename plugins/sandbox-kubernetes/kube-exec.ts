@@ -44,7 +44,7 @@ export interface ExecDeps {
 export interface Execs {
   exec: (id: string, spec: ExecSpec) => Promise<ExecProcess>
   /** runs a short command to its end; its stdout (bounded) and exit code */
-  run: (id: string, argv: string[], stdin?: Buffer) => Promise<{ code: number | null, stdout: string }>
+  run: (id: string, argv: string[], stdin?: Buffer, within?: Pick<ExecSpec, 'deadline' | 'signal'>) => Promise<{ code: number | null, stdout: string }>
   signalAll: (id: string, signal: 'STOP' | 'CONT') => Promise<void>
   putFile: (id: string, path: string, content: Buffer, mode: number) => Promise<void>
   stats: (id: string, limits: { memory: number }) => Promise<ResourceStats & { oomKills: number }>
@@ -61,10 +61,12 @@ async function drain (p: ExecProcess, max = MAX_SMALL_OUTPUT): Promise<string> {
 export function execCalls (d: ExecDeps): Execs {
   const { client } = d
 
-  async function open (id: string, command: string[], tty: boolean): Promise<WebSocket> {
+  /** Opens the exec's stream, within the caller's deadline and until its cancellation. */
+  async function open (id: string, command: string[], tty: boolean, spec: Pick<ExecSpec, 'deadline' | 'signal'>): Promise<WebSocket> {
     const query = { command, container: CONTAINER, stdin: 'true', stdout: 'true', stderr: tty ? 'false' : 'true', tty: tty ? 'true' : 'false' }
+    const timeoutMs = spec.deadline === undefined ? undefined : Math.max(1, Math.min(30_000, spec.deadline - Date.now()))
     try {
-      return await client.websocket(client.path('pods', id, 'exec'), query, d.protocols ?? PROTOCOLS)
+      return await client.websocket(client.path('pods', id, 'exec'), query, d.protocols ?? PROTOCOLS, timeoutMs, spec.signal)
     } catch (err) {
       if (err instanceof KubeError && (err.statusCode === 404 || err.statusCode === 400 || err.statusCode === 409)) throw await d.explain(id, err)
       throw err
@@ -85,19 +87,19 @@ export function execCalls (d: ExecDeps): Execs {
       }
     }
     if (!tty) {
-      const ws = await open(id, wrapperCommand('-'), false)
+      const ws = await open(id, wrapperCommand('-'), false, spec)
       return new KubeProcess(ws, false, stdin, head, ops)
     }
     // A terminal would echo the preamble: hand it over in a 0600 file the TTY exec reads and removes.
     const file = `/tmp/.cubicle-exec-${mark}`
-    const written = await run(id, ['/bin/sh', '-c', 'umask 077 && cat > "$1"', 'cubicle-put', file], head)
+    const written = await run(id, ['/bin/sh', '-c', 'umask 077 && cat > "$1"', 'cubicle-put', file], head, spec)
     if (written.code !== 0) throw new KubeError(`the TTY exec could not be prepared in the sandbox (exit ${String(written.code)})`)
-    const ws = await open(id, wrapperCommand(file), true)
+    const ws = await open(id, wrapperCommand(file), true, spec)
     return new KubeProcess(ws, true, stdin, null, ops)
   }
 
-  async function run (id: string, argv: string[], stdin?: Buffer): Promise<{ code: number | null, stdout: string }> {
-    const p = await exec(id, { argv, cwd: '/', stdin: stdin !== undefined })
+  async function run (id: string, argv: string[], stdin?: Buffer, within: Pick<ExecSpec, 'deadline' | 'signal'> = {}): Promise<{ code: number | null, stdout: string }> {
+    const p = await exec(id, { argv, cwd: '/', stdin: stdin !== undefined, deadline: within.deadline, signal: within.signal })
     if (stdin !== undefined) p.stdin?.end(stdin)
     const stdout = await drain(p)
     return { code: (await p.exit).code, stdout }

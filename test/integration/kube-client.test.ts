@@ -112,6 +112,8 @@ t.test('the client against the fake API server', { skip }, async t => {
     t.same(await old.exit, { code: 5, notStarted: false }, 'v4: the exit code from the status channel')
     t.match(await execs.exec('kclient-pod', { argv: ['id'], user: 'root' }).catch((e: unknown) => e), { reason: 'not-permitted' }, 'an exec as another user is refused')
     t.match(await execs.exec('kclient-missing', { argv: ['true'] }).catch((e: unknown) => e), { statusCode: 404 }, 'an exec into a missing pod: its 404')
+    t.match(await execs.exec('kclient-pod', { argv: ['true'], signal: AbortSignal.abort() }).catch((e: unknown) => e), { busy: true, message: /cancelled/ }, 'a cancelled call starts nothing')
+    t.match(await execs.exec('kclient-pod', { argv: ['true'], deadline: Date.now() - 1000 }).catch((e: unknown) => e), { busy: true, unavailable: false }, 'past its deadline: busy, not an outage')
     const gone = await client.request<Pod>('DELETE', client.path('pods', 'kclient-pod'), { body: { gracePeriodSeconds: 0 } })
     t.equal(gone.metadata.name, 'kclient-pod')
     await waitPod(client, 'kclient-pod', 'gone', 60_000)
