@@ -50,6 +50,11 @@ export interface WalkOptions {
   maxEntries?: number
   /** Test hook: runs after a directory was listed and before its entries are examined. */
   afterList?: (relDir: string) => Promise<void> | void
+  /**
+   * The caller just resolved `baseDir` with realpath: it is not resolved again (one file system call less
+   * per walk). The base is still opened O_NOFOLLOW and verified to be exactly that path.
+   */
+  resolvedBase?: boolean
 }
 
 /** What the generator returns when it is done (`for await` ignores it; iterate with next() to read it). */
@@ -159,11 +164,13 @@ async function * filesOf (top: Frame, realBase: string): AsyncGenerator<WalkEntr
 }
 
 /** realpath(base) and its directory, opened and verified; undefined when there is none. */
-async function openBase (baseDir: string): Promise<{ realBase: string, root: Opened } | undefined> {
-  const realBase = await realpath(baseDir).catch((err: unknown) => {
-    if (SKIP.has(errnoCode(err) ?? '')) return undefined
-    throw err
-  })
+async function openBase (baseDir: string, resolved: boolean): Promise<{ realBase: string, root: Opened } | undefined> {
+  const realBase = resolved
+    ? baseDir
+    : await realpath(baseDir).catch((err: unknown) => {
+      if (SKIP.has(errnoCode(err) ?? '')) return undefined
+      throw err
+    })
   const root = realBase === undefined ? undefined : await openDirectory(realBase, realBase)
   return realBase === undefined || root === undefined ? undefined : { realBase, root }
 }
@@ -183,7 +190,7 @@ export async function * walkTree (baseDir: string, opts: WalkOptions = {}): Asyn
   const summary: WalkSummary = { found: false, entries: 0, exceeded: false, limited: false }
   const limit = opts.limit ?? Number.POSITIVE_INFINITY
   const maxDepth = opts.maxDepth ?? 64
-  const base = limit > 0 ? await openBase(baseDir) : undefined
+  const base = limit > 0 ? await openBase(baseDir, opts.resolvedBase === true) : undefined
   if (base === undefined) return summary
   summary.found = true
   const stack: Frame[] = [{ ...base.root, rel: '', depth: 0, subdirs: [], next: 0 }]

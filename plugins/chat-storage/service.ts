@@ -43,10 +43,10 @@ export function createChatStorage (opts: ChatStorageOptions): ChatStorageService
   async function areaRoot (chatId: string, area: ChatArea): Promise<string | undefined> {
     const dir = areaDir(chatId, area)
     try {
-      // The area itself must be a directory, never a symlink to somewhere else.
-      const info = await lstat(dir)
-      if (!info.isDirectory()) return undefined
-      return await realpath(dir)
+      // The area itself must be a directory, never a symlink to somewhere else (both asked at once: a
+      // bash_tool call walks outputs twice, docs/performance.md).
+      const [info, real] = await Promise.all([lstat(dir), realpath(dir)])
+      return info.isDirectory() ? real : undefined
     } catch (err) {
       if (errnoCode(err) === 'ENOENT' || errnoCode(err) === 'ENOTDIR') return undefined
       throw err
@@ -70,7 +70,7 @@ export function createChatStorage (opts: ChatStorageOptions): ChatStorageService
   async function * walk (chatId: string, area: ChatArea, wopts: WalkOptions = {}): AsyncGenerator<WalkEntry, WalkSummary, undefined> {
     const real = await areaRoot(chatId, area)
     if (real === undefined) return { found: false, entries: 0, exceeded: false, limited: false }
-    return yield * walkTree(real, wopts)
+    return yield * walkTree(real, { ...wopts, resolvedBase: true })
   }
 
   /** Creates the target's missing parents (0755), then proves the parent still resolves inside the area. */

@@ -154,6 +154,21 @@ t.test('safe-path', async t => {
     t.equal(bin?.absPath, join(base, 'sub', 'deep', 'c.bin'))
   })
 
+  t.test('a base the caller resolved already (resolvedBase) is still opened without following a symlink', async t => {
+    const { root, base } = await tree(t)
+    const { symlink } = await import('node:fs/promises')
+    const all = []
+    for await (const e of walkRegularFiles(base, { resolvedBase: true })) all.push(e.relPath)
+    t.same(all.sort(), ['.git/config', '.hidden', 'a.txt', 'sub/b.json', 'sub/deep/c.bin'], 'the same files as a resolving walk')
+    await symlink(base, join(root, 'base-link'))
+    const via = []
+    for await (const e of walkRegularFiles(join(root, 'base-link'), { resolvedBase: true })) via.push(e)
+    t.same(via, [], 'a symlink passed as resolved is not followed')
+    const resolving = []
+    for await (const e of walkRegularFiles(join(root, 'base-link'))) resolving.push(e)
+    t.equal(resolving.length, 5, 'while a resolving walk follows the caller\'s symlink to its target')
+  })
+
   t.test('walkRegularFiles stops at the limit and yields nothing for a missing base', async t => {
     const { root, base } = await tree(t)
     let n = 0
