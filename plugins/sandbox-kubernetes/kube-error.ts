@@ -43,8 +43,10 @@ export function networkError (what: string, err: unknown): KubeError {
   if (err instanceof KubeError) return err
   const code = (err as { code?: string } | null)?.code ?? ''
   const message = `Kubernetes API: ${what}: ${err instanceof Error ? err.message : String(err)}`
-  if (CUT_OFF.has(code)) return new KubeError(message, { busy: true, cause: err })
-  return new KubeError(message, { unavailable: UNREACHABLE.has(code) || code === '' || code.startsWith('ERR_TLS') || code.startsWith('ERR_SSL'), busy: false, cause: err })
+  const unreachable = UNREACHABLE.has(code) || code.startsWith('ERR_TLS') || code.startsWith('ERR_SSL')
+  // Anything else (a cut-off connection, an error without a code such as a WebSocket closed during its
+  // upgrade) happened to a server that answered before: busy, retriable, not an outage.
+  return new KubeError(message, { unavailable: unreachable, busy: !unreachable || CUT_OFF.has(code), cause: err })
 }
 
 /** A metav1.Status answer (or any non-2xx answer) as a KubeError. */

@@ -84,6 +84,8 @@ t.test('failures in the contract\'s words', async t => {
   t.match(statusError('GET x', 422, { reason: 'Invalid', message: 'Pod "x" is invalid: spec' }), { statusCode: 422, reason: undefined, message: /is invalid/ })
   t.match(networkError('GET x', Object.assign(new Error('refused'), { code: 'ECONNREFUSED' })), { unavailable: true, busy: false })
   t.match(networkError('GET x', Object.assign(new Error('reset'), { code: 'ECONNRESET' })), { unavailable: false, busy: true })
+  t.match(networkError('exec x', new Error('WebSocket was closed before the connection was established')), { unavailable: false, busy: true }, 'an error without a code under load is not an outage')
+  t.match(networkError('GET x', Object.assign(new Error('no such host'), { code: 'ENOTFOUND' })), { unavailable: true, busy: false })
 })
 
 t.test('the preamble carries env, directory, argv and stdin through the wrapper script', async t => {
