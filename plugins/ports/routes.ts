@@ -194,12 +194,10 @@ const routes: FastifyPluginAsync<PortsRoutesOptions> = async (fastify, opts) => 
   }
 
   // An app host whose chat the server does not know (origin.ts): say how to open it.
-  fastify.route({
-    method: ['GET', 'HEAD', ...OTHER_METHODS],
-    url: UNKNOWN_APP_PATH,
-    schema: { summary: 'An app origin (APPS_DOMAIN) whose chat this server does not know: 404', tags: ['apps'], hide: true },
-    handler: async () => { throw new PORTS_APP_ORIGIN_UNKNOWN() }
-  })
+  const unknownApp = async (): Promise<never> => { throw new PORTS_APP_ORIGIN_UNKNOWN() }
+  const unknownSummary = 'An app origin (APPS_DOMAIN) whose chat this server does not know: 404'
+  fastify.route({ method: ['GET', 'HEAD'], url: UNKNOWN_APP_PATH, schema: { summary: unknownSummary, tags: ['apps'], hide: true }, handler: unknownApp })
+  fastify.route({ method: [...OTHER_METHODS], url: UNKNOWN_APP_PATH, schema: { summary: unknownSummary, tags: ['apps'], body: AppBody, hide: true }, handler: unknownApp })
 
   fastify.get<{ Params: { chat: string } }>('/api/apps/:chat', {
     schema: { summary: 'The chat\'s apps: ports listening in its sandbox, with their URLs', tags: ['apps'], params: ChatParams, querystring: ChatQuery, response: { 200: AppsReply } },
