@@ -35,7 +35,8 @@ function manyFiles (dir: string, count: number): void {
 const list = async (app: FilesApp['app'], chat: string) => await app.inject({ url: `/api/outputs/${chat}`, headers: bearer(KEY) })
 
 t.test('parallel listings of one chat share one walk; a later one sees new files after the cache time', async t => {
-  const { app, put } = await appWith(t, { listingCacheMs: 300 })
+  // A cache time long enough that, at load 15+ (a full run), 30 parallel listings and the next one fit in it.
+  const { app, put } = await appWith(t, { listingCacheMs: 2000 })
   put('chat-a', 'first.txt', '1')
   const answers = await Promise.all(Array.from({ length: 30 }, async () => await list(app, 'chat-a')))
   t.ok(answers.every(r => r.statusCode === 200))
@@ -48,7 +49,7 @@ t.test('parallel listings of one chat share one walk; a later one sees new files
   t.same(cached.files.map((f: { path: string }) => f.path), ['first.txt'])
   // After the cache time a listing walks again; on a loaded machine the first walk may finish (and its
   // cache time start) late, so the test asks again for a while instead of once after a fixed pause.
-  await sleep(350)
+  await sleep(2050)
   let fresh = (await list(app, 'chat-a')).json()
   for (const until = Date.now() + 5000; fresh.timestamp === firstTimestamp && Date.now() < until;) {
     await sleep(100)
