@@ -146,10 +146,10 @@ t.test('the MCP tools on the Kubernetes engine, under the shipped Role', gate, a
   })
 
   await t.test('the browser: the model\'s page, reached through the CDP bridge', async t => {
-    await bash('kube-a', SITE)
+    const opened = await bash('kube-a', SITE)
     const token = app.links.token('kube-a', 'c') as string
     const status = await (await fetch(`${url}/browser/kube-a/status?t=${token}`)).json() as { active: boolean, pages: Array<{ id: string, url: string }> }
-    t.equal(status.active, true)
+    t.equal(status.active, true, `the browser runs (the command's output ends: ${JSON.stringify(opened.slice(-600))})`)
     const page = status.pages.find(p => p.url === 'http://127.0.0.1:8000/index.html')
     t.ok(page, 'the page the model opened')
     const list = await (await fetch(`${url}/browser/kube-a/json?t=${token}`)).json() as Array<{ id: string, webSocketDebuggerUrl: string }>
