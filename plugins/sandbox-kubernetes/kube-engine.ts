@@ -46,6 +46,8 @@ export function createKubeEngine (o: KubeEngineOptions): SandboxEngine {
   const user = o.user ?? 'assistant'
   const startTimeoutMs = o.startTimeoutMs ?? 300_000
   const paused = new Set<string>()
+  /** The uid of the pod this engine last created per sandbox: the watch tells its end at once (no look-up). */
+  const podUids = new Map<string, string>()
   let closed = false
 
   function parse (record: ConfigMap): Sandbox {
@@ -200,7 +202,8 @@ export function createKubeEngine (o: KubeEngineOptions): SandboxEngine {
       if (pod !== undefined) await deletePod(s.id, 0)
       if (paused.has(s.id)) await setPaused(s, false)
       try {
-        await client.request('POST', client.path('pods'), { body: podObject(s.spec, s.id, userLabels(s.record.metadata.labels), o.pod, claimMounts(s.spec.storage, o.shared)) })
+        const made = await client.request<Pod>('POST', client.path('pods'), { body: podObject(s.spec, s.id, userLabels(s.record.metadata.labels), o.pod, claimMounts(s.spec.storage, o.shared)) })
+        if (made.metadata.uid !== undefined) podUids.set(s.id, made.metadata.uid)
       } catch (err) {
         if (!isConflict(err)) throw err
       }
@@ -252,6 +255,7 @@ export function createKubeEngine (o: KubeEngineOptions): SandboxEngine {
       await deletePod(s.id, 0)
       paused.delete(s.id)
       oomSeen.delete(s.id)
+      podUids.delete(s.id)
       try {
         await client.request('DELETE', client.path('configmaps', s.record.metadata.name), { body: { apiVersion: 'v1', kind: 'DeleteOptions', preconditions: { uid: s.record.metadata.uid } } })
       } catch (err) { if (!isNotFound(err) && !isConflict(err)) throw err }
@@ -360,12 +364,21 @@ export function createKubeEngine (o: KubeEngineOptions): SandboxEngine {
     watchSandboxes (onEnd) {
       let stopped = false
       let current: Watch | undefined
-      /** A pod that ended or went: told unless the sandbox runs again meanwhile (a pod of the same name, another uid). */
+      /**
+       * A pod that ended or went: told unless the sandbox runs again meanwhile (a pod of the same name,
+       * another uid). The pod this engine made last is told at once, in the event's turn: a pod deleted
+       * outside leaves the API before its container is killed, and a call between the two would still
+       * reach the old container (and be cut off) if the core learned of it only after a look-up.
+       */
       const ended = async (pod: Pod): Promise<void> => {
-        const now = await getPod(pod.metadata.name).catch(() => undefined)
+        const name = pod.metadata.name
+        const known = podUids.get(name)
+        if (known !== undefined && known === pod.metadata.uid) { podUids.delete(name); onEnd(name); return }
+        if (known !== undefined) return // a newer pod of the sandbox, made since
+        const now = await getPod(name).catch(() => undefined)
         if (podRunning(now) && now?.metadata.uid !== pod.metadata.uid) return
         if (podRunning(now)) return
-        onEnd(pod.metadata.name)
+        onEnd(name)
       }
       void (async () => {
         let backoff = 500

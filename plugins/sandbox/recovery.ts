@@ -1,3 +1,4 @@
+import { dropAgent } from './agent-connection.js'
 import { SANDBOX_NOT_RUNNING } from './errors.js'
 import { report } from './notices.js'
 import type { Chats, Ensure, Entry } from './chats.js'
@@ -24,6 +25,7 @@ function driverActed (entry: Entry): boolean {
 export interface Recovery {
   runningEntry: (chatId: string) => Promise<Entry>
   noteOutsideChange: (entry: Entry, removed: boolean) => void
+  noteEnded: (entry: Entry) => void
   recoverVanished: (entry: Entry) => Promise<SandboxNotice | undefined>
 }
 
@@ -58,6 +60,22 @@ export function createRecovery (base: Pick<CoreBase, 'engine' | 'log' | 'opts' |
   }
 
   /**
+   * The engine saw the sandbox end (SandboxEngine.watchSandboxes: a pod deleted or evicted) while no
+   * start, stop or restart of ours was under way: the next call starts it again and says so, as after a
+   * docker rm the reaper found. The agent stream goes at once: it still leads into the ended sandbox
+   * (a deleted pod's container outlives its API object), so a call sent on it would be cut off.
+   */
+  function noteEnded (entry: Entry): void {
+    if (entry.locked > 0 || entry.ensuring !== null || entry.stopping || entry.restarting !== null) return
+    if (entry.state !== 'running' && entry.state !== 'paused') return
+    noteOutsideChange(entry, false)
+    dropAgent(entry.agent)
+    entry.agent = undefined
+    entry.state = 'stopped'
+    chats.changed(entry)
+  }
+
+  /**
    * An exec or write found the sandbox gone or stopped: ask the engine what happened, start or recreate
    * it through ensure() and record a notice (none when the driver stopped it itself since it last
    * started: that event is already recorded). Rejects like ensure().
@@ -88,5 +106,5 @@ export function createRecovery (base: Pick<CoreBase, 'engine' | 'log' | 'opts' |
     return notice
   }
 
-  return { runningEntry, noteOutsideChange, recoverVanished }
+  return { runningEntry, noteOutsideChange, noteEnded, recoverVanished }
 }

@@ -103,13 +103,20 @@ export function createSandboxService (opts: ServiceOptions, engine: SandboxEngin
   const fileOp = createFileOp({ recovery, activity, agents })
   const connect = createConnect({ recovery, activity, agents })
 
-  // A sandbox the engine sees end (evicted, deleted outside the server) loses its address at once.
+  // A sandbox the engine sees end (evicted, deleted outside the server) loses its address and agent
+  // stream at once; the next call starts it again (recovery.ts).
   let unwatch: (() => void) | undefined
   const service: CoreSandboxService = {
     engine,
     bootTime: base.bootTime,
     start: async () => {
-      unwatch ??= engine.watchSandboxes?.(id => { for (const entry of chats.entries.values()) if (entry.sandboxId === id) addresses.dropAddress(entry) })
+      unwatch ??= engine.watchSandboxes?.(id => {
+        for (const entry of chats.entries.values()) {
+          if (entry.sandboxId !== id) continue
+          addresses.dropAddress(entry)
+          recovery.noteEnded(entry)
+        }
+      })
       await boot.start(service.reap, service.purge)
     },
     readiness: async () => await boot.readiness(),
