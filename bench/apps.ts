@@ -1,14 +1,15 @@
 /*
  * (k) App preview URLs (docs/features.md#app-preview-urls), against an app the chat starts in its sandbox
  * (test/fixtures/web-app.ts):
- *   - a small answer through `/apps/<chat>/3000/small` (keep-alive both ways, as a browser does) ÷ the
- *     same request sent directly: from the host to the sandbox's address (what a published port would
+ *   - a small answer through `/apps/<chat>/3000/small` (keep-alive both ways, as a browser does; Node's http
+ *     client everywhere, fetch's time for information) ÷ the same request sent directly: from the host to the sandbox's address (what a published port would
  *     give; goal ≤ 2), and for information from inside the sandbox over loopback; alternated in rounds so
  *     that load drift hits all alike;
  *   - a WebSocket opened through the proxy and one message echoed, each on a new connection into the
  *     sandbox (the in-sandbox agent's CONNECT, or an exec relay on images without it), for information;
  *   - 1 GB downloaded through the proxy: throughput and the server's RSS growth (goal: bounded, ≤ 64 MiB).
  */
+import { Agent, get } from 'node:http'
 import WebSocket from 'ws'
 import { startApp } from '../test/fixtures/web-app.js'
 import { BASE, bash, chatContainer, client, median, ms, now, rssMiB, sleep, type Server } from './common.js'
@@ -17,21 +18,36 @@ const ROUNDS = 10
 const PER_ROUND = 30
 const DOWNLOAD = 1_000_000_000
 
-/** Median ms of `n` sequential GETs of `url` (fetch keeps the connection alive). */
-async function timeGets (url: string, n: number): Promise<number[]> {
+const keepAlive = new Agent({ keepAlive: true })
+
+/**
+ * Times in ms of `n` sequential GETs of `url` with Node's http client on a kept-alive connection: the
+ * client of the divisor (insideScript), so that the ratio compares the paths, not two clients (fetch
+ * adds 0.2–0.5 ms here: `viaFetch`).
+ */
+async function timeGets (url: string, n: number, viaFetch = false): Promise<number[]> {
   const times: number[] = []
   for (let i = 0; i < n; i++) {
     const t0 = now()
-    const res = await fetch(url)
-    await res.arrayBuffer()
-    if (!res.ok) throw new Error(`${url}: HTTP ${res.status}`)
+    if (viaFetch) {
+      const res = await fetch(url)
+      await res.arrayBuffer()
+      if (!res.ok) throw new Error(`${url}: HTTP ${res.status}`)
+    } else {
+      await new Promise<void>((resolve, reject) => {
+        get(url, { agent: keepAlive }, res => {
+          res.resume()
+          res.once('end', () => { if (res.statusCode === 200) resolve(); else reject(new Error(`${url}: HTTP ${res.statusCode ?? 0}`)) })
+        }).once('error', reject)
+      })
+    }
     times.push(now() - t0)
   }
   return times
 }
 
 /** The same from inside the sandbox: a Node client on loopback with keep-alive, per-request times in ms. */
-const insideScript = (n: number): string => `node -e "
+export const insideScript = (n: number): string => `node -e "
 const http = require('http'); const agent = new http.Agent({ keepAlive: true }); const out = []
 const one = () => new Promise((ok, ko) => { const t0 = process.hrtime.bigint(); http.get({ host: '127.0.0.1', port: 3000, path: '/small', agent }, r => { r.resume(); r.on('end', () => { out.push(Number(process.hrtime.bigint() - t0) / 1e6); ok() }) }).on('error', ko) })
 ;(async () => { for (let i = 0; i < ${n}; i++) await one(); console.log(JSON.stringify(out)) })()"`
@@ -44,14 +60,17 @@ export async function benchApps (server: Server): Promise<AppsResult> {
   const info = await chatContainer('bench-k')
   const address = Object.values(info?.NetworkSettings.Networks ?? {})[0]?.IPAddress ?? ''
   const proxied: number[] = []
+  const fetched: number[] = []
   const direct: number[] = []
   const inside: number[] = []
   const proxyUrl = `${BASE}/apps/bench-k/3000/small`
   await timeGets(proxyUrl, 20) // the pooled connections exist: the first exec relays are not what is measured
+  await timeGets(proxyUrl, 20, true)
   const directUrl = address === '' ? '' : `http://${address}:3000/small`
   let directReachable = directUrl !== ''
   for (let round = 0; round < ROUNDS; round++) {
     proxied.push(...await timeGets(proxyUrl, PER_ROUND))
+    fetched.push(...await timeGets(proxyUrl, PER_ROUND, true))
     if (directReachable) {
       try { direct.push(...await timeGets(directUrl, PER_ROUND)) } catch { directReachable = false }
     }
@@ -60,7 +79,8 @@ export async function benchApps (server: Server): Promise<AppsResult> {
   const [p, d, i] = [median(proxied), median(direct), median(inside)]
   const ratio = directReachable ? p / d : p / i
   const lines = [`(k) small answer through /apps/… ${ms(p)} ÷ direct from the host to the sandbox's address ${directReachable ? ms(d) : 'unreachable'} = ${directReachable ? (p / d).toFixed(2) : '—'}` +
-    ` (goal ≤ 2); ÷ from inside the sandbox over loopback ${ms(i)} = ${(p / i).toFixed(2)} (${proxied.length} requests each, median)`]
+    ` (goal ≤ 2); ÷ from inside the sandbox over loopback ${ms(i)} = ${(p / i).toFixed(2)} (${proxied.length} requests each, median, Node's http client);` +
+    ` through /apps/… with fetch ${ms(median(fetched))}`]
 
   // New connections into the sandbox: a WebSocket each (HTTP requests reuse the pooled ones).
   const opens: number[] = []

@@ -25,6 +25,8 @@ export const relayArgv = (port: number): string[] => ['sh', '-c', 'socat - "TCP4
 export class AppSocket extends Duplex {
   private idleMs = 0
   private timer: NodeJS.Timeout | undefined
+  /** the delay `timer` was made with */
+  private timerMs = 0
   /** the relay's complaint (socat's stderr), first 300 bytes: tells "nothing listens" from a broken answer */
   complaint = ''
 
@@ -72,9 +74,12 @@ export class AppSocket extends Duplex {
     done(err)
   }
 
+  /** (Re)starts the idle clock: one timer per connection, refreshed per chunk (no allocation per chunk). */
   private arm (): void {
+    if (this.idleMs <= 0 || this.destroyed) { clearTimeout(this.timer); this.timer = undefined; return }
+    if (this.timer !== undefined && this.timerMs === this.idleMs) { this.timer.refresh(); return }
     clearTimeout(this.timer)
-    if (this.idleMs <= 0 || this.destroyed) return
+    this.timerMs = this.idleMs
     this.timer = setTimeout(() => { this.emit('timeout') }, this.idleMs)
     this.timer.unref()
   }

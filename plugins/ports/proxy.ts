@@ -3,7 +3,7 @@
  * streamed with its cap, the answer's head awaited within the headers timeout, then the answer
  * streamed as it comes (SSE stays unbuffered) with its own cap and an idle timeout both ways.
  */
-import { request as httpRequest, type IncomingMessage, type OutgoingHttpHeaders } from 'node:http'
+import { request as httpRequest, type IncomingMessage, type OutgoingHttpHeaders, type ServerResponse } from 'node:http'
 import { Transform, type Readable, type Writable } from 'node:stream'
 import type { FastifyReply } from 'fastify'
 import { responseHeaders, type AppView } from './headers.js'
@@ -111,8 +111,26 @@ export async function relayHttp (agent: SandboxAgent, req: RelayedRequest, reply
   reply.hijack()
   const raw = reply.raw
   raw.writeHead(res.statusCode ?? 502, headers)
-  raw.flushHeaders()
+  // The whole answer already arrived (a small one comes in one chunk with its head): the head and the
+  // body leave in one write, without a stream pipeline (docs/performance.md, (k)).
+  if (res.complete && res.readableLength <= limits.maxResponseBytes) {
+    await answerWhole(res, raw)
+    return
+  }
+  // Streamed: the head goes out at once unless body bytes are already there to carry it (SSE stays unbuffered).
+  if (res.readableLength === 0) raw.flushHeaders()
   await pump(res, capped(limits.maxResponseBytes, () => new PORTS_BAD_ANSWER('answer too large')), raw)
+}
+
+/** A complete answer, already read: its body in the same write as the head; resolves when it left or the client went away. */
+async function answerWhole (res: IncomingMessage, raw: ServerResponse): Promise<void> {
+  const chunks: Buffer[] = []
+  for (let chunk: Buffer | null = res.read() as Buffer | null; chunk !== null; chunk = res.read() as Buffer | null) chunks.push(chunk)
+  await new Promise<void>(resolve => {
+    raw.once('finish', resolve)
+    raw.once('close', resolve)
+    raw.end(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks))
+  })
 }
 
 /** res → cap → client; a failure on any side destroys the others (the client sees a cut answer). */

@@ -190,3 +190,59 @@ t.test('new listening ports after a command: the agent\'s socket listing, no eng
   t.equal(calls[0], 'status', 'the apps listing asks the engine (it runs outside any call)')
   await runtime.close()
 })
+
+t.test('a small answer leaves in one write with its head; a streamed one gets its head at once', async t => { // docs/performance.md, (k)
+  const { default: Fastify } = await import('fastify')
+  const { relayHttp } = await import('../../../plugins/ports/proxy.js')
+  const app = createServer((req, res) => {
+    if (req.url === '/small') { res.writeHead(200, { 'content-type': 'text/plain', 'set-cookie': 'a=1; Path=/' }); res.end('ok'); return }
+    // streamed: the head, then the body only after the client saw the head
+    res.writeHead(200, { 'content-type': 'text/event-stream' })
+    res.flushHeaders()
+    setTimeout(() => { res.end('data: late\n\n') }, 300)
+  })
+  await new Promise<void>(resolve => app.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => { app.close() })
+  const appPortNo = (app.address() as AddressInfo).port
+  const agent = new SandboxAgent(async p => AppSocket.relay(tcpStream(p)), { keepAlive: true, maxSockets: 2, maxTotalSockets: 2, timeout: 1000 })
+  t.teardown(() => { agent.destroy() })
+  const limits = { maxRequestBytes: 1 << 20, maxResponseBytes: 1 << 20, headersTimeoutMs: 5000, idleTimeoutMs: 5000, maxHeaderBytes: 16384 }
+  const proxy = Fastify()
+  proxy.get('/*', async (request, reply) => {
+    await relayHttp(agent, { method: 'GET', path: request.url, headers: { host: 'app' }, body: undefined, view: { ...view, port: appPortNo } }, reply, limits, {})
+  })
+  await proxy.listen({ port: 0, host: '127.0.0.1' })
+  t.teardown(async () => { await proxy.close() })
+  // Writes to the client's socket, counted on the server's side (a syscall each: writev for corked chunks).
+  let writes = 0
+  proxy.server.on('connection', s => {
+    const w = s._write.bind(s)
+    const wv = (s as unknown as { _writev: (...a: unknown[]) => void })._writev.bind(s)
+    s._write = (...a: Parameters<typeof s._write>) => { writes++; w(...a) }
+    ;(s as unknown as { _writev: (...a: unknown[]) => void })._writev = (...a: unknown[]) => { writes++; wv(...a) }
+  })
+  const { port } = proxy.server.address() as AddressInfo
+  const client = connect(port, '127.0.0.1')
+  t.teardown(() => { client.destroy() })
+  let got = ''
+  client.on('data', (c: Buffer) => { got += c.toString('latin1') })
+  const until = async (done: () => boolean): Promise<void> => {
+    for (let i = 0; i < 400 && !done(); i++) await new Promise(resolve => setTimeout(resolve, 5))
+  }
+  for (let i = 0; i < 3; i++) {
+    writes = 0
+    got = ''
+    client.write('GET /small HTTP/1.1\r\nHost: x\r\n\r\n')
+    await until(() => got.endsWith('\r\n0\r\n\r\n'))
+    t.match(got, /\r\n\r\n2\r\nok\r\n0\r\n\r\n$/, 'the whole answer')
+    t.equal(writes, 1, `answer ${i + 1}: head and body in one write`)
+    t.match(got, /set-cookie: a=1; Path=\/apps\/chat-a\/3000\//i, 'the head is still filtered')
+  }
+  got = ''
+  const t0 = Date.now()
+  client.write('GET /stream HTTP/1.1\r\nHost: x\r\n\r\n')
+  await until(() => got.includes('\r\n\r\n'))
+  t.ok(Date.now() - t0 < 250 && !got.includes('late'), 'a streamed answer\'s head comes before its body')
+  await until(() => got.includes('late'))
+  t.match(got, /data: late/, 'then its body')
+})

@@ -11,12 +11,15 @@ import { PassThrough } from 'node:stream'
 import { fileURLToPath } from 'node:url'
 import { AgentConnection } from '../../../plugins/sandbox/agent-connection.js'
 import { AgentConnectError, CONNECT_WINDOW, connectRequest } from '../../../plugins/sandbox/agent-connect.js'
-import { decodeJson, encodeFrame, encodeJson, FrameParser, T_CONNECTED, T_HELLO, T_OUT } from '../../../plugins/sandbox/agent-protocol.js'
+import { decodeJson, encodeFrame, encodeJson, FrameParser, T_CONNECTED, T_CREDIT, T_HELLO, T_OUT } from '../../../plugins/sandbox/agent-protocol.js'
 
 const SCRIPT = fileURLToPath(new URL('../../../sandbox-image/agent/cubicle-agent.py', import.meta.url))
 const python = spawnSync('python3', ['-c', 'import sys; sys.exit(0 if sys.version_info >= (3, 9) else 1)']).status === 0
 const skip = python ? false : 'python3 ≥ 3.9 is missing on this host'
 const sleep = async (ms: number): Promise<void> => await new Promise(resolve => setTimeout(resolve, ms))
+
+/** CREDIT frames the agents of this file sent */
+let credits = 0
 
 /** The agent over its stdin/stdout with the server's connection object in front. -B: no __pycache__ in the sources. */
 async function startAgent (t: Test): Promise<AgentConnection> {
@@ -26,6 +29,7 @@ async function startAgent (t: Test): Promise<AgentConnection> {
   const ready = new Promise<void>(resolve => { hello = resolve })
   const parser = new FrameParser((id, type, payload) => {
     if (type === T_HELLO) { conn.canConnect = decodeJson(payload).connect === true; hello(); return }
+    if (type === T_CREDIT) credits++
     conn.dispatch(id, type, payload)
   }, reason => { conn.close(`protocol: ${reason}`) })
   child.stdout.on('data', (c: Buffer) => { try { parser.push(c) } catch (err) { conn.close(String(err)) } })
@@ -84,6 +88,27 @@ t.test('echo both ways, on 127.0.0.1 and on an app listening only on ::1; nothin
   t.ok(shut?.destroyed, 'the app closing ends the socket')
   t.equal(conn.pending, 0, 'nothing left in flight on the agent stream')
   t.ok(new AgentConnectError(111, 'x') instanceof Error)
+})
+
+t.test('small requests cost no CREDIT frame: credits come a quarter of the window at a time', { skip }, async t => { // docs/performance.md, (k)
+  const conn = await startAgent(t)
+  const port = await listen(t, '127.0.0.1', echo) as number
+  const socket = await connectRequest(conn, port, { timeoutMs: 5000 })
+  if (socket === undefined) throw new Error('no socket')
+  const before = credits
+  for (let i = 0; i < 50; i++) {
+    const back = await new Promise<string>(resolve => { socket.once('data', (c: Buffer) => { resolve(c.toString()) }); socket.write(`request ${i}`) })
+    t.equal(back, `request ${i}`)
+  }
+  t.equal(credits - before, 0, 'no frame back for 50 small requests')
+  // A full window and more still flows (the echo test above moves five windows).
+  const big = Buffer.alloc(2 * CONNECT_WINDOW, 'b')
+  let n = 0
+  socket.on('data', (c: Buffer) => { n += c.length })
+  socket.write(big)
+  while (n < big.length) await sleep(20)
+  t.ok(credits - before >= 4 && credits - before <= 8, `${credits - before} credits for ${big.length} bytes`)
+  socket.destroy()
 })
 
 t.test('an answer and the app\'s close in one go: the answer is read whole, then the socket ends', { skip }, async t => {

@@ -1,0 +1,112 @@
+/*
+ * Where a small request through an app preview URL spends its time (goal (k) of bench/run.ts), measured:
+ * one chat runs the web app of test/fixtures/web-app.ts; alternating rounds of sequential keep-alive GETs of
+ * `/small` through `/apps/<chat>/3000/` with Node's http client, the same with fetch (for information),
+ * `GET /health` of the same server (its HTTP floor without the proxy), and the request from inside the
+ * sandbox over loopback (the goal's divisor); then the server's CPU time per proxied request (its
+ * /proc stat over a window) and a V8 CPU profile of the server over that window (bench/cpu.ts).
+ *
+ *   npx tsx bench/profile-apps.ts          BENCH_N=300 (requests per kind), BENCH_PROFILE=0 skips the profile,
+ *                                          BENCH_STRACE=1 adds the server's system calls over 500 requests (strace -c)
+ */
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { Agent, get } from 'node:http'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { startApp } from '../test/fixtures/web-app.js'
+import { insideScript } from './apps.js'
+import { BASE, bash, cleanup, client, machine, median, ms, now, pct, startServer, type Server } from './common.js'
+import { summarizeProfile } from './cpu.js'
+
+const N = Number(process.env.BENCH_N ?? 300)
+const ROUNDS = 10
+const PROFILE = process.env.BENCH_PROFILE !== '0'
+
+const keepAlive = new Agent({ keepAlive: true, maxSockets: 1 })
+
+/** One GET with Node's http client on a kept-alive connection, in ms. */
+async function nodeGet (url: string): Promise<number> {
+  return await new Promise((resolve, reject) => {
+    const t0 = now()
+    get(url, { agent: keepAlive }, res => {
+      res.resume()
+      res.once('end', () => { if (res.statusCode === 200) resolve(now() - t0); else reject(new Error(`${url}: HTTP ${res.statusCode ?? 0}`)) })
+    }).once('error', reject)
+  })
+}
+
+async function fetchGet (url: string): Promise<number> {
+  const t0 = now()
+  const res = await fetch(url)
+  await res.arrayBuffer()
+  if (!res.ok) throw new Error(`${url}: HTTP ${res.status}`)
+  return now() - t0
+}
+
+/** utime + stime of a process, ms. */
+function cpuMs (pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ').map(Number)
+  return ((f[11] ?? 0) + (f[12] ?? 0)) * 10
+}
+
+async function main (): Promise<void> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'cubicle-bench-'))
+  const lines: string[] = [`machine: ${await machine()}`]
+  let server: Server | undefined
+  try {
+    server = await startServer(dataDir)
+    const c = await client('bench-k')
+    await bash(c, startApp(3000))
+    const proxyUrl = `${BASE}/apps/bench-k/3000/small`
+    for (let i = 0; i < 50; i++) { await nodeGet(proxyUrl); await fetchGet(proxyUrl) }
+    const kinds: Record<string, number[]> = { 'proxied, node http': [], 'proxied, fetch': [], 'GET /health, node http': [], 'inside, node http': [] }
+    const per = Math.ceil(N / ROUNDS)
+    for (let r = 0; r < ROUNDS; r++) {
+      for (let i = 0; i < per; i++) kinds['proxied, node http']?.push(await nodeGet(proxyUrl))
+      for (let i = 0; i < per; i++) kinds['proxied, fetch']?.push(await fetchGet(proxyUrl))
+      for (let i = 0; i < per; i++) kinds['GET /health, node http']?.push(await nodeGet(`${BASE}/health`))
+      kinds['inside, node http']?.push(...JSON.parse((await bash(c, insideScript(per))).trim().split('\n')[0] ?? '[]') as number[])
+    }
+    const inside = median(kinds['inside, node http'] ?? [])
+    for (const [kind, xs] of Object.entries(kinds)) {
+      lines.push(`  ${kind}: median ${ms(median(xs))}, p90 ${ms(pct(xs, 0.9))} (${xs.length}); ÷ inside ${(median(xs) / inside).toFixed(2)}`)
+    }
+    // The server's CPU per proxied request (sequential node http GETs), then its profile over as many more.
+    const pid = server.child.pid ?? 0
+    const M = 1000
+    const window = async (url = proxyUrl): Promise<string> => {
+      const cpu0 = cpuMs(pid)
+      const t0 = now()
+      for (let i = 0; i < M; i++) await nodeGet(url)
+      return `${ms((now() - t0) / M)} each, server CPU ${((cpuMs(pid) - cpu0) / M).toFixed(3)} ms per request`
+    }
+    lines.push(`  ${M} proxied GETs: ${await window()}`, `  ${M} GET /health: ${await window(`${BASE}/health`)}`)
+    if (process.env.BENCH_STRACE === '1') {
+      const { spawn } = await import('node:child_process')
+      const st = spawn('strace', ['-c', '-f', '-p', String(pid)], { stdio: ['ignore', 'ignore', 'pipe'] })
+      let text = ''
+      st.stderr.on('data', (d: Buffer) => { text += d.toString() })
+      await new Promise(resolve => setTimeout(resolve, 1000))
+      for (let i = 0; i < 500; i++) await nodeGet(proxyUrl)
+      st.kill('SIGINT')
+      await new Promise(resolve => st.once('exit', resolve))
+      lines.push('  syscalls over 500 proxied GETs:', text)
+    }
+    if (PROFILE) {
+      const file = join(dataDir, 'apps.cpuprofile')
+      await server.ask({ op: 'cpu-start' })
+      const w = await window()
+      await server.ask({ op: 'cpu-stop', file })
+      lines.push(`  ${M} more, profiled: ${w}`, ...summarizeProfile(JSON.parse(readFileSync(file, 'utf8')), 30))
+    }
+    await c.close()
+  } finally {
+    await server?.stop()
+    await cleanup()
+    rmSync(dataDir, { recursive: true, force: true })
+  }
+  console.log(lines.join('\n'))
+}
+
+main().catch(err => { console.error(err); process.exitCode = 1 })
