@@ -11,8 +11,6 @@ import metrics from './plugins/metrics/index.js'
 import mcpTransport from './plugins/mcp-transport/index.js'
 import capabilities from './plugins/capabilities/index.js'
 import chatStorage from './plugins/chat-storage/index.js'
-import sandboxDocker from './plugins/sandbox-docker/index.js'
-import sandboxKubernetes from './plugins/sandbox-kubernetes/index.js'
 import sandbox from './plugins/sandbox/index.js'
 import workspaceTools from './plugins/workspace-tools/index.js'
 import userSkills from './plugins/user-skills/index.js'
@@ -38,9 +36,12 @@ import egress from './plugins/egress/index.js'
 import ports from './plugins/ports/index.js'
 import mcpApps from './plugins/mcp-apps/index.js'
 
-/** An engine plugin's entry: the one SANDBOX_ENGINE names registers, the other's registers nothing. */
-function engine (config: AppConfig, name: 'docker' | 'kubernetes', make: () => Entry): Entry {
-  return config.SANDBOX_ENGINE === name ? make() : { register: async () => {} }
+/**
+ * An engine plugin's entry: the one SANDBOX_ENGINE names registers, the other's registers nothing and
+ * its modules are never loaded (the Kubernetes client is about 3 MiB of heap a Docker server does not need).
+ */
+function engine (config: AppConfig, name: 'docker' | 'kubernetes', load: () => Promise<Entry>): Entry {
+  return { register: async app => { if (config.SANDBOX_ENGINE === name) await (await load()).register(app) } }
 }
 
 const plugins = {
@@ -71,7 +72,7 @@ const plugins = {
   'chat-storage': config => entry(chatStorage, { dataDir: config.DATA_DIR }),
   // The sandbox engine first (it decorates fastify.sandboxEngine), then the engine-neutral core.
   // One engine loads: SANDBOX_ENGINE names it; the other's entry registers nothing.
-  'sandbox-docker': config => engine(config, 'docker', () => entry(sandboxDocker, {
+  'sandbox-docker': config => engine(config, 'docker', async () => entry((await import('./plugins/sandbox-docker/index.js')).default, {
     dockerHost: config.DOCKER_HOST || config.DOCKER_SOCKET,
     // Where the chats' areas and the skills are, as the server and the daemon see them (docs/engine.md#storage).
     dataDir: config.DATA_DIR,
@@ -81,7 +82,7 @@ const plugins = {
     agentRunDir: config.SANDBOX_AGENT && config.SANDBOX_AGENT_SOCKET ? `${config.DATA_DIR}/run` : '',
     agentRunDirHost: `${config.dataDirHost}/run`
   })),
-  'sandbox-kubernetes': config => engine(config, 'kubernetes', () => entry(sandboxKubernetes, {
+  'sandbox-kubernetes': config => engine(config, 'kubernetes', async () => entry((await import('./plugins/sandbox-kubernetes/index.js')).default, {
     apiUrl: config.KUBE_API_URL,
     namespace: config.KUBE_NAMESPACE,
     runtimeClassName: config.KUBE_RUNTIME_CLASS,

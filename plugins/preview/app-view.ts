@@ -1,6 +1,6 @@
 import { createRequire } from 'node:module'
 import { join } from 'node:path'
-import { build, type Plugin } from 'esbuild'
+import type { Plugin } from 'esbuild'
 import { assetDir } from '../../core/asset-dir.js'
 import { appShell, appStyles, pageHead } from './page.js'
 import type { AppViewName } from './types.js'
@@ -46,6 +46,8 @@ export function createViewBuilder (opts: { root: string, publicDir: string }): V
   const pages = new Map<AppViewName, string>()
 
   async function bundle (): Promise<string> {
+    // Loaded at the first build: a server whose clients never open an MCP Apps view never loads esbuild.
+    const { build } = await import('esbuild')
     const result = await build({
       entryPoints: [entry],
       bundle: true,

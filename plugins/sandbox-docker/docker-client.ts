@@ -1,4 +1,5 @@
-import Docker from 'dockerode'
+import type Docker from 'dockerode'
+import { Dockerode } from './dockerode.js'
 import { adapterContext, DEFAULT_ENGINE_LIMITS, type EngineLimits } from './docker-context.js'
 import { createAgent, parseDockerHost } from './docker-endpoint.js'
 import { dockerCreateBody, tmpfsFromOptions } from './docker-create-body.js'
@@ -66,7 +67,7 @@ export interface DockerEngine extends SandboxEngine {
 export function createDockerEngine (host: string, limits: Partial<EngineLimits> = {}, agentSocket?: AgentSocketOptions, storage?: DockerStorage): DockerEngine {
   const endpoint = parseDockerHost(host)
   const agent = createAgent(endpoint)
-  const docker = new Docker({ ...endpoint.docker, ...(agent === undefined ? {} : { agent }) } as Docker.DockerOptions)
+  const docker = new Dockerode({ ...endpoint.docker, ...(agent === undefined ? {} : { agent }) } as Docker.DockerOptions)
   const ctx = adapterContext(docker, { ...DEFAULT_ENGINE_LIMITS, ...limits })
   const { run } = ctx
   const exec = execCalls(ctx)

@@ -1,5 +1,4 @@
-import type { ReadResourceResult, Resource } from '@modelcontextprotocol/server'
-import { McpError } from '@modelcontextprotocol/sdk/types.js'
+import { ProtocolError, type ReadResourceResult, type Resource } from '@modelcontextprotocol/server'
 import { normalizeChatId } from '../../core/chat-id.js'
 import { SANDBOX_UPLOADS } from '../../core/chat-paths.js'
 import { mimeOf } from '../../core/mime.js'
@@ -45,7 +44,7 @@ export function createUploadResources (uploads: UploadService, opts: { maxReadBy
         const code = (err as { code?: string }).code
         if (code === 'UPLOAD_NOT_FOUND') return undefined
         if (code === 'UPLOAD_READ_TOO_LARGE') {
-          throw new McpError(INTERNAL_ERROR, `The file is larger than ${humanSize(opts.maxReadBytes)}, too large for resources/read. ` +
+          throw new ProtocolError(INTERNAL_ERROR, `The file is larger than ${humanSize(opts.maxReadBytes)}, too large for resources/read. ` +
             `Use the view or bash_tool tool on ${SANDBOX_UPLOADS}/${parsed.relPath} instead (e.g. head, grep, or view with view_range).`)
         }
         throw err

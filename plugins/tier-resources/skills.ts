@@ -1,6 +1,4 @@
-import type { ReadResourceResult, Resource } from '@modelcontextprotocol/server'
-import { ResourceNotFoundError } from '@modelcontextprotocol/server'
-import { McpError } from '@modelcontextprotocol/sdk/types.js'
+import { ProtocolError, ResourceNotFoundError, type ReadResourceResult, type Resource } from '@modelcontextprotocol/server'
 import { humanSize } from '../../core/sizes.js'
 import type { ChatRequestContext, ResourceProvider } from '../mcp-transport/types.js'
 import type { PromptService } from '../prompt-render/types.js'
@@ -66,9 +64,9 @@ export function createSkillResources (deps: SkillResourceDeps): ResourceProvider
         if (manifest.dirs.has(parsed.canonical)) throw new ResourceNotFoundError(uri, `${uri} is a directory; use resources/directory/read`)
         return undefined
       }
-      if (file.size > deps.maxReadBytes) throw new McpError(INTERNAL_ERROR, `The file is larger than ${humanSize(deps.maxReadBytes)}, too large for resources/read.`)
+      if (file.size > deps.maxReadBytes) throw new ProtocolError(INTERNAL_ERROR, `The file is larger than ${humanSize(deps.maxReadBytes)}, too large for resources/read.`)
       const bytes = await manifests.read(manifest, file)
-      if (bytes === undefined) throw new McpError(INTERNAL_ERROR, `${uri} changed since the skill was listed; list the skills again`)
+      if (bytes === undefined) throw new ProtocolError(INTERNAL_ERROR, `${uri} changed since the skill was listed; list the skills again`)
       const text = isTextMime(file.mimeType) ? asText(bytes) : undefined
       return text !== undefined
         ? [{ uri, mimeType: file.mimeType, text }]

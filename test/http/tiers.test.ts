@@ -253,6 +253,7 @@ t.test('tiers-mcp', async t => {
     const client = await connect(t, url, { 'X-Chat-Id': 'chat-a' })
     const err = await mcpError(client.readResource({ uri: 'file://uploads/chat-a/big.log' }))
     t.match(err, { code: ErrorCode.InternalError, message: /view.*bash_tool|bash_tool.*view/ })
+    t.notMatch(err, { message: /MCP error.*MCP error/ }, 'the wire message is the text as written: the client adds its prefix once')
   })
 
   t.test('tier 5: an upload sends resources/list_changed on the chat\'s GET stream only', async t => {
