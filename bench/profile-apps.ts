@@ -9,7 +9,7 @@
  *   npx tsx bench/profile-apps.ts          BENCH_N=300 (requests per kind), BENCH_PROFILE=0 skips the profile,
  *                                          BENCH_STRACE=1 adds the server's system calls over 500 requests (strace -c)
  */
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { Agent, get } from 'node:http'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -43,11 +43,25 @@ async function fetchGet (url: string): Promise<number> {
   return now() - t0
 }
 
-/** utime + stime of a process, ms. */
-function cpuMs (pid: number): number {
+/** user and system CPU time of a process, ms. */
+function cpuMs (pid: number): { user: number, sys: number } {
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
   const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ').map(Number)
-  return ((f[11] ?? 0) + (f[12] ?? 0)) * 10
+  return { user: (f[11] ?? 0) * 10, sys: (f[12] ?? 0) * 10 }
+}
+
+/** CPU ms of each of a process's threads, by name (threads of one name summed). */
+function threadsMs (pid: number): Map<string, number> {
+  const out = new Map<string, number>()
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8')
+      const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')).replace(/[0-9]+$/, '')
+      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ').map(Number)
+      out.set(name, (out.get(name) ?? 0) + ((f[11] ?? 0) + (f[12] ?? 0)) * 10)
+    } catch {}
+  }
+  return out
 }
 
 async function main (): Promise<void> {
@@ -79,9 +93,16 @@ async function main (): Promise<void> {
       const cpu0 = cpuMs(pid)
       const t0 = now()
       for (let i = 0; i < M; i++) await nodeGet(url)
-      return `${ms((now() - t0) / M)} each, server CPU ${((cpuMs(pid) - cpu0) / M).toFixed(3)} ms per request`
+      const cpu1 = cpuMs(pid)
+      const user = (cpu1.user - cpu0.user) / M
+      const sys = (cpu1.sys - cpu0.sys) / M
+      return `${ms((now() - t0) / M)} each, server CPU ${(user + sys).toFixed(3)} ms per request (user ${user.toFixed(3)}, system ${sys.toFixed(3)})`
     }
-    lines.push(`  ${M} proxied GETs: ${await window()}`, `  ${M} GET /health: ${await window(`${BASE}/health`)}`)
+    const threads0 = threadsMs(pid)
+    lines.push(`  ${M} proxied GETs: ${await window()}`)
+    const threads1 = threadsMs(pid)
+    lines.push(`    by thread (ms per request): ${[...threads1].map(([name, v]) => [name, (v - (threads0.get(name) ?? 0)) / M] as const).filter(([, v]) => v > 0).sort((a, b) => b[1] - a[1]).map(([name, v]) => `${name} ${v.toFixed(3)}`).join(', ')}`)
+    lines.push(`  ${M} GET /health: ${await window(`${BASE}/health`)}`)
     if (process.env.BENCH_STRACE === '1') {
       const { spawn } = await import('node:child_process')
       const st = spawn('strace', ['-c', '-f', '-p', String(pid)], { stdio: ['ignore', 'ignore', 'pipe'] })
