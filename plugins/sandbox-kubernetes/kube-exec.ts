@@ -64,6 +64,8 @@ export function execCalls (d: ExecDeps): Execs {
   /** Opens the exec's stream, within the caller's deadline and until its cancellation. */
   async function open (id: string, command: string[], tty: boolean, spec: Pick<ExecSpec, 'deadline' | 'signal'>): Promise<WebSocket> {
     const query = { command, container: CONTAINER, stdin: 'true', stdout: 'true', stderr: tty ? 'false' : 'true', tty: tty ? 'true' : 'false' }
+    // Past its deadline: nothing starts (a 1 ms upgrade budget could still win the race against a fast API server).
+    if (spec.deadline !== undefined && spec.deadline <= Date.now()) throw new KubeError(`Kubernetes API: exec in pod ${id}: its deadline passed before it started`, { busy: true })
     const timeoutMs = spec.deadline === undefined ? undefined : Math.max(1, Math.min(30_000, spec.deadline - Date.now()))
     try {
       return await client.websocket(client.path('pods', id, 'exec'), query, d.protocols ?? PROTOCOLS, timeoutMs, spec.signal)
