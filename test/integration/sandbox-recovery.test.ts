@@ -43,7 +43,12 @@ t.test('a sandbox changed behind the server\'s back: the first call recovers it'
       const before = await only()
       await bash(c, 'nohup sleep 500 >/dev/null 2>&1 &')
       if (how === 'stop') await docker.stop(before.id, 0)
-      else await docker.kill(before.id)
+      else {
+        // Docker's kill returns once the signal is sent; "between calls" means after the container ended (a
+        // call that starts while it is dying is the case of the next subtest: killed while a command runs).
+        await docker.kill(before.id)
+        for (const until = Date.now() + 10_000; (await docker.inspect(before.id))?.running === true && Date.now() < until;) await new Promise(resolve => setTimeout(resolve, 50))
+      }
       const r = await bash(c, 'cat ~/keep.txt; pgrep -cf "^sleep 500" || true')
       t.notOk(r.isError, `${how}: the first call succeeds`)
       t.match(textOf(r), /^kept\n0\n\n\n\[Note: The sandbox had been stopped outside this server .*it was started again for this command\. Files in \/home\/assistant and \/mnt\/user-data\/outputs are kept; processes that were running, background jobs included, are gone\.\]$/, how)
