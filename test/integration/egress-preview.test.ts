@@ -15,7 +15,7 @@ import { buildApp, entry } from '../../core/app.js'
 import { entries } from '../../fastify.config.js'
 import egress from '../../plugins/egress/index.js'
 import { testConfig, TEST_API_KEY } from '../helper.js'
-import { chromiumOrSkip, launchChromium } from './chromium.js'
+import { chromiumOrSkip, gotoReady, launchChromium, logRequestTrouble, orPageLog } from './chromium.js'
 import { cleanupPrefix, dockerOrSkip, TEST_IMAGE, removeNetworkFirewall } from './docker.js'
 
 const PREFIX = 'tegrprev'
@@ -78,10 +78,14 @@ t.test('the preview page shows the chat\'s egress log (real sandbox, real Chromi
   const requests: string[] = []
   page.on('request', req => { requests.push(req.url()) })
 
+  const pageLog: string[] = []
+  logRequestTrouble(page, pageLog)
+  page.on('console', msg => { if (msg.type() === 'error') pageLog.push(`console: ${msg.text()}`) })
+
   const token = app.links.token(CHAT, 'c') as string
-  await page.goto(`${url}/preview/${CHAT}?t=${token}#network`)
   const rows = page.locator('#net-rows tr')
-  await rows.nth(1).waitFor({ timeout: 20_000 })
+  // gotoReady: a Docker network change in another test aborts requests in flight (ERR_NETWORK_CHANGED).
+  await orPageLog(pageLog, gotoReady(page, `${url}/preview/${CHAT}?t=${token}#network`, async () => { await rows.nth(1).waitFor({ timeout: 20_000 }) }))
 
   await t.test('both decisions with host, port, reason and bytes, newest first', async t => {
     const table = await page.$$eval('#net-rows tr', trs => trs.map(tr => ({

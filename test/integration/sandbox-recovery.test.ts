@@ -48,6 +48,10 @@ t.test('a sandbox changed behind the server\'s back: the first call recovers it'
         // call that starts while it is dying is the case of the next subtest: killed while a command runs).
         await docker.kill(before.id)
         for (const until = Date.now() + 10_000; (await docker.inspect(before.id))?.running === true && Date.now() < until;) await new Promise(resolve => setTimeout(resolve, 50))
+        // The engine closes the streams of a killed container's processes (the agent's included) a moment
+        // after it reports the container ended; on a loaded Docker host (a full run) that took long enough for
+        // the next call to reach the dying agent. Between calls means after that, as it is for a human's kill.
+        await new Promise(resolve => setTimeout(resolve, 1500))
       }
       const r = await bash(c, 'cat ~/keep.txt; pgrep -cf "^sleep 500" || true')
       t.notOk(r.isError, `${how}: the first call succeeds`)
