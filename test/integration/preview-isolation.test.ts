@@ -242,8 +242,7 @@ t.test('a document whose parse never finished (the tab crashed or closed) is not
   const again = await context.newPage()
   let restarted = 0
   again.on('worker', () => { restarted++ })
-  await again.goto(`${url}/preview/${CHAT}?t=${token}`)
-  await again.waitForSelector('#preview[data-rendered="notes/crasher.md"] .notice h2')
+  await gotoReady(again, `${url}/preview/${CHAT}?t=${token}`, async () => await again.waitForSelector('#preview[data-rendered="notes/crasher.md"] .notice h2'))
   t.equal(await again.textContent('#preview .notice h2'), 'Preview paused')
   t.match(await again.textContent('#preview .notice p'), /The last attempt to preview crasher\.md did not finish/)
   t.equal(restarted, 0, 'not parsed again on load')
