@@ -86,6 +86,8 @@ t.test('the preview page\'s Terminal view in real Chromium', { skip: gate.skip |
   await t.test('paste and copy through the clipboard', async t => {
     await page.evaluate("navigator.clipboard.writeText('echo pasted-$((2+3))')")
     await page.click('.term-bar button:has-text("Paste")')
+    // The paste reads the clipboard asynchronously: an Enter pressed at once can reach the shell first.
+    await waitForText(page, /echo pasted-\$\(\(2\+3\)\)\s*$/m)
     await page.locator('.xterm-helper-textarea').press('Enter')
     await waitForText(page, /^pasted-5\s*$/m)
     await page.evaluate("navigator.clipboard.writeText('')")
