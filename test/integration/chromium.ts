@@ -44,8 +44,8 @@ const ESSENTIAL = new Set(['document', 'script', 'stylesheet'])
 /**
  * Opens `url` and waits for `ready`. Chromium fails requests in flight with ERR_NETWORK_CHANGED when the
  * host's network interfaces change, which Docker does whenever a test beside this one creates or removes a
- * container or network; a page that lost its document, a script or a stylesheet that way never starts, so
- * it is opened again (at most `attempts` times). Every other failure is the test's.
+ * container or network; a page that lost its document, a script, a stylesheet or a data fetch that way may never
+ * get ready, so it is opened again (at most `attempts` times). Every other failure is the test's.
  */
 export async function gotoReady (page: Page, url: string, ready: () => Promise<unknown>, attempts = 3): Promise<Response | null> {
   for (let attempt = 1; ; attempt++) {
@@ -53,7 +53,9 @@ export async function gotoReady (page: Page, url: string, ready: () => Promise<u
     let onLost: () => void = () => {}
     const lostOne = new Promise<'lost'>(resolve => { onLost = () => { resolve('lost') } })
     const watch = (req: Request): void => {
-      if (ESSENTIAL.has(req.resourceType()) && (req.failure()?.errorText ?? '').includes('ERR_NETWORK_CHANGED')) { lost = true; onLost() }
+      // A lost fetch counts too: a page whose first data request failed that way may wait for its next poll
+      // longer than the test does (a full run saw the egress log's rows never come).
+      if ((ESSENTIAL.has(req.resourceType()) || req.resourceType() === 'fetch') && (req.failure()?.errorText ?? '').includes('ERR_NETWORK_CHANGED')) { lost = true; onLost() }
     }
     page.on('requestfailed', watch)
     try {
