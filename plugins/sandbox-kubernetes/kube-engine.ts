@@ -11,6 +11,7 @@ import {
   type ConfigMap, type ListOf, type Pod, type PodOptions
 } from './kube-objects.js'
 import { podFailure, podOomKilled, podRunning, waitPod } from './kube-pods.js'
+import { StartQueue } from './kube-starts.js'
 import { claimMounts, storageSeen, type SharedStorage } from './kube-storage.js'
 
 /*
@@ -33,6 +34,8 @@ export interface KubeEngineOptions {
   user?: string
   /** how long a start waits for the pod to run (image pulls included) */
   startTimeoutMs?: number
+  /** pods brought up at once (KUBE_MAX_STARTING; kube-starts.ts); 0 = no bound */
+  maxStarting?: number
 }
 
 const ID_PREFIX = 'cu-'
@@ -48,6 +51,7 @@ export function createKubeEngine (o: KubeEngineOptions): SandboxEngine {
   const paused = new Set<string>()
   /** The uid of the pod this engine last created per sandbox: the watch tells its end at once (no look-up). */
   const podUids = new Map<string, string>()
+  const starts = new StartQueue(o.maxStarting ?? 0)
   let closed = false
 
   function parse (record: ConfigMap): Sandbox {
@@ -201,13 +205,15 @@ export function createKubeEngine (o: KubeEngineOptions): SandboxEngine {
       }
       if (pod !== undefined) await deletePod(s.id, 0)
       if (paused.has(s.id)) await setPaused(s, false)
-      try {
-        const made = await client.request<Pod>('POST', client.path('pods'), { body: podObject(s.spec, s.id, userLabels(s.record.metadata.labels), o.pod, claimMounts(s.spec.storage, o.shared)) })
-        if (made.metadata.uid !== undefined) podUids.set(s.id, made.metadata.uid)
-      } catch (err) {
-        if (!isConflict(err)) throw err
-      }
-      await waitPod(client, s.id, 'running', startTimeoutMs)
+      await starts.run(async () => {
+        try {
+          const made = await client.request<Pod>('POST', client.path('pods'), { body: podObject(s.spec, s.id, userLabels(s.record.metadata.labels), o.pod, claimMounts(s.spec.storage, o.shared)) })
+          if (made.metadata.uid !== undefined) podUids.set(s.id, made.metadata.uid)
+        } catch (err) {
+          if (!isConflict(err)) throw err
+        }
+        await waitPod(client, s.id, 'running', startTimeoutMs)
+      })
     },
 
     async pause (id) {
