@@ -19,6 +19,13 @@ const MAX_ANSWER = 8 * 1024 * 1024
 /** A watch event larger than this ends the watch (an object is at most ~1.5 MiB in etcd). */
 const MAX_WATCH_LINE = 4 * 1024 * 1024
 
+/** How many times a request goes again after a reused connection turned out closed. */
+const STALE_RETRIES = 2
+
+class StaleSocket extends Error {
+  constructor (readonly cause: KubeError) { super(cause.message) }
+}
+
 export interface RequestOptions {
   query?: Record<string, string | string[] | undefined>
   body?: unknown
@@ -85,6 +92,18 @@ export class KubeClient {
     const body = o.body === undefined ? undefined : Buffer.from(JSON.stringify(o.body))
     const maxBytes = o.maxBytes ?? MAX_ANSWER
     const timeoutMs = o.timeoutMs ?? DEFAULT_TIMEOUT_MS
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.once<T>(method, path, o, what, body, maxBytes, timeoutMs)
+      } catch (err) {
+        // A kept-alive connection the API server closed while idle (its idle time-out, or ours: a busy event
+        // loop) resets when reused; the server never read the request, so it goes again on a fresh one.
+        if (!(err instanceof StaleSocket) || attempt >= STALE_RETRIES) throw err instanceof StaleSocket ? err.cause : err
+      }
+    }
+  }
+
+  private async once<T> (method: string, path: string, o: RequestOptions, what: string, body: Buffer | undefined, maxBytes: number, timeoutMs: number): Promise<T> {
     return await new Promise<T>((resolve, reject) => {
       const mod = this.base.protocol === 'https:' ? https : http
       const req = mod.request(this.url(path, o.query), {
@@ -120,7 +139,14 @@ export class KubeClient {
         res.on('error', err => { clearTimeout(timer); if (!over) reject(networkError(what, err)) })
       })
       const timer = setTimeout(() => { req.destroy(Object.assign(new Error(`no answer within ${timeoutMs} ms`), { code: 'KUBE_TIMEOUT' })) }, timeoutMs)
-      req.on('error', err => { clearTimeout(timer); reject(networkError(what, err)) })
+      let answered = false
+      req.on('response', () => { answered = true })
+      req.on('error', err => {
+        clearTimeout(timer)
+        const e = networkError(what, err)
+        const code = (err as { code?: string }).code
+        reject(req.reusedSocket && !answered && (code === 'ECONNRESET' || code === 'EPIPE') && o.signal?.aborted !== true ? new StaleSocket(e) : e)
+      })
       req.end(body)
     })
   }
