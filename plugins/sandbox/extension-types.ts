@@ -3,7 +3,7 @@ import type { RequestUser } from '../../core/identity.js'
 /*
  * The sandbox service's extension points, part of its contract (types.ts re-exports them; other plugins
  * import them from there): why a sandbox stopped, its address changes, extra read-only mounts, environment
- * contributors.
+ * contributors, files written while a sandbox starts.
  */
 
 /**
@@ -13,6 +13,18 @@ import type { RequestUser } from '../../core/identity.js'
  */
 export type StopReason = 'idle' | 'max-age' | 'capacity' | 'stopped' | 'removed' | 'purged' | 'killed' | 'disk-limit' | 'paused' | 'memory'
 export type StopHook = (chatId: string, reason: StopReason) => void
+/** What a start hook may do to the sandbox being started: write a file as any owner through the engine (no command runs). */
+export interface StartFiles {
+  put: (path: string, content: Buffer | string, opts?: { mode?: number, uid?: number, gid?: number }) => Promise<void>
+}
+/**
+ * Extension: runs whenever a chat's sandbox was created, started or claimed from the warm pool, under the
+ * chat's lock, at the same time as the wait for the sandbox to become ready (its agent's start), before
+ * ensure() resolves and before the onEnsure hooks. It may only write files through `files` (the engine's
+ * own file write, e.g. Docker's archive API: it needs no agent and no exec). A rejection is logged and never
+ * fails the ensure. The onEnsure hooks then run with `started: true` as before.
+ */
+export type StartHook = (sandbox: { chatId: string, sandboxId: string }, event: { user?: RequestUser }, files: StartFiles) => Promise<void>
 /** A sandbox's address on the sandbox network (null: it has none any more: stopped, removed, gone). */
 export type AddressHook = (chatId: string, address: string | null) => void
 

@@ -12,17 +12,18 @@ import type { ExtraMounts } from './extra-mounts.js'
 import { createdAtOf } from './names.js'
 import type { SandboxNetwork } from './network.js'
 import { loadBinding, type PoolClaim } from './pool-claim.js'
-import type { Readiness } from './readiness.js'
+import type { Readiness, SandboxIds } from './readiness.js'
 import type { Reaper } from './reaper.js'
 import { createStarter, type Container, type Ensured } from './sandbox-start.js'
 import type { Transitions } from './transitions.js'
-import type { EnsureHook, EnsureOptions, SandboxInfo, SandboxStatus } from './types.js'
+import type { EnsureHook, EnsureOptions, SandboxInfo, SandboxStatus, StartHook } from './types.js'
 
 /*
  * ensure() (docs/contract.md#creation): per-chat single flight, the choice between waking, starting,
  * claiming from the warm pool and creating (the steps themselves: sandbox-start.ts, pool-claim.ts),
- * capacity, the ready probe, outputs ownership, meta.json, then the onEnsure hooks once the lock is
- * released (a hook may use the sandbox); status() and remove().
+ * capacity, the ready probe with the onStart hooks' files alongside (the README: written while the agent
+ * starts), outputs ownership, meta.json, then the onEnsure hooks once the lock is released (a hook may use
+ * the sandbox); status() and remove().
  */
 
 /** What ensure(), status() and remove() build on. */
@@ -48,12 +49,15 @@ export interface Lifecycle {
   remove: (chatId: string, opts?: { purge?: boolean }) => Promise<void>
   /** onEnsure (docs/contract.md#sandbox) */
   addHook: (hook: EnsureHook) => void
+  /** onStart (types.ts StartHook) */
+  addStartHook: (hook: StartHook) => void
 }
 
 export function createLifecycle (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | 'clock' | 'status'>, chats: Chats, d: LifecycleDeps): Lifecycle {
   const { engine, log, clock } = base
   const { activity, addresses, agents, boot, network, mounts, quota, readiness, poolClaim, reaper, transitions } = d
   const hooks: EnsureHook[] = []
+  const startHooks: StartHook[] = []
   const { wake, startStopped, create } = createStarter(base, chats, { activity, network, quota, reaper })
 
   async function ensure (chatId: string, opts: EnsureOptions = {}): Promise<SandboxInfo> {
@@ -135,7 +139,12 @@ export function createLifecycle (base: Pick<CoreBase, 'engine' | 'log' | 'opts' 
       // The address this start gave (a restarted sandbox may get another chat's old one) is published
       // before ensure() resolves, so the egress proxy knows the chat from its first command (addresses.ts).
       if (!started && existing !== null) addresses.publishAddress(entry, addresses.addressOn(existing))
-      const [ids] = await Promise.all([claimed !== null ? claimed.ids : readiness.waitReady(entry), started ? addresses.learnAddress(entry, container.id) : undefined])
+      // The start hooks' files (the README) go through the engine while the agent starts: they need neither.
+      const writing = started ? runStartHooks(names.chatId, container.id, user) : undefined
+      let ids: SandboxIds | null
+      try {
+        [ids] = await Promise.all([claimed !== null ? claimed.ids : readiness.waitReady(entry), started ? addresses.learnAddress(entry, container.id) : undefined])
+      } finally { await writing }
       entry.state = 'running'
       entry.recoverable = false
       entry.startedAt = clock.real()
@@ -151,6 +160,21 @@ export function createLifecycle (base: Pick<CoreBase, 'engine' | 'log' | 'opts' 
     } finally {
       chats.starting.delete(entry)
     }
+  }
+
+  /** The onStart hooks, at once (each only writes files through the engine); a failure is logged. Never rejects. */
+  async function runStartHooks (chatId: string, sandboxId: string, user: RequestUser | undefined): Promise<void> {
+    const put = async (path: string, content: Buffer | string, o: { mode?: number, uid?: number, gid?: number } = {}): Promise<void> => {
+      if (!path.startsWith('/') || path.endsWith('/')) throw new TypeError('a start file needs an absolute file path')
+      await engine.putFile(sandboxId, path, Buffer.isBuffer(content) ? content : Buffer.from(content, 'utf8'), o.mode ?? 0o644, o.uid ?? 0, o.gid ?? 0)
+    }
+    await Promise.all(startHooks.map(async hook => {
+      try {
+        await hook({ chatId, sandboxId }, user === undefined ? {} : { user }, { put })
+      } catch (err) {
+        log.warn({ chat: chats.entryOf(chatId).names.key, err }, 'an onStart hook failed')
+      }
+    }))
   }
 
   async function runHooks (info: SandboxInfo, started: boolean, user: RequestUser | undefined): Promise<void> {
@@ -208,5 +232,5 @@ export function createLifecycle (base: Pick<CoreBase, 'engine' | 'log' | 'opts' 
     transitions.notifyStop(entry, opts.purge === true ? 'purged' : 'removed')
   }
 
-  return { ensure, status: statusOf, remove, addHook: hook => { hooks.push(hook) } }
+  return { ensure, status: statusOf, remove, addHook: hook => { hooks.push(hook) }, addStartHook: hook => { startHooks.push(hook) } }
 }

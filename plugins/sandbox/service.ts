@@ -139,6 +139,7 @@ export function createSandboxService (opts: ServiceOptions, engine: SandboxEngin
     remove: async (chatId, o) => { await lifecycle.remove(chatId, o) },
     takeNotices: chatId => takeNotices(chats.entryOf(chatId)),
     onEnsure: hook => { lifecycle.addHook(hook) },
+    onStart: hook => { lifecycle.addStartHook(hook) },
     onStop: hook => { transitions.addStopHook(hook) },
     onAddress: hook => { addresses.addHook(hook) },
     network: () => {

@@ -13,8 +13,8 @@ import type { SandboxFileOp, SandboxFileResult } from './file-op-types.js'
 export type { ListeningSocket, SandboxFileKind, SandboxFileOp, SandboxFileResult } from './file-op-types.js'
 import type { CommandOptions, CommandResult, ExecOptions, ExecResult, LeaseOptions, SandboxNotice, SandboxStream, StreamOptions } from './exec-types.js'
 export type { CommandOptions, CommandResult, DiskUsage, ExecOptions, ExecResult, LeaseOptions, NoticeAction, SandboxNotice, SandboxStream, StreamOptions } from './exec-types.js'
-import type { AddressHook, EnvContributor, MountProvider, StopHook } from './extension-types.js'
-export type { AddressHook, EnvContributor, MountProvider, SandboxMount, StopHook, StopReason } from './extension-types.js'
+import type { AddressHook, EnvContributor, MountProvider, StartHook, StopHook } from './extension-types.js'
+export type { AddressHook, EnvContributor, MountProvider, SandboxMount, StartFiles, StartHook, StopHook, StopReason } from './extension-types.js'
 
 /** A running sandbox of one chat. */
 export interface SandboxInfo {
@@ -106,6 +106,11 @@ export interface SandboxService {
    * the events reported.
    */
   takeNotices? (chatId: string): SandboxNotice[]
+  /**
+   * Extension: files written while a chat's sandbox starts, at the same time as the wait for it to be ready
+   * (the tier-2 README). Register while plugins load.
+   */
+  onStart? (hook: StartHook): void
   /** Extension: told whenever a sandbox is stopped or removed (idle, max age, capacity, explicit). Register while plugins load. */
   onStop? (hook: StopHook): void
   /**

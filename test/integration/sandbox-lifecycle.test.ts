@@ -127,6 +127,32 @@ t.test('sandbox lifecycle (real Docker)', { skip }, async t => {
     t.equal((await app.sandbox.exec('life-hooks', ['cat', 'README.md'])).stdout.toString(), 'chat life-hooks\n')
   })
 
+  t.test('onStart hooks write files while a sandbox starts (before it is ready and before onEnsure), on every start only; a failing one is only logged', async t => {
+    const { app, service } = await buildSandboxApp(t, PREFIX)
+    const chat = 'life-start-hooks'
+    const calls: string[] = []
+    service.onStart(async (box, event, files) => {
+      // Still starting: the ready wait runs at the same time, so the chat is not known to run yet.
+      calls.push(`start:${String(service.knownRunning(box.chatId))}:${event.user?.email ?? '-'}`)
+      await files.put('/home/assistant/README.md', `chat ${box.chatId}\n`, { mode: 0o644, uid: 0, gid: 0 })
+    })
+    service.onStart(async () => { calls.push('failing'); throw new Error('a start hook failure is only logged') })
+    service.onStart(async (_box, _event, files) => { await t.rejects(files.put('relative/path', 'x'), TypeError) })
+    app.sandbox.onEnsure(async (_box, event) => { calls.push(`ensure:${String(event.started)}`) })
+    const user = { email: 's@example.com', emailRejected: false, mcpServers: [], credentials: {} }
+    await app.sandbox.ensure(chat, { user })
+    t.same(calls, ['start:false:s@example.com', 'failing', 'ensure:true'], 'start hooks during the start, then onEnsure')
+    const r = await app.sandbox.exec(chat, ['sh', '-c', 'stat -c "%u:%g %a" README.md; cat README.md'])
+    t.equal(r.stdout.toString(), `0:0 644\nchat ${chat}\n`, 'written as root, 0644, before ensure() resolved')
+    calls.length = 0
+    await app.sandbox.ensure(chat)
+    t.same(calls, ['ensure:false'], 'a warm ensure starts nothing: no start hook')
+    await app.sandbox.stop(chat)
+    calls.length = 0
+    await app.sandbox.ensure(chat)
+    t.same(calls, ['start:false:-', 'failing', 'ensure:true'], 'a restart runs them again')
+  })
+
   t.test('50 concurrent first calls create exactly one container', async t => {
     const { app } = await buildSandboxApp(t, PREFIX)
     const chat = 'life-herd'

@@ -1,7 +1,7 @@
 import t from 'tap'
 import Fastify from 'fastify'
 import { chatKey } from '../../../core/chat-id.js'
-import { createReadmeHook } from '../../../plugins/tier-readme/service.js'
+import { createReadmeHooks } from '../../../plugins/tier-readme/service.js'
 import type { PromptService, RenderRequest } from '../../../plugins/prompt-render/types.js'
 import type { SandboxInfo, SandboxService } from '../../../plugins/sandbox/types.js'
 
@@ -40,8 +40,8 @@ function setup (checkIntervalMs = 60000) {
   const s = fakeSandbox()
   const lines: Array<Record<string, unknown>> = []
   const log = Fastify({ logger: { level: 'warn', stream: { write: (l: string) => { lines.push(JSON.parse(l) as Record<string, unknown>) } } } }).log
-  const hook = createReadmeHook({ sandbox: s.sandbox, prompts: p.prompts, log, now: () => clock }, { path: PATH, checkIntervalMs, maxChats: 100 })
-  return { hook, p, s, lines, tick: (ms: number) => { clock += ms } }
+  const hooks = createReadmeHooks({ sandbox: s.sandbox, prompts: p.prompts, log, now: () => clock }, { path: PATH, checkIntervalMs, maxChats: 100 })
+  return { hook: hooks.ensure, start: hooks.start, p, s, lines, tick: (ms: number) => { clock += ms } }
 }
 
 t.test('a started sandbox gets the README as root:root 0644', async t => {
@@ -103,4 +103,41 @@ t.test('a failed write is logged at warn, never thrown, and retried after the wi
   tick(61000)
   await hook(box('c1'), { started: false })
   t.equal(s.writes.length, 1)
+})
+
+/** The start hook's file writer (the engine's, through the core): records like putFile. */
+function startFiles (s: ReturnType<typeof fakeSandbox>, chatId: string) {
+  return { put: async (path: string, content: Buffer | string, opts?: unknown) => { await s.sandbox.putFile(chatId, path, content, opts as undefined) } }
+}
+
+t.test('the start hook writes the README while the sandbox starts, and the onEnsure hook of that start does not write it again', async t => {
+  const { hook, start, s, p } = setup()
+  await start({ chatId: 'c1', sandboxId: 'x' }, { user: user('a@b.c') }, startFiles(s, 'c1'))
+  t.same(s.writes, [{ chatId: 'c1', path: PATH, content: 'v1 for c1 a@b.c', opts: { mode: 0o644, uid: 0, gid: 0 } }])
+  const renders = p.renders()
+  await hook(box('c1'), { started: true, user: user('a@b.c') })
+  t.equal(s.writes.length, 1, 'one write per start')
+  t.equal(p.renders(), renders, 'and no second render')
+  // The next start without a start hook's write (a service without onStart, or another sandbox) writes from onEnsure.
+  await hook(box('c1'), { started: true, user: user('a@b.c') })
+  t.equal(s.writes.length, 2, 'a start the start hook did not write for is written by onEnsure')
+  await start({ chatId: 'c1', sandboxId: 'other' }, { user: user('a@b.c') }, startFiles(s, 'c1'))
+  await hook(box('c1'), { started: true, user: user('a@b.c') })
+  t.equal(s.writes.length, 4, 'the mark is per sandbox: written into "other", so "x" is written again')
+})
+
+t.test('a failed start write leaves the write to the onEnsure hook', async t => {
+  const { hook, start, s } = setup()
+  s.fail(true)
+  await t.rejects(start({ chatId: 'c1', sandboxId: 'x' }, {}, startFiles(s, 'c1')), /archive API/, 'the core logs it')
+  s.fail(false)
+  await hook(box('c1'), { started: true })
+  t.equal(s.writes.length, 1)
+  // A restart of the same sandbox whose start write failed: the earlier start's mark is gone.
+  await start({ chatId: 'c1', sandboxId: 'x' }, {}, startFiles(s, 'c1'))
+  s.fail(true)
+  await t.rejects(start({ chatId: 'c1', sandboxId: 'x' }, {}, startFiles(s, 'c1')))
+  s.fail(false)
+  await hook(box('c1'), { started: true })
+  t.equal(s.writes.length, 3, 'written again by onEnsure')
 })
