@@ -136,6 +136,7 @@ export function createAgents (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | '
           if (said?.v !== PROTOCOL_VERSION) throw new ProtocolError('bad hello')
           hello = true
           conn.canConnect = said.connect === true
+          conn.acksSpawn = said.spawned === true
           clearTimeout(timer)
           if (st.dropped) { conn.close(); return }
           st.conn = conn

@@ -48,6 +48,8 @@ export class AgentConnection {
   failed: string | undefined
   /** the agent said it serves CONNECT (its HELLO): older images' agents ignore the request */
   canConnect = false
+  /** the agent said it answers an EXEC whose process started with SPAWNED first (its HELLO): older images' agents never do */
+  acksSpawn = false
   /** bytes of flow-controlled frames (agent-connect.ts) read since the stream's budget last asked: not charged to it */
   exempt = 0
 

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import { envObject, type Agents } from './agent-client.js'
 import type { AgentConnection } from './agent-connection.js'
-import { CHUNK, decodeJson, encodeFrame, encodeJson, parseExit, parseFailure, ProtocolError, T_ERR, T_EXEC, T_EXIT, T_FAIL, T_OUT, T_STDIN, T_STDIN_END } from './agent-protocol.js'
+import { CHUNK, decodeJson, encodeFrame, encodeJson, parseExit, parseFailure, ProtocolError, T_ERR, T_EXEC, T_EXIT, T_FAIL, T_OUT, T_SPAWNED, T_STDIN, T_STDIN_END } from './agent-protocol.js'
 import { SANDBOX_USER } from './sandbox-spec.js'
 import { toEnvList } from './env.js'
 import type { Entry } from './chats.js'
@@ -20,7 +20,10 @@ import type { CommandOptions, CommandResult, ExecOptions, SandboxNotice } from '
  * output went quiet (200 ms, 1 s at most), as command.ts does. Both answer `undefined` when the
  * agent cannot serve the call before anything ran (no agent, backoff, the process could not be
  * spawned: e.g. no pid left): the caller then takes the docker exec path, which also handles
- * saturation. A stream lost mid-call ends like a lost exec stream.
+ * saturation. A stream lost mid-call ends like a lost exec stream, except before the agent's SPAWNED
+ * (agents whose HELLO offers it, docs/engine.md#the-agent-socket): the command never started, the
+ * result says `unstarted`, and the caller runs it once more after recovering the sandbox
+ * (command.ts, exec.ts), as when a docker exec could not start.
  */
 
 const DEFAULT_MAX_BYTES = 32 * 1024 * 1024
@@ -36,6 +39,8 @@ export interface Run {
   cancelled: boolean
   /** the agent could not spawn the process (nothing ran) */
   spawnFailed: boolean
+  /** the stream was lost before the agent said the process exists (SPAWNED): nothing ran */
+  unstarted: boolean
 }
 
 export interface RunSpec {
@@ -56,7 +61,10 @@ export interface RunSpec {
  */
 export async function agentRequest (log: CoreBase['log'], owner: string, conn: AgentConnection, spec: Omit<RunSpec, 'killGraceMs'>,
   stop: () => number | null): Promise<Run> {
-  const r: Run = { timedOut: false, cancelled: false, spawnFailed: false }
+  const r: Run = { timedOut: false, cancelled: false, spawnFailed: false, unstarted: false }
+  // Without SPAWNED from this agent (an older image) a lost stream may have cut the command off.
+  let spawned = !conn.acksSpawn
+  let lost = false
   let id = 0
   const end = await watchUntil({
     timeoutMs: spec.timeoutMs,
@@ -67,6 +75,13 @@ export async function agentRequest (log: CoreBase['log'], owner: string, conn: A
     id = conn.request(i => encodeJson(i, T_EXEC, { argv: spec.argv, cwd: spec.cwd, env: spec.env, merged: spec.merged, stdin: spec.stdin !== undefined }), {
       frame: (type, payload) => {
         if (w.done) return
+        if (type === T_SPAWNED) {
+          if (spawned || payload.length !== 0) throw new ProtocolError('SPAWNED twice, unoffered or with a payload')
+          spawned = true
+          return
+        }
+        // Output or an exit of a process the agent has not said exists: the agent lies.
+        if (!spawned && type !== T_FAIL) throw new ProtocolError(`frame type ${type} before SPAWNED`)
         if (type === T_OUT || type === T_ERR) { spec.onData(type, payload); return }
         if (type === T_EXIT) {
           const e = parseExit(payload)
@@ -76,27 +91,31 @@ export async function agentRequest (log: CoreBase['log'], owner: string, conn: A
           return
         }
         if (type === T_FAIL) {
-          log.debug({ chat: owner, ...parseFailure(decodeJson(payload)) }, 'agent could not spawn')
-          r.spawnFailed = true
+          const failure = parseFailure(decodeJson(payload))
+          // After SPAWNED the process existed: it ends like a lost one, never run again.
+          log.debug({ chat: owner, ...failure, spawned: conn.acksSpawn && spawned }, 'agent could not spawn')
+          r.spawnFailed = !conn.acksSpawn || !spawned
           w.finish()
           return
         }
         throw new ProtocolError(`frame type ${type} in an exec`)
       },
-      lost: w.finish
+      lost: () => { lost = true; w.finish() }
     })
     if (spec.stdin !== undefined) {
       for (let at = 0; at < spec.stdin.length; at += CHUNK) conn.send(encodeFrame(id, T_STDIN, spec.stdin.subarray(at, at + CHUNK)))
       conn.send(encodeFrame(id, T_STDIN_END))
     }
   })
+  r.unstarted = lost && !spawned && !end.timedOut && !end.cancelled
   return { ...r, ...end }
 }
 
 /** runCommand and the collecting exec through the agent; `undefined`: the caller takes the engine's exec. */
 export interface AgentExec {
   agentExec: (entry: Entry, argv: string[], opts: ExecOptions) => Promise<RawExecResult | undefined>
-  agentCommand: (entry: Entry, command: string, opts: CommandOptions, own: SandboxNotice[], t0: number) => Promise<CommandResult | undefined>
+  /** 'unstarted': the stream was lost before bash existed (nothing ran; the caller may run it once more) */
+  agentCommand: (entry: Entry, command: string, opts: CommandOptions, own: SandboxNotice[], t0: number) => Promise<CommandResult | 'unstarted' | undefined>
 }
 
 export function createAgentExec (base: Pick<CoreBase, 'log' | 'opts' | 'clock'>, agents: Pick<Agents, 'agentFor'>, kill: Kill, outcome: Outcome, chatEnv: (sandboxId: string) => string[] | undefined): AgentExec {
@@ -152,6 +171,7 @@ export function createAgentExec (base: Pick<CoreBase, 'log' | 'opts' | 'clock'>,
     })
     if (r.spawnFailed && !r.timedOut && !r.cancelled) return undefined
     return {
+      ...(r.unstarted ? { unstarted: true } : {}),
       exitCode: r.code ?? null,
       stdout: Buffer.concat(kept[T_OUT] ?? [], len[T_OUT]),
       stderr: Buffer.concat(kept[T_ERR] ?? [], len[T_ERR]),
@@ -163,10 +183,11 @@ export function createAgentExec (base: Pick<CoreBase, 'log' | 'opts' | 'clock'>,
   }
 
   /**
-   * runCommand's attempt (command.ts) through the agent; undefined = use docker exec. Saturation hints
-   * (fork failures in the output, the pids count after bash exited) are checked as on the exec path.
+   * runCommand's attempt (command.ts) through the agent; undefined = use docker exec, 'unstarted' = the
+   * stream was lost before bash existed. Saturation hints (fork failures in the output, the pids count
+   * after bash exited) are checked as on the exec path.
    */
-  async function agentCommand (entry: Entry, command: string, opts: CommandOptions, own: SandboxNotice[], t0: number): Promise<CommandResult | undefined> {
+  async function agentCommand (entry: Entry, command: string, opts: CommandOptions, own: SandboxNotice[], t0: number): Promise<CommandResult | 'unstarted' | undefined> {
     const conn = await agents.agentFor(entry)
     if (conn === null) return undefined
     const at = clock.real()
@@ -191,6 +212,7 @@ export function createAgentExec (base: Pick<CoreBase, 'log' | 'opts' | 'clock'>,
     })
     sink.emit(decoder.decode())
     if (r.spawnFailed && !r.timedOut && !r.cancelled) return undefined
+    if (r.unstarted) return 'unstarted'
     const relieved = relieving !== undefined && await relieving
     const exitCode = r.timedOut || r.cancelled ? null : r.code ?? null
     const result: CommandResult = { exitCode, timedOut: r.timedOut, cancelled: r.cancelled }

@@ -29,6 +29,11 @@ export const T_DATA = 7
 export const T_CONNECTED = 8
 /** Bytes of a connection's input the agent wrote to the app (u32): the server may send that much more. */
 export const T_CREDIT = 9
+/**
+ * An EXEC's process exists (empty payload), before any of its output; sent by agents whose HELLO says
+ * `spawned: true`. A stream lost before it means the command never started (agent-exec.ts).
+ */
+export const T_SPAWNED = 10
 
 export const PROTOCOL_VERSION = 1
 /** The agent sends output and file data in chunks of at most 256 KiB (fewer frames: 64 KiB ran at a third of the speed through the engine's copy). */
@@ -67,7 +72,7 @@ export function decodeJson (payload: Buffer): Record<string, unknown> {
   return v as Record<string, unknown>
 }
 
-const AGENT_TYPES = new Set([T_HELLO, T_OUT, T_ERR, T_EXIT, T_FAIL, T_RESULT, T_DATA, T_CONNECTED, T_CREDIT])
+const AGENT_TYPES = new Set([T_HELLO, T_OUT, T_ERR, T_EXIT, T_FAIL, T_RESULT, T_DATA, T_CONNECTED, T_CREDIT, T_SPAWNED])
 
 /**
  * Incremental parser of the agent's frames. Holds at most one partial frame (≤ MAX_FRAME + 9 bytes,

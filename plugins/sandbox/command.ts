@@ -21,11 +21,15 @@ import type { CommandOptions, CommandResult, SandboxNotice } from './types.js'
  * status on stderr and marks the end of its output on stdout (exec-stream.ts), so the call returns as
  * soon as bash exits and its output is in, even while background children hold stdout open. A
  * sandbox found gone is started again and the command runs once more (recovery.ts); one found
- * saturated is restarted (saturation.ts), and the command runs once more when it never started.
+ * saturated is restarted (saturation.ts), and the command runs once more when it never started; so does
+ * a command whose agent stream was lost before its process existed (agent-exec.ts).
  */
 
 const DRAIN_MS = 1000
 const QUIET_MS = 200
+
+/** What an attempt may still do: run the command once more (it never started), recover a sandbox found not running at the start. */
+interface Tries { retry: boolean, recover: boolean }
 
 interface Watched extends CommandResult {
   sentinel: boolean
@@ -44,7 +48,7 @@ interface Watched extends CommandResult {
 export interface CommandDeps {
   activity: Pick<Activity, 'holdLease'>
   agentExec: Pick<AgentExec, 'agentCommand'>
-  recovery: Pick<Recovery, 'runningEntry' | 'recoverVanished'>
+  recovery: Pick<Recovery, 'runningEntry' | 'recoverVanished' | 'recoverUnstarted'>
   kill: Kill
   outcome: Pick<Outcome, 'relieve' | 'afterExit' | 'explainLoss'>
   transitions: Pick<Transitions, 'execStartError'>
@@ -62,7 +66,7 @@ export function createCommand (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | 
     const release = activity.holdLease(entry)
     const own: SandboxNotice[] = []
     try {
-      const result = await attempt(entry, command, opts, own, clock.real(), true)
+      const result = await attempt(entry, command, opts, own, clock.real(), { retry: true, recover: true })
       const notices = takeNotices(entry, own)
       return notices.length > 0 ? { ...result, notices } : result
     } finally {
@@ -71,11 +75,26 @@ export function createCommand (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | 
     }
   }
 
-  async function attempt (entry: Entry, command: string, opts: CommandOptions, own: SandboxNotice[], t0: number, first: boolean): Promise<CommandResult> {
+  async function attempt (entry: Entry, command: string, opts: CommandOptions, own: SandboxNotice[], t0: number, tries: Tries): Promise<CommandResult> {
     const at = clock.real()
-    const again = async (): Promise<CommandResult> => { opts.onReset?.(); return await attempt(entry, command, opts, own, t0, false) }
+    const again = async (recover = false): Promise<CommandResult> => {
+      opts.onReset?.()
+      return await attempt(entry, command, opts, own, t0, { retry: false, recover })
+    }
     // The in-sandbox agent when it can serve the call; docker exec otherwise (agent-exec.ts).
     const viaAgent = await agentExec.agentCommand(entry, command, opts, own, t0)
+    if (viaAgent === 'unstarted') {
+      // The agent's stream was lost before bash existed (a sandbox killed under it, or the agent alone): run
+      // it once more, in the sandbox started again if it had stopped. A sandbox still reported running
+      // may be dying: the next attempt's start may still recover it.
+      if (tries.retry && opts.signal?.aborted !== true) {
+        const u = await recovery.recoverUnstarted(entry)
+        if (u.notice !== undefined) own.push(u.notice)
+        if (u.retry) return await again(u.notice === undefined && tries.recover)
+      }
+      await outcome.explainLoss(entry, at, own)
+      return { exitCode: null, timedOut: false, cancelled: opts.signal?.aborted === true }
+    }
     if (viaAgent !== undefined) return viaAgent
     const execId = randomBytes(12).toString('hex')
     const env = toEnvList(opts.env, { PAGER: 'cat', GIT_PAGER: 'cat', DEBIAN_FRONTEND: 'noninteractive', CUBICLE_EXEC_ID: execId })
@@ -85,7 +104,7 @@ export function createCommand (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | 
       proc = await engine.exec(entry.sandboxId ?? '', { argv: commandArgv(command), user: SANDBOX_USER, cwd: '/home/assistant', env, signal: opts.signal, deadline: t0 + opts.timeoutMs })
     } catch (err) {
       const e = transitions.execStartError(entry, err)
-      if (!first || !notRunning(e)) throw e
+      if (!tries.recover || !notRunning(e)) throw e
       const notice = await recovery.recoverVanished(entry)
       if (notice !== undefined) own.push(notice)
       return await again()
@@ -106,7 +125,7 @@ export function createCommand (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | 
       () => { relieveNow(true) })
     const relieved = relieving !== undefined && await relieving
     const result: CommandResult = { exitCode: w.exitCode, timedOut: w.timedOut, cancelled: w.cancelled }
-    const retry = first && opts.signal?.aborted !== true
+    const retry = tries.retry && opts.signal?.aborted !== true
     if (w.sentinel || w.timedOut || w.cancelled) {
       // The wrapper could not even fork bash: nothing of the command ran.
       if (retry && w.cannotFork && w.exitCode === 2 && (relieved || restartedSince(entry, at) || await outcome.relieve(entry))) return await again()

@@ -14,8 +14,11 @@ import type { ExecOptions, ExecResult } from './types.js'
 
 const DEFAULT_MAX_BYTES = 32 * 1024 * 1024
 
-/** collectExec's result: `notStarted` when the engine never started the process (e.g. no pid left). */
-export type RawExecResult = ExecResult & { notStarted: boolean }
+/**
+ * collectExec's result: `notStarted` when the engine never started the process (e.g. no pid left);
+ * `unstarted` when the agent's stream was lost before the process existed (agent-exec.ts).
+ */
+export type RawExecResult = ExecResult & { notStarted: boolean, unstarted?: boolean }
 
 /** What a chat's exec adds to a probe's (exec.ts). */
 export interface ChatExecHooks {

@@ -44,8 +44,8 @@ export interface CommandOptions {
   onOutput: (text: string) => void
   /**
    * Extension: the command is about to run again from the start because its first attempt never
-   * started (the sandbox was saturated and has been restarted); drop the output received so far
-   * (it is only the engine's complaint).
+   * started (the sandbox was saturated and has been restarted, or the agent's stream was lost before
+   * the process existed); drop the output received so far (it is only the engine's complaint).
    */
   onReset?: () => void
   /** Extension: SIGTERM → SIGKILL delay (default 5 s); the result still comes at most 10 s after the SIGTERM, or 5 s after the SIGKILL when that is later. */

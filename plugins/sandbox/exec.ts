@@ -25,7 +25,7 @@ import type { ExecOptions, ExecResult, SandboxStream, StreamOptions } from './ty
 export interface ExecDeps {
   activity: Pick<Activity, 'holdLease'>
   agentExec: Pick<AgentExec, 'agentExec'>
-  recovery: Pick<Recovery, 'runningEntry' | 'recoverVanished'>
+  recovery: Pick<Recovery, 'runningEntry' | 'recoverVanished' | 'recoverUnstarted'>
   kill: Kill
   outcome: Pick<Outcome, 'relieve' | 'checkAlive'>
   transitions: Pick<Transitions, 'execStartError'>
@@ -44,8 +44,9 @@ export function createExec (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | 'cl
 
   /**
    * Holds one lease for the call. A sandbox found gone or stopped is started again, one that cannot
-   * start the process because it is saturated is restarted, and the exec runs once more; a status
-   * ≥ 128 or unknown is checked against the container's state.
+   * start the process because it is saturated is restarted, and the exec runs once more (so does one
+   * whose agent stream was lost before its process existed); a status ≥ 128 or unknown is checked
+   * against the container's state.
    */
   async function exec (chatId: string, argv: string[], opts: ExecOptions = {}): Promise<ExecResult> {
     const entry = await recovery.runningEntry(chatId)
@@ -53,7 +54,10 @@ export function createExec (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | 'cl
     const t0 = clock.real()
     const timeoutMs = opts.timeoutMs ?? base.opts.commandTimeoutS * 1000
     try {
-      for (let attempt = 0; ; attempt++) {
+      // Once more at most: after a start that found the sandbox not running (recover), or a process that never started (retry).
+      let recover = true
+      let retry = true
+      for (;;) {
         let r: RawExecResult
         const at = clock.real()
         const left = Math.max(1000, timeoutMs - (at - t0))
@@ -61,11 +65,18 @@ export function createExec (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | 'cl
           // The in-sandbox agent when it can serve the call; docker exec otherwise (agent-exec.ts).
           r = await agentExec.agentExec(entry, argv, { ...opts, timeoutMs: left }) ?? await rawExec(entry, argv, { ...opts, timeoutMs: left })
         } catch (err) {
-          if (attempt === 0 && notRunning(err)) { await recovery.recoverVanished(entry); continue }
+          if (recover && notRunning(err)) { recover = retry = false; await recovery.recoverVanished(entry); continue }
           throw err
         }
-        if (attempt === 0 && r.notStarted && !r.cancelled && (restartedSince(entry, at) || await outcome.relieve(entry))) continue
-        const { notStarted, ...result } = r
+        if (retry && r.unstarted === true && opts.signal?.aborted !== true) {
+          // A sandbox still reported running may be dying: the next attempt's start may still recover it.
+          retry = false
+          const u = await recovery.recoverUnstarted(entry)
+          if (u.notice !== undefined) recover = false
+          if (u.retry) continue
+        }
+        if (retry && r.notStarted && !r.cancelled && (restartedSince(entry, at) || await outcome.relieve(entry))) { recover = retry = false; continue }
+        const { notStarted, unstarted, ...result } = r
         if (result.exitCode === null || result.exitCode >= 128) await outcome.checkAlive(entry)
         if (result.exitCode !== null && result.exitCode >= 128 && entry.state !== 'running') result.exitCode = null
         return result

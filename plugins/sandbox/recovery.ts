@@ -3,6 +3,7 @@ import { SANDBOX_NOT_RUNNING } from './errors.js'
 import { report } from './notices.js'
 import type { Chats, Ensure, Entry } from './chats.js'
 import { mapError, type CoreBase } from './context.js'
+import type { SandboxDetails } from './engine-types.js'
 import type { SandboxNotice } from './types.js'
 
 /*
@@ -27,7 +28,11 @@ export interface Recovery {
   noteOutsideChange: (entry: Entry, removed: boolean) => void
   noteEnded: (entry: Entry) => void
   recoverVanished: (entry: Entry) => Promise<SandboxNotice | undefined>
+  recoverUnstarted: (entry: Entry) => Promise<Unstarted>
 }
+
+/** What recoverUnstarted found: whether the call may run once more, and the notice of a sandbox it started again. */
+export interface Unstarted { retry: boolean, notice?: SandboxNotice }
 
 export function createRecovery (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | 'clock' | 'status'>, chats: Chats, ensure: Ensure): Recovery {
   const { engine, log, opts, clock } = base
@@ -81,10 +86,17 @@ export function createRecovery (base: Pick<CoreBase, 'engine' | 'log' | 'opts' |
    * started: that event is already recorded). Rejects like ensure().
    */
   async function recoverVanished (entry: Entry): Promise<SandboxNotice | undefined> {
-    let c
+    return await startAgain(entry, await inspect(entry))
+  }
+
+  async function inspect (entry: Entry): Promise<SandboxDetails | null> {
     try {
-      c = await engine.inspect(entry.names.container)
+      return await engine.inspect(entry.names.container)
     } catch (err) { throw mapError(base, err) }
+  }
+
+  /** recoverVanished with the engine's answer in hand. */
+  async function startAgain (entry: Entry, c: SandboxDetails | null): Promise<SandboxNotice | undefined> {
     // Already explained: the driver acted itself, or the reaper noticed the change first.
     const ours = driverActed(entry)
     let notice: SandboxNotice | undefined
@@ -106,5 +118,22 @@ export function createRecovery (base: Pick<CoreBase, 'engine' | 'log' | 'opts' |
     return notice
   }
 
-  return { runningEntry, noteOutsideChange, noteEnded, recoverVanished }
+  /**
+   * A call's agent stream was lost before its process existed (no SPAWNED, agent-exec.ts): nothing of it ran,
+   * so it may run once more. A sandbox the engine reports stopped or gone is started again first, as
+   * recoverVanished does (a docker kill the server had not seen yet when it sent the request: the notice says
+   * so); one still running (the agent alone went away, or the driver restarted the sandbox meanwhile) is
+   * used as it is. No retry when the server stopped the sandbox on purpose meanwhile: the caller reports the loss.
+   */
+  async function recoverUnstarted (entry: Entry): Promise<Unstarted> {
+    if (entry.restarting !== null) await entry.restarting.catch(() => {})
+    const onPurpose = (): boolean => entry.stopping || (entry.state !== 'running' && entry.state !== 'unknown' && !entry.recoverable)
+    if (onPurpose()) return { retry: false }
+    const c = await inspect(entry)
+    if (c?.running === true) return { retry: true }
+    if (onPurpose()) return { retry: false }
+    return { retry: true, notice: await startAgain(entry, c) }
+  }
+
+  return { runningEntry, noteOutsideChange, noteEnded, recoverVanished, recoverUnstarted }
 }

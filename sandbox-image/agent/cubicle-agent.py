@@ -11,10 +11,12 @@
 #   (stop reading the request's output and end it), FILE (JSON file operation; answered by RESULT),
 #   CONNECT (JSON: port, window; a TCP connection to the sandbox's loopback, cubicle_connect.py), ACK
 #   (u32: bytes of a connection's output the server consumed).
-# Agent -> server: HELLO (id 0, JSON), OUT, ERR (output chunks <= 256 KiB), EXIT (JSON: code, pids),
-#   FAIL (JSON: the process could not be started: errno, error), DATA (a file's bytes, <= 256 KiB
-#   each, before the) RESULT (JSON), CONNECTED (JSON: family), CREDIT (u32: bytes of a connection's
-#   input written to the app). JSON payloads are u32 length, JSON text, then bytes.
+# Agent -> server: HELLO (id 0, JSON), SPAWNED (empty: an EXEC's process exists, before any of its
+#   output), OUT, ERR (output chunks <= 256 KiB), EXIT (JSON: code, pids), FAIL (JSON: the process
+#   could not be started: errno, error), DATA (a file's bytes, <= 256 KiB each, before the) RESULT
+#   (JSON), CONNECTED (JSON: family), CREDIT (u32: bytes of a connection's input written to the app).
+#   JSON payloads are u32 length, JSON text, then bytes. HELLO's `spawned: true` says SPAWNED comes:
+#   a stream lost before it means the command never started, and the server may run it again.
 # Each request's output is pumped by its own task and every frame write awaits the transport's
 # drain, so one command that prints gigabytes cannot starve the others on the stream. The agent
 # holds no privilege: everything it does, `assistant` could do with a shell. The server treats what
@@ -52,7 +54,7 @@ from cubicle_socket import connect_loop  # noqa: E402
 
 VERSION = 1
 T_EXEC, T_STDIN, T_STDIN_END, T_CLOSE, T_FILE, T_CONNECT = 16, 17, 18, 19, 20, 21
-T_HELLO, T_OUT, T_ERR, T_EXIT, T_FAIL, T_RESULT, T_DATA = 1, 2, 3, 4, 5, 6, 7
+T_HELLO, T_OUT, T_ERR, T_EXIT, T_FAIL, T_RESULT, T_DATA, T_SPAWNED = 1, 2, 3, 4, 5, 6, 7, 10
 CHUNK = 256 * 1024
 MAX_IN = 8 * 1024 * 1024 + 16
 # After bash exits (command mode): return once its output has been quiet this long, or at most
@@ -93,6 +95,16 @@ class Agent:
         self.lost = True
         for req in list(self.reqs.values()) + list(self.conns.values()):
             req.closed.set()
+
+    def send_now(self, rid, typ):
+        # An empty frame written at once, ahead of the frames waiting for the lock (the transport takes
+        # whole writes, so frames never interleave): SPAWNED leaves as soon as the process exists.
+        if self.lost:
+            return
+        try:
+            self.writer.write(HEADER.pack(5, rid, typ))
+        except (ConnectionError, OSError):
+            self.lose()
 
     async def send_json(self, rid, typ, obj):
         body = json.dumps(obj, separators=(',', ':')).encode()
@@ -170,6 +182,9 @@ class Request:
         want_stdin = spec.get('stdin') is True
         env = dict(os.environ)
         env.update({str(k): str(v) for k, v in (spec.get('env') or {}).items()})
+        if self.agent.lost:
+            # The stream is gone already: nothing is started (the server takes the request as never started).
+            return
         try:
             # Popen, not asyncio's subprocess: its wait() also waits for the pipes, which background
             # children may hold open for ever. The exit is watched through a pidfd instead.
@@ -184,6 +199,7 @@ class Request:
             await self.agent.send_json(self.rid, T_FAIL, {'errno': 0, 'error': str(e)[:300]})
             return
         self.proc = proc
+        self.agent.send_now(self.rid, T_SPAWNED)
         loop = asyncio.get_running_loop()
         self.last_out = loop.time()
         transports = []
@@ -317,8 +333,9 @@ def read_pids():
 async def serve(reader, writer):
     # One stream: HELLO, then requests until it ends (the requests are then closed).
     agent = Agent(writer)
-    # connect: this agent serves CONNECT (an older one ignores it, so the server asks only when told).
-    await agent.send_json(0, T_HELLO, {'v': VERSION, 'pid': os.getpid(), 'connect': True})
+    # connect: this agent serves CONNECT (an older one ignores it, so the server asks only when told);
+    # spawned: it answers every EXEC whose process started with SPAWNED first (an older one never does).
+    await agent.send_json(0, T_HELLO, {'v': VERSION, 'pid': os.getpid(), 'connect': True, 'spawned': True})
     try:
         while True:
             try:

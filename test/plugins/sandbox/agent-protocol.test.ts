@@ -1,10 +1,21 @@
-import t from 'tap'
-import { PassThrough } from 'node:stream'
+import t, { type Test } from 'tap'
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { duplexPair, PassThrough } from 'node:stream'
+import pino from 'pino'
+import { parseOptions } from '../../../core/config.js'
+import { createChatStorage } from '../../../plugins/chat-storage/service.js'
+import { createMemoryEngine } from '../../../plugins/sandbox-memory/memory-engine.js'
 import { AgentConnection } from '../../../plugins/sandbox/agent-connection.js'
+import { agentRequest } from '../../../plugins/sandbox/agent-exec.js'
 import {
   CHUNK, decodeJson, encodeFrame, encodeJson, FrameParser, MAX_FRAME, MAX_JSON, parseExit, parseFailure, ProtocolError,
-  T_DATA, T_EXEC, T_EXIT, T_FAIL, T_HELLO, T_OUT, T_RESULT
+  T_DATA, T_EXEC, T_EXIT, T_FAIL, T_HELLO, T_OUT, T_RESULT, T_SPAWNED
 } from '../../../plugins/sandbox/agent-protocol.js'
+import { SandboxOptions } from '../../../plugins/sandbox/schemas.js'
+import { createSandboxService, type CoreSandboxService } from '../../../plugins/sandbox/service.js'
+import type { CommandResult } from '../../../plugins/sandbox/types.js'
 
 // The agent's frames are untrusted input: the parser is strict and bounded, and the connection
 // accepts frames only for the ids it has in flight.
@@ -179,4 +190,117 @@ t.test('a flood of forged frames stops at the first one: nothing after it is par
   t.same(seen, [T_OUT])
   t.equal(closedWith, '')
   t.ok(performance.now() - t0 < 200)
+})
+
+/*
+ * The spawn acknowledgement (docs/engine.md#the-agent-socket) over the in-memory engine: a fake agent on the
+ * engine's agent channel that loses its stream at a chosen point of the first EXEC. Before SPAWNED nothing
+ * ran, so the call runs once more (in the sandbox started again when it was killed, which the result says);
+ * after SPAWNED, or with an agent that never offered SPAWNED, the call was cut off and says so.
+ */
+type Loss = 'before' | 'after' | 'old'
+
+async function spawnService (t: Test, loss: Loss, kill: boolean): Promise<{ service: CoreSandboxService, channels: () => number, execs: () => number }> {
+  const dir = await mkdtemp(join(tmpdir(), 'tspawn-'))
+  t.teardown(async () => { await rm(dir, { recursive: true, force: true }) })
+  const engine = createMemoryEngine({ images: ['cubicle-memory-test:latest'] })
+  let channels = 0
+  let served = false
+  engine.agentChannel = async id => {
+    channels++
+    // One agent connection; after it is lost the calls go to the engine's exec (the memory engine has no agent program).
+    if (served) return null
+    served = true
+    const [server, agent] = duplexPair()
+    agent.on('error', () => {})
+    agent.write(encodeJson(0, T_HELLO, loss === 'old' ? { v: 1, connect: true } : { v: 1, connect: true, spawned: true }))
+    let buf = Buffer.alloc(0)
+    agent.on('data', (c: Buffer) => {
+      buf = Buffer.concat([buf, c])
+      while (buf.length >= 9 && buf.length >= 4 + buf.readUInt32BE(0)) {
+        const rid = buf.readUInt32BE(4)
+        const type = buf.readUInt8(8)
+        const frame = buf.subarray(9, 4 + buf.readUInt32BE(0))
+        buf = buf.subarray(4 + buf.readUInt32BE(0))
+        if (type !== T_EXEC) continue
+        // Anything but the command (the ready probe) cannot be spawned here: the core takes the engine's exec.
+        if (!frame.includes('marker')) { agent.write(encodeJson(rid, T_FAIL, { errno: 2, error: 'not here' })); continue }
+        if (loss === 'after') agent.write(encodeFrame(rid, T_SPAWNED))
+        void (kill ? engine.kill(id) : Promise.resolve()).then(() => { agent.end() })
+      }
+    })
+    return server
+  }
+  const exec = engine.exec.bind(engine)
+  let execs = 0
+  engine.exec = async (id, spec) => { if (spec.argv.join(' ').includes('marker')) execs++; return await exec(id, spec) }
+  const opts = parseOptions(SandboxOptions, { prefix: 'tspawn', image: 'cubicle-memory-test:latest', dataDir: dir, enableNetwork: false, agent: true, poolSize: 0 }, 'sandbox')
+  const service = createSandboxService({ ...opts, storage: createChatStorage({ dataDir: dir }) }, engine, pino({ level: 'silent' }))
+  t.teardown(async () => { await service.close() })
+  await service.start()
+  await service.ensure('spawn-chat')
+  return { service, channels: () => channels, execs: () => execs }
+}
+
+async function command (service: CoreSandboxService): Promise<{ r: CommandResult, out: string }> {
+  let out = ''
+  const r = await service.runCommand('spawn-chat', 'echo marker', { timeoutMs: 10_000, onOutput: s => { out += s }, onReset: () => { out = '' } })
+  return { r, out }
+}
+
+t.test('spawn acknowledgement: a stream lost before SPAWNED runs the command once more; after it, the command was cut off', async t => {
+  const before = await spawnService(t, 'before', false)
+  const b = await command(before.service)
+  t.same([b.r.exitCode, b.out, before.channels(), before.execs()], [0, 'marker\n', 1, 1], 'lost before SPAWNED: run once more (over the engine), once')
+  t.same(b.r.notices ?? [], [], 'the sandbox kept running: nothing to say')
+
+  const killed = await spawnService(t, 'before', true)
+  const k = await command(killed.service)
+  t.same([k.r.exitCode, k.out, killed.execs()], [0, 'marker\n', 1], 'killed before SPAWNED: started again, run once more')
+  t.match(k.r.notices, [{ kind: 'sandbox-stopped', action: 'restarted', removed: false, by: 'outside' }], 'the result says the sandbox was started again')
+
+  for (const [loss, kill] of [['after', false], ['after', true], ['old', true]] as Array<[Loss, boolean]>) {
+    const s = await spawnService(t, loss, kill)
+    const c = await command(s.service)
+    t.same([c.r.exitCode, s.execs()], [null, 0], `${loss}${kill ? ', killed' : ''}: cut off, not run again`)
+    t.match(c.r.notices, [kill ? { kind: 'sandbox-stopped', action: 'stopped', by: 'outside' } : { kind: 'stream-lost' }], `${loss}: the loss is explained`)
+  }
+
+  const exec = await spawnService(t, 'before', true)
+  const e = await exec.service.exec('spawn-chat', ['sh', '-c', 'echo marker'])
+  t.same([e.exitCode, e.stdout.toString(), exec.execs()], [0, 'marker\n', 1], 'the collecting exec: started again, run once more')
+  t.match(exec.service.takeNotices('spawn-chat'), [{ kind: 'sandbox-stopped', action: 'restarted', by: 'outside' }])
+})
+
+t.test('spawn acknowledgement: SPAWNED twice, with a payload or unoffered, and output before it, are violations', async t => {
+  const owner = 'c'
+  const log = pino({ level: 'silent' })
+  const spec = { argv: ['true'], env: {}, merged: true, cwd: '/', timeoutMs: 5000, onData: () => {} }
+  for (const [name, offered, frames] of [
+    ['twice', true, [[T_SPAWNED, Buffer.alloc(0)], [T_SPAWNED, Buffer.alloc(0)]]],
+    ['with a payload', true, [[T_SPAWNED, Buffer.from('x')]]],
+    ['unoffered', false, [[T_SPAWNED, Buffer.alloc(0)]]],
+    ['output before it', true, [[T_OUT, Buffer.from('x')]]],
+    ['an exit before it', true, [[T_EXIT, encodeJson(0, T_EXIT, { code: 0 }).subarray(9)]]]
+  ] as Array<[string, boolean, Array<[number, Buffer]>]>) {
+    const conn = new AgentConnection(new PassThrough(), () => {})
+    conn.acksSpawn = offered
+    const run = agentRequest(log, owner, conn, spec, () => null)
+    t.throws(() => { for (const [type, payload] of frames) conn.dispatch(1, type, payload) }, { name: 'ProtocolError' }, name)
+    conn.close('protocol') // what agent-client does with that throw
+    const r = await run
+    t.equal(r.code, undefined, `${name}: no exit`)
+  }
+  const ok = new AgentConnection(new PassThrough(), () => {})
+  ok.acksSpawn = true
+  const run = agentRequest(log, owner, ok, spec, () => null)
+  ok.dispatch(1, T_SPAWNED, Buffer.alloc(0))
+  ok.dispatch(1, T_OUT, Buffer.from('x'))
+  ok.dispatch(1, T_EXIT, encodeJson(0, T_EXIT, { code: 3 }).subarray(9))
+  t.match(await run, { code: 3, unstarted: false, spawnFailed: false })
+  const failed = new AgentConnection(new PassThrough(), () => {})
+  failed.acksSpawn = true
+  const f = agentRequest(log, owner, failed, spec, () => null)
+  failed.dispatch(1, T_FAIL, encodeJson(0, T_FAIL, { errno: 11, error: 'EAGAIN' }).subarray(9))
+  t.match(await f, { spawnFailed: true, unstarted: false }, 'FAIL before SPAWNED: the process could not be started (the caller takes the engine\'s exec)')
 })

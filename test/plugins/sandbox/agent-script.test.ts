@@ -8,7 +8,7 @@ import t from 'tap'
 import { spawn, spawnSync } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import { createServer, type AddressInfo, type Server } from 'node:net'
-import { decodeJson, encodeJson, FrameParser, parseExit, T_DATA, T_EXEC, T_EXIT, T_FILE, T_HELLO, T_OUT, T_RESULT } from '../../../plugins/sandbox/agent-protocol.js'
+import { decodeJson, encodeJson, FrameParser, parseExit, T_DATA, T_EXEC, T_EXIT, T_FAIL, T_FILE, T_HELLO, T_OUT, T_RESULT, T_SPAWNED } from '../../../plugins/sandbox/agent-protocol.js'
 import { parseListening } from '../../../plugins/sandbox/agent-files.js'
 
 const SCRIPT = fileURLToPath(new URL('../../../sandbox-image/agent/cubicle-agent.py', import.meta.url))
@@ -100,6 +100,27 @@ for node in tree.body:
   t.equal(r.stdout.trim(), 'sys,ctypes', 'imports before the prctl')
   const run = spawnSync('python3', ['-I', '-S', '-B', SCRIPT], { input: '', encoding: 'utf8', timeout: 10_000 })
   t.equal(run.status, 0, 'starts, says hello and exits when stdin ends')
+})
+
+t.test('the agent offers SPAWNED and sends it once the process exists, before its output; a process that cannot start gets FAIL only', { skip }, async t => { // docs/engine.md#the-agent-socket
+  const child = spawn('python3', ['-I', '-S', '-B', SCRIPT], { stdio: ['pipe', 'pipe', 'inherit'] })
+  t.teardown(() => { child.stdin.end(); child.kill() })
+  const frames: Array<[number, number]> = []
+  let hello: Record<string, unknown> = {}
+  const ended = new Set<number>()
+  let wake = (): void => {}
+  const parser = new FrameParser((id, type, payload) => {
+    if (type === T_HELLO) { hello = decodeJson(payload); return }
+    frames.push([id, type])
+    if (type === T_EXIT || type === T_FAIL) { ended.add(id); wake() }
+  }, reason => { throw new Error(`protocol: ${reason}`) })
+  child.stdout.on('data', (c: Buffer) => { parser.push(c) })
+  child.stdin.write(encodeJson(1, T_EXEC, { argv: ['sh', '-c', 'echo hi'], cwd: '/', env: {}, merged: true, stdin: false }))
+  child.stdin.write(encodeJson(2, T_EXEC, { argv: ['/nonexistent/program'], cwd: '/', env: {}, merged: false, stdin: false }))
+  while (!ended.has(1) || !ended.has(2)) await new Promise<void>(resolve => { wake = resolve })
+  t.equal(hello.spawned, true, 'HELLO offers SPAWNED')
+  t.same(frames.filter(f => f[0] === 1).map(f => f[1]), [T_SPAWNED, T_OUT, T_EXIT], 'SPAWNED, the output, the exit')
+  t.same(frames.filter(f => f[0] === 2).map(f => f[1]), [T_FAIL], 'nothing started: FAIL, no SPAWNED')
 })
 
 /** One FILE request to a fresh agent: its DATA and RESULT. */
