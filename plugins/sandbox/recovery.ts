@@ -1,4 +1,5 @@
 import { dropAgent } from './agent-connection.js'
+import { sleep } from './clock.js'
 import { SANDBOX_NOT_RUNNING } from './errors.js'
 import { report } from './notices.js'
 import type { Chats, Ensure, Entry } from './chats.js'
@@ -13,6 +14,10 @@ import type { SandboxNotice } from './types.js'
  * removed), runs once more, and the result says what happened, so the first call after the
  * interference succeeds instead of failing with "not running".
  */
+
+/** How often and how long apart recoverUnstarted asks the engine again while it reports the sandbox running (2 s). */
+const UNSTARTED_CHECKS = 8
+const UNSTARTED_CHECK_MS = 250
 
 /** True for the coded error of a sandbox found not running (by code: other plugins compare the same way). */
 export const notRunning = (err: unknown): boolean => (err as { code?: unknown })?.code === 'SANDBOX_NOT_RUNNING'
@@ -129,7 +134,13 @@ export function createRecovery (base: Pick<CoreBase, 'engine' | 'log' | 'opts' |
     if (entry.restarting !== null) await entry.restarting.catch(() => {})
     const onPurpose = (): boolean => entry.stopping || (entry.state !== 'running' && entry.state !== 'unknown' && !entry.recoverable)
     if (onPurpose()) return { retry: false }
-    const c = await inspect(entry)
+    // The engine may still report a killed sandbox running for a moment after its streams closed (then an exec
+    // started in it fails: "cannot exec in a deleted state"): a stream of the agent alone ends rarely, so wait.
+    let c = await inspect(entry)
+    for (let i = 0; i < UNSTARTED_CHECKS && c?.running === true; i++) {
+      await sleep(UNSTARTED_CHECK_MS)
+      c = await inspect(entry)
+    }
     if (c?.running === true) return { retry: true }
     if (onPurpose()) return { retry: false }
     return { retry: true, notice: await startAgain(entry, c) }

@@ -26,6 +26,22 @@ t.test('a sandbox changed behind the server\'s back: the first call recovers it'
   }
   t.equal(textOf(await bash(c, 'echo kept > ~/keep.txt && echo out > /mnt/user-data/outputs/o.txt && echo ok')).split('\n')[0], 'ok')
 
+  t.test('killed while the agent holds a call it has not started: the call runs once more in the sandbox started again', async t => {
+    // docs/engine.md#the-agent-socket: frozen, the agent neither reads the request nor says SPAWNED; the kill then
+    // ends its stream, which is what a loaded host shows when a call meets a killed agent's connection.
+    // As assistant (the agent's user; root has no CAP_KILL there), through the engine's exec, not the agent.
+    const before = await only()
+    const stop = await docker.exec(before.id, { argv: ['pkill', '-STOP', '-f', '/opt/cubicle-agent/cubicle-agent.py'], user: 'assistant', cwd: '/', env: [] })
+    t.equal((await stop.exit).code, 0, 'the agent is frozen')
+    const pending = bash(c, 'cat ~/keep.txt')
+    await sleep(1000)
+    await docker.kill(before.id)
+    const r = await pending
+    t.notOk(r.isError, `the call succeeds: ${textOf(r).slice(0, 300)}`)
+    t.match(textOf(r), /^kept\n\n\n\[Note: The sandbox had been stopped outside this server .*it was started again for this command\./, 'and says the sandbox was started again')
+    t.equal((await only()).id, before.id, 'the same container')
+  })
+
   t.test('docker rm -f between calls: recreated on the same workspace, and said so once', async t => {
     const before = await only()
     await docker.remove(before.id)
