@@ -37,7 +37,7 @@ t.test('a sandbox changed behind the server\'s back: the first call recovers it'
     await sleep(1000)
     await docker.kill(before.id)
     const r = await pending
-    t.notOk(r.isError, `the call succeeds: ${textOf(r).slice(0, 300)}`)
+    t.notOk(r.isError, `the call succeeds (an image whose agent predates SPAWNED fails here: rebuild it): ${textOf(r).slice(0, 300)}`)
     t.match(textOf(r), /^kept\n\n\n\[Note: The sandbox had been stopped outside this server .*it was started again for this command\./, 'and says the sandbox was started again')
     t.equal((await only()).id, before.id, 'the same container')
   })
