@@ -132,7 +132,8 @@ export function createRecovery (base: Pick<CoreBase, 'engine' | 'log' | 'opts' |
    */
   async function recoverUnstarted (entry: Entry): Promise<Unstarted> {
     if (entry.restarting !== null) await entry.restarting.catch(() => {})
-    const onPurpose = (): boolean => entry.stopping || (entry.state !== 'running' && entry.state !== 'unknown' && !entry.recoverable)
+    // The server shutting down closed the stream, or stopped the sandbox itself (stop(), not the driver's restart).
+    const onPurpose = (): boolean => base.status.closed || entry.stopping || (entry.state !== 'running' && entry.state !== 'unknown' && !entry.recoverable)
     if (onPurpose()) return { retry: false }
     // The engine may still report a killed sandbox running for a moment after its streams closed (then an exec
     // started in it fails: "cannot exec in a deleted state"): a stream of the agent alone ends rarely, so wait.
