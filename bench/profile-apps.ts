@@ -7,6 +7,8 @@
  * /proc stat over a window) and a V8 CPU profile of the server over that window (bench/cpu.ts).
  *
  *   npx tsx bench/profile-apps.ts          BENCH_N=300 (requests per kind), BENCH_PROFILE=0 skips the profile,
+ *                                          BENCH_PROFILE_FILE=<path> keeps it,
+ *                                          BENCH_PERF=<file> records the server with perf over 1000 requests,
  *                                          BENCH_STRACE=1 adds the server's system calls over 500 requests (strace -c)
  */
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
@@ -15,7 +17,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { startApp } from '../test/fixtures/web-app.js'
 import { insideScript } from './apps.js'
-import { BASE, bash, cleanup, client, machine, median, ms, now, pct, startServer, type Server } from './common.js'
+import { BASE, bash, chatContainer, cleanup, client, docker, machine, median, ms, now, pct, startServer, type Server } from './common.js'
 import { summarizeProfile } from './cpu.js'
 
 const N = Number(process.env.BENCH_N ?? 300)
@@ -64,6 +66,19 @@ function threadsMs (pid: number): Map<string, number> {
   return out
 }
 
+/** Host pids of the chat's agent and app (the processes a proxied request wakes besides the server). */
+async function sandboxPids (chatId: string): Promise<Array<{ name: string, pid: number }>> {
+  const info = await chatContainer(chatId)
+  if (info === undefined) return []
+  const top = await docker.getContainer(info.Id).top({ ps_args: '-eo pid,args' }) as { Titles: string[], Processes: string[][] }
+  const out: Array<{ name: string, pid: number }> = []
+  for (const [pid, args] of top.Processes) {
+    if (args?.includes('cubicle-agent.py') === true) out.push({ name: 'agent', pid: Number(pid) })
+    else if (args?.startsWith('node') === true && args.includes('3000')) out.push({ name: 'app', pid: Number(pid) })
+  }
+  return out
+}
+
 async function main (): Promise<void> {
   const dataDir = mkdtempSync(join(tmpdir(), 'cubicle-bench-'))
   const lines: string[] = [`machine: ${await machine()}`]
@@ -99,8 +114,11 @@ async function main (): Promise<void> {
       return `${ms((now() - t0) / M)} each, server CPU ${(user + sys).toFixed(3)} ms per request (user ${user.toFixed(3)}, system ${sys.toFixed(3)})`
     }
     const threads0 = threadsMs(pid)
+    const inSandbox = await sandboxPids('bench-k')
+    const sandbox0 = inSandbox.map(p => cpuMs(p.pid))
     lines.push(`  ${M} proxied GETs: ${await window()}`)
     const threads1 = threadsMs(pid)
+    lines.push(`    in the sandbox (CPU ms per request): ${inSandbox.map((p, i) => { const a = sandbox0[i]; const b = cpuMs(p.pid); return `${p.name} ${((b.user + b.sys - (a?.user ?? 0) - (a?.sys ?? 0)) / M).toFixed(3)}` }).join(', ')}`)
     lines.push(`    by thread (ms per request): ${[...threads1].map(([name, v]) => [name, (v - (threads0.get(name) ?? 0)) / M] as const).filter(([, v]) => v > 0).sort((a, b) => b[1] - a[1]).map(([name, v]) => `${name} ${v.toFixed(3)}`).join(', ')}`)
     lines.push(`  ${M} GET /health: ${await window(`${BASE}/health`)}`)
     if (process.env.BENCH_STRACE === '1') {
@@ -114,8 +132,18 @@ async function main (): Promise<void> {
       await new Promise(resolve => st.once('exit', resolve))
       lines.push('  syscalls over 500 proxied GETs:', text)
     }
+    if (process.env.BENCH_PERF !== undefined) {
+      // perf's view of the server's main thread (kernel and native code too; with BENCH_NODE_ARGS=--perf-basic-prof, JS names).
+      const { spawn } = await import('node:child_process')
+      const perf = spawn('perf', ['record', '-F', '4999', '-g', '-o', process.env.BENCH_PERF, '-p', String(pid)], { stdio: 'ignore' })
+      await new Promise(resolve => setTimeout(resolve, 1000))
+      lines.push(`  ${M} proxied GETs under perf: ${await window()}`)
+      perf.kill('SIGINT')
+      await new Promise(resolve => perf.once('exit', resolve))
+    }
     if (PROFILE) {
-      const file = join(dataDir, 'apps.cpuprofile')
+      // BENCH_PROFILE_FILE keeps the profile (for Chrome DevTools or an inclusive-time walk).
+      const file = process.env.BENCH_PROFILE_FILE ?? join(dataDir, 'apps.cpuprofile')
       await server.ask({ op: 'cpu-start' })
       const w = await window()
       await server.ask({ op: 'cpu-stop', file })

@@ -15,9 +15,23 @@ export function normalizeChatId (raw: string): string | null {
   return CHAT_ID.test(lower) ? lower : null
 }
 
-/** First 32 hex chars of SHA-256 of the chat id: the only form of it in Docker names and host paths. */
+/** Keys of the chats seen last (only ids of at most 64 characters, as valid ones are: the cache stays under 1 MiB). */
+const KEYS_KEPT = 4096
+const keys = new Map<string, string>()
+
+/**
+ * First 32 hex chars of SHA-256 of the chat id: the only form of it in Docker names and host paths.
+ * Remembered for the last KEYS_KEPT chats: a request through an app preview URL asks for it several
+ * times (docs/performance.md, (k)).
+ */
 export function chatKey (chatId: string): string {
-  return createHash('sha256').update(chatId, 'utf8').digest('hex').slice(0, 32)
+  let key = keys.get(chatId)
+  if (key !== undefined) return key
+  key = createHash('sha256').update(chatId, 'utf8').digest('hex').slice(0, 32)
+  if (chatId.length > 64) return key
+  if (keys.size >= KEYS_KEPT) keys.delete(keys.keys().next().value as string)
+  keys.set(chatId, key)
+  return key
 }
 
 /** The normalised chat id, or CORE_INVALID_CHAT_ID (400 `invalid_chat_id`) for anything the allowlist refuses. */

@@ -76,11 +76,16 @@ export interface ChatAccessOptions {
 export function chatAccess (scope: ChatScope, opts: ChatAccessOptions = {}): Hook {
   return async request => {
     if (request.method === 'OPTIONS') return
-    const chatId = chatParam(request)
-    const { auth } = request.server
-    const token = auth.authorizeChat(request, chatId, scope, opts.pathToken?.(request))
-    request.principal = token !== undefined ? { kind: 'link', scope, token } : auth.protectedMode ? KEY : null
+    grantChat(request, scope, opts.pathToken?.(request))
   }
+}
+
+/** chatAccess's check itself, synchronous (it throws the same errors), for a hook of its own on a hot path. */
+export function grantChat (request: FastifyRequest, scope: ChatScope, pathToken?: string): void {
+  const chatId = chatParam(request)
+  const { auth } = request.server
+  const token = auth.authorizeChat(request, chatId, scope, pathToken)
+  request.principal = token !== undefined ? { kind: 'link', scope, token } : auth.protectedMode ? KEY : null
 }
 
 /** `request.chat` of a route whose chat the kit decided; a route that forgot its access hook fails loudly. */

@@ -8,7 +8,8 @@
  */
 import { Agent, type AgentOptions, type ClientRequestArgs } from 'node:http'
 import { Duplex } from 'node:stream'
-import type { SandboxStream } from '../sandbox/types.js'
+import type { SandboxSocket, SandboxStream } from '../sandbox/types.js'
+import { IdleTimer } from '../../core/idle-timer.js'
 
 /**
  * argv of the relay inside the sandbox: 127.0.0.1, then ::1 (an app listening only on IPv6 loopback);
@@ -17,92 +18,66 @@ import type { SandboxStream } from '../sandbox/types.js'
 export const relayArgv = (port: number): string[] => ['sh', '-c', 'socat - "TCP4:127.0.0.1:$1,nodelay" 2>/dev/null || exec socat - "TCP6:[::1]:$1,nodelay"', 'relay', String(port)]
 
 /**
- * A connection to an app as a net.Socket look-alike with a working idle timeout (setTimeout emits
- * 'timeout' after that long without a byte either way, as net.Socket does), over the in-sandbox agent's
- * connection (agent()) or an exec relay (relay()). Backpressure both ways; destroying it closes the
- * connection inside the sandbox.
+ * What the proxy relays over: the agent's connection (SandboxService.connect, used as it is: no wrapper
+ * between it and Node's http client) or an exec relay (AppSocket); `complaint` only on the relay.
  */
-export class AppSocket extends Duplex {
-  private idleMs = 0
-  private timer: NodeJS.Timeout | undefined
-  /** the delay `timer` was made with */
-  private timerMs = 0
+export type AppConnection = SandboxSocket & { complaint?: string }
+
+/**
+ * An exec relay as a net.Socket look-alike with a working idle timeout (setTimeout emits 'timeout'
+ * after that long without a byte either way, as net.Socket does). Backpressure both ways; destroying it
+ * closes the exec, which ends socat and its TCP connection inside the sandbox. Its stdin is never ended
+ * on its own (socat drops the connection half a second after EOF).
+ */
+export class AppSocket extends Duplex implements SandboxSocket {
+  private readonly idle = new IdleTimer(() => { this.emit('timeout') })
   /** the relay's complaint (socat's stderr), first 300 bytes: tells "nothing listens" from a broken answer */
   complaint = ''
 
-  private constructor (private readonly inner: Duplex, private readonly closeInner: () => void) {
+  private constructor (private readonly stream: SandboxStream) {
     super({ allowHalfOpen: false })
+    const inner = stream.socket
     inner.once('end', () => { this.push(null) })
     inner.once('close', () => { this.push(null); this.destroy() })
     inner.once('error', err => { this.destroy(err) })
+    stream.demux(data => { this.received(data) }, data => { if (this.complaint.length < 300) this.complaint += data.toString('utf8', 0, 300 - this.complaint.length) })
   }
 
-  /** Over the agent's TCP connection (SandboxService.connect). */
-  static agent (inner: Duplex): AppSocket {
-    const s = new AppSocket(inner, () => { inner.destroy() })
-    inner.on('data', (data: Buffer) => { s.received(data) })
-    return s
-  }
-
-  /**
-   * Over an exec relay: its stdin is never ended on its own (socat drops the connection half a second
-   * after EOF); closing the exec ends socat and its TCP connection.
-   */
-  static relay (stream: SandboxStream): AppSocket {
-    const s = new AppSocket(stream.socket, () => { stream.close() })
-    stream.demux(data => { s.received(data) }, data => { if (s.complaint.length < 300) s.complaint += data.toString('utf8', 0, 300 - s.complaint.length) })
-    return s
-  }
+  static relay (stream: SandboxStream): AppSocket { return new AppSocket(stream) }
 
   private received (data: Buffer): void {
-    this.arm()
-    if (!this.push(data)) this.inner.pause()
+    if (!this.destroyed) this.idle.touch()
+    if (!this.push(data)) this.stream.socket.pause()
   }
 
-  override _read (): void { this.inner.resume() }
+  override _read (): void { this.stream.socket.resume() }
 
   override _write (chunk: Buffer, _encoding: BufferEncoding, done: (err?: Error | null) => void): void {
-    this.arm()
-    this.inner.write(chunk, err => { done(err ?? null) })
+    this.idle.touch()
+    this.stream.socket.write(chunk, err => { done(err ?? null) })
   }
 
   override _final (done: (err?: Error | null) => void): void { done() }
 
   override _destroy (err: Error | null, done: (err?: Error | null) => void): void {
-    clearTimeout(this.timer)
-    this.closeInner()
+    this.idle.stop()
+    this.stream.close()
     done(err)
   }
 
-  /** (Re)starts the idle clock: one timer per connection, refreshed per chunk (no allocation per chunk). */
-  private arm (): void {
-    if (this.idleMs <= 0 || this.destroyed) { clearTimeout(this.timer); this.timer = undefined; return }
-    if (this.timer !== undefined && this.timerMs === this.idleMs) { this.timer.refresh(); return }
-    clearTimeout(this.timer)
-    this.timerMs = this.idleMs
-    this.timer = setTimeout(() => { this.emit('timeout') }, this.idleMs)
-    this.timer.unref()
-  }
-
-  /** As net.Socket's: 0 turns the timeout off and removes `callback` (Node's http client relies on that for kept-alive sockets). */
   setTimeout (ms: number, callback?: () => void): this {
-    this.idleMs = ms
-    if (callback !== undefined) {
-      if (ms === 0) this.removeListener('timeout', callback)
-      else this.once('timeout', callback)
-    }
-    this.arm()
+    this.idle.set(this, ms, callback)
     return this
   }
 
-  // What http calls on a net.Socket; the relays set TCP_NODELAY on their own side.
+  // What http calls on a net.Socket; socat sets TCP_NODELAY on its own side.
   setNoDelay (): this { return this }
   setKeepAlive (): this { return this }
   ref (): this { return this }
   unref (): this { return this }
 }
 
-export type Connect = (port: number) => Promise<AppSocket>
+export type Connect = (port: number) => Promise<AppConnection>
 
 /** A chat's keep-alive agent whose connections are exec relays into its sandbox. */
 export class SandboxAgent extends Agent {

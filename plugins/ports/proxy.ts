@@ -3,12 +3,12 @@
  * streamed with its cap, the answer's head awaited within the headers timeout, then the answer
  * streamed as it comes (SSE stays unbuffered) with its own cap and an idle timeout both ways.
  */
-import { request as httpRequest, type IncomingMessage, type OutgoingHttpHeaders, type ServerResponse } from 'node:http'
+import { request as httpRequest, type IncomingMessage, type OutgoingHttpHeaders } from 'node:http'
 import { Transform, type Readable, type Writable } from 'node:stream'
 import type { FastifyReply } from 'fastify'
 import { responseHeaders, type AppView } from './headers.js'
 import { PORTS_APP_TIMEOUT, PORTS_APP_UNREACHABLE, PORTS_BAD_ANSWER, PORTS_REQUEST_TOO_LARGE } from './errors.js'
-import type { AppSocket, SandboxAgent } from './connection.js'
+import type { AppConnection, SandboxAgent } from './connection.js'
 import { definitionOf } from '../../core/errors.js'
 
 export interface ProxyLimits {
@@ -44,9 +44,10 @@ function capped (max: number, tooBig: () => Error): Transform {
 const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS'])
 
 /** Maps what the http client reports before an answer's head to our coded errors. */
-function headError (err: Error & { code?: string }, port: number, socket: AppSocket | undefined): Error {
+function headError (err: Error & { code?: string }, port: number, socket: AppConnection | undefined): Error {
   if (typeof err.code === 'string' && err.code.startsWith('HPE_')) return new PORTS_BAD_ANSWER(err.code === 'HPE_HEADER_OVERFLOW' ? 'headers too large' : 'malformed HTTP', { cause: err })
-  if (socket !== undefined && socket.complaint !== '' && !/refused/i.test(socket.complaint.slice(0, 300))) return new PORTS_BAD_ANSWER('the connection failed', { cause: err })
+  const complaint = socket?.complaint ?? ''
+  if (complaint !== '' && !/refused/i.test(complaint.slice(0, 300))) return new PORTS_BAD_ANSWER('the connection failed', { cause: err })
   return new PORTS_APP_UNREACHABLE(String(port), { cause: err })
 }
 
@@ -63,11 +64,11 @@ async function exchange (agent: SandboxAgent, req: RelayedRequest, limits: Proxy
       maxHeaderSize: limits.maxHeaderBytes,
       setHost: false
     })
-    let socket: AppSocket | undefined
+    let socket: AppConnection | undefined
     const timer = setTimeout(() => { out.destroy(new PORTS_APP_TIMEOUT(String(Math.round(limits.headersTimeoutMs / 1000)))) }, limits.headersTimeoutMs)
     timer.unref()
     out.on('socket', s => {
-      const own = s as unknown as AppSocket
+      const own = s as unknown as AppConnection
       socket = own
       // Idle while the body is sent and the answer read (the headers timer covers the wait for the head);
       // one listener per exchange, removed when it ends (the agent then sets its own free-socket timeout).
@@ -110,27 +111,32 @@ export async function relayHttp (agent: SandboxAgent, req: RelayedRequest, reply
   const headers = { ...extraHeaders, ...responseHeaders(res.rawHeaders, req.view, req.path) }
   reply.hijack()
   const raw = reply.raw
-  raw.writeHead(res.statusCode ?? 502, headers)
-  // The whole answer already arrived (a small one comes in one chunk with its head): the head and the
-  // body leave in one write, without a stream pipeline (docs/performance.md, (k)).
+  const status = res.statusCode ?? 502
+  // The whole answer already arrived (a small one comes in one chunk with its head): it leaves in one
+  // write with its head, without a stream pipeline, and with its length (the app may have chunked it)
+  // (docs/performance.md, (k)).
   if (res.complete && res.readableLength <= limits.maxResponseBytes) {
-    await answerWhole(res, raw)
+    const body = readWhole(res)
+    if (headers['content-length'] === undefined && req.method !== 'HEAD' && status >= 200 && status !== 204 && status !== 304) headers['content-length'] = body.length
+    raw.writeHead(status, headers)
+    await new Promise<void>(resolve => {
+      raw.once('finish', resolve)
+      raw.once('close', resolve)
+      raw.end(body)
+    })
     return
   }
+  raw.writeHead(status, headers)
   // Streamed: the head goes out at once unless body bytes are already there to carry it (SSE stays unbuffered).
   if (res.readableLength === 0) raw.flushHeaders()
   await pump(res, capped(limits.maxResponseBytes, () => new PORTS_BAD_ANSWER('answer too large')), raw)
 }
 
-/** A complete answer, already read: its body in the same write as the head; resolves when it left or the client went away. */
-async function answerWhole (res: IncomingMessage, raw: ServerResponse): Promise<void> {
+/** The body of a complete answer, already read. */
+function readWhole (res: IncomingMessage): Buffer {
   const chunks: Buffer[] = []
   for (let chunk: Buffer | null = res.read() as Buffer | null; chunk !== null; chunk = res.read() as Buffer | null) chunks.push(chunk)
-  await new Promise<void>(resolve => {
-    raw.once('finish', resolve)
-    raw.once('close', resolve)
-    raw.end(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks))
-  })
+  return chunks.length === 1 ? chunks[0] as Buffer : Buffer.concat(chunks)
 }
 
 /** res → cap → client; a failure on any side destroys the others (the client sees a cut answer). */

@@ -1,9 +1,9 @@
-import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest, onRequestHookHandler, preHandlerHookHandler } from 'fastify'
 import type WebSocket from 'ws'
 import type { OutgoingHttpHeaders } from 'node:http'
-import { chatAccess, chatOf, chatParam, chatRoutes, linkToken } from '../../core/route-kit.js'
+import { chatAccess, chatOf, chatParam, chatRoutes, grantChat, linkToken } from '../../core/route-kit.js'
 import { definitionOf } from '../../core/errors.js'
-import type { AppSocket } from './connection.js'
+import type { AppConnection } from './connection.js'
 import { ourCookie, requestHeaders, tokenCookie, withoutToken, type AppView } from './headers.js'
 import { appPort } from './listening.js'
 import { PORTS_APP_ORIGIN_UNKNOWN, PORTS_INVALID_PORT, PORTS_USE_APP_ORIGIN } from './errors.js'
@@ -82,12 +82,14 @@ const routes: FastifyPluginAsync<PortsRoutesOptions> = async (fastify, opts) => 
   })
 
   // The chat (400), then the chat's control token from `?t=` or the app's cookie, or the API key
-  // (401/403), before a body is read or a socket upgraded; then the port (400).
-  const access = async (request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> => {
+  // (401/403), before a body is read or a socket upgraded; then the port (400). Synchronous, as a
+  // callback hook: no promise per proxied request (docs/performance.md, (k)). Answers the URL to
+  // redirect to when the app has an origin of its own (APPS_DOMAIN).
+  const check = (request: FastifyRequest): string | undefined => {
     const cookie = ourCookie(request.headers.cookie)
     // chatAccess lets CORS preflights through untouched; here an OPTIONS goes to the app, so it needs credentials too.
     if (request.method === 'OPTIONS') auth.authorizeChat(request, chatParam(request), 'c', cookie)
-    else await chatAccess('c', { pathToken: () => cookie })(request, reply)
+    else grantChat(request, 'c', cookie)
     const port = appPort((request.params as { port: string }).port)
     if (port === undefined) throw new PORTS_INVALID_PORT()
     // With APPS_DOMAIN the server's own origin never serves an app: the path form points at the app's origin.
@@ -97,9 +99,16 @@ const routes: FastifyPluginAsync<PortsRoutesOptions> = async (fastify, opts) => 
       const { inner, search } = split(request.raw.url ?? '/')
       const to = `${appOrigins.originOf(chatId, port)}${inner === '' ? '/' : inner}${search}`
       if (request.ws) throw new PORTS_USE_APP_ORIGIN(to.split('?')[0] as string)
-      return await reply.header('Cache-Control', NO_STORE).redirect(to, request.method === 'GET' || request.method === 'HEAD' ? 303 : 307)
+      return to
     }
     return undefined
+  }
+  const access: onRequestHookHandler = function (request, reply, done) {
+    let to: string | undefined
+    try { to = check(request) } catch (err) { done(err as Error); return }
+    if (to === undefined) { done(); return }
+    // An answer from the hook: done is not called.
+    void reply.header('Cache-Control', NO_STORE).redirect(to, request.method === 'GET' || request.method === 'HEAD' ? 303 : 307)
   }
 
   const target = (request: FastifyRequest): { chatId: string, port: number, view: AppView, inner: string, search: string, canonical: boolean } => {
@@ -145,15 +154,17 @@ const routes: FastifyPluginAsync<PortsRoutesOptions> = async (fastify, opts) => 
     }
   }
 
-  // Relay connections opened before the upgrade (so a stopped sandbox or the cap is a plain HTTP answer), by handshake request.
-  const opened = new WeakMap<FastifyRequest, AppSocket>()
-  const openSocket = async (request: FastifyRequest): Promise<void> => {
-    if (!request.ws) return
+  // Relay connections opened before the upgrade (so a stopped sandbox or the cap is a plain HTTP answer), by handshake
+  // request. A callback hook: a plain HTTP request passes without a promise.
+  const opened = new WeakMap<FastifyRequest, AppConnection>()
+  const openSocket: preHandlerHookHandler = function (request, _reply, done) {
+    if (!request.ws) { done(); return }
     const { chatId, port } = target(request)
-    await runtime.requireRunning(chatId)
-    const connection = await runtime.socket(chatId, port)
-    opened.set(request, connection)
-    request.raw.socket.once('close', () => { if (opened.delete(request)) connection.destroy() })
+    runtime.requireRunning(chatId).then(async () => await runtime.socket(chatId, port)).then(connection => {
+      opened.set(request, connection)
+      request.raw.socket.once('close', () => { if (opened.delete(request)) connection.destroy() })
+      done()
+    }, (err: Error) => { done(err) })
   }
   const websocket = (socket: WebSocket, request: FastifyRequest): void => {
     const connection = opened.get(request)

@@ -1,7 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify'
 import type { SandboxFileOp, SandboxFileResult, SandboxService } from '../sandbox/types.js'
 import type { LinkService } from '../capabilities/types.js'
-import { AppSocket, relayArgv, SandboxAgent } from './connection.js'
+import { AppSocket, relayArgv, SandboxAgent, type AppConnection } from './connection.js'
 import { PORTS_APP_UNREACHABLE, PORTS_SANDBOX_NOT_RUNNING, PORTS_TOO_MANY_CONNECTIONS } from './errors.js'
 import { listeningPorts, parseListening } from './listening.js'
 import type { PortsService } from './types.js'
@@ -32,7 +32,7 @@ export interface PortsRuntime {
   /** The chat's agent for HTTP requests; 429 when its queue is full. */
   agent: (chatId: string) => SandboxAgent
   /** A relay connection for a WebSocket, counted against the chat's cap until it closes (429 over it). */
-  socket: (chatId: string, port: number) => Promise<AppSocket>
+  socket: (chatId: string, port: number) => Promise<AppConnection>
   /** Throws PORTS_SANDBOX_NOT_RUNNING unless the chat's sandbox runs; never starts it. */
   requireRunning: (chatId: string) => Promise<void>
   /** Listening ports that were not listening at the previous call for this chat (bash_tool results). */
@@ -59,17 +59,17 @@ export function createPortsService (deps: PortsDeps, opts: PortsServiceOptions):
   if (openStream === undefined) throw new TypeError('ports needs a sandbox driver with openStream()')
   const agents = new Map<string, SandboxAgent>()
   /** open relay connections per chat (HTTP, pooled or in use, and WebSockets) */
-  const open = new Map<string, Set<AppSocket>>()
+  const open = new Map<string, Set<AppConnection>>()
   /** the ports seen at the last bash_tool call, per chat (bounded: oldest chats forgotten first) */
   const seen = new Map<string, Set<number>>()
   const hidden = new Set(opts.hiddenPorts)
 
   /** Through the agent when it serves (one frame), else an exec relay. */
-  async function openApp (chatId: string, port: number): Promise<AppSocket> {
+  async function openApp (chatId: string, port: number): Promise<AppConnection> {
     try {
       if (sandbox.connect !== undefined) {
         const inner = await sandbox.connect(chatId, port, { timeoutMs: opts.connectTimeoutMs ?? 30_000 })
-        if (inner !== undefined) return AppSocket.agent(inner)
+        if (inner !== undefined) return inner
       }
       return AppSocket.relay(await openStream!.call(sandbox, chatId, relayArgv(port)))
     } catch (err) {
@@ -80,7 +80,7 @@ export function createPortsService (deps: PortsDeps, opts: PortsServiceOptions):
     }
   }
 
-  async function connect (chatId: string, port: number): Promise<AppSocket> {
+  async function connect (chatId: string, port: number): Promise<AppConnection> {
     const socket = await openApp(chatId, port)
     let set = open.get(chatId)
     if (set === undefined) { set = new Set(); open.set(chatId, set) }

@@ -7,7 +7,7 @@
  */
 import WebSocket from 'ws'
 import type { OutgoingHttpHeaders } from 'node:http'
-import type { AppSocket } from './connection.js'
+import type { AppConnection } from './connection.js'
 
 export interface SocketLimits { maxMessageBytes: number, highWaterBytes: number, handshakeTimeoutMs: number, idleTimeoutMs: number }
 
@@ -39,7 +39,7 @@ function forward (from: WebSocket, to: WebSocket, high: number, touch: () => voi
 export interface RelayTarget { port: number, path: string, headers: OutgoingHttpHeaders, protocol: string }
 
 /** Relays `browser` to the app until either side closes; `onClosed` runs once, afterwards. Returns the close function. */
-export function relaySocket (browser: WebSocket, connection: AppSocket, target: RelayTarget, limits: SocketLimits, onClosed: () => void): (code: number, reason: string) => void {
+export function relaySocket (browser: WebSocket, connection: AppConnection, target: RelayTarget, limits: SocketLimits, onClosed: () => void): (code: number, reason: string) => void {
   const app = new WebSocket(`ws://127.0.0.1:${target.port}${target.path}`, target.protocol === '' ? [] : [target.protocol], {
     createConnection: (() => connection) as unknown as NonNullable<WebSocket.ClientOptions['createConnection']>,
     headers: target.headers as Record<string, string>,

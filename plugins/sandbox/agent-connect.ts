@@ -4,6 +4,8 @@ import type { Agents } from './agent-client.js'
 import type { AgentConnection } from './agent-connection.js'
 import { CHUNK, decodeJson, encodeFrame, encodeJson, parseFailure, ProtocolError, T_ACK, T_CONNECT, T_CONNECTED, T_CREDIT, T_EXIT, T_FAIL, T_OUT, T_STDIN } from './agent-protocol.js'
 import { armDeadline } from './clock.js'
+import type { SandboxSocket } from './types.js'
+import { IdleTimer } from '../../core/idle-timer.js'
 import type { Recovery } from './recovery.js'
 
 /*
@@ -30,8 +32,12 @@ export class AgentConnectError extends Error {
   get code (): string { return this.errno === 111 ? 'ECONNREFUSED' : this.errno === 110 ? 'ETIMEDOUT' : 'ECONNFAILED' }
 }
 
-/** The app's end as a socket: the agent's connection with both windows, destroyed when either side ends. */
-export class AgentTcpSocket extends Duplex {
+/**
+ * The app's end as a socket: the agent's connection with both windows, destroyed when either side ends,
+ * with net.Socket's idle timeout (Node's http client uses it as it is, docs/performance.md (k)).
+ */
+export class AgentTcpSocket extends Duplex implements SandboxSocket {
+  private readonly idle = new IdleTimer(() => { this.emit('timeout') })
   /** the app's bytes received and not acknowledged yet */
   private unacked = 0
   /** the client's bytes sent and not credited yet */
@@ -51,6 +57,7 @@ export class AgentTcpSocket extends Duplex {
     if (this.unacked > CONNECT_WINDOW) throw new ProtocolError('connection data beyond the window')
     this.conn.exempt += payload.length
     if (this.destroyed) return
+    this.idle.touch()
     if (this.push(payload) && this.unacked >= ACK_AT) this.ack()
   }
 
@@ -96,6 +103,7 @@ export class AgentTcpSocket extends Duplex {
   private send (chunk: Buffer, done: (err?: Error | null) => void): void {
     let at = 0
     if (this.ended) { done(); return }
+    this.idle.touch()
     while (at < chunk.length) {
       if (this.destroyed || this.conn.closed) { done(new Error('the connection is closed')); return }
       const room = CONNECT_WINDOW - this.unwritten
@@ -111,11 +119,17 @@ export class AgentTcpSocket extends Duplex {
   override _final (done: (err?: Error | null) => void): void { done() }
 
   override _destroy (err: Error | null, done: (err?: Error | null) => void): void {
+    this.idle.stop()
     const w = this.waiting
     this.waiting = null
     w?.done(err ?? new Error('the connection is closed'))
     if (!this.ended) this.conn.finish(this.id)
     done(err)
+  }
+
+  setTimeout (ms: number, callback?: () => void): this {
+    this.idle.set(this, ms, callback)
+    return this
   }
 
   // What Node's http client calls on a net.Socket; the agent's connection sets TCP_NODELAY on its own side.
@@ -172,7 +186,7 @@ export async function connectRequest (conn: AgentConnection, port: number, opts:
   })
 }
 
-export type Connect = (chatId: string, port: number, opts: { timeoutMs: number }) => Promise<Duplex | undefined>
+export type Connect = (chatId: string, port: number, opts: { timeoutMs: number }) => Promise<SandboxSocket | undefined>
 
 /** SandboxService.connect: holds a lease while connecting; undefined = no agent now (the caller relays through exec). */
 export function createConnect (d: { recovery: Pick<Recovery, 'runningEntry'>, activity: Pick<Activity, 'holdLease'>, agents: Pick<Agents, 'agentFor'> }): Connect {

@@ -4,6 +4,19 @@ import type { RequestUser } from '../../core/identity.js'
 import type { SandboxEngine } from './engine-types.js'
 
 /** The engine interface (docs/contract.md#engines) is part of the contract: engine plugins import it from here. */
+
+/**
+ * A connection into a sandbox (SandboxService.connect) as a net.Socket look-alike, so that Node's http client
+ * and ws drive it without a wrapper: setTimeout has net.Socket's idle semantics ('timeout' once no byte went
+ * either way for that long; 0 turns it off and removes the callback), the other socket options are no-ops.
+ */
+export interface SandboxSocket extends Duplex {
+  setTimeout (ms: number, callback?: () => void): this
+  setNoDelay (): this
+  setKeepAlive (): this
+  ref (): this
+  unref (): this
+}
 export type {
   DiskUsageReport, EngineErrorReason, EngineFailure, EngineNetwork, ExecExit, ExecOutput, ExecProcess, ExecSignal, ExecSpec, LeaseAnswer, LeaseHolder, LeaseRecord, ResourceStats,
   SandboxDetails, SandboxEngine, SandboxSpec, SandboxStorage, SandboxSummary, StorageOwner, StorageSeen, ExtraStorage, StorageInfo, TmpfsSpec, VolumeSummary
@@ -154,7 +167,7 @@ export interface SandboxService {
    * connect, and like exec() (SANDBOX_NOT_RUNNING).
    * The caller holds a lease (kind 'socket') for as long as it is open.
    */
-  connect? (chatId: string, port: number, opts: { timeoutMs: number }): Promise<Duplex | undefined>
+  connect? (chatId: string, port: number, opts: { timeoutMs: number }): Promise<SandboxSocket | undefined>
   /** Extension (docs/contract.md#warm-pool): started, ready sandboxes waiting in the warm pool (no chat yet). */
   pooled? (): number
 }
