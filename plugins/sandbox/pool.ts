@@ -49,6 +49,8 @@ export interface Pool {
   takeSlot: () => PoolSlot | undefined
   yieldSlot: () => Promise<boolean>
   maintain: (unclaimed: SandboxSummary[]) => Promise<void>
+  /** The engine saw sandbox `id` end (SandboxEngine.watchSandboxes): a ready slot of it is replaced at once. */
+  ended: (id: string) => void
 }
 
 export function createPool (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | 'clock' | 'status'>, chats: Chats, d: PoolDeps): Pool {
@@ -216,5 +218,17 @@ export function createPool (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | 'cl
 
   const { maintain } = createPoolUpkeep(base, state, { slotOf, claimable, discard, discardSlot, warm, refill })
 
-  return { state, slotOf, claimable, refill, holdPool, discardSlot, drainPool, takeSlot, yieldSlot, maintain }
+  /**
+   * A ready slot whose sandbox ended outside the server (its pod deleted or evicted): out of the pool before a
+   * chat claims it, removed (record, volume, areas) and replaced, without waiting for the reaper's pass.
+   */
+  function ended (id: string): void {
+    const s = state.ready.find(r => r.id === id)
+    if (s === undefined) return
+    state.ready.splice(state.ready.indexOf(s), 1)
+    log.info({ slot: s.slot }, 'warm pool: a ready sandbox ended outside the server; replacing it')
+    void discardSlot(s).finally(() => { refill() })
+  }
+
+  return { state, slotOf, claimable, refill, holdPool, discardSlot, drainPool, takeSlot, yieldSlot, maintain, ended }
 }

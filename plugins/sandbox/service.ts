@@ -104,13 +104,14 @@ export function createSandboxService (opts: ServiceOptions, engine: SandboxEngin
   const connect = createConnect({ recovery, activity, agents })
 
   // A sandbox the engine sees end (evicted, deleted outside the server) loses its address and agent
-  // stream at once; the next call starts it again (recovery.ts).
+  // stream at once; the next call starts it again (recovery.ts). A warm-pool one is replaced (pool.ts).
   let unwatch: (() => void) | undefined
   const service: CoreSandboxService = {
     engine,
     bootTime: base.bootTime,
     start: async () => {
       unwatch ??= engine.watchSandboxes?.(id => {
+        pool.ended(id)
         for (const entry of chats.entries.values()) {
           if (entry.sandboxId !== id) continue
           addresses.dropAddress(entry)
