@@ -6,8 +6,7 @@
  * outputs links, the home kept when the pod is deleted, two chats apart, the web terminal and the
  * browser; and what the engine asked of the API stays inside that Role. Needs Docker.
  */
-import { mkdtemp, readFile, rm } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import t from 'tap'
@@ -18,7 +17,8 @@ import { build, freePort, TEST_API_KEY } from '../helper.js'
 import { connect } from '../fixtures/mcp-probe.js'
 import { rulesFromYaml } from '../fixtures/fake-kube/rbac.js'
 import { restrictedViolations } from '../fixtures/kube-objects.js'
-import { startFakeKube, type FakeKube } from '../fixtures/fake-kube/server.js'
+import type { FakeKube } from '../fixtures/fake-kube/server.js'
+import { fakeKubeWithSharedClaim } from '../fixtures/fake-kube/with-shared-claim.js'
 import { TermClient } from '../plugins/terminal/integration-app.js'
 import { cdpClient, SITE } from './browser-app.js'
 import { dockerOrSkip, TEST_IMAGE } from './docker.js'
@@ -38,29 +38,11 @@ function pods (kube: FakeKube): Pod[] {
 const text = (r: unknown): string => ((r as CallToolResult).content ?? []).filter(c => c.type === 'text').map(c => (c as { text: string }).text).join('')
 
 t.test('the MCP tools on the Kubernetes engine, under the shipped Role', gate, async t => {
-  const kube = await startFakeKube(0, '127.0.0.1', { prefix: PREFIX, rbac: rulesFromYaml(await readFile(join(root, 'deploy/kubernetes/rbac.yaml'), 'utf8')) })
-  t.teardown(async () => { await kube.close() })
-  const address = kube.server.address()
-  const api = `http://127.0.0.1:${typeof address === 'object' && address !== null ? address.port : 0}`
-  const dataDir = await mkdtemp(join(tmpdir(), 'kube-mcp-'))
-  t.teardown(async () => { await rm(dataDir, { recursive: true, force: true }) })
-  // The shared claim of deploy/kubernetes/data.yaml, as the operator applies it; fake-kube makes a claim
-  // annotated with a host path that directory, so the server (here, on this host) and the pods share it.
-  const shared = await fetch(`${api}/api/v1/namespaces/${NS}/persistentvolumeclaims`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ metadata: { name: 'cubicle-data', annotations: { 'fake-kube/host-path': dataDir } }, spec: { accessModes: ['ReadWriteMany'], resources: { requests: { storage: '1Gi' } } } })
-  })
-  t.equal(shared.status, 201, 'the shared claim')
+  const { kube, api, env } = await fakeKubeWithSharedClaim(t, NS, { prefix: PREFIX, rbac: rulesFromYaml(await readFile(join(root, 'deploy/kubernetes/rbac.yaml'), 'utf8')) })
   const port = await freePort()
   const url = `http://127.0.0.1:${port}`
   const app = await build(t, {
-    SANDBOX_ENGINE: 'kubernetes',
-    KUBE_API_URL: api,
-    KUBE_NAMESPACE: NS,
-    KUBE_SHARED_CLAIM: 'cubicle-data',
-    SANDBOX_PREFIX: PREFIX,
-    DATA_DIR: dataDir,
+    ...env,
     DOCKER_IMAGE: TEST_IMAGE,
     MCP_API_KEY: TEST_API_KEY,
     PUBLIC_BASE_URL: url,

@@ -4,12 +4,9 @@
  * a chat could claim it and before the reaper's next pass (every 30 s); the new chat then claims a live one.
  * The real server against the fake API server (test/fixtures/fake-kube). Needs Docker.
  */
-import { mkdtemp, rm } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import t from 'tap'
 import { build } from '../helper.js'
-import { startFakeKube } from '../fixtures/fake-kube/server.js'
+import { fakeKubeWithSharedClaim } from '../fixtures/fake-kube/with-shared-claim.js'
 import { dockerOrSkip, TEST_IMAGE } from './docker.js'
 
 const PREFIX = 'tkpool' // fake-kube's Docker prefix, and the server's SANDBOX_PREFIX
@@ -28,25 +25,9 @@ async function until (what: string, cond: () => boolean, ms: number): Promise<nu
 }
 
 t.test('a ready pool pod deleted outside the server is replaced at once', gate, async t => {
-  const kube = await startFakeKube(0, '127.0.0.1', { prefix: PREFIX })
-  t.teardown(async () => { await kube.close() })
-  const address = kube.server.address()
-  const api = `http://127.0.0.1:${typeof address === 'object' && address !== null ? address.port : 0}`
-  const dataDir = await mkdtemp(join(tmpdir(), 'kube-pool-'))
-  t.teardown(async () => { await rm(dataDir, { recursive: true, force: true }) })
-  const shared = await fetch(`${api}/api/v1/namespaces/${NS}/persistentvolumeclaims`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ metadata: { name: 'cubicle-data', annotations: { 'fake-kube/host-path': dataDir } }, spec: { accessModes: ['ReadWriteMany'], resources: { requests: { storage: '1Gi' } } } })
-  })
-  t.equal(shared.status, 201, 'the shared claim')
+  const { kube, api, env } = await fakeKubeWithSharedClaim(t, NS, { prefix: PREFIX })
   const app = await build(t, {
-    SANDBOX_ENGINE: 'kubernetes',
-    KUBE_API_URL: api,
-    KUBE_NAMESPACE: NS,
-    KUBE_SHARED_CLAIM: 'cubicle-data',
-    SANDBOX_PREFIX: PREFIX,
-    DATA_DIR: dataDir,
+    ...env,
     DOCKER_IMAGE: TEST_IMAGE,
     SANDBOX_POOL_SIZE: '1',
     ENABLE_NETWORK: 'false'
