@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import { constants } from 'node:fs'
-import { chmod, chown, lstat, mkdir, open, readdir, realpath, rename, rm, stat, unlink } from 'node:fs/promises'
+import { chmod, lstat, mkdir, open, readdir, realpath, rename, rm, unlink } from 'node:fs/promises'
 import { basename, dirname, join } from 'node:path'
 import { chatPaths } from '../../core/chat-paths.js'
 import { errnoCode } from '../../core/errno.js'
@@ -12,7 +12,7 @@ import { createStateFiles } from './state-files.js'
 import { readMetaFrom, writeMetaTo } from './chat-meta.js'
 import { adoptSlot, SLOT, slotExists } from './slots.js'
 import { treeUsage } from './usage.js'
-import type { ChatArea, ChatStorageService, PrepareOptions, StateFiles } from './types.js'
+import type { ChatArea, ChatStorageService, StateFiles } from './types.js'
 
 /*
  * The local-filesystem storage engine: DATA_DIR laid out as docs/contract.md#derived-names says. This file and
@@ -124,23 +124,15 @@ export function createChatStorage (opts: ChatStorageOptions): ChatStorageService
     return join(root, 'pool', slot)
   }
 
-  /** Creates `dir` (0755) with `uploads` 0755 and `outputs` 0750 below it; with an owner, chowns outputs. */
-  async function prepareAreas (dir: string, label: string, owner: PrepareOptions['outputsOwner'], parents: string[]): Promise<{ outputsOwned: boolean }> {
+  /**
+   * Creates `dir` (0755) with `uploads` 0755 and `outputs` 0750 below it. Who owns outputs is the sandbox
+   * engine's business (engine.giveOutputs: Docker gives its bind mount's source to the sandbox user).
+   */
+  async function prepareAreas (dir: string, label: string, parents: string[]): Promise<void> {
     for (const p of parents) await ensureDirMode(join(root, p), DIR_MODE, p)
     await ensureDirMode(dir, DIR_MODE, label)
     await ensureDirMode(join(dir, 'uploads'), DIR_MODE, `${label}/uploads`)
-    const outputs = join(dir, 'outputs')
-    await ensureDirMode(outputs, OUTPUTS_MODE, `${label}/outputs`)
-    if (owner === undefined) return { outputsOwned: false }
-    const st = await stat(outputs)
-    if (st.uid === owner.uid && st.gid === owner.gid) return { outputsOwned: true }
-    try {
-      await chown(outputs, owner.uid, owner.gid)
-      return { outputsOwned: true }
-    } catch (err) {
-      if (errnoCode(err) === 'EPERM') return { outputsOwned: false }
-      throw err
-    }
+    await ensureDirMode(join(dir, 'outputs'), OUTPUTS_MODE, `${label}/outputs`)
   }
 
   function serverState (scope: string, sopts: { dirMode?: number } = {}): StateFiles {
@@ -155,9 +147,9 @@ export function createChatStorage (opts: ChatStorageOptions): ChatStorageService
 
   return {
     key: chatId => paths(chatId).key,
-    async prepare (chatId, popts = {}) {
+    async prepare (chatId) {
       const p = paths(chatId)
-      return await prepareAreas(p.dir, `chats/${p.key}`, popts.outputsOwner, ['chats'])
+      await prepareAreas(p.dir, `chats/${p.key}`, ['chats'])
     },
     async ensureArea (chatId, area) { await ensureArea(chatId, area) },
     areaRoot,
@@ -177,7 +169,7 @@ export function createChatStorage (opts: ChatStorageOptions): ChatStorageService
     chatStateOfKey: stateOfKey,
     serverState,
     async usage (chatId, area, limits) { return await treeUsage(areaDir(chatId, area), limits) },
-    async prepareSlot (slot, popts = {}) { return await prepareAreas(slotDir(slot), `pool/${slot}`, popts.outputsOwner, ['pool']) },
+    async prepareSlot (slot) { await prepareAreas(slotDir(slot), `pool/${slot}`, ['pool']) },
     slotState (slot) {
       slotDir(slot)
       return createStateFiles({ root, dirs: [{ rel: 'pool', mode: DIR_MODE }, { rel: join('pool', slot), mode: DIR_MODE }], label: `pool/${slot}` })

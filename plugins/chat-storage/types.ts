@@ -72,11 +72,6 @@ export interface ChatMeta {
   image: string
 }
 
-export interface PrepareOptions {
-  /** Give `outputs` to the sandbox user (mode 0750). Without it outputs stays server-owned. */
-  outputsOwner?: { uid: number, gid: number }
-}
-
 /**
  * Where chat data lives and the only code that knows the layout below DATA_DIR (docs/contract.md#derived-names):
  * `chats/{K}/{uploads,outputs,meta.json,<state>.json}` with K = sha256(chat id)[0:32] (the raw id never
@@ -90,10 +85,10 @@ export interface ChatStorageService {
   /** The chat's key K (what logs and paths carry instead of the id). */
   key (chatId: string): string
   /**
-   * Creates `chats/{K}` (0755), `uploads` (0755) and `outputs` (0750), fixing the modes of existing ones;
-   * with `outputsOwner`, chowns outputs. Resolves `{ outputsOwned: false }` when the server may not chown.
+   * Creates `chats/{K}` (0755), `uploads` (0755) and `outputs` (0750), fixing the modes of existing ones.
+   * Giving outputs to the sandbox user is the sandbox engine's (engine.giveOutputs, docs/engine.md#storage).
    */
-  prepare (chatId: string, opts?: PrepareOptions): Promise<{ outputsOwned: boolean }>
+  prepare (chatId: string): Promise<void>
   /** Creates the area (and the chat's directory) when missing, 0755; modes of existing directories are kept. */
   ensureArea (chatId: string, area: ChatArea): Promise<void>
   /**
@@ -149,7 +144,7 @@ export interface ChatStorageService {
    * A warm pool slot's areas (docs/engine.md#storage): like prepare() for a sandbox no chat has claimed yet
    * (`pool/<slot>/{uploads,outputs}`). A slot id is 12 or 32 lowercase hex digits, else CHAT_STORAGE_BAD_NAME.
    */
-  prepareSlot (slot: string, opts?: PrepareOptions): Promise<{ outputsOwned: boolean }>
+  prepareSlot (slot: string): Promise<void>
   /** The slot's state files (the warm pool's claim journal), beside its areas. */
   slotState (slot: string): StateFiles
   /** Whether the slot's areas still exist (a claim that has not given them to a chat yet). */

@@ -10,6 +10,7 @@ import { objectCalls } from './docker-objects.js'
 import { leaseCalls } from './docker-lease.js'
 import { withAgentSocket, type AgentSocketOptions } from './docker-agent.js'
 import { hostMounts, storageOfMounts, type HostMount, type HostRoots } from '../../core/storage-layout.js'
+import { giveOutputsDir } from '../../core/area-owner.js'
 import type { SandboxEngine, SandboxSpec } from '../sandbox/types.js'
 import { AGENT_MOUNT } from './agent-run-dir.js'
 
@@ -49,9 +50,10 @@ async function absorb (request: Promise<unknown>, statuses: number[]): Promise<v
 /**
  * Where the engine's host keeps a sandbox's storage (docs/engine.md#storage): `data` is DATA_DIR as the
  * daemon sees it (DATA_DIR_HOST: the chats' and pool slots' uploads and outputs below it), `skills` is
- * SKILLS_DIR_HOST ('' = no skills).
+ * SKILLS_DIR_HOST ('' = no skills), `local` the same data directory as this server sees it (DATA_DIR: where
+ * it gives a sandbox's outputs to the sandbox user; '' = it cannot).
  */
-export type DockerStorage = HostRoots
+export type DockerStorage = HostRoots & { local?: string }
 
 /** The Docker engine: the contract, plus where its storage lives (set by the plugin, also on an engine a test wrapped). */
 export interface DockerEngine extends SandboxEngine {
@@ -249,6 +251,13 @@ export function createDockerEngine (host: string, limits: Partial<EngineLimits> 
     },
 
     useStorage (r) { roots = r },
+
+    // The outputs bind mount's source belongs to the sandbox user (mode 0750): changed through the server's view of DATA_DIR.
+    async giveOutputs (data, ids) {
+      const local = roots?.local ?? ''
+      if (local === '') return false
+      return await giveOutputsDir(local, data, ids)
+    },
 
     close () {
       agent?.destroy()

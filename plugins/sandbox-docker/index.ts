@@ -23,7 +23,7 @@ const sandboxDocker: FastifyPluginAsync<SandboxDockerOptions & { client?: Sandbo
   const runDir = opts.agentRunDir ?? ''
   const agentSocket = runDir === '' ? undefined : { runDir, runDirHost: opts.agentRunDirHost === '' || opts.agentRunDirHost === undefined ? runDir : opts.agentRunDirHost, log: fastify.log.child({ plugin: 'sandbox-docker' }) }
   const data = opts.dataDirHost.trim() || opts.dataDir.trim()
-  const storage: DockerStorage | undefined = data === '' ? undefined : { data, skills: opts.skillsDirHost.trim() }
+  const storage: DockerStorage | undefined = data === '' ? undefined : { data, skills: opts.skillsDirHost.trim(), local: opts.dataDir.trim() }
   if (client !== undefined && storage !== undefined) (client as Partial<DockerEngine>).useStorage?.(storage)
   fastify.decorate('sandboxEngine', client ?? createDockerEngine(opts.dockerHost, {}, agentSocket, storage))
 }

@@ -12,6 +12,7 @@ import {
 } from './kube-objects.js'
 import { podFailure, podOomKilled, podRunning, waitPod } from './kube-pods.js'
 import { claimMounts, storageSeen, type SharedStorage } from './kube-storage.js'
+import { giveOutputsDir } from '../../core/area-owner.js'
 
 /*
  * The Kubernetes engine (docs/engine.md#kubernetes): the engine contract of plugins/sandbox/engine-types.ts
@@ -322,6 +323,9 @@ export function createKubeEngine (o: KubeEngineOptions): SandboxEngine {
     // Files belong to the sandbox's user whatever uid and gid the caller named: the pod's processes
     // cannot give a file away (docs/engine.md#kubernetes).
     async putFile (id, path, content, mode) { await execs.putFile(id, path, content, mode) },
+
+    // The data areas are directories on the shared claim, which the server mounts: outputs is given to the sandbox user there.
+    async giveOutputs (data, ids) { return o.shared === undefined || o.shared.claim === '' ? false : await giveOutputsDir(o.shared.dataDir, data, ids) },
 
     async stats (id) {
       const s = await mustFind(id)

@@ -1,5 +1,5 @@
 import type { Duplex } from 'node:stream'
-import type { SandboxDetails, SandboxSpec, SandboxSummary } from './engine-sandbox.js'
+import type { SandboxDetails, SandboxSpec, SandboxSummary, StorageOwner } from './engine-sandbox.js'
 import type { ExecProcess, ExecSpec } from './engine-process.js'
 import type { DiskUsageReport, EngineNetwork, ResourceStats, StorageInfo, VolumeSummary } from './engine-resources.js'
 import type { LeaseAnswer, LeaseHolder } from './engine-lease.js'
@@ -122,6 +122,13 @@ export interface SandboxEngine {
    * through exec. Each connection is handed out once; the caller destroys it when done.
    */
   agentChannel?: (id: string) => Promise<Duplex | null>
+  /**
+   * Optional: gives the writable data area (outputs) of `data` to the sandbox user where the engine's storage
+   * needs it (Docker: the bind mount's source directory, changed by the server; docs/engine.md#storage). False
+   * when the server may not (it is not root). An engine whose storage needs nothing (the in-memory engine)
+   * leaves it out; so does one whose platform sets ownership itself.
+   */
+  giveOutputs?: (data: StorageOwner, ids: { uid: number, gid: number }) => Promise<boolean>
   /** Writes one file (parent dir must exist). */
   putFile: (id: string, path: string, content: Buffer, mode: number, uid: number, gid: number) => Promise<void>
   /** One sample of the sandbox's counters. */

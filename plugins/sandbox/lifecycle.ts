@@ -149,7 +149,7 @@ export function createLifecycle (base: Pick<CoreBase, 'engine' | 'log' | 'opts' 
       entry.recoverable = false
       entry.startedAt = clock.real()
       chats.changed(entry)
-      await readiness.fixOwnership(names.chatId, ids)
+      await readiness.fixOwnership({ chat: names.key }, ids)
       await activity.saveMeta(entry, user, true)
       const info = infoOf(entry)
       activity.activity(entry)

@@ -31,7 +31,7 @@ const RETRY_MAX_MS = 60_000
 
 /** What the pool builds on. */
 export interface PoolDeps {
-  readiness: Pick<Readiness, 'probePoolSandbox'>
+  readiness: Pick<Readiness, 'probePoolSandbox' | 'fixOwnership'>
   agents: Pick<Agents, 'openAgent'>
   quota: Pick<DiskQuota, 'settingsWithQuota'>
 }
@@ -157,7 +157,7 @@ export function createPool (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | 'cl
       const ids = await readiness.probePoolSandbox(id)
       const uid = base.opts.uid > 0 ? base.opts.uid : ids.uid
       const gid = base.opts.gid > 0 ? base.opts.gid : ids.gid
-      await storage.prepareSlot(slot, { outputsOwner: { uid, gid } }).catch(() => {})
+      await readiness.fixOwnership({ slot }, { uid, gid }).catch(() => {})
       const details = await engine.inspect(id)
       if (details?.running !== true) throw new Error('pool sandbox stopped while starting')
       if (status.closed) return

@@ -1,7 +1,7 @@
 import { agentOf, type Agents } from './agent-client.js'
 import { agentRequest } from './agent-exec.js'
 import { T_OUT } from './agent-protocol.js'
-import type { EngineFailure } from './engine-types.js'
+import type { EngineFailure, StorageOwner } from './engine-types.js'
 import { SANDBOX_FAILED } from './errors.js'
 import { collectExec, type RawExecResult } from './exec-collect.js'
 import { SANDBOX_USER } from './sandbox-spec.js'
@@ -34,8 +34,8 @@ export interface SandboxIds { uid: number, gid: number }
 export interface Readiness {
   waitReady: (entry: Entry) => Promise<SandboxIds | null>
   probePoolSandbox: (id: string) => Promise<SandboxIds>
-  /** Gives the chat's outputs to the sandbox user (through chat-storage). */
-  fixOwnership: (chatId: string, ids: SandboxIds | null) => Promise<void>
+  /** Gives the outputs of `data` (a chat's key or a pool slot) to the sandbox user, where the engine's storage needs it (engine.giveOutputs). */
+  fixOwnership: (data: StorageOwner, ids: SandboxIds | null) => Promise<void>
 }
 
 export function createReadiness (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | 'clock' | 'streams'>, agents: Pick<Agents, 'openAgent'>): Readiness {
@@ -118,12 +118,15 @@ export function createReadiness (base: Pick<CoreBase, 'engine' | 'log' | 'opts' 
     }
   }
 
-  /** Gives the chat's outputs directories to the sandbox user (SANDBOX_UID/GID, else what the probe reported). */
-  async function fixOwnership (chatId: string, ids: SandboxIds | null): Promise<void> {
+  /**
+   * Gives the outputs directory to the sandbox user (SANDBOX_UID/GID, else what the probe reported) through the
+   * engine, whose storage it is (Docker: a bind mount's source on the host); an engine without giveOutputs needs nothing.
+   */
+  async function fixOwnership (data: StorageOwner, ids: SandboxIds | null): Promise<void> {
     const uid = opts.uid > 0 ? opts.uid : ids?.uid
     const gid = opts.gid > 0 ? opts.gid : ids?.gid
-    if (uid === undefined || gid === undefined) return
-    const { outputsOwned: ok } = await opts.storage.prepare(chatId, { outputsOwner: { uid, gid } })
+    if (uid === undefined || gid === undefined || base.engine.giveOutputs === undefined) return
+    const ok = await base.engine.giveOutputs(data, { uid, gid })
     if (!ok && !ownerWarned) {
       ownerWarned = true
       log.warn({ uid, gid }, 'cannot give outputs directories to the sandbox user (the server is not root): set SANDBOX_UID/SANDBOX_GID to the server user or run the server as root')

@@ -13,7 +13,7 @@ const { skip } = await dockerOrSkip()
 t.test('the Docker engine passes the engine contract', { skip }, async t => {
   await cleanupPrefix(t, PREFIX)
   await engineContract(t, {
-    engine: ({ dataDir, skillsDir }) => createDockerEngine(DOCKER_HOST, {}, undefined, { data: dataDir, skills: skillsDir }),
+    engine: ({ dataDir, skillsDir }) => createDockerEngine(DOCKER_HOST, {}, undefined, { data: dataDir, skills: skillsDir, local: dataDir }),
     unreachable: () => createDockerEngine('unix:///tmp/cubicle-no-such-docker.sock'),
     image: TEST_IMAGE,
     prefix: PREFIX

@@ -21,12 +21,10 @@ t.test('prepareSlot makes pool/<slot> like a chat\'s areas; slotState keeps the 
   const root = await dataDir(t)
   const storage = createChatStorage({ dataDir: root })
   t.equal(await storage.hasSlot(SLOT), false)
-  t.same(await storage.prepareSlot(SLOT), { outputsOwned: false })
+  await storage.prepareSlot(SLOT)
   const dir = join(root, 'pool', SLOT)
   t.equal((await stat(join(dir, 'uploads'))).mode & 0o7777, 0o755)
   t.equal((await stat(join(dir, 'outputs'))).mode & 0o7777, 0o750)
-  const me = { uid: process.getuid?.() ?? 0, gid: process.getgid?.() ?? 0 }
-  t.same(await storage.prepareSlot(SLOT, { outputsOwner: me }), { outputsOwned: true })
   t.equal(await storage.hasSlot(SLOT), true)
   await storage.slotState(SLOT).writeJson('claim.json', { chat_id: 'c' }, { maxBytes: 1024 })
   t.same(await storage.slotState(SLOT).readJson('claim.json', 1024), { chat_id: 'c' })
