@@ -200,7 +200,7 @@ t.test('a flood of forged frames stops at the first one: nothing after it is par
  */
 type Loss = 'before' | 'after' | 'old'
 
-async function spawnService (t: Test, loss: Loss, kill: boolean): Promise<{ service: CoreSandboxService, execs: () => number }> {
+async function spawnService (t: Test, loss: Loss, kill: boolean | 'stop'): Promise<{ service: CoreSandboxService, execs: () => number }> {
   const dir = await mkdtemp(join(tmpdir(), 'tspawn-'))
   t.teardown(async () => { await rm(dir, { recursive: true, force: true }) })
   const engine = createMemoryEngine({ images: ['cubicle-memory-test:latest'] })
@@ -224,7 +224,8 @@ async function spawnService (t: Test, loss: Loss, kill: boolean): Promise<{ serv
         // Anything but the command (the ready probe) cannot be spawned here: the core takes the engine's exec.
         if (!frame.includes('marker')) { agent.write(encodeJson(rid, T_FAIL, { errno: 2, error: 'not here' })); continue }
         if (loss === 'after') agent.write(encodeFrame(rid, T_SPAWNED))
-        void (kill ? engine.kill(id) : Promise.resolve()).then(() => { agent.end() })
+        // 'stop': the server stops the sandbox on purpose while the request is in flight.
+        void (kill === 'stop' ? service.stop('spawn-chat') : kill ? engine.kill(id) : Promise.resolve()).then(() => { agent.end() })
       }
     })
     return server
@@ -263,6 +264,12 @@ t.test('spawn acknowledgement: a stream lost before SPAWNED runs the command onc
     t.same([c.r.exitCode, s.execs()], [null, 0], `${loss}${kill ? ', killed' : ''}: cut off, not run again`)
     t.match(c.r.notices, [kill ? { kind: 'sandbox-stopped', action: 'stopped', by: 'outside' } : { kind: 'stream-lost' }], `${loss}: the loss is explained`)
   }
+
+  const stopped = await spawnService(t, 'before', 'stop')
+  const st = await command(stopped.service)
+  t.same([st.r.exitCode, stopped.execs()], [null, 0], 'stopped on purpose before SPAWNED: not run again, not started again')
+  t.match(st.r.notices, [{ kind: 'sandbox-stopped', by: 'server' }])
+  t.equal((await stopped.service.status('spawn-chat')).state, 'stopped')
 
   const exec = await spawnService(t, 'before', true)
   const e = await exec.service.exec('spawn-chat', ['sh', '-c', 'echo marker'])
