@@ -2,6 +2,7 @@
 // /browser/{chat}/devtools/page/{id}, refused handshakes, and chat isolation.
 import t from 'tap'
 import WebSocket from 'ws'
+import { pollUntil } from '../fixtures/poll.js'
 import { dockerOrSkip } from './docker.js'
 import { bash, browserApp, cdpClient, mcpClient, SITE } from './browser-app.js'
 
@@ -66,7 +67,5 @@ t.test('a CDP client reaches the chat\'s browser through the bridge and nothing 
 
   cdp.ws.close()
   await new Promise(resolve => cdp.ws.once('close', resolve))
-  let left = 1
-  for (let i = 0; i < 50 && left > 0; i++) { left = app.cdp.viewers('bridge-a'); await new Promise(resolve => setTimeout(resolve, 100)) }
-  t.equal(left, 0, 'closing the client closes the relay')
+  t.equal(await pollUntil(() => app.cdp.viewers('bridge-a'), n => n === 0), 0, 'closing the client closes the relay')
 })

@@ -7,6 +7,7 @@ import type { AddressInfo } from 'node:net'
 import { dockerOrSkip } from './docker.js'
 import { chromiumOrSkip, launchChromium } from './chromium.js'
 import { bash, browserApp, mcpClient, SITE } from './browser-app.js'
+import { pollUntil } from '../fixtures/poll.js'
 
 // Page-side callbacks run in the browser; the project compiles without the DOM lib.
 declare const document: any
@@ -110,8 +111,7 @@ t.test('the human sees the model\'s page live, takes over and types; the model r
 
   t.test('closing the viewer leaves the agent\'s page usable at its original size', async t => {
     await page.close()
-    for (let i = 0; i < 50 && app.cdp.viewers('browser-human') > 0; i++) await new Promise(resolve => setTimeout(resolve, 100))
-    t.equal(app.cdp.viewers('browser-human'), 0, 'the viewer\'s socket is gone')
+    t.equal(await pollUntil(() => app.cdp.viewers('browser-human'), n => n === 0), 0, 'the viewer\'s socket is gone')
     // the value only: the tool may append page events (a console entry) that vary from run to run
     const size = (out: string): string | undefined => /"\d+x\d+"/.exec(out)?.[0]
     t.equal(size(await bash(c, 'browser eval "innerWidth + \'x\' + innerHeight"')), size(sizeBefore), 'same viewport size')

@@ -6,6 +6,7 @@ import { join } from 'node:path'
 import type { Test } from 'tap'
 import { chromiumOrSkip } from './chromium.js'
 import { allFixtures, docx } from './preview-fixtures.js'
+import { pollUntil } from '../fixtures/poll.js'
 import { CHAT, KEY, gotoReady, open, orPageLog, setup as harness, shot } from './preview-harness.js'
 
 // Page-side callbacks run in the browser; the project compiles without the DOM lib.
@@ -120,11 +121,7 @@ t.test('the preview page opened with a files token renders every preview type an
     await open(page, 'site/index.html')
     t.equal(await page.$eval('#preview iframe.html-frame', f => f.getAttribute('sandbox')), 'allow-scripts allow-forms allow-popups')
     // The iframe navigates after it is inserted: poll for its frame instead of racing it (flaky under load).
-    let frame = page.frames().find(f => f.url().endsWith('/site/index.html'))
-    for (let i = 0; frame === undefined && i < 100; i++) {
-      await new Promise(resolve => setTimeout(resolve, 50))
-      frame = page.frames().find(f => f.url().endsWith('/site/index.html'))
-    }
+    const frame = await pollUntil(() => page.frames().find(f => f.url().endsWith('/site/index.html')), f => f !== undefined, 20_000, 50)
     t.ok(frame, 'the agent page is loaded from its /files URL')
     if (frame === undefined) return
     await frame.waitForSelector('#agent[data-ran="yes"]')

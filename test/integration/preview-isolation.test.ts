@@ -7,6 +7,7 @@ import type { Page, Worker } from 'playwright-core'
 import type { Test } from 'tap'
 import { chromiumOrSkip } from './chromium.js'
 import { docx, docxWithLink, workbook } from './preview-fixtures.js'
+import { pollUntil } from '../fixtures/poll.js'
 import { CHAT, gotoReady, open, setup, shot } from './preview-harness.js'
 
 declare const document: any
@@ -156,10 +157,9 @@ t.test('a parser that hangs is terminated after parseTimeoutMs; the page says so
   // Selecting another file while the parser spins terminates it at once.
   await page.click('#file-list li[data-path="notes/spy.md"] button')
   await page.waitForFunction(() => document.querySelector('#preview .loading') !== null)
-  for (let i = 0; i < 50 && workers.length === 0; i++) await page.waitForTimeout(50)
+  await pollUntil(() => workers.length, n => n > 0, 10_000, 50)
   await open(page, 'data/table.csv')
-  for (let i = 0; i < 50 && closed.length < workers.length; i++) await page.waitForTimeout(50)
-  t.equal(closed.length, workers.length, 'the abandoned parser was terminated')
+  t.equal(await pollUntil(() => closed.length, n => n >= workers.length, 10_000, 50), workers.length, 'the abandoned parser was terminated')
   const first = times.get(workers[0] as Worker) as { started: number, closed?: number }
   t.ok((first.closed ?? Infinity) - first.started < 3500, 'by the switch, before its 4 s budget ran out')
   const started = Date.now()
@@ -173,9 +173,9 @@ t.test('a parser that hangs is terminated after parseTimeoutMs; the page says so
   t.ok(elapsed >= 3900 && elapsed < 15000, `stopped after the 4 s budget (${elapsed} ms)`)
   t.equal(await page.textContent('#preview .notice h2'), 'Preview stopped')
   t.match(await page.textContent('#preview .notice p'), /Reading spy\.md took longer than 4 s, so it was stopped to keep this page responsive/)
-  for (let i = 0; i < 50 && closed.length < workers.length; i++) await page.waitForTimeout(100)
+  const terminated = await pollUntil(() => closed.length, n => n >= workers.length, 10_000)
   t.ok(workers.length >= 1, 'a worker ran the parser')
-  t.equal(closed.length, workers.length, 'and was terminated')
+  t.equal(terminated, workers.length, 'and was terminated')
   await shot(page, 'parser-timeout')
   await open(page, 'data/hostile.xlsx')
   t.equal(await page.$$eval('#preview table.sheet tbody tr', r => r.length), 1, 'the next document renders')
@@ -234,8 +234,7 @@ t.test('a document whose parse never finished (the tab crashed or closed) is not
   let started = 0
   page.on('worker', () => { started++ })
   await gotoReady(page, `${url}/preview/${CHAT}?t=${token}`, async () => await page.waitForFunction(() => document.querySelector('#preview .loading') !== null))
-  for (let i = 0; i < 100 && started === 0; i++) await page.waitForTimeout(50)
-  t.equal(started, 1, 'the newest file went to the parser on its own')
+  t.equal(await pollUntil(() => started, n => n > 0, 10_000, 50), 1, 'the newest file went to the parser on its own')
   await page.close()
 
   await context.unroute('**/static/vendor/marked/lib/marked.umd.js')

@@ -11,6 +11,7 @@ import type { CommandOptions } from '../../plugins/sandbox/types.js'
 import type { ExecSpec } from '../../plugins/sandbox/engine-types.js'
 import { AGENT_ARGV } from '../../plugins/sandbox/agent-client.js'
 import { buildSandboxApp, cleanupPrefix, dockerOrSkip, testDockerClient, wrapClient } from './docker.js'
+import { pollUntil } from '../fixtures/poll.js'
 
 const PREFIX = 'tagent'
 const OLD_IMAGE = process.env.OLD_IMAGE ?? 'computer-use-sandbox:latest'
@@ -135,8 +136,9 @@ t.test('in-sandbox agent (real Docker)', { skip }, async t => {
   }
 
   t.test('killing the agent mid-command: a clear result, the next call works, the agent comes back', async t => {
-    const pending = run('sleep 5; echo never')
-    await new Promise(resolve => setTimeout(resolve, 700))
+    const pending = run('sleep 25; echo never')
+    // Killed once the command runs (asked until it does, at most 20 s), not after a guess a busy host can miss.
+    t.equal(await pollUntil(async () => (await sandbox.exec(chat, ['pgrep', '-f', '^sleep 25$'])).exitCode, code => code === 0, 20_000), 0, 'the command runs')
     await killAgent()
     const lost = await pending
     t.equal(lost.exitCode, null)

@@ -13,6 +13,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { chatKey } from '../../core/chat-id.js'
 import { connect } from '../fixtures/mcp-probe.js'
+import { pollUntil } from '../fixtures/poll.js'
 import { bash, textOf } from '../plugins/workspace-tools/integration-app.js'
 import { containersOfChat, DOCKER_HOST, dockerOrSkip, removeByPrefix, TEST_IMAGE } from './docker.js'
 
@@ -74,11 +75,8 @@ t.test('kill -9 of the server mid-bash_tool loses no data; the restarted server 
   const abandon = new AbortController()
   const pending = a.callTool({ name: 'bash_tool', arguments: { command: 'echo during > ~/during.txt && sync && sleep 600; echo after > ~/after.txt', description: 'test' } },
     undefined, { signal: abandon.signal, timeout: 600_000 }).then(() => 'answered', () => 'no answer')
-  let seen = ''
-  for (let i = 0; i < 40 && seen !== 'yes\n'; i++) {
-    await sleep(250)
-    seen = textOf(await bash(a, 'test -f ~/during.txt && pgrep -f "^sleep 600$" >/dev/null && echo yes || echo no'))
-  }
+  // `sync` may take long on a busy Docker host: asked until the call got to its sleep, at most 60 s.
+  const seen = await pollUntil(async () => textOf(await bash(a, 'test -f ~/during.txt && pgrep -f "^sleep 600$" >/dev/null && echo yes || echo no')), s => s === 'yes\n', 60_000, 250)
   t.equal(seen, 'yes\n', 'the call is running in the sandbox')
   await stop(first, 'SIGKILL')
   t.equal(first.child.signalCode, 'SIGKILL')

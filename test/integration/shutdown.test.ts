@@ -11,6 +11,7 @@ import { entry } from '../../core/app.js'
 import type { ToolCallEvent } from '../../plugins/mcp-transport/types.js'
 import { listen } from '../helper.js'
 import { connect, kernelManifest, textOf, type Probe } from '../fixtures/mcp-probe.js'
+import { pollUntil } from '../fixtures/poll.js'
 import { dockerOrSkip, removeByPrefix, testDockerClient, TEST_IMAGE } from './docker.js'
 
 const root = fileURLToPath(new URL('../..', import.meta.url))
@@ -116,7 +117,9 @@ t.test('SIGTERM on the real server with a real sandbox: a long bash_tool call is
   t.equal(textOf(await bash('echo ok')), 'ok\n', 'the sandbox runs')
 
   const long = bash('echo started; sleep 300; echo never')
-  await new Promise(resolve => setTimeout(resolve, 1000))
+  // SIGTERM once the call runs in the sandbox (asked through a second call, at most 60 s), not after a guess.
+  t.equal(await pollUntil(async () => textOf(await bash('pgrep -f "^sleep 300$" >/dev/null && echo running || echo not-yet')), s => s === 'running\n', 60_000, 200),
+    'running\n', 'the long call runs')
   server.signal('SIGTERM')
   const result = await long
   t.equal(result.isError, true)

@@ -6,6 +6,7 @@ import type { Frame, Page } from 'playwright-core'
 import { dockerOrSkip } from './docker.js'
 import { chromiumOrSkip, gotoReady, launchChromium } from './chromium.js'
 import { terminalStack } from '../plugins/terminal/integration-app.js'
+import { pollUntil } from '../fixtures/poll.js'
 
 const ARTIFACTS = new URL('../../test-artifacts/terminal/', import.meta.url)
 const CHAT = 'term-browser'
@@ -75,9 +76,13 @@ t.test('the preview page\'s Terminal view in real Chromium', { skip: gate.skip |
     await typeLine(page, 'echo "wide=$(tput cols)"')
     const wide = Number((/^wide=(\d+)/m.exec(await waitForText(page, /^wide=\d+/m)))?.[1])
     await page.setViewportSize({ width: 800, height: 600 })
-    await new Promise(resolve => setTimeout(resolve, 500))
-    await typeLine(page, 'clear; echo "narrow=$(tput cols)"')
-    const narrow = Number((/^narrow=(\d+)/m.exec(await waitForText(page, /^narrow=\d+/m)))?.[1])
+    // The new size reaches the pty asynchronously: ask again (a new marker each time) until it changed, at most 20 s.
+    let attempt = 0
+    const narrow = await pollUntil(async () => {
+      const marker = `narrow${++attempt}`
+      await typeLine(page, `clear; echo "${marker}=$(tput cols)"`)
+      return Number(new RegExp(`^${marker}=(\\d+)`, 'm').exec(await waitForText(page, new RegExp(`^${marker}=\\d+`, 'm')))?.[1])
+    }, n => n !== wide, 20_000, 300)
     t.ok(wide > 100, `wide window: ${wide} columns`)
     t.ok(narrow < wide - 30, `narrow window: ${narrow} columns`)
     await page.setViewportSize({ width: 1280, height: 800 })

@@ -3,6 +3,7 @@ import { chatKey } from '../../core/chat-id.js'
 import { dockerOrSkip, containersOfChat } from './docker.js'
 import { KEY, TermClient, terminalStack } from '../plugins/terminal/integration-app.js'
 import { connect } from '../fixtures/mcp-probe.js'
+import { pollUntil } from '../fixtures/poll.js'
 import { textOf } from '../plugins/workspace-tools/integration-app.js'
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js'
 
@@ -47,10 +48,12 @@ t.test('web terminal on real Docker', gate, async t => {
     const term = await TermClient.open(t, url, CHAT, token(CHAT), { columns: 80, rows: 24 })
     await term.waitFor(/\$ /)
     term.resize(100, 30)
-    await new Promise(resolve => setTimeout(resolve, 300))
-    const from = term.received
-    term.type('echo "size=$(tput cols)x$(tput lines)"\r')
-    const m = await term.waitFor(/size=(\d+)x(\d+)/, 20000, from)
+    // The resize reaches the pty asynchronously: ask again until the width changed (at most 20 s).
+    const m = await pollUntil(async () => {
+      const from = term.received
+      term.type('echo "size=$(tput cols)x$(tput lines)"\r')
+      return await term.waitFor(/size=(\d+)x(\d+)/, 20000, from)
+    }, m => m[1] !== '80', 20_000, 300)
     t.equal(m[1], '100')
     t.equal(m[2], '29', 'tmux keeps one line for its status bar')
     await term.close()
@@ -89,9 +92,10 @@ t.test('web terminal on real Docker', gate, async t => {
     term.type('sleep 7777 & echo "bg=$!"; echo $$ > /tmp/term-shell.pid\r')
     const bg = (await term.waitFor(/bg=(\d+)/))[1] as string
     await term.close()
-    await new Promise(resolve => setTimeout(resolve, 500))
-    for (let i = 0; i < 50 && app.terminal.viewers(CHAT) > 0; i++) await new Promise(resolve => setTimeout(resolve, 100))
-    const state = await bash(`tmux has-session -t =main && echo session-ok; kill -0 ${bg} && echo job-ok; kill -0 "$(cat /tmp/term-shell.pid)" && echo shell-ok; echo "clients=$(tmux list-clients | wc -l)"`)
+    t.equal(await pollUntil(() => app.terminal.viewers(CHAT), n => n === 0), 0, 'the server let the viewer go')
+    // Its tmux client ends after the viewer's exec is closed: asked until it did (at most 30 s).
+    const state = await pollUntil(async () => await bash(`tmux has-session -t =main && echo session-ok; kill -0 ${bg} && echo job-ok; kill -0 "$(cat /tmp/term-shell.pid)" && echo shell-ok; echo "clients=$(tmux list-clients | wc -l)"`),
+      s => /clients=0/.test(s), 30_000, 250)
     t.match(state, /session-ok/)
     t.match(state, /job-ok/)
     t.match(state, /shell-ok/)

@@ -8,6 +8,7 @@ import { once } from 'node:events'
 import { PassThrough } from 'node:stream'
 import type { CommandOptions, ExecProcess } from '../../plugins/sandbox/types.js'
 import { buildSandboxApp, cleanupPrefix, dockerOrSkip, wrapClient } from '../integration/docker.js'
+import { pollUntil } from '../fixtures/poll.js'
 
 const PREFIX = 'texec'
 const { skip } = await dockerOrSkip()
@@ -231,8 +232,7 @@ t.test('sandbox exec (real Docker)', { skip }, async t => {
     tty.demux(d => { screen += d.toString() })
     await tty.resize(100, 30)
     tty.socket.write('abc\r')
-    const deadline = Date.now() + 5000
-    while (!screen.includes('got abc') && Date.now() < deadline) await new Promise(resolve => setTimeout(resolve, 50))
+    await pollUntil(() => screen, s => s.includes('got abc'), 20_000, 50)
     t.match(screen, /is-a-tty/)
     t.match(screen, /got abc/)
     tty.close()
@@ -240,7 +240,8 @@ t.test('sandbox exec (real Docker)', { skip }, async t => {
 
   t.test('a sandbox stopped under a running command yields exit code null', async t => {
     const p = run('sleep 60')
-    await new Promise(resolve => setTimeout(resolve, 500))
+    // Stopped once the command runs (asked until it does, at most 20 s), not after a guess a busy host can miss.
+    t.equal(await pollUntil(async () => (await sandbox.exec(chat, ['pgrep', '-f', '^sleep 60$'])).exitCode, code => code === 0, 20_000), 0, 'the command runs')
     await sandbox.stop(chat)
     const r = await p
     t.equal(r.exitCode, null)

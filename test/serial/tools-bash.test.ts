@@ -1,6 +1,7 @@
 import t from 'tap'
 import type { CallToolResult, Progress } from '@modelcontextprotocol/sdk/types.js'
 import { dockerOrSkip } from '../integration/docker.js'
+import { pollUntil } from '../fixtures/poll.js'
 import { bash, client, textOf, toolsApp } from '../plugins/workspace-tools/integration-app.js'
 
 const gate = await dockerOrSkip()
@@ -75,17 +76,12 @@ t.test('bash_tool over MCP on real Docker', gate, async t => {
   t.test('cancelling a call kills its processes in the sandbox', async t => {
     const controller = new AbortController()
     const pending = c.callTool({ name: 'bash_tool', arguments: { command: 'sleep 97; echo never', description: 'to cancel' } }, undefined, { signal: controller.signal })
-    await new Promise(resolve => setTimeout(resolve, 1500))
-    t.equal(textOf(await bash(c, 'pgrep -fc "^sleep 97$"')), '1\n', 'running before the cancel')
+    const count = async (): Promise<string> => textOf(await bash(c, 'pgrep -fc "^sleep 97$" || true'))
+    // Asked until the call runs (at most 30 s): a fixed wait before one look missed it on a busy host.
+    t.equal(await pollUntil(count, n => n === '1\n', 30_000, 250), '1\n', 'running before the cancel')
     controller.abort()
     await t.rejects(pending)
-    let left = ''
-    for (let i = 0; i < 20; i++) {
-      left = textOf(await bash(c, 'pgrep -fc "^sleep 97$" || true'))
-      if (left === '0\n') break
-      await new Promise(resolve => setTimeout(resolve, 250))
-    }
-    t.equal(left, '0\n', 'no sleep 97 left')
+    t.equal(await pollUntil(count, n => n === '0\n', 30_000, 250), '0\n', 'no sleep 97 left')
   })
 
   t.test('files written to outputs are listed with their public URLs', async t => {
