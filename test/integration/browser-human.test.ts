@@ -5,7 +5,7 @@ import t from 'tap'
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { dockerOrSkip } from './docker.js'
-import { chromiumOrSkip, launchChromium } from './chromium.js'
+import { chromiumOrSkip, embeddedFrame, gotoReady, launchChromium } from './chromium.js'
 import { bash, browserApp, mcpClient, SITE } from './browser-app.js'
 import { pollUntil } from '../fixtures/poll.js'
 
@@ -36,12 +36,11 @@ t.test('the human sees the model\'s page live, takes over and types; the model r
   const embedder = createServer((_req, res) => { res.writeHead(200, { 'content-type': 'text/html' }).end(html) })
   await new Promise<void>(resolve => embedder.listen(0, '127.0.0.1', resolve))
   t.teardown(() => { embedder.close() })
-  await page.goto(`http://127.0.0.1:${(embedder.address() as AddressInfo).port}/`)
-  const frame = await (await page.waitForSelector('#embed')).contentFrame()
-  if (frame === null) throw new Error('the preview frame did not load')
+  await gotoReady(page, `http://127.0.0.1:${(embedder.address() as AddressInfo).port}/`, async () =>
+    await (await embeddedFrame(page)).waitForSelector('#browser-view[data-state="live"]', { timeout: 120_000 }))
+  const frame = await embeddedFrame(page)
   t.equal(await frame.evaluate('window.origin'), 'null', 'the preview runs with an opaque origin')
 
-  await frame.waitForSelector('#browser-view[data-state="live"]', { timeout: 120_000 })
   await frame.waitForFunction(() => Number(document.getElementById('browser-screen').dataset.frames) >= 1, undefined, { timeout: 60_000 })
   t.match(await frame.textContent('#browser-url') ?? '', /127\.0\.0\.1:8000\/index\.html/, 'the URL of the tab is shown')
   t.match(await frame.textContent('#browser-tabs') ?? '', /Agent page/, 'the tab is listed')

@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs'
-import type { Browser, Page, Request, Response } from 'playwright-core'
+import type { Browser, BrowserContext, Frame, Page, Request, Response } from 'playwright-core'
 import { chromium } from 'playwright-core'
 import { refuseInUnitTier } from '../fixtures/tier.js'
 
@@ -38,8 +38,22 @@ export async function orPageLog<T> (log: string[], wait: Promise<T>): Promise<T>
   }
 }
 
+/** The frame of `page`'s iframe `selector` (an embedded page), once the element is there. */
+export async function embeddedFrame (page: Page, selector = '#embed'): Promise<Frame> {
+  const frame = await (await page.waitForSelector(selector)).contentFrame()
+  if (frame === null) throw new Error(`${selector}: the embedded frame did not load`)
+  return frame
+}
+
 /** What a page cannot run without: losing one of these leaves it half-loaded for good. */
 const ESSENTIAL = new Set(['document', 'script', 'stylesheet'])
+
+/** Whether `req` is one whose loss to ERR_NETWORK_CHANGED may leave a page that never gets ready. */
+function lostToNetworkChange (req: Request): boolean {
+  // A lost fetch counts too: a page whose first data request failed that way may wait for its next poll
+  // longer than the test does (a full run saw the egress log's rows never come).
+  return (ESSENTIAL.has(req.resourceType()) || req.resourceType() === 'fetch') && (req.failure()?.errorText ?? '').includes('ERR_NETWORK_CHANGED')
+}
 
 /**
  * Opens `url` and waits for `ready`. Chromium fails requests in flight with ERR_NETWORK_CHANGED when the
@@ -52,20 +66,41 @@ export async function gotoReady (page: Page, url: string, ready: () => Promise<u
     let lost = false
     let onLost: () => void = () => {}
     const lostOne = new Promise<'lost'>(resolve => { onLost = () => { resolve('lost') } })
-    const watch = (req: Request): void => {
-      // A lost fetch counts too: a page whose first data request failed that way may wait for its next poll
-      // longer than the test does (a full run saw the egress log's rows never come).
-      if ((ESSENTIAL.has(req.resourceType()) || req.resourceType() === 'fetch') && (req.failure()?.errorText ?? '').includes('ERR_NETWORK_CHANGED')) { lost = true; onLost() }
-    }
+    const watch = (req: Request): void => { if (lostToNetworkChange(req)) { lost = true; onLost() } }
     page.on('requestfailed', watch)
     try {
-      const response = await page.goto(url)
+      const response = await page.goto(url).catch((err: Error) => {
+        // The document itself lost that way: goto's own error says so, whether or not the event came first.
+        if (err.message.includes('net::ERR_NETWORK_CHANGED')) lost = true
+        throw err
+      })
       if (await Promise.race([ready().then(() => 'ready' as const), lostOne]) === 'ready') return response
       if (attempt >= attempts) throw new Error(`${url}: the page lost its scripts to ERR_NETWORK_CHANGED ${attempts} times`)
     } catch (err) {
       if (!lost || attempt >= attempts) throw err
     } finally {
       page.off('requestfailed', watch)
+    }
+  }
+}
+
+/**
+ * Runs `flow` on a new page of a new context of `browser` (closed after), and runs it again in another new
+ * context when a request of that context was lost to ERR_NETWORK_CHANGED (see gotoReady) and the flow failed:
+ * for a sequence of form posts (a sign-in), which reopening one page cannot replay, and whose cookies a second
+ * attempt must not inherit. At most `attempts` times; only for a flow that may run twice.
+ */
+export async function inNewContext<T> (browser: Browser, flow: (page: Page, context: BrowserContext) => Promise<T>, attempts = 3): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    const context = await browser.newContext()
+    let lost = false
+    context.on('requestfailed', req => { if (lostToNetworkChange(req)) lost = true })
+    try {
+      return await flow(await context.newPage(), context)
+    } catch (err) {
+      if (!lost || attempt >= attempts) throw err
+    } finally {
+      await context.close()
     }
   }
 }

@@ -136,7 +136,9 @@ PY`)
 
   await t.test('a files-token page carries no view switcher; a wrong token gets no log', async t => {
     const filesPage = await browser.newPage()
-    await filesPage.goto(`${url}/preview/${CHAT}?t=${app.links.token(CHAT, 'f') as string}`)
+    // Ready once the listing came (the app ran): a page whose script was lost would show no switcher either.
+    await gotoReady(filesPage, `${url}/preview/${CHAT}?t=${app.links.token(CHAT, 'f') as string}`, async () =>
+      await filesPage.waitForSelector('#app:is([data-state="ready"], [data-state="empty"])'))
     t.equal(await filesPage.isHidden('#views'), true)
     await filesPage.close()
     const res = await fetch(`${url}/api/egress/${CHAT}/log?t=${app.links.token('someone-else', 'c') as string}`)

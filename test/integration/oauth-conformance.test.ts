@@ -6,7 +6,7 @@ import { join } from 'node:path'
 import { locateSuite, suiteRequired, type Check } from '../fixtures/conformance-suite.js'
 import { TEST_API_KEY } from '../helper.js'
 import { freePort, registerClient, startOAuthServer } from '../fixtures/oauth-server.js'
-import { chromiumOrSkip, launchChromium } from './chromium.js'
+import { chromiumOrSkip, gotoReady, inNewContext, launchChromium } from './chromium.js'
 
 // The official suite's authorization-server scenarios (`conformance authorization`) against our OAuth
 // server (docs/contract.md#oauth): the metadata document, and the authorization code grant with PKCE,
@@ -45,16 +45,17 @@ t.test('the conformance suite\'s authorization scenarios pass against the OAuth 
     })
     void exited.then(() => { reject(new Error(`the suite ended before the browser step:\n${output.slice(-2000)}`)) })
   })
-  const page = await browser.newPage()
-  await page.goto(authorizeAt)
-  await page.fill('input[name=key]', TEST_API_KEY)
-  await page.fill('input[name=email]', 'suite@example.com')
-  await page.click('button[type=submit]')
-  // The consent page, unless the server decides without one; either way the browser lands on the suite's callback.
-  const allow = page.locator('button[value=allow]')
-  await Promise.race([page.waitForURL(u => u.href.startsWith(redirect)), allow.click().then(async () => { await page.waitForURL(u => u.href.startsWith(redirect)) })])
-  const landed = new URL(page.url())
-  await page.close()
+  // A sign-in that lost a request to a network change of the Docker host is done again in a new context.
+  const landed = await inNewContext(browser, async page => {
+    await gotoReady(page, authorizeAt, async () => { await page.locator('input[name=key]').waitFor() })
+    await page.fill('input[name=key]', TEST_API_KEY)
+    await page.fill('input[name=email]', 'suite@example.com')
+    await page.click('button[type=submit]')
+    // The consent page, unless the server decides without one; either way the browser lands on the suite's callback.
+    const allow = page.locator('button[value=allow]')
+    await Promise.race([page.waitForURL(u => u.href.startsWith(redirect)), allow.click().then(async () => { await page.waitForURL(u => u.href.startsWith(redirect)) })])
+    return new URL(page.url())
+  })
   await exited
 
   const results = new Map<string, Check[]>()

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
 import { TEST_API_KEY } from '../helper.js'
-import { chromiumOrSkip, launchChromium } from './chromium.js'
+import { chromiumOrSkip, gotoReady, launchChromium } from './chromium.js'
 import { authorizeUrl, CookieBrowser, csrfOf, startOAuthServer } from '../fixtures/oauth-server.js'
 
 const CLAUDE = 'https://claude.ai/api/mcp/auth_callback'
@@ -130,8 +130,8 @@ t.test('in Chromium the destination is the largest text of the sign-in page, abo
   const page = await browser.newPage()
   // Only this server's pages load: the sign-in is never completed, so nothing goes to evil.example.
   await page.route(url => new URL(url).origin !== base, async route => { await route.abort() })
-  await page.goto(authorizeUrl(base, String(reg.body.client_id), EVIL))
   const destination = page.locator('[data-destination]')
+  await gotoReady(page, authorizeUrl(base, String(reg.body.client_id), EVIL), async () => { await destination.waitFor() })
   t.equal(await destination.innerText({ timeout: 5000 }), 'evil.example')
   const size = async (selector: string): Promise<number> => Number(await page.evaluate(`parseFloat(getComputedStyle(document.querySelector(${JSON.stringify(selector)})).fontSize)`))
   t.ok(await size('[data-destination]') >= 1.3 * await size('p.hint'), 'larger than the text around it')

@@ -8,7 +8,7 @@ import t, { type Test } from 'tap'
 import Provider from 'oidc-provider'
 import type { Page } from 'playwright-core'
 import { userChatId } from '../../core/identity.js'
-import { chromiumOrSkip, launchChromium } from './chromium.js'
+import { chromiumOrSkip, gotoReady, launchChromium } from './chromium.js'
 import { authorizeUrl, exchangeCode, freePort, probeMcp, registerClient, startOAuthServer } from '../fixtures/oauth-server.js'
 import { TEST_API_KEY } from '../helper.js'
 
@@ -38,8 +38,9 @@ async function startIssuer (t: Test, callback: string): Promise<string> {
 
 /** Cubicle's login page → "organisation account" → the issuer's login and consent → back; returns the page. */
 async function viaIssuer (page: Page, url: string, login: string): Promise<void> {
-  await page.goto(url)
-  await page.click('text=Sign in with your organisation account')
+  const upstream = page.locator('text=Sign in with your organisation account')
+  await gotoReady(page, url, async () => { await upstream.waitFor() })
+  await upstream.click()
   await page.fill('input[name=login]', login)
   await page.fill('input[name=password]', 'anything')
   await page.click('button[type=submit]')

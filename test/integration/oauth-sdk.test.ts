@@ -18,9 +18,10 @@ import { join } from 'node:path'
 import { chatKey } from '../../core/chat-id.js'
 import { userChatId } from '../../core/identity.js'
 import { awayFromMinuteEdge } from '../helper.js'
-import { chromiumOrSkip, launchChromium } from './chromium.js'
+import { chromiumOrSkip, gotoReady, launchChromium } from './chromium.js'
 import { containersOfChat, dockerOrSkip, removeByPrefix } from './docker.js'
-import { authorizeUrl, codeOf, exchangeCode, freePort, MemoryOAuthProvider, probeMcp, registerClient, signInWithBrowser, signInWithFetch, startOAuthServer, type OAuthServer } from '../fixtures/oauth-server.js'
+import { signInWithBrowser } from './oauth-browser.js'
+import { authorizeUrl, codeOf, exchangeCode, freePort, MemoryOAuthProvider, probeMcp, registerClient, signInWithFetch, startOAuthServer, type OAuthServer } from '../fixtures/oauth-server.js'
 
 const docker = await dockerOrSkip()
 const chromium = chromiumOrSkip()
@@ -177,7 +178,7 @@ t.test('OAuth with the MCP SDK client, Chromium and real Docker', gate, async t 
     const url = authorizeUrl(server.base, alice.provider.client?.client_id ?? '', REDIRECT)
     let status = 0
     page.on('response', r => { if (r.request().method() === 'POST') status = r.status() })
-    await page.goto(url)
+    await gotoReady(page, url, async () => { await page.locator('input[name=key]').waitFor() })
     const statuses: number[] = []
     // the login throttle counts in wall-clock minutes: 11 submissions in a real browser on a busy machine
     // took up to 30 s, so they start at least 45 s before the minute ends

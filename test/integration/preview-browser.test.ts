@@ -4,7 +4,7 @@ import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import type { Test } from 'tap'
-import { chromiumOrSkip } from './chromium.js'
+import { chromiumOrSkip, embeddedFrame } from './chromium.js'
 import { allFixtures, docx } from './preview-fixtures.js'
 import { pollUntil } from '../fixtures/poll.js'
 import { CHAT, KEY, gotoReady, open, orPageLog, setup as harness, shot } from './preview-harness.js'
@@ -167,15 +167,11 @@ t.test('the page works embedded in an opaque-origin sandboxed iframe of another 
   const embedder = createServer((req, res) => { res.writeHead(200, { 'content-type': 'text/html' }).end(html) })
   await new Promise<void>(resolve => embedder.listen(0, '127.0.0.1', resolve))
   t.teardown(() => { embedder.close() })
-  const listed = async (): Promise<unknown> => {
-    const frame = await (await page.waitForSelector('#embed')).contentFrame()
-    if (frame === null) throw new Error('the preview frame did not load')
-    return await frame.waitForFunction(n => document.querySelectorAll('#file-list li').length === n, Object.keys(fixtures).length, { timeout: 15000 })
-  }
+  const listed = async (): Promise<unknown> =>
+    await (await embeddedFrame(page)).waitForFunction(n => document.querySelectorAll('#file-list li').length === n, Object.keys(fixtures).length, { timeout: 15000 })
   await gotoReady(page, `http://127.0.0.1:${(embedder.address() as AddressInfo).port}/`, listed)
-  const frame = await (await page.waitForSelector('#embed')).contentFrame()
+  const frame = await embeddedFrame(page)
   t.ok(frame, 'the preview frame loaded')
-  if (frame === null) return
   t.equal(await frame.evaluate('window.origin'), 'null', 'the preview runs with an opaque origin')
   await frame.click('#file-list li[data-path="data/table.csv"] button')
   await frame.waitForSelector('#preview[data-rendered="data/table.csv"] table.sheet')
@@ -197,9 +193,9 @@ t.test('the page works embedded in an opaque-origin sandboxed iframe of another 
 t.test('long markdown and DOCX render completely and in order (parsed in blocks, sanitised in slices)', chromiumOrSkip(), async t => {
   const sections = Array.from({ length: 6000 }, (_, i) => `## Section ${i}\n\nText ${i} with *emphasis* and \`code\`.`).join('\n\n')
   const paragraphs = ['Long letter', ...Array.from({ length: 3000 }, (_, i) => `Paragraph ${i} & <b>not bold</b>.`)]
-  const { url, page, token } = await harness(t, { 'notes/long.md': sections, 'long.docx': await docx(paragraphs) })
-  await page.goto(`${url}/preview/${CHAT}?t=${token}`)
-  await page.waitForSelector('#file-list li[data-path="notes/long.md"]')
+  const { url, page, token, errors } = await harness(t, { 'notes/long.md': sections, 'long.docx': await docx(paragraphs) })
+  await gotoReady(page, `${url}/preview/${CHAT}?t=${token}`, async () =>
+    await orPageLog(errors, page.waitForSelector('#file-list li[data-path="notes/long.md"]')))
   await open(page, 'notes/long.md', 60000)
   t.ok(sections.length > 300000, 'several slices of 64 KB')
   const headings = await page.$$eval('#preview .markdown h2', h => [h.length, h[0]?.textContent, h[h.length - 1]?.textContent])
@@ -242,7 +238,8 @@ t.test('a listing request that stalls is given up and the next poll lists the fi
 
 t.test('an expired link shows a clear error instead of the page', chromiumOrSkip(), async t => {
   const { url, page } = await setup(t)
-  const response = await page.goto(`${url}/preview/${CHAT}?t=v1.f.1000.AAAAAAAAAAAAAAAAAAAAAA`)
+  const response = await gotoReady(page, `${url}/preview/${CHAT}?t=v1.f.1000.AAAAAAAAAAAAAAAAAAAAAA`, async () =>
+    await page.waitForFunction(() => /forbidden/.test(document.body?.textContent ?? '')))
   t.equal(response?.status(), 403)
   t.match(await page.textContent('body'), /forbidden/)
 })

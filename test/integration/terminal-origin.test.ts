@@ -7,10 +7,9 @@ import type { Test } from 'tap'
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import WebSocket from 'ws'
-import type { ElementHandle } from 'playwright-core'
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js'
 import { dockerOrSkip } from './docker.js'
-import { chromiumOrSkip, gotoReady, launchChromium, logRequestTrouble, orPageLog } from './chromium.js'
+import { chromiumOrSkip, embeddedFrame, gotoReady, launchChromium, logRequestTrouble, orPageLog } from './chromium.js'
 import { connect } from '../fixtures/mcp-probe.js'
 import { TermClient, terminalStack, type TerminalStack } from '../plugins/terminal/integration-app.js'
 
@@ -173,8 +172,9 @@ t.test('real Chromium: a page of another site, and its sandboxed iframe, cannot 
   const browser = await launchChromium()
   t.teardown(async () => { await browser.close() })
   const page = await browser.newPage()
-  await page.goto(`http://127.0.0.1:${(evil.address() as AddressInfo).port}/`)
-  await page.waitForFunction('document.body.dataset.top !== undefined && document.body.dataset.framed !== undefined', undefined, { timeout: 40000 })
+  // gotoReady: a fetch lost to a network change of the Docker host would read as 'blocked'; the page is opened again.
+  await gotoReady(page, `http://127.0.0.1:${(evil.address() as AddressInfo).port}/`, async () =>
+    await page.waitForFunction('document.body.dataset.top !== undefined && document.body.dataset.framed !== undefined', undefined, { timeout: 40000 }))
   const top = JSON.parse(await page.evaluate('document.body.dataset.top') as string)
   const framed = JSON.parse(await page.evaluate('document.body.dataset.framed') as string)
   t.same(top, { where: 'top', socket: 'refused', read: 'blocked' }, 'a page of another site: socket refused, file unreadable')
@@ -194,14 +194,9 @@ t.test('real Chromium: in open mode the preview embedded in a sandboxed iframe s
   const log: string[] = []
   page.on('console', msg => { if (msg.type() === 'error') log.push(msg.text()) })
   logRequestTrouble(page, log)
-  const embedded = async (): Promise<NonNullable<Awaited<ReturnType<ElementHandle['contentFrame']>>>> => {
-    const frame = await (await page.waitForSelector('#embed')).contentFrame()
-    if (frame === null) throw new Error('the preview frame did not load')
-    return frame
-  }
   await gotoReady(page, `http://127.0.0.1:${(embedder.address() as AddressInfo).port}/`, async () =>
-    await orPageLog(log, (await embedded()).waitForSelector('#banner:not([hidden])', { timeout: 15000 })))
-  const frame = await embedded()
+    await orPageLog(log, (await embeddedFrame(page)).waitForSelector('#banner:not([hidden])', { timeout: 15000 })))
+  const frame = await embeddedFrame(page)
   t.equal(await frame.evaluate('window.origin'), 'null', 'the preview runs with an opaque origin')
   t.match(await frame.textContent('#banner'), /open mode.*its own browser tab.*MCP_API_KEY/, 'the banner says why and what to do')
   t.equal(await frame.evaluate("document.getElementById('views').hidden"), true, 'no live views that could not connect')
