@@ -90,6 +90,7 @@ const plugins = {
     volumeSize: config.KUBE_VOLUME_SIZE,
     serverSelector: config.KUBE_SERVER_SELECTOR,
     serverAddress: config.KUBE_SERVER_ADDRESS,
+    maxStarting: config.KUBE_MAX_STARTING,
     sharedClaim: config.KUBE_SHARED_CLAIM,
     dataDir: config.DATA_DIR,
     skillsDir: config.SKILLS_DIR,

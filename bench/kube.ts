@@ -5,7 +5,9 @@
  * request with deploy/kubernetes/rbac.yaml. The load is bench/load.ts's: errors (goal 0), chats with
  * exactly one pod by their chat-key label (goal: every chat), the later calls' p99 (goal ≤ 1 s),
  * the server's RSS at 200 live chats (goal ≤ 150 MiB). The API requests refused by the Role are
- * counted too (goal 0). BENCH_L=20x5 changes the chats × calls.
+ * counted too (goal 0). BENCH_L=20x5 changes the chats × calls. BENCH_L_ARRIVAL=<n> paces the arrival instead of
+ * all at once: at most n chats in their first call at a time, the later calls together once all are live
+ * (bench/load.ts; docs/performance.md says which figure is which).
  */
 import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
@@ -17,6 +19,8 @@ import { benchLoad, type LoadResult } from './load.js'
 
 const NS = 'cubicle-bench'
 export const [L_CHATS, L_CALLS] = (process.env.BENCH_L ?? '200x5').split('x').map(Number) as [number, number]
+const ARRIVAL = process.env.BENCH_L_ARRIVAL === undefined || process.env.BENCH_L_ARRIVAL === '' ? undefined : Number(process.env.BENCH_L_ARRIVAL)
+if (ARRIVAL !== undefined && !(Number.isInteger(ARRIVAL) && ARRIVAL > 0)) throw new Error(`BENCH_L_ARRIVAL must be a positive integer, got "${process.env.BENCH_L_ARRIVAL ?? ''}"`)
 
 interface Pod { metadata: { uid: string, labels?: Record<string, string> } }
 
@@ -49,7 +53,7 @@ export async function benchKube (dataDir: string): Promise<LoadResult & { refuse
       }
       return { all, onePerChat }
     }
-    const r = await benchLoad(server, 'l', L_CHATS, L_CALLS, { count, unit: 'pod', goals: { rssMiB: 150, laterMs: 1000 } })
+    const r = await benchLoad(server, 'l', L_CHATS, L_CALLS, { count, unit: 'pod', goals: { rssMiB: 150, laterMs: 1000 }, arrival: ARRIVAL })
     const refused = [...kube.authorizer!.refused]
     const used = [...kube.authorizer!.used].map(([k, n]) => `${k} ×${n}`).join(', ')
     return { ...r, refused, lines: [...r.lines, `    API requests under deploy/kubernetes/rbac.yaml: refused ${refused.length} (goal 0)${refused.length > 0 ? `: ${[...new Set(refused)].join(', ')}` : ''}; granted: ${used}`] }

@@ -71,6 +71,12 @@ export interface LoadOptions {
   /** what a sandbox is called in the lines (container, pod) */
   unit?: string
   goals?: { rssMiB: number, laterMs: number }
+  /**
+   * Paced arrival instead of all at once: at most this many chats in their first call at a time (a chat
+   * arrives when one before it is answered: the rate the engine creates sandboxes), and the later calls
+   * start together once every chat's first call was answered, so they are measured with all chats live.
+   */
+  arrival?: number
 }
 
 export async function benchLoad (server: Server, label: string, chats: number, calls: number, opts: LoadOptions = {}): Promise<LoadResult> {
@@ -99,10 +105,27 @@ export async function benchLoad (server: Server, label: string, chats: number, c
   if (profile) { await server.ask({ op: 'cpu-start' }); await server.ask({ op: 'trace-start' }) }
   const cpu0 = cpuSample(pid, [])
   const t0 = now()
+  // Paced arrival (opts.arrival): a slot per chat in its first call, and a barrier before the later calls.
+  let laterFrom = 0
+  const pace = opts.arrival === undefined ? undefined : { free: opts.arrival, queue: [] as Array<() => void>, left: chats, all: undefined as unknown as Promise<void>, open: () => {} }
+  if (pace !== undefined) pace.all = new Promise<void>(resolve => { pace.open = resolve })
+  const arrive = async (): Promise<void> => {
+    if (pace === undefined) return
+    if (pace.free > 0) { pace.free--; return }
+    await new Promise<void>(resolve => pace.queue.push(resolve))
+  }
+  const answered = (): void => {
+    if (pace === undefined) return
+    const next = pace.queue.shift()
+    if (next !== undefined) next(); else pace.free++
+    if (--pace.left === 0) { laterFrom = now() - t0; pace.open() }
+  }
   await Promise.all(Array.from({ length: chats }, async (_, chat) => {
     const chatId = `bench-${label}-${chat}`
+    await arrive()
     const c = await client(chatId)
     for (let call = 0; call < calls; call++) {
+      if (call === 1 && pace !== undefined) await pace.all
       const s = now()
       const sent = wall()
       try {
@@ -114,6 +137,7 @@ export async function benchLoad (server: Server, label: string, chats: number, c
         first.push(took)
         lastFirst = Math.max(lastFirst, now() - t0)
         firstCalls.push({ chatId, container: sandboxNames(PREFIX, chatId).container, sent, answered: wall() })
+        answered()
       } else later.push(took)
     }
     await c.close()
@@ -159,6 +183,7 @@ export async function benchLoad (server: Server, label: string, chats: number, c
       `p50 ${ms(pct(all, 0.5))}, p99 ${ms(pct(all, 0.99))}, server RSS peak ${peakRss.toFixed(0)} MiB, ${rssLive.toFixed(0)} MiB at ${chats} live chats (goal ≤ ${goal.rssMiB} MiB)`,
     ...[...failures].sort((a, b) => b[1] - a[1]).map(([m, n]) => `    ${n} × ${m}`),
     ...internalErrorTrace(refs),
+    ...(pace === undefined ? [] : [`    paced arrival: at most ${opts.arrival ?? 0} chats in their first call at once; the later calls began together at ${(laterFrom / 1000).toFixed(1)} s, all ${chats} chats live`]),
     `    first calls (sandbox created): p50 ${ms(pct(first, 0.5))}, p90 ${ms(pct(first, 0.9))}, max ${ms(Math.max(...first))}, the last answered at ${(lastFirst / 1000).toFixed(1)} s; ` +
       `later calls (warm, through the agent): p50 ${ms(pct(later, 0.5))}, p99 ${ms(pct(later, 0.99))} (goal ≤ ${goal.laterMs} ms), max ${ms(Math.max(...later))}`,
     `    ${cpuSplit(cpu0, cpu1, cpus().length)}`,

@@ -37,6 +37,7 @@ export const ConfigSchema = Type.Object({
   KUBE_RUNTIME_CLASS: Str('', 'Kubernetes engine: `runtimeClassName` of sandbox pods (e.g. gvisor, kata); empty = the cluster default.'),
   KUBE_STORAGE_CLASS: Str('', 'Kubernetes engine: `storageClassName` of the sandboxes\' volumes (their homes); empty = the cluster default.'),
   KUBE_VOLUME_SIZE: Str('10Gi', 'Kubernetes engine: requested size of each sandbox volume (a Kubernetes quantity).'),
+  KUBE_MAX_STARTING: Int(8, 'Kubernetes engine: pods the server brings up at once; more new chats at once queue in order of arrival (each call\'s creation budget, `CONTAINER_CREATE_TIMEOUT`, includes the wait). 0 = no bound (docs/kubernetes.md#settings).'),
   KUBE_SHARED_CLAIM: Str('', 'Kubernetes engine: a ReadWriteMany PersistentVolumeClaim the server mounts at `DATA_DIR`; sandboxes mount their chat\'s uploads (read-only) and outputs, `SKILLS_DIR` and user skills from it by subPath (docs/engine.md#kubernetes). Required for chat sandboxes.'),
   KUBE_SERVER_SELECTOR: Str('', 'Kubernetes engine: labels of the server\'s pods (`a=b,c=d`): the sandbox NetworkPolicy lets sandboxes reach only these pods (and DNS), and only them reach sandboxes.'),
   KUBE_SERVER_ADDRESS: Str('', 'Kubernetes engine: the address sandboxes reach the server at (its Service\'s name or cluster IP; an IPv4 address of a server outside the cluster is also allowed by the NetworkPolicy): where the egress proxy variables point.'),

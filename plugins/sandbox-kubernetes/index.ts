@@ -26,6 +26,7 @@ const sandboxKubernetes: FastifyPluginAsync<SandboxKubernetesOptions & { client?
     connection,
     pod: { uid: opts.uid ?? 1000, gid: opts.gid ?? 1000, runtimeClassName: opts.runtimeClassName, storageClassName: opts.storageClassName, volumeSize: opts.volumeSize ?? '10Gi' },
     server: { selector: parseLabelPairs(opts.serverSelector ?? ''), address: opts.serverAddress },
+    maxStarting: opts.maxStarting ?? 8,
     shared: { claim: opts.sharedClaim ?? '', root: opts.dataDir ?? '/data', dataDir: opts.dataDir ?? '/data', skillsDir: opts.skillsDir ?? '' }
   }))
 }

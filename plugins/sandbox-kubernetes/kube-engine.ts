@@ -1,17 +1,16 @@
-import { randomBytes } from 'node:crypto'
-import type { SandboxDetails, SandboxEngine, SandboxSpec, SandboxSummary } from '../sandbox/types.js'
-import { KubeClient, type Watch } from './kube-client.js'
+import type { SandboxDetails, SandboxEngine, SandboxSummary } from '../sandbox/types.js'
+import { KubeClient } from './kube-client.js'
 import type { KubeConnection } from './kube-config.js'
 import { isConflict, isNotFound, KubeError } from './kube-error.js'
 import { execCalls } from './kube-exec.js'
 import { leaseCalls } from './kube-lease.js'
 import { networkCalls, type ServerEndpoint } from './kube-network.js'
-import {
-  ID_LABEL, PAUSED_ANNOTATION, ROLE_LABEL, podObject, recordObject, selector, userLabels, validName, volumeObject,
-  type ConfigMap, type ListOf, type Pod, type PodOptions
-} from './kube-objects.js'
+import { PAUSED_ANNOTATION, ROLE_LABEL, podObject, recordObject, selector, userLabels, validName, volumeObject, type ConfigMap, type Pod, type PodOptions } from './kube-objects.js'
 import { podFailure, podOomKilled, podRunning, waitPod } from './kube-pods.js'
+import { newId, recordCalls, type Sandbox } from './kube-records.js'
+import { StartQueue } from './kube-starts.js'
 import { claimMounts, storageSeen, type SharedStorage } from './kube-storage.js'
+import { watchCalls } from './kube-watch.js'
 import { giveOutputsDir } from '../../core/area-owner.js'
 
 /*
@@ -20,7 +19,8 @@ import { giveOutputsDir } from '../../core/area-owner.js'
  * the sandbox's name: its spec, id and labels) and, while it runs, a Pod named by its id; start creates
  * the pod and waits until it runs, stop deletes it (volumes, the record and so the sandbox stay). Pause
  * freezes every process of the sandbox's user with SIGSTOP (Kubernetes has no pause) and marks the
- * record; while marked, execs are refused. Claim renames the record and relabels record and pod.
+ * record; while marked, execs are refused. Claim renames the record and relabels record and pod. The
+ * records: kube-records.ts; the watch of ended pods: kube-watch.ts; pods brought up at once: kube-starts.ts.
  */
 
 export interface KubeEngineOptions {
@@ -34,73 +34,23 @@ export interface KubeEngineOptions {
   user?: string
   /** how long a start waits for the pod to run (image pulls included) */
   startTimeoutMs?: number
+  /** pods brought up at once (KUBE_MAX_STARTING; kube-starts.ts); 0 = no bound */
+  maxStarting?: number
 }
-
-const ID_PREFIX = 'cu-'
-const newId = (): string => ID_PREFIX + randomBytes(10).toString('hex')
-const isId = (s: string): boolean => s.startsWith(ID_PREFIX) && s.length === ID_PREFIX.length + 20 && /^[0-9a-f]+$/.test(s.slice(ID_PREFIX.length))
-
-interface Sandbox { record: ConfigMap, spec: SandboxSpec, id: string }
 
 export function createKubeEngine (o: KubeEngineOptions): SandboxEngine {
   const client = new KubeClient(o.connection)
   const user = o.user ?? 'assistant'
   const startTimeoutMs = o.startTimeoutMs ?? 300_000
-  const paused = new Set<string>()
+  const records = recordCalls(client)
+  const { paused, parse, find, mustFind, listAll, setPaused } = records
   /** The uid of the pod this engine last created per sandbox: the watch tells its end at once (no look-up). */
   const podUids = new Map<string, string>()
+  const starts = new StartQueue(o.maxStarting ?? 0)
   let closed = false
-
-  function parse (record: ConfigMap): Sandbox {
-    const id = record.data?.id ?? ''
-    let spec: SandboxSpec
-    try { spec = JSON.parse(record.data?.spec ?? '') as SandboxSpec } catch { throw new KubeError(`the record ${record.metadata.name} of a sandbox is damaged (its spec is not JSON)`) }
-    if (record.metadata.annotations?.[PAUSED_ANNOTATION] === 'true') paused.add(id)
-    else paused.delete(id)
-    return { record, spec, id }
-  }
-
-  async function listAll<T> (path: string, labelSelector: string): Promise<T[]> {
-    const items: T[] = []
-    let cont: string | undefined
-    do {
-      const page = await client.request<ListOf<T>>('GET', path, { query: { labelSelector, limit: '500', continue: cont } })
-      items.push(...page.items)
-      cont = page.metadata?.continue !== undefined && page.metadata.continue !== '' ? page.metadata.continue : undefined
-    } while (cont !== undefined)
-    return items
-  }
-
-  /** The sandbox by name or id; undefined when it does not exist. */
-  async function find (idOrName: string): Promise<Sandbox | undefined> {
-    if (validName(idOrName)) {
-      try {
-        const record = await client.request<ConfigMap>('GET', client.path('configmaps', idOrName))
-        if (record.metadata.labels?.[ROLE_LABEL] === 'sandbox') return parse(record)
-      } catch (err) { if (!isNotFound(err)) throw err }
-    }
-    if (!isId(idOrName)) return undefined
-    const byId = await client.request<ListOf<ConfigMap>>('GET', client.path('configmaps'), { query: { labelSelector: `${ROLE_LABEL}=sandbox,${ID_LABEL}=${idOrName}` } })
-    return byId.items[0] === undefined ? undefined : parse({ ...byId.items[0], apiVersion: 'v1', kind: 'ConfigMap' })
-  }
-
-  async function mustFind (id: string): Promise<Sandbox> {
-    const s = await find(id)
-    if (s === undefined) throw new KubeError(`no sandbox ${id.slice(0, 100)}`, { reason: 'no-such-sandbox', statusCode: 404 })
-    return s
-  }
 
   async function getPod (id: string): Promise<Pod | undefined> {
     try { return await client.request<Pod>('GET', client.path('pods', id)) } catch (err) { if (isNotFound(err)) return undefined; throw err }
-  }
-
-  async function setPaused (s: Sandbox, on: boolean): Promise<void> {
-    await client.request('PATCH', client.path('configmaps', s.record.metadata.name), {
-      contentType: 'application/merge-patch+json',
-      body: { metadata: { annotations: { [PAUSED_ANNOTATION]: on ? 'true' : null } } }
-    })
-    if (on) paused.add(s.id)
-    else paused.delete(s.id)
   }
 
   /** Deletes the pod and waits until it is gone (a new start then gets a fresh one). */
@@ -180,6 +130,7 @@ export function createKubeEngine (o: KubeEngineOptions): SandboxEngine {
       const id = newId()
       try {
         await client.request('POST', client.path('configmaps'), { body: recordObject(spec, id, o.shared?.claim ?? '') })
+        records.named(id, spec.name)
       } catch (err) {
         if (isConflict(err)) return 'conflict'
         throw err
@@ -202,13 +153,15 @@ export function createKubeEngine (o: KubeEngineOptions): SandboxEngine {
       }
       if (pod !== undefined) await deletePod(s.id, 0)
       if (paused.has(s.id)) await setPaused(s, false)
-      try {
-        const made = await client.request<Pod>('POST', client.path('pods'), { body: podObject(s.spec, s.id, userLabels(s.record.metadata.labels), o.pod, claimMounts(s.spec.storage, o.shared)) })
-        if (made.metadata.uid !== undefined) podUids.set(s.id, made.metadata.uid)
-      } catch (err) {
-        if (!isConflict(err)) throw err
-      }
-      await waitPod(client, s.id, 'running', startTimeoutMs)
+      await starts.run(async () => {
+        try {
+          const made = await client.request<Pod>('POST', client.path('pods'), { body: podObject(s.spec, s.id, userLabels(s.record.metadata.labels), o.pod, claimMounts(s.spec.storage, o.shared)) })
+          if (made.metadata.uid !== undefined) podUids.set(s.id, made.metadata.uid)
+        } catch (err) {
+          if (!isConflict(err)) throw err
+        }
+        await waitPod(client, s.id, 'running', startTimeoutMs)
+      })
     },
 
     async pause (id) {
@@ -254,7 +207,7 @@ export function createKubeEngine (o: KubeEngineOptions): SandboxEngine {
       const s = await find(id)
       if (s === undefined) return
       await deletePod(s.id, 0)
-      paused.delete(s.id)
+      records.forget(s.id)
       oomSeen.delete(s.id)
       podUids.delete(s.id)
       try {
@@ -293,6 +246,7 @@ export function createKubeEngine (o: KubeEngineOptions): SandboxEngine {
       if (paused.has(s.id)) renamed.metadata.annotations = { [PAUSED_ANNOTATION]: 'true' }
       try {
         await client.request('POST', client.path('configmaps'), { body: renamed })
+        records.named(s.id, identity.name)
       } catch (err) {
         if (isConflict(err)) return 'conflict'
         throw err
@@ -365,47 +319,7 @@ export function createKubeEngine (o: KubeEngineOptions): SandboxEngine {
 
     ...leases,
 
-    watchSandboxes (onEnd) {
-      let stopped = false
-      let current: Watch | undefined
-      /**
-       * A pod that ended or went: told unless the sandbox runs again meanwhile (a pod of the same name,
-       * another uid). The pod this engine made last is told at once, in the event's turn: a pod deleted
-       * outside leaves the API before its container is killed, and a call between the two would still
-       * reach the old container (and be cut off) if the core learned of it only after a look-up.
-       */
-      const ended = async (pod: Pod): Promise<void> => {
-        const name = pod.metadata.name
-        const known = podUids.get(name)
-        if (known !== undefined && known === pod.metadata.uid) { podUids.delete(name); onEnd(name); return }
-        if (known !== undefined) return // a newer pod of the sandbox, made since
-        const now = await getPod(name).catch(() => undefined)
-        if (podRunning(now) && now?.metadata.uid !== pod.metadata.uid) return
-        if (podRunning(now)) return
-        onEnd(name)
-      }
-      void (async () => {
-        let backoff = 500
-        while (!stopped && !closed) {
-          try {
-            const list = await client.request<ListOf<Pod>>('GET', client.path('pods'), { query: { labelSelector: `${ROLE_LABEL}=sandbox`, limit: '1' } })
-            current = client.watch<Pod>(client.path('pods'), { labelSelector: `${ROLE_LABEL}=sandbox`, resourceVersion: list.metadata?.resourceVersion, allowWatchBookmarks: 'true' }, ev => {
-              if (ev.type === 'ERROR') { current?.close(); return }
-              if (ev.type === 'DELETED' || ((ev.type === 'MODIFIED' || ev.type === 'ADDED') && (ev.object.metadata.deletionTimestamp !== undefined || podFailure(ev.object) !== undefined))) {
-                void ended(ev.object).catch(() => {})
-              }
-            })
-            if (stopped || closed) current.close()
-            await current.done
-            backoff = 500
-          } catch { /* the API is away: look again after a pause */ }
-          if (stopped || closed) break
-          await new Promise(resolve => setTimeout(resolve, backoff))
-          backoff = Math.min(backoff * 2, 10_000)
-        }
-      })()
-      return () => { stopped = true; current?.close() }
-    },
+    ...watchCalls({ client, podUids, getPod, closed: () => closed }),
 
     close () { closed = true; client.close() }
   }

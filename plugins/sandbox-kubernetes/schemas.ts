@@ -12,6 +12,7 @@ export const SandboxKubernetesOptions = Type.Object({
   sharedClaim: Type.Optional(Type.String({ default: '', description: 'KUBE_SHARED_CLAIM: the ReadWriteMany claim the server mounts at dataDir; sandboxes mount its areas by subPath' })),
   dataDir: Type.Optional(Type.String({ default: '/data', description: 'DATA_DIR: where the server mounts the shared claim (the chats\' areas, the user-skills cache)' })),
   skillsDir: Type.Optional(Type.String({ default: '', description: 'SKILLS_DIR: the built-in skills, mounted when on the shared claim' })),
+  maxStarting: Type.Optional(Type.Integer({ default: 8, minimum: 0, description: 'KUBE_MAX_STARTING: pods brought up at once (a burst of new chats queues in order of arrival); 0 = no bound' })),
   uid: Type.Optional(Type.Integer({ default: 1000, minimum: 1, description: 'the sandbox user\'s uid (runAsUser)' })),
   gid: Type.Optional(Type.Integer({ default: 1000, minimum: 1, description: 'the sandbox user\'s gid (runAsGroup, fsGroup)' }))
 })
