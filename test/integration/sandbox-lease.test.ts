@@ -10,7 +10,8 @@ import { fileURLToPath } from 'node:url'
 import { mkdtemp } from 'node:fs/promises'
 import { hostname, tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { buildSandboxApp, cleanupPrefix, DOCKER_HOST, dockerOrSkip, TEST_IMAGE, testDockerClient } from './docker.js'
+import { buildSandboxApp, cleanupPrefix, DOCKER_HOST, dockerOrSkip, TEST_IMAGE, testDockerClient, wrapClient } from './docker.js'
+import { pollUntil } from '../fixtures/poll.js'
 import { leaseName } from '../../plugins/sandbox/prefix-lease.js'
 
 const { skip } = await dockerOrSkip()
@@ -134,7 +135,16 @@ t.test('different prefixes coexist; a holder renews its lease and notices a take
   const [p1, p2] = ['tleasea', 'tleaseb']
   await cleanupPrefix(t, p1)
   await cleanupPrefix(t, p2)
-  const a = await buildSandboxApp(t, p1, { leaseTimeoutS: 3 }, await dataDir(p1))
+  // Counts the renewals that found the lease gone: the holder's notice of a takeover (a timer of its own).
+  let refusedRenewals = 0
+  const client = wrapClient(real => ({
+    renewLease: async (token, at) => {
+      const kept = await real.renewLease(token, at)
+      if (!kept) refusedRenewals++
+      return kept
+    }
+  }))
+  const a = await buildSandboxApp(t, p1, { leaseTimeoutS: 3, client }, await dataDir(p1))
   const b = await buildSandboxApp(t, p2, {}, await dataDir(p2))
   await a.service.ensure('coexist')
   await b.service.ensure('coexist')
@@ -152,7 +162,8 @@ t.test('different prefixes coexist; a holder renews its lease and notices a take
   // busy machine let its lease age past two missed renewals, and the old holder rightly waited it out.
   const renewing = setInterval(() => { engine.renewLease(usurped, Date.now()).catch(() => {}) }, 1000)
   t.teardown(() => { clearInterval(renewing) })
-  await sleep(1500)
+  // Its next renewal finds the lease gone; a fixed 1.5 s wait missed it when a busy host ran the timer late.
+  t.ok(await pollUntil(() => refusedRenewals, n => n > 0, 20_000) > 0, 'the holder\'s next renewal found the lease taken')
   await t.rejects(a.service.ensure('another-chat'), { code: 'SANDBOX_FAILED' }, 'no new sandbox without the lease')
   t.equal((await currentLease(p1))?.holder.id, 'usurper', 'the new holder is left alone')
 })
