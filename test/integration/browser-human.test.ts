@@ -69,10 +69,8 @@ t.test('the human sees the model\'s page live, takes over and types; the model r
   await page.keyboard.type('hello human', { delay: 30 })
   await page.keyboard.press('Enter')
 
-  let typed = ''
-  for (let i = 0; i < 30 && !/Entered: hello human/.test(typed); i++) {
-    typed = await bash(c, "browser eval \"document.getElementById('out').textContent\"")
-  }
+  // The keys travel through the screencast's input relay: read until they arrived (at most 30 s, not 30 tries).
+  const typed = await pollUntil(async () => await bash(c, "browser eval \"document.getElementById('out').textContent\""), s => /Entered: hello human/.test(s), 30_000, 200)
   t.match(typed, /Entered: hello human/, 'the model reads what the human typed (and the Enter key)')
 
   await frame.click('#browser-takeover')

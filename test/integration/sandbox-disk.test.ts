@@ -17,6 +17,7 @@ import sandbox from '../../plugins/sandbox/index.js'
 import { listen } from '../helper.js'
 import { bash, client, textOf } from '../plugins/workspace-tools/integration-app.js'
 import { buildSandboxApp, cleanupPrefix, containersOfChat, DOCKER_HOST, dockerOrSkip, removeByPrefix, testDockerClient, TEST_IMAGE, wrapClient } from './docker.js'
+import { pollUntil } from '../fixtures/poll.js'
 
 const gate = await dockerOrSkip()
 const sleep = async (ms: number): Promise<void> => await new Promise(resolve => setTimeout(resolve, ms))
@@ -49,13 +50,8 @@ t.test('a chat over its disk limit is stopped, told why, and can free space', ga
   const chat = 'disk-1'
   const c = await client(t, url, chat)
   const container = async (): Promise<{ id: string, running: boolean }> => (await containersOfChat(prefix, chatKey(chat)))[0] ?? { id: '', running: false }
-  const waitStopped = async (): Promise<boolean> => {
-    for (let i = 0; i < 60; i++) {
-      if (!(await container()).running) return true
-      await sleep(250)
-    }
-    return false
-  }
+  // The watchdog's pass is a timer: waited for up to 30 s (60 tries of a Docker list each lasted longer only when quick).
+  const waitStopped = async (): Promise<boolean> => !(await pollUntil(container, c => !c.running, 30_000, 250)).running
 
   t.test('/tmp is a tmpfs of the limit: a write beyond it fails there, never on the host disk', async t => {
     const r = textOf(await bash(c, 'df -m --output=fstype,size /tmp | tail -1; dd if=/dev/zero of=/tmp/x bs=1M count=80 status=none; echo "rc=$?"; rm -f /tmp/x'))
@@ -105,13 +101,8 @@ t.test('a chat over its disk limit is stopped, told why, and can free space', ga
 
   t.test('rm frees space: the warnings stop', async t => {
     t.match(textOf(await bash(c, 'rm ~/big ~/more; echo freed')), /^freed\n/)
-    let text = ''
-    for (let i = 0; i < 20; i++) {
-      await sleep(500)
-      text = textOf(await bash(c, 'echo clean'))
-      if (text === 'clean\n') break
-    }
-    t.equal(text, 'clean\n', 'back under the limit: no note')
+    const clean = async (): Promise<string> => textOf(await bash(c, 'echo clean'))
+    t.equal(await pollUntil(clean, s => s === 'clean\n', 30_000, 500), 'clean\n', 'back under the limit: no note')
     t.ok((await container()).running)
   })
 
@@ -121,7 +112,7 @@ t.test('a chat over its disk limit is stopped, told why, and can free space', ga
     t.match(textOf(r), /^Error: the command was cut off\. The exit status of the command is unknown\. This chat had \d+ MiB used of its 50 MiB disk limit: \/home\/assistant \d+ MiB/)
     t.notMatch(textOf(r), /finished/)
     t.match(textOf(await bash(c, 'rm ~/slow; echo removed')), /^removed\n/, 'the next call starts the sandbox and can free space')
-    for (let i = 0; i < 20 && textOf(await bash(c, 'echo clean')) !== 'clean\n'; i++) await sleep(500)
+    await pollUntil(async () => textOf(await bash(c, 'echo clean')), s => s === 'clean\n', 30_000, 500)
   })
 
   t.test('outputs count too, and the note says so', async t => {
