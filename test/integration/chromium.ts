@@ -55,27 +55,46 @@ function lostToNetworkChange (req: Request): boolean {
   return (ESSENTIAL.has(req.resourceType()) || req.resourceType() === 'fetch') && (req.failure()?.errorText ?? '').includes('ERR_NETWORK_CHANGED')
 }
 
+/** How many times a page or flow is tried while it loses requests to network changes. */
+const ATTEMPTS = 5
+
+/**
+ * The pause before try `attempt` (from 2): 0.5, 1, 2, 4 s. Docker changes the network in bursts (a test that
+ * removes its containers: twenty changes in two seconds), and a page opened again at once lost its scripts to
+ * the same burst three times in a row (a run beside a bench).
+ */
+async function settle (attempt: number): Promise<void> {
+  if (attempt > 1) await new Promise(resolve => setTimeout(resolve, Math.min(4000, 500 * 2 ** (attempt - 2))))
+}
+
 /**
  * Opens `url` and waits for `ready`. Chromium fails requests in flight with ERR_NETWORK_CHANGED when the
  * host's network interfaces change, which Docker does whenever a test beside this one creates or removes a
  * container or network; a page that lost its document, a script, a stylesheet or a data fetch that way may never
- * get ready, so it is opened again (at most `attempts` times). Every other failure is the test's.
+ * get ready, so it is opened again after a pause (at most `attempts` times). Every other failure is the test's.
  */
-export async function gotoReady (page: Page, url: string, ready: () => Promise<unknown>, attempts = 3): Promise<Response | null> {
+export async function gotoReady (page: Page, url: string, ready: () => Promise<unknown>, attempts = ATTEMPTS): Promise<Response | null> {
+  const lostUrls: string[] = []
   for (let attempt = 1; ; attempt++) {
+    await settle(attempt)
     let lost = false
     let onLost: () => void = () => {}
     const lostOne = new Promise<'lost'>(resolve => { onLost = () => { resolve('lost') } })
-    const watch = (req: Request): void => { if (lostToNetworkChange(req)) { lost = true; onLost() } }
+    const watch = (req: Request): void => {
+      if (!lostToNetworkChange(req)) return
+      lost = true
+      lostUrls.push(req.url())
+      onLost()
+    }
     page.on('requestfailed', watch)
     try {
       const response = await page.goto(url).catch((err: Error) => {
         // The document itself lost that way: goto's own error says so, whether or not the event came first.
-        if (err.message.includes('net::ERR_NETWORK_CHANGED')) lost = true
+        if (err.message.includes('net::ERR_NETWORK_CHANGED')) { lost = true; lostUrls.push(url) }
         throw err
       })
       if (await Promise.race([ready().then(() => 'ready' as const), lostOne]) === 'ready') return response
-      if (attempt >= attempts) throw new Error(`${url}: the page lost its scripts to ERR_NETWORK_CHANGED ${attempts} times`)
+      if (attempt >= attempts) throw new Error(`${url}: the page lost requests to ERR_NETWORK_CHANGED ${attempts} times (${lostUrls.slice(-4).join(', ')})`)
     } catch (err) {
       if (!lost || attempt >= attempts) throw err
     } finally {
@@ -90,8 +109,9 @@ export async function gotoReady (page: Page, url: string, ready: () => Promise<u
  * for a sequence of form posts (a sign-in), which reopening one page cannot replay, and whose cookies a second
  * attempt must not inherit. At most `attempts` times; only for a flow that may run twice.
  */
-export async function inNewContext<T> (browser: Browser, flow: (page: Page, context: BrowserContext) => Promise<T>, attempts = 3): Promise<T> {
+export async function inNewContext<T> (browser: Browser, flow: (page: Page, context: BrowserContext) => Promise<T>, attempts = ATTEMPTS): Promise<T> {
   for (let attempt = 1; ; attempt++) {
+    await settle(attempt)
     const context = await browser.newContext()
     let lost = false
     context.on('requestfailed', req => { if (lostToNetworkChange(req)) lost = true })

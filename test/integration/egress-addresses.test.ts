@@ -22,6 +22,7 @@ import chatStorage from '../../plugins/chat-storage/index.js'
 import type { CoreSandboxService } from '../../plugins/sandbox/service.js'
 import { sandboxNames } from '../../plugins/sandbox/names.js'
 import { cleanupPrefix, DOCKER_HOST, dockerOrSkip, TEST_IMAGE, testDockerClient } from './docker.js'
+import { pollUntil } from '../fixtures/poll.js'
 
 const PREFIX = 'tegaddr'
 const { skip } = await dockerOrSkip()
@@ -61,10 +62,10 @@ async function fetchFrom (s: Server, chat: string, port: number, tag: string): P
   const allowed = (): number => s.app.egress.connections(chat).filter(c => c.host === 'canary.test' && c.decision === 'allowed').length
   const before = allowed()
   const r = await s.app.sandbox.exec(chat, ['bash', '-c', `curl -sS -m 20 http://canary.test:${port}/${tag} 2>&1`], { timeoutMs: 60_000 })
-  // The proxy records a connection when it ends, which may be just after curl exits.
-  const until = Date.now() + 5000
-  while (allowed() === before && Date.now() < until) await new Promise(resolve => setTimeout(resolve, 50))
-  return { out: r.stdout.toString() + r.stderr.toString(), logged: allowed() === before + 1 }
+  // The proxy records a connection when it ends, which may be just after curl exits (at most 20 s on a busy host;
+  // every caller expects it logged, so the bound costs nothing when it is).
+  const count = await pollUntil(allowed, n => n !== before, 20_000, 50)
+  return { out: r.stdout.toString() + r.stderr.toString(), logged: count === before + 1 }
 }
 
 t.test('the first command of a started sandbox goes out under its own chat (real Docker)', { skip }, async t => {
