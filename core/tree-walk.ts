@@ -108,6 +108,14 @@ async function openDirectory (path: string, expected: string): Promise<Opened | 
   return ref === undefined ? undefined : { handle, ref }
 }
 
+/**
+ * Closes a descriptor without waiting for it: the walk goes on at once (each close is a round trip through
+ * the thread pool; a bash_tool call walks outputs twice, docs/performance.md). Nothing after depends on it.
+ */
+function closeLater (handle: { close: () => Promise<void> }): void {
+  handle.close().catch(() => {})
+}
+
 /** Up to `budget` entries of an open directory, sorted by name; more than budget → `exceeded`. */
 async function listEntries (dir: Opened, budget: number): Promise<{ entries: Dirent[], exceeded: boolean }> {
   const entries: Dirent[] = []
@@ -118,11 +126,12 @@ async function listEntries (dir: Opened, budget: number): Promise<{ entries: Dir
     if (SKIP.has(errnoCode(err) ?? '')) return { entries, exceeded: false }
     throw err
   }
-  // Leaving the loop early closes the listing handle.
-  for await (const entry of handle) {
-    if (entries.length >= budget) return { entries, exceeded: true }
-    entries.push(entry)
-  }
+  try {
+    for (let entry = await handle.read(); entry !== null; entry = await handle.read()) {
+      if (entries.length >= budget) return { entries, exceeded: true }
+      entries.push(entry)
+    }
+  } finally { closeLater(handle) }
   entries.sort((a, b) => a.name < b.name ? -1 : a.name > b.name ? 1 : 0)
   return { entries, exceeded: false }
 }
@@ -209,7 +218,7 @@ export async function * walkTree (baseDir: string, opts: WalkOptions = {}): Asyn
       const name = top.subdirs[top.next++]
       if (name === undefined) {
         stack.pop()
-        await top.handle.close().catch(() => {})
+        closeLater(top.handle)
         continue
       }
       const rel = childRel(top.rel, name)
@@ -218,6 +227,6 @@ export async function * walkTree (baseDir: string, opts: WalkOptions = {}): Asyn
     }
     return summary
   } finally {
-    for (const frame of stack) await frame.handle.close().catch(() => {})
+    for (const frame of stack) closeLater(frame.handle)
   }
 }
