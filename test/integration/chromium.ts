@@ -100,6 +100,8 @@ export async function gotoReady (page: Page, url: string, ready: () => Promise<u
     } finally {
       page.off('requestfailed', watch)
     }
+    // On stderr, which a full run's log keeps: how often this happens is what tells a flake from a cause.
+    process.stderr.write(`gotoReady: ${url} lost ${lostUrls.at(-1) ?? 'a request'} to ERR_NETWORK_CHANGED; opening it again (try ${attempt + 1} of ${attempts})\n`)
   }
 }
 
@@ -119,6 +121,7 @@ export async function inNewContext<T> (browser: Browser, flow: (page: Page, cont
       return await flow(await context.newPage(), context)
     } catch (err) {
       if (!lost || attempt >= attempts) throw err
+      process.stderr.write(`inNewContext: a request was lost to ERR_NETWORK_CHANGED and the flow failed (${(err as Error).message.split('\n')[0] ?? ''}); running it again (try ${attempt + 1} of ${attempts})\n`)
     } finally {
       await context.close()
     }
