@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import { constants } from 'node:fs'
 import { chmod, lstat, mkdir, open, readdir, realpath, rename, rm, unlink } from 'node:fs/promises'
-import { basename, dirname, join } from 'node:path'
+import { basename, dirname, join, relative } from 'node:path'
 import { chatPaths } from '../../core/chat-paths.js'
 import { errnoCode } from '../../core/errno.js'
 import { CORE_PATH_NOT_FOUND } from '../../core/errors.js'
@@ -67,10 +67,29 @@ export function createChatStorage (opts: ChatStorageOptions): ChatStorageService
     return real
   }
 
+  /** realpath(DATA_DIR), asked once (a failure is asked again next time). */
+  let realRoot: Promise<string> | undefined
+  function resolvedRoot (): Promise<string> {
+    realRoot ??= realpath(root)
+    realRoot.catch(() => { realRoot = undefined })
+    return realRoot
+  }
+
+  /**
+   * The area's files by descriptor. Its path is DATA_DIR's realpath (asked once) plus the server's own
+   * directories, so no lstat and realpath per walk (a bash_tool call walks outputs twice, docs/performance.md):
+   * walkTree opens the area O_NOFOLLOW and verifies the descriptor is exactly that path, so a symlink in its
+   * place or above it makes it missing, as areaRoot would.
+   */
   async function * walk (chatId: string, area: ChatArea, wopts: WalkOptions = {}): AsyncGenerator<WalkEntry, WalkSummary, undefined> {
-    const real = await areaRoot(chatId, area)
-    if (real === undefined) return { found: false, entries: 0, exceeded: false, limited: false }
-    return yield * walkTree(real, { ...wopts, resolvedBase: true })
+    let base: string
+    try {
+      base = join(await resolvedRoot(), relative(root, areaDir(chatId, area)))
+    } catch (err) {
+      if (errnoCode(err) === 'ENOENT' || errnoCode(err) === 'ENOTDIR') return { found: false, entries: 0, exceeded: false, limited: false }
+      throw err
+    }
+    return yield * walkTree(base, { ...wopts, resolvedBase: true })
   }
 
   /** Creates the target's missing parents (0755), then proves the parent still resolves inside the area. */

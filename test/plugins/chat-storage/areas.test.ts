@@ -114,6 +114,26 @@ t.test('areaRoot and walk ignore an outputs directory swapped for a symlink; wal
   t.same((await readdir(outside)).sort(), ['foreign.txt'])
 })
 
+t.test('walk: DATA_DIR may be a symlink (resolved once); a chat directory swapped for a symlink is never entered', async t => {
+  const real = await dataDir(t)
+  const outside = await dataDir(t)
+  const linked = join(outside, 'data-link')
+  await symlink(real, linked)
+  const storage = createChatStorage({ dataDir: linked })
+  await storage.prepare('w')
+  await writeFile(join(real, 'chats', chatKey('w'), 'outputs', 'a.txt'), 'a')
+  const seen: string[] = []
+  for await (const e of storage.walk('w', 'outputs')) seen.push(e.absPath)
+  t.same(seen, [join(real, 'chats', chatKey('w'), 'outputs', 'a.txt')], 'found below DATA_DIR\'s real path')
+  const elsewhere = join(outside, 'other-chat')
+  await mkdir(join(elsewhere, 'outputs'), { recursive: true })
+  await writeFile(join(elsewhere, 'outputs', 'foreign.txt'), 'f')
+  await rm(join(real, 'chats', chatKey('w')), { recursive: true })
+  await symlink(elsewhere, join(real, 'chats', chatKey('w')))
+  const first = await storage.walk('w', 'outputs').next()
+  t.same(first, { done: true, value: { found: false, entries: 0, exceeded: false, limited: false } }, 'the descriptor is not where it should be: missing')
+})
+
 t.test('chatKeys lists only chat keys; purge removes everything a chat stored', async t => {
   const root = await dataDir(t)
   const storage = createChatStorage({ dataDir: root })
