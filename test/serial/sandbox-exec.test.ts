@@ -33,6 +33,11 @@ t.test('sandbox exec (real Docker)', { skip }, async t => {
     const r = await sandbox.runCommand(chat, command, { timeoutMs: 30_000, onOutput: s => { out += s }, ...opts })
     return { out, ...r, ms: performance.now() - t0 }
   }
+  // pgrep's exit status once no process matches, or after 4 s (before the SIGKILL pass at T+5): a
+  // result comes when bash has ended, while the SIGTERM pass may still be on its way to the other
+  // processes of the command (a full run saw a detached one alive right after the result).
+  const gone = async (pattern: string): Promise<number | null> =>
+    await pollUntil(async () => (await sandbox.exec(chat, ['pgrep', '-f', pattern])).exitCode, code => code === 1, 4000)
 
   t.test('SANDBOX_NOT_RUNNING before ensure', async t => {
     await t.rejects(sandbox.runCommand('exec-never', 'true', { timeoutMs: 1000, onOutput: () => {} }), { code: 'SANDBOX_NOT_RUNNING' })
@@ -75,8 +80,7 @@ t.test('sandbox exec (real Docker)', { skip }, async t => {
     t.equal(r.timedOut, true)
     t.equal(r.out, 'before\n')
     t.ok(r.ms >= 1900 && r.ms < 5000, `returned at ${r.ms.toFixed(0)} ms`)
-    const left = await sandbox.exec(chat, ['pgrep', '-f', 'sleep 30[01]'])
-    t.equal(left.exitCode, 1, 'no process of the command is left')
+    t.equal(await gone('sleep 30[01]'), 1, 'no process of the command is left')
   })
 
   t.test('timeout: SIGTERM ignored → SIGKILL at T+5, result by T+10', async t => {
@@ -93,9 +97,7 @@ t.test('sandbox exec (real Docker)', { skip }, async t => {
   t.test('timeout with a detached process group (setsid) kills it too', async t => {
     const r = await run('setsid sleep 402 & sleep 403', { timeoutMs: 1500 })
     t.equal(r.timedOut, true)
-    // The result comes when bash has ended; the signal to the detached sleep goes out in the same kill
-    // pass, which may still be on its way then (a full run saw it alive right after the result).
-    t.equal(await pollUntil(async () => (await sandbox.exec(chat, ['pgrep', '-f', 'sleep 40[23]'])).exitCode, code => code === 1, 10_000), 1, 'the detached process is gone')
+    t.equal(await gone('sleep 40[23]'), 1, 'the detached process is gone')
   })
 
   t.test('abort kills the command and reports cancelled', async t => {
@@ -104,7 +106,7 @@ t.test('sandbox exec (real Docker)', { skip }, async t => {
     const r = await run('echo go; sleep 500', { signal: ac.signal })
     t.match(r, { cancelled: true, timedOut: false, out: 'go\n' })
     t.ok(r.ms < 4000, `returned at ${r.ms.toFixed(0)} ms`)
-    t.equal((await sandbox.exec(chat, ['pgrep', '-f', 'sleep 500'])).exitCode, 1)
+    t.equal(await gone('sleep 500'), 1)
   })
 
   t.test('output that dockerd delivers long after bash\'s exit status (a loaded engine) is still returned', async t => {
@@ -184,7 +186,7 @@ t.test('sandbox exec (real Docker)', { skip }, async t => {
     const slow = await sandbox.exec(chat, ['sleep', '404'], { timeoutMs: 1000 })
     t.match(slow, { timedOut: true })
     t.ok(performance.now() - t0 < 4000)
-    t.equal((await sandbox.exec(chat, ['pgrep', '-f', 'sleep 404'])).exitCode, 1)
+    t.equal(await gone('sleep 404'), 1)
     const times: number[] = []
     for (let i = 0; i < 10; i++) {
       const s = performance.now()
