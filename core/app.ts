@@ -161,7 +161,7 @@ export async function buildApp (config: AppConfig, entries: Entry[], opts: Build
   app.decorate('addUrlRewrite', (rewrite: UrlRewrite) => { rewrites.push(rewrite) })
   // Before any route: @fastify/swagger collects every route's schema as it is added (GET /openapi.json).
   await app.register(swagger, openapiOptions(config.publicBaseUrl))
-  await app.register(websocket, { options: { maxPayload: 32 * 1024 * 1024 } })
+  await app.register(websocket, { options: { maxPayload: 32 * 1024 * 1024 }, preClose: closeWebSockets })
 
   app.get('/health', { schema: HEALTH_SCHEMA }, async () => ({ status: 'healthy' }))
   app.get('/ready', { schema: READY_SCHEMA }, async (request, reply) => {
@@ -171,4 +171,29 @@ export async function buildApp (config: AppConfig, entries: Entry[], opts: Build
 
   for (const e of entries) await e.register(app)
   return app
+}
+
+/** How long a WebSocket peer has to answer the server's close frame on shutdown before its socket is cut. */
+export const WS_CLOSE_GRACE_MS = 2000
+
+/**
+ * @fastify/websocket's preClose, bounded: every client gets a close frame (1001), and one whose peer has not
+ * answered within WS_CLOSE_GRACE_MS is terminated. server.close() waits for every upgraded socket, and ws
+ * only destroys an unanswered one after its own 30 s, so a frozen or vanished viewer (a browser under load, a
+ * peer whose host went away) held app.close() that long per socket.
+ */
+async function closeWebSockets (this: FastifyInstance): Promise<void> {
+  const clients = [...this.websocketServer.clients]
+  const closed = clients.map(async ws => {
+    if (ws.readyState === ws.CLOSED) return
+    await new Promise<void>(resolve => { ws.once('close', () => { resolve() }) })
+  })
+  for (const ws of clients) if (ws.readyState === ws.OPEN) ws.close(1001, 'server shutting down')
+  let timer: NodeJS.Timeout | undefined
+  await Promise.race([Promise.all(closed), new Promise(resolve => { timer = setTimeout(resolve, WS_CLOSE_GRACE_MS) })])
+  clearTimeout(timer)
+  const cut = clients.filter(ws => ws.readyState !== ws.CLOSED)
+  if (cut.length > 0) this.log.info({ sockets: cut.length, graceMs: WS_CLOSE_GRACE_MS }, 'WebSocket peers did not answer the close frame in time: their sockets are cut')
+  for (const ws of cut) ws.terminate()
+  await new Promise<void>(resolve => { this.websocketServer.close(() => { resolve() }) })
 }

@@ -28,8 +28,9 @@ const terminal: FastifyPluginAsync<TerminalOptions> = async (fastify, raw) => {
   fastify.addHook('onReady', async () => {
     if (subAgent() === undefined) log.info('the sub-agent plugin is not loaded: terminal sessions and processes are empty lists, kill answers 404 no_sub_agent')
   })
-  // Close in preClose: server.close() waits for upgraded sockets. Each viewer's tmux client is
-  // detached on the way out (Docker would keep it running), so the wait is bounded.
+  // Close in preClose: server.close() waits for upgraded sockets (core's preClose, core/app.ts, has told
+  // every socket 1001 and cut the ones whose peer did not answer). Each viewer's tmux client is detached on
+  // the way out (Docker would keep it running), so the wait is bounded.
   fastify.addHook('preClose', async () => {
     let timer: NodeJS.Timeout | undefined
     await Promise.race([

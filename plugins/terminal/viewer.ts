@@ -85,13 +85,17 @@ export function openViewer (socket: WebSocket, deps: ViewerDeps, settings: Viewe
 
   function updateFlow (): void {
     if (stream === undefined || streamEnded) return
-    const pause = pausedByClient || inflight > settings.highWaterBytes
+    // A viewer whose socket is closing reads nothing more once tmux drew (cleanup waits for that): send()
+    // would throw the output away, and the send callbacks that fail as the socket closes would resume a
+    // flood, read at full speed until the stream closes.
+    const leaving = started && (state === 'closing' || socket.readyState !== WS_OPEN)
+    const pause = leaving || pausedByClient || inflight > settings.highWaterBytes
     if (pause && !streamPaused) { streamPaused = true; stream.socket.pause() }
     if (!pause && streamPaused && inflight <= settings.lowWaterBytes) { streamPaused = false; stream.socket.resume() }
   }
 
   function send (command: number, payload: Buffer | string): void {
-    if (socket.readyState !== WS_OPEN) return
+    if (socket.readyState !== WS_OPEN) { updateFlow(); return }
     const data = frame(command, payload)
     inflight += data.length
     socket.send(data, { binary: true }, () => { inflight -= data.length; updateFlow() })
@@ -202,6 +206,7 @@ export function openViewer (socket: WebSocket, deps: ViewerDeps, settings: Viewe
   async function close (code: number, reason: string, opts: { detach?: boolean } = {}): Promise<void> {
     if (closing !== undefined) return await closing
     state = 'closing'
+    updateFlow()
     if (socket.readyState === WS_OPEN || socket.readyState === 0) socket.close(code, reason)
     closing = cleanup(opts.detach !== false)
     return await closing

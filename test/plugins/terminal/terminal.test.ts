@@ -709,6 +709,23 @@ t.test('socket', async t => {
     t.equal(fake.probes.filter(p => p.argv[3] === 'cubicle-detach').length, 0, 'no detach when the client is already gone')
   })
 
+  t.test('shutdown: viewers are told 1001, and one that never answers the close frame does not hold app.close()', async t => {
+    const fake = fakeSandbox()
+    const { app, url, token } = await terminalApp(t, fake)
+    fake.setState('c1', 'running')
+    const frozen = await open(t, fake, url, token('c1'))
+    const live = await open(t, fake, url, token('c1'))
+    const told = closed(live.ws)
+    frozen.ws.pause() // reads nothing, so it never answers the server's close frame
+    const start = Date.now()
+    await app.close()
+    const ms = Date.now() - start
+    // Unbounded, server.close() waited for the frozen socket until ws's own 30 s close timeout.
+    t.ok(ms < 15_000, `app.close() took ${ms} ms`)
+    t.same(await told, { code: 1001, reason: 'server shutting down' })
+    await until(() => fake.leases() === 0)
+  })
+
   t.test('oversized messages close with 1009; without a size message the terminal opens at 80x24', async t => {
     const fake = fakeSandbox()
     const { url, token } = await terminalApp(t, fake, { maxMessageBytes: 4096, initTimeoutMs: 100 })
