@@ -51,8 +51,7 @@ t.test('an app in the sandbox works through its preview URL, and only for its ow
   t.equal(seen.headers['x-forwarded-proto'], 'http')
 
   // The browser: the token link sets the cookie and leaves the URL; asset, script, fetch and WebSocket work.
-  const browser = await launchChromium()
-  t.teardown(async () => { await browser.close() })
+  const browser = await launchChromium(t)
   const context = await browser.newContext()
   const page = await context.newPage()
   await page.goto(`${base}/?t=${tokenA}`)

@@ -23,8 +23,7 @@ t.test('the human sees the model\'s page live, takes over and types; the model r
   const sizeBefore = await bash(c, 'browser eval "innerWidth + \'x\' + innerHeight"')
   t.match(sizeBefore, /"\d+x\d+"/)
 
-  const browser = await launchChromium()
-  t.teardown(async () => { await browser.close() })
+  const browser = await launchChromium(t)
   const context = await browser.newContext({ viewport: { width: 1400, height: 900 } })
   const page = await context.newPage()
   const errors: string[] = []
@@ -35,7 +34,7 @@ t.test('the human sees the model\'s page live, takes over and types; the model r
     src="${url}/preview/browser-human?t=${token}#browser"></iframe>`
   const embedder = createServer((_req, res) => { res.writeHead(200, { 'content-type': 'text/html' }).end(html) })
   await new Promise<void>(resolve => embedder.listen(0, '127.0.0.1', resolve))
-  t.teardown(() => { embedder.close() })
+  t.teardown(() => { embedder.closeAllConnections(); embedder.close() })
   await gotoReady(page, `http://127.0.0.1:${(embedder.address() as AddressInfo).port}/`, async () =>
     await (await embeddedFrame(page)).waitForSelector('#browser-view[data-state="live"]', { timeout: 120_000 }))
   const frame = await embeddedFrame(page)

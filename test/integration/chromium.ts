@@ -1,6 +1,8 @@
-import { existsSync } from 'node:fs'
+import { existsSync, readdirSync, readlinkSync } from 'node:fs'
+import type { Test } from 'tap'
 import type { Browser, BrowserContext, Frame, Page, Request, Response } from 'playwright-core'
 import { chromium } from 'playwright-core'
+import { runSteps } from '../fixtures/bounded.js'
 import { refuseInUnitTier } from '../fixtures/tier.js'
 
 refuseInUnitTier('test/integration/chromium.ts (Chromium)')
@@ -16,8 +18,71 @@ export function chromiumOrSkip (): { skip: string | false } {
   return { skip: `SKIPPED: ${CHROMIUM_PATH} is missing (apt-get install chromium) — browser tests did not run` }
 }
 
-export async function launchChromium (): Promise<Browser> {
-  return await chromium.launch({ executablePath: CHROMIUM_PATH, args: CHROMIUM_ARGS })
+/** A launched browser's process, and the sockets of its stdout and stderr (`socket:[inode]`). */
+interface BrowserProcess { pid: number, stdio: string[] }
+const processes = new WeakMap<Browser, BrowserProcess>()
+
+/** Launches Chromium; with `t`, closes it on teardown within a bound (closeChromium). */
+export async function launchChromium (t?: Test): Promise<Browser> {
+  const browser = await chromium.launch({ executablePath: CHROMIUM_PATH, args: CHROMIUM_ARGS })
+  const found = await processOf(browser)
+  if (found !== undefined) processes.set(browser, found)
+  if (t !== undefined) t.teardown(async () => { await closeChromium(browser) })
+  return browser
+}
+
+async function processOf (browser: Browser): Promise<BrowserProcess | undefined> {
+  try {
+    const cdp = await browser.newBrowserCDPSession()
+    const { processInfo } = await cdp.send('SystemInfo.getProcessInfo')
+    await cdp.detach()
+    const pid = processInfo.find(p => p.type === 'browser')?.id
+    if (pid === undefined) return undefined
+    const stdio: string[] = []
+    for (const fd of [1, 2]) {
+      try { stdio.push(readlinkSync(`/proc/${pid}/fd/${fd}`)) } catch {}
+    }
+    return { pid, stdio: stdio.filter(link => link.startsWith('socket:') || link.startsWith('pipe:')) }
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * SIGKILL to the browser's process group and to every other process holding its stdout or stderr:
+ * Chromium's crash handlers (chrome_crashpad_handler) run in sessions of their own, out of the group
+ * Playwright kills, and Playwright's close waits until the browser's stdio is closed by all of them.
+ */
+function killChromium ({ pid, stdio }: BrowserProcess): void {
+  try { process.kill(-pid, 'SIGKILL') } catch {}
+  if (stdio.length === 0) return
+  let names: string[]
+  try { names = readdirSync('/proc') } catch { return }
+  for (const name of names) {
+    const other = Number(name)
+    if (!Number.isInteger(other) || other === process.pid) continue
+    try {
+      if ([1, 2].some(fd => stdio.includes(readlinkSync(`/proc/${other}/fd/${fd}`)))) process.kill(other, 'SIGKILL')
+    } catch {}
+  }
+}
+
+const CLOSE_MS = 20_000
+
+/**
+ * Closes `browser` within CLOSE_MS; past it (or when close fails), kills its processes (killChromium) and
+ * says so on stderr. Never throws: a teardown that throws skips the ones registered before it, such as the
+ * server's close, and a server left listening keeps the test process alive.
+ */
+export async function closeChromium (browser: Browser): Promise<void> {
+  const proc = processes.get(browser)
+  const kill = (): void => { if (proc !== undefined) killChromium(proc) }
+  try {
+    await runSteps([{ name: `closing Chromium (pid ${proc?.pid ?? 'unknown'})`, ms: CLOSE_MS, run: async () => { await browser.close() }, force: kill }])
+  } catch (err) {
+    process.stderr.write(`teardown: closing Chromium failed (${(err as Error).message.split('\n')[0] ?? ''}); killing its processes\n`)
+    kill()
+  }
 }
 
 /** Adds the page's failed requests and 5xx answers to `log` (beside its console errors, if the test records them). */

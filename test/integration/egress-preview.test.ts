@@ -70,8 +70,7 @@ t.test('the preview page shows the chat\'s egress log (real sandbox, real Chromi
   t.match(await sh(`curl -sS -m 20 http://canary-b.test:${b.port}/denied`), /blocked by the sandbox egress policy: canary-b\.test \(127\.0\.0\.1\) is a loopback address/)
   t.equal(b.hits(), 0, 'the denied canary saw nothing')
 
-  const browser = await launchChromium()
-  t.teardown(async () => { await browser.close() })
+  const browser = await launchChromium(t)
   const page = await browser.newPage({ viewport: { width: 1280, height: 800 } })
   const errors: string[] = []
   page.on('pageerror', err => { errors.push(String(err)) })

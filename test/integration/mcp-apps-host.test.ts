@@ -30,8 +30,7 @@ t.test('each view renders in a host page from resources/read and works', { skip:
   const call = async (name: string, args: Record<string, unknown>): Promise<CallToolResult> =>
     await apps.callTool({ name, arguments: args }, { timeout: 240_000 })
   const bash = async (command: string): Promise<CallToolResult> => await call('bash_tool', { command, description: 'apps host test' })
-  const browser = await launchChromium()
-  t.teardown(async () => { await browser.close() })
+  const browser = await launchChromium(t)
   const context = await browser.newContext({ viewport: { width: 1180, height: 700 } })
   const tools = (await apps.listTools()).tools
   const viewOf = (name: string): string => (tools.find(tool => tool.name === name)?._meta as { ui: { resourceUri: string } }).ui.resourceUri

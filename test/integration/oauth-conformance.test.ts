@@ -22,8 +22,7 @@ t.test('the conformance suite\'s authorization scenarios pass against the OAuth 
     return
   }
   const server = await startOAuthServer(t)
-  const browser = await launchChromium()
-  t.teardown(async () => { await browser.close() })
+  const browser = await launchChromium(t)
   const port = await freePort()
   const redirect = `http://127.0.0.1:${port}/callback`
   const clientId = await registerClient(server.base, redirect, 'conformance suite')

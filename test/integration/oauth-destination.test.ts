@@ -125,8 +125,7 @@ t.test('registration refuses redirect URIs on more than one host (RFC 7591 inval
 t.test('in Chromium the destination is the largest text of the sign-in page, above the form', chromiumOrSkip(), async t => {
   const { base } = await startOAuthServer(t)
   const reg = await register(base, { client_name: 'Claude', redirect_uris: [EVIL] })
-  const browser = await launchChromium()
-  t.teardown(async () => { await browser.close() })
+  const browser = await launchChromium(t)
   const page = await browser.newPage()
   // Only this server's pages load: the sign-in is never completed, so nothing goes to evil.example.
   await page.route(url => new URL(url).origin !== base, async route => { await route.abort() })

@@ -55,8 +55,7 @@ t.test('sign-in through an upstream OpenID Connect issuer, with the email allowl
     env: { OIDC_ISSUER: issuer, OIDC_CLIENT_ID: 'cubicle', OIDC_CLIENT_SECRET: SECRET, OIDC_ALLOWED_EMAILS: 'example.com, boss@partner.example' }
   })
   const clientId = await registerClient(server.base, REDIRECT, 'Claude')
-  const browser = await launchChromium()
-  t.teardown(async () => { await browser.close() })
+  const browser = await launchChromium(t)
 
   t.test('an allowed email signs in, consents, and its token opens /mcp as that user', async t => {
     const context = await browser.newContext()

@@ -90,8 +90,7 @@ async function connectBridge (t: Test, server: OAuthServer, browser: Browser, em
 
 t.test('OAuth with the MCP SDK client, Chromium and real Docker', gate, async t => {
   const server = await startOAuthServer(t, { plugins: ['mcp-transport', 'capabilities', 'sandbox-docker', 'sandbox', 'workspace-tools', 'files'], removeSandboxes: removeByPrefix })
-  const browser = await launchChromium()
-  t.teardown(async () => { await browser.close() })
+  const browser = await launchChromium(t)
   const alice = await connectAs(t, server, browser, 'Alice@Example.com')
 
   t.test('discovery, registration and PKCE happened as Claude does them', async t => {

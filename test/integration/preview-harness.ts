@@ -57,8 +57,7 @@ export async function setup (t: Test, fixtures: Record<string, string | Buffer>,
   ])
   const outputs = chatPaths(dataDir, CHAT).outputs
   writeOutputs(outputs, fixtures)
-  const browser = await launchChromium()
-  t.teardown(async () => { await browser.close() })
+  const browser = await launchChromium(t)
   const context = await browser.newContext({ acceptDownloads: true, viewport: { width: 1280, height: 800 } })
   const page = await context.newPage()
   const errors: string[] = []

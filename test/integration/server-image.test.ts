@@ -108,8 +108,7 @@ t.test('the server image builds without a registry, runs as the README says and 
   const preview = prompt.headers.get('x-preview-url')
   t.ok(preview?.startsWith(`${base}/preview/${chat}`), 'the preview link')
   t.test('the preview page in Chromium lists the file', chromiumOrSkip(), async t => {
-    const browser = await launchChromium()
-    t.teardown(async () => { await browser.close() })
+    const browser = await launchChromium(t)
     const page = await browser.newPage()
     await gotoReady(page, preview ?? '', async () =>
       await page.waitForFunction(() => [...document.querySelectorAll('#file-list li')].some((li: { textContent: string | null }) => li.textContent?.includes('report.txt') === true), undefined, { timeout: 30000 }))

@@ -42,8 +42,7 @@ async function typeLine (page: Page | Frame, text: string): Promise<void> {
 t.test('the preview page\'s Terminal view in real Chromium', { skip: gate.skip || chromium.skip }, async t => {
   const { app, url, token } = await terminalStack(t)
   await app.sandbox.ensure(CHAT)
-  const browser = await launchChromium()
-  t.teardown(async () => { await browser.close() })
+  const browser = await launchChromium(t)
   const context = await browser.newContext({ viewport: { width: 1280, height: 800 } })
   await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: url })
   const page = await context.newPage()
@@ -161,9 +160,8 @@ t.test('the Terminal view works inside an opaque-origin iframe of another site',
   const html = `<!doctype html><iframe id="embed" sandbox="allow-scripts allow-popups" style="width:1000px;height:600px" src="${url}/preview/${CHAT}?t=${token(CHAT)}#terminal"></iframe>`
   const embedder = createServer((_req, res) => { res.writeHead(200, { 'content-type': 'text/html' }).end(html) })
   await new Promise<void>(resolve => embedder.listen(0, '127.0.0.1', resolve))
-  t.teardown(() => { embedder.close() })
-  const browser = await launchChromium()
-  t.teardown(async () => { await browser.close() })
+  t.teardown(() => { embedder.closeAllConnections(); embedder.close() })
+  const browser = await launchChromium(t)
   const page = await browser.newPage()
   await gotoReady(page, `http://127.0.0.1:${(embedder.address() as AddressInfo).port}/`, async () =>
     await (await embeddedFrame(page)).waitForSelector('.term-view[data-state="open"]', { timeout: 30000 }))

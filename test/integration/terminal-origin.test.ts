@@ -168,9 +168,8 @@ t.test('real Chromium: a page of another site, and its sandboxed iframe, cannot 
   <script>addEventListener('message', e => { document.body.dataset.framed = JSON.stringify(e.data) })</script>${attack}</body>`
   const evil = createServer((_req, res) => { res.writeHead(200, { 'content-type': 'text/html' }).end(html) })
   await new Promise<void>(resolve => evil.listen(0, '127.0.0.1', resolve))
-  t.teardown(() => { evil.close() })
-  const browser = await launchChromium()
-  t.teardown(async () => { await browser.close() })
+  t.teardown(() => { evil.closeAllConnections(); evil.close() })
+  const browser = await launchChromium(t)
   const page = await browser.newPage()
   // gotoReady: a fetch lost to a network change of the Docker host would read as 'blocked'; the page is opened again.
   await gotoReady(page, `http://127.0.0.1:${(evil.address() as AddressInfo).port}/`, async () =>
@@ -187,9 +186,8 @@ t.test('real Chromium: in open mode the preview embedded in a sandboxed iframe s
   const html = `<!doctype html><iframe id="embed" sandbox="allow-scripts allow-popups" style="width:1000px;height:600px" src="${stack.url}/preview/${CHAT}"></iframe>`
   const embedder = createServer((_req, res) => { res.writeHead(200, { 'content-type': 'text/html' }).end(html) })
   await new Promise<void>(resolve => embedder.listen(0, '127.0.0.1', resolve))
-  t.teardown(() => { embedder.close() })
-  const browser = await launchChromium()
-  t.teardown(async () => { await browser.close() })
+  t.teardown(() => { embedder.closeAllConnections(); embedder.close() })
+  const browser = await launchChromium(t)
   const page = await browser.newPage()
   const log: string[] = []
   page.on('console', msg => { if (msg.type() === 'error') log.push(msg.text()) })

@@ -17,6 +17,7 @@ import { buildApp } from '../../../core/app.js'
 import { entries } from '../../../fastify.config.js'
 import { testConfig, TEST_API_KEY } from '../../helper.js'
 import { removeByPrefix, TEST_IMAGE } from '../../integration/docker.js'
+import { closeAppStep, runSteps } from '../../fixtures/bounded.js'
 
 export const KEY = TEST_API_KEY
 const TAIL_CHARS = 256 * 1024
@@ -39,16 +40,21 @@ export interface TerminalStack { app: FastifyInstance, url: string, prefix: stri
 export async function terminalStack (t: Test, env: Record<string, string> = {}): Promise<TerminalStack> {
   const prefix = `tt-${randomBytes(4).toString('hex')}`
   const dataDir = await mkdtemp(join(tmpdir(), 'term-data-'))
+  const built: { app?: FastifyInstance } = {}
+  // One teardown, each step bounded and run even when one before it failed (test/fixtures/bounded.ts).
   t.teardown(async () => {
-    await removeByPrefix(prefix)
-    await rm(dataDir, { recursive: true, force: true })
+    await runSteps([
+      ...(built.app === undefined ? [] : [closeAppStep(built.app)]),
+      { name: `removing the Docker objects of ${prefix}`, ms: 120_000, run: async () => await removeByPrefix(prefix) },
+      { name: `removing ${dataDir}`, ms: 30_000, run: async () => { await rm(dataDir, { recursive: true, force: true }) } }
+    ])
   })
   const port = await freePort()
   const url = `http://127.0.0.1:${port}`
   const config = testConfig({ SANDBOX_PREFIX: prefix, DATA_DIR: dataDir, DOCKER_IMAGE: TEST_IMAGE, MCP_API_KEY: KEY, PUBLIC_BASE_URL: url, ...env })
   const app = await buildApp(config, entries(config, ['chat-storage', 'mcp-transport', 'capabilities', 'sandbox-docker', 'sandbox', 'workspace-tools', 'runtime-cli', 'sub-agent', 'files', 'cdp-bridge', 'preview', 'terminal']),
     { logger: process.env.TEST_LOG === '1' ? { level: 'debug' } : false })
-  t.teardown(async () => { await app.close() })
+  built.app = app
   await app.ready()
   await app.listen({ port, host: '127.0.0.1' })
   return { app, url, prefix, dataDir, token: (chatId, scope = 'c') => app.links.token(chatId, scope) as string }
