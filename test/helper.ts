@@ -4,6 +4,7 @@ import { buildApp, type Entry } from '../core/app.js'
 import { loadConfig, type AppConfig } from '../core/config.js'
 import manifest from '../fastify.config.js'
 import { NO_DOCKER_HOST, UNIT_TIER } from './fixtures/tier.js'
+import { closeAppStep, runSteps } from './fixtures/bounded.js'
 import { createServer } from 'node:net'
 
 export const TEST_IMAGE = process.env.DOCKER_IMAGE ?? 'computer-use-sandbox:latest'
@@ -27,7 +28,8 @@ export function testConfig (env: Record<string, string> = {}): AppConfig {
 export async function build (t: Test, env: Record<string, string> = {}, plugins?: (config: AppConfig) => Entry[]): Promise<FastifyInstance> {
   const config = testConfig(env)
   const app = await buildApp(config, (plugins ?? manifest)(config), { logger: false })
-  t.teardown(async () => { await app.close() })
+  // Bounded (test/fixtures/bounded.ts): a close that hangs is cut after 30 s and said on stderr.
+  t.teardown(async () => { await runSteps([closeAppStep(app)]) })
   await app.ready()
   return app
 }

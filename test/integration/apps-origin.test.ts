@@ -6,9 +6,8 @@
 import t from 'tap'
 import { request } from 'node:http'
 import WebSocket from 'ws'
-import { chromium } from 'playwright-core'
 import { dockerOrSkip } from './docker.js'
-import { CHROMIUM_ARGS, CHROMIUM_PATH, chromiumOrSkip } from './chromium.js'
+import { chromiumOrSkip, launchChromium } from './chromium.js'
 import { browserApp } from './browser-app.js'
 import { startApp } from '../fixtures/web-app.js'
 import { connect, textOf } from '../fixtures/mcp-probe.js'
@@ -103,8 +102,7 @@ t.test('each app on its own origin: works at the root, isolated from the server 
   t.equal(echoed, 'echo:hi', 'a WebSocket on the app host, with the app\'s own Origin')
 
   // The browser, with every *.apps.test resolved to the loopback.
-  const browser = await chromium.launch({ executablePath: CHROMIUM_PATH, args: [...CHROMIUM_ARGS, '--host-resolver-rules=MAP *.apps.test 127.0.0.1'] })
-  t.teardown(async () => { await browser.close() })
+  const browser = await launchChromium(t, ['--host-resolver-rules=MAP *.apps.test 127.0.0.1'])
   const context = await browser.newContext()
   const page = await context.newPage()
   await page.goto(`${url}/apps/origin-a/3000/?t=${tokenA}`)

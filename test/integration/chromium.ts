@@ -22,9 +22,9 @@ export function chromiumOrSkip (): { skip: string | false } {
 interface BrowserProcess { pid: number, stdio: string[] }
 const processes = new WeakMap<Browser, BrowserProcess>()
 
-/** Launches Chromium; with `t`, closes it on teardown within a bound (closeChromium). */
-export async function launchChromium (t?: Test): Promise<Browser> {
-  const browser = await chromium.launch({ executablePath: CHROMIUM_PATH, args: CHROMIUM_ARGS })
+/** Launches Chromium (CHROMIUM_ARGS and `args`); with `t`, closes it on teardown within a bound (closeChromium). */
+export async function launchChromium (t?: Test, args: string[] = []): Promise<Browser> {
+  const browser = await chromium.launch({ executablePath: CHROMIUM_PATH, args: [...CHROMIUM_ARGS, ...args] })
   const found = await processOf(browser)
   if (found !== undefined) processes.set(browser, found)
   if (t !== undefined) t.teardown(async () => { await closeChromium(browser) })
@@ -82,6 +82,15 @@ export async function closeChromium (browser: Browser): Promise<void> {
   } catch (err) {
     process.stderr.write(`teardown: closing Chromium failed (${(err as Error).message.split('\n')[0] ?? ''}); killing its processes\n`)
     kill()
+  }
+}
+
+/** Closes `context` within CLOSE_MS (a context of a browser that stopped answering never closes); never throws. */
+export async function closeContext (context: BrowserContext): Promise<void> {
+  try {
+    await runSteps([{ name: 'closing a browser context', ms: CLOSE_MS, run: async () => { await context.close() } }])
+  } catch (err) {
+    process.stderr.write(`teardown: closing a browser context failed (${(err as Error).message.split('\n')[0] ?? ''})\n`)
   }
 }
 
@@ -188,7 +197,7 @@ export async function inNewContext<T> (browser: Browser, flow: (page: Page, cont
       if (!lost || attempt >= attempts) throw err
       process.stderr.write(`inNewContext: a request was lost to ERR_NETWORK_CHANGED and the flow failed (${(err as Error).message.split('\n')[0] ?? ''}); running it again (try ${attempt + 1} of ${attempts})\n`)
     } finally {
-      await context.close()
+      await closeContext(context)
     }
   }
 }

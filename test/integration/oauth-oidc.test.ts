@@ -8,7 +8,7 @@ import t, { type Test } from 'tap'
 import Provider from 'oidc-provider'
 import type { Page } from 'playwright-core'
 import { userChatId } from '../../core/identity.js'
-import { chromiumOrSkip, gotoReady, launchChromium } from './chromium.js'
+import { chromiumOrSkip, closeContext, gotoReady, launchChromium } from './chromium.js'
 import { authorizeUrl, exchangeCode, freePort, probeMcp, registerClient, startOAuthServer } from '../fixtures/oauth-server.js'
 import { TEST_API_KEY } from '../helper.js'
 
@@ -59,7 +59,7 @@ t.test('sign-in through an upstream OpenID Connect issuer, with the email allowl
 
   t.test('an allowed email signs in, consents, and its token opens /mcp as that user', async t => {
     const context = await browser.newContext()
-    t.teardown(async () => { await context.close() })
+    t.teardown(async () => { await closeContext(context) })
     const page = await context.newPage()
     let landed: URL | undefined
     await page.route(`${REDIRECT}**`, async route => {
@@ -79,7 +79,7 @@ t.test('sign-in through an upstream OpenID Connect issuer, with the email allowl
   t.test('an email off the list, or unverified, is refused with a page that says why', async t => {
     for (const [login, why] of [['eve@evil.example', /eve@evil\.example is not allowed on this server/], [UNVERIFIED, /is not verified/]] as const) {
       const context = await browser.newContext()
-      t.teardown(async () => { await context.close() })
+      t.teardown(async () => { await closeContext(context) })
       const page = await context.newPage()
       let status = 0
       page.on('response', r => { if (r.url().includes('/oauth/upstream/callback')) status = r.status() })

@@ -18,7 +18,7 @@ import { join } from 'node:path'
 import { chatKey } from '../../core/chat-id.js'
 import { userChatId } from '../../core/identity.js'
 import { awayFromMinuteEdge } from '../helper.js'
-import { chromiumOrSkip, gotoReady, launchChromium } from './chromium.js'
+import { chromiumOrSkip, closeContext, gotoReady, launchChromium } from './chromium.js'
 import { containersOfChat, dockerOrSkip, removeByPrefix } from './docker.js'
 import { signInWithBrowser } from './oauth-browser.js'
 import { authorizeUrl, codeOf, exchangeCode, freePort, MemoryOAuthProvider, probeMcp, registerClient, signInWithFetch, startOAuthServer, type OAuthServer } from '../fixtures/oauth-server.js'
@@ -172,7 +172,7 @@ t.test('OAuth with the MCP SDK client, Chromium and real Docker', gate, async t 
 
   t.test('a wrong key at the login page is refused, then throttled; the right key still signs in', async t => {
     const context = await browser.newContext()
-    t.teardown(async () => { await context.close() })
+    t.teardown(async () => { await closeContext(context) })
     const page = await context.newPage()
     const url = authorizeUrl(server.base, alice.provider.client?.client_id ?? '', REDIRECT)
     let status = 0
