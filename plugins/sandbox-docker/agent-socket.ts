@@ -26,6 +26,7 @@ export class AgentSockets {
   private readonly slots = new Map<string, Slot>()
   private readonly listener: SlotListener
   private misses = 0
+  private closed = false
   disabled = false
 
   constructor (readonly dirs: RunDirs, private readonly log: AgentSocketLog) {
@@ -38,6 +39,9 @@ export class AgentSockets {
     if (s === undefined || s.token !== token) {
       if (s !== undefined) this.drop(s)
       s = newSlot(id, token)
+      // After close, an inspect or listing of a call still finishing (a terminal's detach) must not listen
+      // again: nothing would close that socket, and it kept the process alive.
+      if (this.closed) { s.gone = true; return s }
       this.slots.set(id, s)
     }
     return s
@@ -108,6 +112,7 @@ export class AgentSockets {
   }
 
   close (): void {
+    this.closed = true
     for (const s of this.slots.values()) this.drop(s)
   }
 

@@ -53,6 +53,17 @@ async function shake (path: string, answer: (nonce: Buffer) => Buffer): Promise<
 const fresh = (): Buffer => Buffer.concat([Buffer.from('F'), Buffer.alloc(32)])
 const resume = (key: Buffer) => (nonce: Buffer): Buffer => Buffer.concat([Buffer.from('R'), createHmac('sha256', key).update(nonce).digest()])
 
+t.test('after close, a sandbox learnt late (an inspect of a call still finishing) is not listened for', async t => {
+  const { sockets, token, path } = await setup(t)
+  sockets.close()
+  const slot = sockets.note('c1', token)
+  await sockets.watch(slot)
+  await sockets.beforeStart(slot)
+  t.equal(slot.server, null, 'no listening socket: nothing would close it, and it kept the process alive')
+  await t.rejects(stat(path), { code: 'ENOENT' })
+  t.equal(sockets.known('c1'), undefined)
+})
+
 t.test('one fresh agent per start, then only the holder of its key', async t => {
   const { dirs, sockets, token, path } = await setup(t)
   const slot = sockets.note('c1', token)
