@@ -118,7 +118,19 @@ export function createDockerEngine (host: string, limits: Partial<EngineLimits> 
 
   async function unpause (id: string): Promise<void> {
     try {
-      await run('lifecycle', 'container unpause', async s => await docker.getContainer(id).unpause({ abortSignal: s }), { retry: true })
+      // runc may refuse right after a pause with "cannot resume a running process": the cgroup's freeze
+      // has not settled yet (seen in a full run: pause, a refused exec, then unpause). Docker still
+      // reports the container paused, so asking again shortly after succeeds (at most 5 tries, 1.5 s).
+      for (let attempt = 0; ; attempt++) {
+        try {
+          await run('lifecycle', 'container unpause', async s => await docker.getContainer(id).unpause({ abortSignal: s }), { retry: true })
+          return
+        } catch (err) {
+          const e = err as DockerError
+          if (attempt >= 4 || e.statusCode !== 500 || !/cannot resume a running process/i.test(e.message)) throw e
+          await new Promise(resolve => setTimeout(resolve, 100 * 2 ** attempt))
+        }
+      }
     } catch (err) {
       const e = err as DockerError
       // "is not paused": fine when it runs (a retry, or never paused), not when it is stopped.
