@@ -121,7 +121,8 @@ t.test('timeouts and progress', gate, async t => {
     t.equal(seen[0]?.progress, 1)
     t.equal(seen[0]?.total, 3)
     t.ok((seen[0]?.at ?? 1e9) < 2000, `first at ${seen[0]?.at} ms`)
-    t.match(seen[0]?.message, /^Running: Counting \(1s\)\n→ step 1$/)
+    // The last line printed when the first tick went out: step 2 comes at 1 s too, so a loaded machine may show it.
+    t.match(seen[0]?.message, /^Running: Counting \(1s\)\n→ step [12]$/)
     for (let i = 1; i < seen.length; i++) t.ok((seen[i]?.progress ?? 0) > (seen[i - 1]?.progress ?? 0))
   })
 
