@@ -14,6 +14,9 @@ function keyText (e) {
   return e.key.length === 1 ? e.key : undefined
 }
 
+/** How long a new connection may go without its first screencast frame before it is dropped and made again. */
+const FIRST_FRAME_MS = 15_000
+
 export function connectPage (url, { screen, onLive, onUrl, onClose }) {
   const ws = new WebSocket(url)
   let nextId = 1
@@ -26,6 +29,11 @@ export function connectPage (url, { screen, onLive, onUrl, onClose }) {
     if (ws.readyState !== WebSocket.OPEN) return
     ws.send(JSON.stringify({ id: nextId++, method, params }))
   }
+
+  // A connection that opened but never delivers a first frame (a page of a browser still starting after a
+  // sandbox restart, a relay that stalled) would hold the view on "Connecting…" for ever: the view retries
+  // only when the socket ends. Closed after FIRST_FRAME_MS without a frame, it reconnects through onClose.
+  const firstFrame = setTimeout(() => { if (frames === 0 && !closed) ws.close(4000, 'no frame') }, FIRST_FRAME_MS)
 
   ws.addEventListener('open', () => {
     const dpr = window.devicePixelRatio || 1
@@ -58,6 +66,7 @@ export function connectPage (url, { screen, onLive, onUrl, onClose }) {
   })
 
   ws.addEventListener('close', () => {
+    clearTimeout(firstFrame)
     closed = true
     setInput(false)
     onClose()
