@@ -60,6 +60,9 @@ t.test('web terminal on real Docker', gate, async t => {
   })
 
   t.test('two viewers share session main and see the same output', async t => {
+    // The previous case's viewer is let go by the server after its socket closed on the client's side:
+    // wait for that, so the count below is of these two viewers.
+    t.equal(await pollUntil(() => app.terminal.viewers(CHAT), n => n === 0), 0, 'earlier viewers were let go')
     const a = await TermClient.open(t, url, CHAT, token(CHAT))
     const b = await TermClient.open(t, url, CHAT, token(CHAT))
     await a.waitFor(/\$ /)
