@@ -2,13 +2,13 @@ import type { SandboxDetails, SandboxEngine, SandboxSummary } from '../sandbox/t
 import { KubeClient } from './kube-client.js'
 import type { KubeConnection } from './kube-config.js'
 import { isConflict, isNotFound, KubeError } from './kube-error.js'
-import { execCalls } from './kube-exec.js'
+import { inPodCalls } from './kube-in-pod.js'
 import { leaseCalls } from './kube-lease.js'
+import { lifecycleCalls } from './kube-lifecycle.js'
 import { networkCalls, type ServerEndpoint } from './kube-network.js'
-import { PAUSED_ANNOTATION, ROLE_LABEL, podObject, recordObject, selector, userLabels, validName, volumeObject, type ConfigMap, type Pod, type PodOptions } from './kube-objects.js'
-import { podFailure, podOomKilled, podRunning, waitPod } from './kube-pods.js'
+import { PAUSED_ANNOTATION, ROLE_LABEL, recordObject, selector, userLabels, validName, volumeObject, type ConfigMap, type Pod, type PodOptions } from './kube-objects.js'
+import { deletePod, getPod, podOomKilled, podRunning } from './kube-pods.js'
 import { newId, recordCalls, type Sandbox } from './kube-records.js'
-import { StartQueue } from './kube-starts.js'
 import { claimMounts, storageSeen, type SharedStorage } from './kube-storage.js'
 import { watchCalls } from './kube-watch.js'
 import { giveOutputsDir } from '../../core/area-owner.js'
@@ -17,10 +17,10 @@ import { giveOutputsDir } from '../../core/area-owner.js'
  * The Kubernetes engine (docs/engine.md#kubernetes): the engine contract of plugins/sandbox/engine-types.ts
  * on any conformant cluster, with nothing but core objects. A sandbox is a record (a ConfigMap named by
  * the sandbox's name: its spec, id and labels) and, while it runs, a Pod named by its id; start creates
- * the pod and waits until it runs, stop deletes it (volumes, the record and so the sandbox stay). Pause
- * freezes every process of the sandbox's user with SIGSTOP (Kubernetes has no pause) and marks the
- * record; while marked, execs are refused. Claim renames the record and relabels record and pod. The
- * records: kube-records.ts; the watch of ended pods: kube-watch.ts; pods brought up at once: kube-starts.ts.
+ * the pod and waits until it runs, stop deletes it (volumes, the record and so the sandbox stay). Claim
+ * renames the record and relabels record and pod. This file wires the contract; the parts are by role:
+ * the records (kube-records.ts), the pod's life: start, stop, pause (kube-lifecycle.ts), what runs in
+ * the pod: exec, files, stats (kube-in-pod.ts), the watch of ended pods (kube-watch.ts).
  */
 
 export interface KubeEngineOptions {
@@ -41,26 +41,14 @@ export interface KubeEngineOptions {
 export function createKubeEngine (o: KubeEngineOptions): SandboxEngine {
   const client = new KubeClient(o.connection)
   const user = o.user ?? 'assistant'
-  const startTimeoutMs = o.startTimeoutMs ?? 300_000
   const records = recordCalls(client)
-  const { paused, parse, find, mustFind, listAll, setPaused } = records
-  /** The uid of the pod this engine last created per sandbox: the watch tells its end at once (no look-up). */
-  const podUids = new Map<string, string>()
-  const starts = new StartQueue(o.maxStarting ?? 0)
+  const { paused, parse, find, listAll } = records
+  const inPod = inPodCalls({ client, records, user })
+  const life = lifecycleCalls({ client, records, signalAll: inPod.signalAll, pod: o.pod, shared: o.shared, startTimeoutMs: o.startTimeoutMs ?? 300_000, maxStarting: o.maxStarting ?? 0 })
+  const { podUids } = life
+  const network = networkCalls(client, o.server)
+  const leases = leaseCalls(client)
   let closed = false
-
-  async function getPod (id: string): Promise<Pod | undefined> {
-    try { return await client.request<Pod>('GET', client.path('pods', id)) } catch (err) { if (isNotFound(err)) return undefined; throw err }
-  }
-
-  /** Deletes the pod and waits until it is gone (a new start then gets a fresh one). */
-  async function deletePod (id: string, graceSeconds: number): Promise<boolean> {
-    try {
-      await client.request('DELETE', client.path('pods', id), { body: { apiVersion: 'v1', kind: 'DeleteOptions', gracePeriodSeconds: graceSeconds, propagationPolicy: 'Background' } })
-    } catch (err) { if (!isNotFound(err)) throw err; return false }
-    await waitPod(client, id, 'gone', (graceSeconds + 60) * 1000)
-    return true
-  }
 
   function details (s: Sandbox, pod: Pod | undefined): SandboxDetails {
     const running = podRunning(pod)
@@ -86,21 +74,6 @@ export function createKubeEngine (o: KubeEngineOptions): SandboxEngine {
       oomKilled: podOomKilled(pod)
     }
   }
-
-  const execs = execCalls({
-    client,
-    user,
-    paused: id => paused.has(id),
-    explain: async (id, err) => {
-      const s = await find(id)
-      if (s === undefined) return err.as('no-such-sandbox')
-      return err.as('not-running', `sandbox ${id} is not running: ${err.message}`)
-    }
-  })
-  const network = networkCalls(client, o.server)
-  const leases = leaseCalls(client)
-  /** OOM-kill counters seen per sandbox (the cgroup's count since the pod started). */
-  const oomSeen = new Map<string, Array<{ at: number, count: number }>>()
 
   async function createVolume (name: string, labels: Record<string, string>): Promise<void> {
     if (!validName(name)) throw new KubeError(`a volume name must be a DNS-1123 subdomain (a-z, 0-9, - and .), got "${name.slice(0, 100)}"`)
@@ -138,77 +111,18 @@ export function createKubeEngine (o: KubeEngineOptions): SandboxEngine {
       return { id }
     },
 
-    async start (id) {
-      const s = await mustFind(id)
-      const pod = await getPod(s.id)
-      if (podRunning(pod)) {
-        if (paused.has(s.id)) await engine.unpause(s.id)
-        return
-      }
-      // A pod still starting (a start before a restart of the server, an image being pulled) is waited for;
-      // one that ended, or is being deleted, goes first.
-      if (pod !== undefined && pod.metadata.deletionTimestamp === undefined && podFailure(pod) === undefined) {
-        await waitPod(client, s.id, 'running', startTimeoutMs)
-        return
-      }
-      if (pod !== undefined) await deletePod(s.id, 0)
-      if (paused.has(s.id)) await setPaused(s, false)
-      await starts.run(async () => {
-        try {
-          const made = await client.request<Pod>('POST', client.path('pods'), { body: podObject(s.spec, s.id, userLabels(s.record.metadata.labels), o.pod, claimMounts(s.spec.storage, o.shared)) })
-          if (made.metadata.uid !== undefined) podUids.set(s.id, made.metadata.uid)
-        } catch (err) {
-          if (!isConflict(err)) throw err
-        }
-        await waitPod(client, s.id, 'running', startTimeoutMs)
-      })
-    },
-
-    async pause (id) {
-      const s = await mustFind(id)
-      if (!podRunning(await getPod(s.id))) throw new KubeError(`sandbox ${id} is not running`, { reason: 'not-running', statusCode: 409 })
-      if (paused.has(s.id)) return
-      // Marked first: no exec starts in between; then every process of the sandbox's user is frozen.
-      await setPaused(s, true)
-      paused.delete(s.id)
-      try { await execs.signalAll(s.id, 'STOP') } finally { paused.add(s.id) }
-    },
-
-    async unpause (id) {
-      const s = await mustFind(id)
-      if (!podRunning(await getPod(s.id))) throw new KubeError(`sandbox ${id} is not running`, { reason: 'not-running', statusCode: 409 })
-      if (!paused.has(s.id)) return
-      paused.delete(s.id)
-      await execs.signalAll(s.id, 'CONT')
-      await setPaused(s, false)
-    },
-
-    async stop (id, graceSeconds) {
-      const s = await find(id)
-      if (s === undefined) return false
-      if (paused.has(s.id)) {
-        // A frozen process cannot handle SIGTERM: thaw it for its grace period.
-        paused.delete(s.id)
-        await execs.signalAll(s.id, 'CONT').catch(() => {})
-        await setPaused(s, false)
-      }
-      await deletePod(s.id, Math.max(0, Math.floor(graceSeconds)))
-      return true
-    },
-
-    async kill (id) {
-      const s = await find(id)
-      if (s === undefined) return
-      await deletePod(s.id, 0)
-      if (paused.has(s.id)) await setPaused(s, false)
-    },
+    start: life.start,
+    pause: life.pause,
+    unpause: life.unpause,
+    stop: life.stop,
+    kill: life.kill,
 
     async remove (id) {
       const s = await find(id)
       if (s === undefined) return
-      await deletePod(s.id, 0)
+      await deletePod(client, s.id, 0)
       records.forget(s.id)
-      oomSeen.delete(s.id)
+      inPod.forget(s.id)
       podUids.delete(s.id)
       try {
         await client.request('DELETE', client.path('configmaps', s.record.metadata.name), { body: { apiVersion: 'v1', kind: 'DeleteOptions', preconditions: { uid: s.record.metadata.uid } } })
@@ -218,7 +132,7 @@ export function createKubeEngine (o: KubeEngineOptions): SandboxEngine {
     async inspect (idOrName) {
       const s = await find(idOrName)
       if (s === undefined) return null
-      return details(s, await getPod(s.id))
+      return details(s, await getPod(client, s.id))
     },
 
     async list (labelFilters) {
@@ -272,41 +186,13 @@ export function createKubeEngine (o: KubeEngineOptions): SandboxEngine {
       try { await client.request('DELETE', client.path('persistentvolumeclaims', name)) } catch (err) { if (!isNotFound(err)) throw err }
     },
 
-    exec: execs.exec,
-
-    // Files belong to the sandbox's user whatever uid and gid the caller named: the pod's processes
-    // cannot give a file away (docs/engine.md#kubernetes).
-    async putFile (id, path, content, mode) { await execs.putFile(id, path, content, mode) },
+    exec: inPod.exec,
+    putFile: inPod.putFile,
+    stats: inPod.stats,
+    oomKills: inPod.oomKills,
 
     // The data areas are directories on the shared claim, which the server mounts: outputs is given to the sandbox user there.
     async giveOutputs (data, ids) { return o.shared === undefined || o.shared.claim === '' ? false : await giveOutputsDir(o.shared.dataDir, data, ids) },
-
-    async stats (id) {
-      const s = await mustFind(id)
-      const st = await execs.stats(s.id, { memory: s.spec.limits.memory })
-      const seen = oomSeen.get(s.id) ?? []
-      seen.push({ at: Date.now(), count: st.oomKills })
-      oomSeen.set(s.id, seen.slice(-16))
-      return { pids: st.pids, memory: st.memory }
-    },
-
-    async oomKills (id, sinceMs, untilMs) {
-      const s = await find(id)
-      if (s === undefined) return 0
-      const pod = await getPod(s.id)
-      let count = podOomKilled(pod) ? 1 : 0
-      if (podRunning(pod) && !paused.has(s.id)) {
-        const now = (await execs.stats(s.id, { memory: s.spec.limits.memory }).catch(() => undefined))?.oomKills
-        if (now !== undefined) {
-          const seen = oomSeen.get(s.id) ?? []
-          const before = [...seen].reverse().find(x => x.at <= sinceMs)
-          if (untilMs >= Date.now() - 1000) count += Math.max(0, now - (before?.count ?? 0))
-          seen.push({ at: Date.now(), count: now })
-          oomSeen.set(s.id, seen.slice(-16))
-        }
-      }
-      return count
-    },
 
     async diskUsage () {
       // The API reports no per-pod disk use; volumes' sizes are what their claims requested.
@@ -319,7 +205,7 @@ export function createKubeEngine (o: KubeEngineOptions): SandboxEngine {
 
     ...leases,
 
-    ...watchCalls({ client, podUids, getPod, closed: () => closed }),
+    ...watchCalls({ client, podUids, getPod: async id => await getPod(client, id), closed: () => closed }),
 
     close () { closed = true; client.close() }
   }

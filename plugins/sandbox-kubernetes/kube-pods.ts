@@ -1,11 +1,11 @@
 import type { KubeClient } from './kube-client.js'
-import { KubeError } from './kube-error.js'
+import { isNotFound, KubeError } from './kube-error.js'
 import type { ContainerState, ListOf, Pod } from './kube-objects.js'
 
 /*
- * Pod state as the engine reads it, and the waits on it: a start waits until the pod's container runs
- * (or fails for good), a stop until the pod is gone. Both watch the one pod from the resourceVersion
- * of a list, so no change between the look and the watch is missed.
+ * Pod state as the engine reads it, the look-up and deletion of a pod, and the waits on it: a start waits
+ * until the pod's container runs (or fails for good), a stop until the pod is gone. Both watch the one
+ * pod from the resourceVersion of a list, so no change between the look and the watch is missed.
  */
 
 export type PodWait = 'running' | 'gone'
@@ -42,6 +42,20 @@ export function podFailure (pod: Pod): KubeError | undefined {
 export function podOomKilled (pod: Pod | undefined): boolean {
   const s = pod?.status?.containerStatuses?.[0]
   return s?.state?.terminated?.reason === 'OOMKilled' || s?.lastState?.terminated?.reason === 'OOMKilled'
+}
+
+/** The pod named `name`, or undefined when there is none. */
+export async function getPod (client: KubeClient, name: string): Promise<Pod | undefined> {
+  try { return await client.request<Pod>('GET', client.path('pods', name)) } catch (err) { if (isNotFound(err)) return undefined; throw err }
+}
+
+/** Deletes the pod and waits until it is gone (a new start then gets a fresh one); false when there was none. */
+export async function deletePod (client: KubeClient, name: string, graceSeconds: number): Promise<boolean> {
+  try {
+    await client.request('DELETE', client.path('pods', name), { body: { apiVersion: 'v1', kind: 'DeleteOptions', gracePeriodSeconds: graceSeconds, propagationPolicy: 'Background' } })
+  } catch (err) { if (!isNotFound(err)) throw err; return false }
+  await waitPod(client, name, 'gone', (graceSeconds + 60) * 1000)
+  return true
 }
 
 /** Waits until the pod named `name` runs (rejects when it fails for good) or is gone. */
