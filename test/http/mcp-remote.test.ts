@@ -1,12 +1,11 @@
 import t from 'tap'
-import { mkdtemp, readFile, rm } from 'node:fs/promises'
+import { readFile } from 'node:fs/promises'
 import { createRequire } from 'node:module'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { listen, TEST_API_KEY as KEY } from '../helper.js'
 import { kernelManifest, textOf } from '../fixtures/mcp-probe.js'
+import { tempDir } from '../fixtures/temp-dir.js'
 
 // Claude Desktop reaches the server through the mcp-remote bridge (docs/contract.md#claude-desktop): a stdio MCP
 // server that forwards to /mcp with the configured headers. It carries its own MCP client, which
@@ -24,8 +23,7 @@ const desktop: DesktopEntry = found
 
 t.test('Claude Desktop\'s mcp-remote bridge lists tools and runs a streamed call with progress', async t => {
   const { url } = await listen(t, { MCP_API_KEY: KEY }, kernelManifest({ calls: [], aborted: [] }))
-  const configDir = await mkdtemp(join(tmpdir(), 'cu-mcp-remote-'))
-  t.teardown(async () => { await rm(configDir, { recursive: true, force: true }) })
+  const configDir = await tempDir(t, 'cu-mcp-remote')
   let stderr = ''
   const transport = new StdioClientTransport({
     command: process.execPath,

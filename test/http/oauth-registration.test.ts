@@ -6,21 +6,14 @@
  * Real HTTP against the real server, no Docker.
  */
 import { readFileSync } from 'node:fs'
-import { lstat, mkdir, mkdtemp, readdir, readFile, rm, stat, symlink, writeFile } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { lstat, mkdir, readdir, readFile, rm, stat, symlink, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import t from 'tap'
-import type { Test } from 'tap'
 import { entryFile } from '../../plugins/oauth/store-disk.js'
 import { authorizeUrl, exchangeCode, probeMcp, registerClient, signInWithFetch, startOAuthServer, tokenRequest } from '../fixtures/oauth-server.js'
+import { tempDir } from '../fixtures/temp-dir.js'
 
 const REDIRECT = 'http://127.0.0.1:45873/cb'
-
-async function tempDir (t: Test): Promise<string> {
-  const dir = await mkdtemp(join(tmpdir(), 'oauth-reg-'))
-  t.teardown(async () => { await rm(dir, { recursive: true, force: true }) })
-  return dir
-}
 
 const clientPayload = (id: string, name: string, redirect = REDIRECT): Record<string, unknown> => ({
   client_id: id, client_id_issued_at: 1700000000, client_name: name, redirect_uris: [redirect], grant_types: ['authorization_code', 'refresh_token'], response_types: ['code'], token_endpoint_auth_method: 'none'
@@ -96,7 +89,7 @@ async function cost (base: string, n: number): Promise<{ bytes: number, ms: numb
 t.test('a registration costs the same disk work with 400 clients as with none', { skip: process.platform !== 'linux' ? 'reads /proc/self/io' : false }, async t => {
   const limits = { registrationsPerMinute: 1000, registrationsPerMinuteTotal: 1000 }
   const empty = await startOAuthServer(t, { oauth: limits })
-  const dataDir = await tempDir(t)
+  const dataDir = await tempDir(t, 'oauth-reg')
   await seedOldStore(dataDir, Array.from({ length: 400 }, (_, i) => clientPayload(`seeded-${i}`, `seeded ${i} ${'y'.repeat(7000)}`)))
   const full = await startOAuthServer(t, { dataDir, oauth: limits })
   const at0 = await cost(empty.base, 10)
@@ -107,7 +100,7 @@ t.test('a registration costs the same disk work with 400 clients as with none', 
 })
 
 t.test('an old single client file is moved into one file per client on boot, and its clients keep working', async t => {
-  const dataDir = await tempDir(t)
+  const dataDir = await tempDir(t, 'oauth-reg')
   await seedOldStore(dataDir, [clientPayload('old-client-a', 'Claude'), clientPayload('old-client-b', 'mcp-remote'), clientPayload('-starts-with-dash', 'odd id')])
   const first = await startOAuthServer(t, { dataDir })
   const clients = join(dataDir, 'oauth', 'clients')
@@ -129,8 +122,8 @@ t.test('an old single client file is moved into one file per client on boot, and
 })
 
 t.test('symlinks planted below DATA_DIR/oauth are never followed, for reading or writing', async t => {
-  const dataDir = await tempDir(t)
-  const outside = await tempDir(t)
+  const dataDir = await tempDir(t, 'oauth-reg')
+  const outside = await tempDir(t, 'oauth-reg')
   // A client file that is a link to a file elsewhere holding a valid-looking client.
   const planted = clientPayload('planted-client', 'Planted')
   await writeFile(join(outside, 'client.json'), JSON.stringify({ version: 1, id: 'planted-client', entry: { p: planted, e: null } }))
@@ -163,7 +156,7 @@ t.test('symlinks planted below DATA_DIR/oauth are never followed, for reading or
 })
 
 t.test('a keys file that is a symlink stops the boot instead of being followed', async t => {
-  const dataDir = await tempDir(t)
+  const dataDir = await tempDir(t, 'oauth-reg')
   const first = await startOAuthServer(t, { dataDir })
   await first.app.close()
   const keys = join(dataDir, 'oauth', 'keys.json')

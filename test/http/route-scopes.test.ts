@@ -8,10 +8,8 @@
 import t from 'tap'
 import type { Test } from 'tap'
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
-import { mkdtemp, rm } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import { build, TEST_API_KEY } from '../helper.js'
+import { tempDir } from '../fixtures/temp-dir.js'
 
 /** Routes anyone may call (no chat, nothing a capability grants). */
 const PUBLIC = ['GET /health', 'GET /ready', 'GET /api/runtime/cli', 'GET /system-prompt', 'GET /']
@@ -40,8 +38,7 @@ interface Server { app: FastifyInstance, routes: string[], call: (route: string,
 
 /** The default manifest in protected mode, the routes of its OpenAPI description, and a way to call one for chat-a. */
 async function server (t: Test): Promise<Server> {
-  const dataDir = await mkdtemp(join(tmpdir(), 'tscope-data-'))
-  t.teardown(async () => { await rm(dataDir, { recursive: true, force: true }) })
+  const dataDir = await tempDir(t, 'tscope-data')
   const app = await build(t, { MCP_API_KEY: TEST_API_KEY, DOCKER_HOST: 'unix:///nonexistent-cubicle.sock', DATA_DIR: dataDir, SANDBOX_PREFIX: 'tscope' })
   const spec = (await app.inject({ url: '/openapi.json', headers: { authorization: `Bearer ${TEST_API_KEY}` } })).json() as { paths: Record<string, Record<string, unknown>> }
   const routes = Object.entries(spec.paths).flatMap(([path, ops]) => Object.keys(ops).map(method => `${method.toUpperCase()} ${path}`))

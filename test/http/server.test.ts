@@ -4,7 +4,7 @@ import { buildApp, entry } from '../../core/app.js'
 import manifest, { entries, pluginNames } from '../../fastify.config.js'
 import { testConfig, TEST_API_KEY, listen, TEST_API_KEY as KEY, awayFromMinuteEdge } from '../helper.js'
 import { connect, probePlugin, textOf, type Probe, kernelManifest } from '../fixtures/mcp-probe.js'
-import { mkdtemp, readFile, rm } from 'node:fs/promises'
+import { readFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parse } from 'yaml'
@@ -16,6 +16,7 @@ import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
 import { chatPaths } from '../../core/chat-paths.js'
 import { fakeSandbox, newSandboxLog } from '../fixtures/tiers-app.js'
+import { tempDir } from '../fixtures/temp-dir.js'
 
 /*
  * Requests without a chat id (Open WebUI's native MCP connection with its defaults sends none): the
@@ -159,8 +160,7 @@ t.test('client-configs', async t => {
   })
 
   t.test('LiteLLM: allowed_tools is exactly the server\'s tool list', async t => {
-    const dataDir = await mkdtemp(join(tmpdir(), 'client-configs-'))
-    t.teardown(async () => { await rm(dataDir, { recursive: true, force: true }) })
+    const dataDir = await tempDir(t, 'client-configs')
     const { url } = await listen(t, { MCP_API_KEY: KEY, DATA_DIR: dataDir, DOCKER_HOST: 'unix:///nonexistent/docker.sock' },
       config => entries(config, ['chat-storage', 'mcp-transport', 'capabilities', 'sandbox-docker', 'sandbox', 'workspace-tools', 'runtime-cli', 'sub-agent']))
     const listed = (await rpc(url, { authorization: `Bearer ${KEY}` }, 'tools/list')).result.tools?.map(x => x.name)

@@ -6,8 +6,6 @@
  * reach the cache. /mcp is driven by the official SDK client, with a real OAuth token.
  */
 import { readdir } from 'node:fs/promises'
-import { mkdtemp, rm } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import { entries } from '../../fastify.config.js'
@@ -16,6 +14,7 @@ import { rawZip, sha256, skillMd } from '../fixtures/raw-zip.js'
 import { startSettingsService, type FakeSettings } from '../fixtures/settings-service.js'
 import { listen, TEST_API_KEY } from '../helper.js'
 import { authorizeUrl, exchangeCode, registerClient, signInWithFetch, startOAuthServer } from '../fixtures/oauth-server.js'
+import { tempDir } from '../fixtures/temp-dir.js'
 
 const EMAIL = 'a@b.c'
 const KEY = { Authorization: `Bearer ${TEST_API_KEY}` }
@@ -54,8 +53,7 @@ async function until (what: () => Promise<boolean> | boolean, ms = 5000): Promis
 t.test('GET /system-prompt and /skill-list: the headers count only with the key and an allowed origin', async t => {
   const good = await service(t, 'good-key')
   const evil = await service(t, 'x')
-  const dataDir = await mkdtemp(join(tmpdir(), 'settings-headers-'))
-  t.teardown(async () => { await rm(dataDir, { recursive: true, force: true }) })
+  const dataDir = await tempDir(t, 'settings-headers')
   // An allowlist entry that is a string prefix of evil's origin (`http://127.0.0.1:4` of `…:41234`):
   // only a prefix comparison would let evil through.
   const evilPort = new URL(evil.url).port

@@ -1,6 +1,5 @@
 // The tier plugins over HTTP and MCP, and switching them on and off, one group per part, all in one test process (docs/testing.md#the-unit-tiers-time).
-import { mkdtemp, rm, symlink } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { symlink } from 'node:fs/promises'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import { listen, TEST_API_KEY } from '../helper.js'
@@ -9,13 +8,13 @@ import { randomBytes } from 'node:crypto'
 import { ErrorCode, McpError, ResourceListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js'
 import { chatPaths } from '../../core/chat-paths.js'
 import { connect } from '../fixtures/mcp-probe.js'
+import { tempDir } from '../fixtures/temp-dir.js'
 
 t.test('tiers-http', async t => {
   const KEY = TEST_API_KEY
 
   async function serve (t: Test, env: Record<string, string> = {}): Promise<{ url: string, app: Awaited<ReturnType<typeof listen>>['app'] }> {
-    const dataDir = await mkdtemp(join(tmpdir(), 'tiers-http-'))
-    t.teardown(async () => { await rm(dataDir, { recursive: true, force: true }) })
+    const dataDir = await tempDir(t, 'tiers-http')
     const { app, url } = await listen(t, { DATA_DIR: dataDir, ...env }, tiersManifest())
     return { app, url }
   }
@@ -140,8 +139,7 @@ t.test('tiers-http', async t => {
 
 t.test('tiers-mcp', async t => {
   async function serve (t: Test, env: Record<string, string> = {}, log: MemorySandboxes = memorySandboxes()): Promise<{ url: string, dataDir: string, app: Awaited<ReturnType<typeof listen>>['app'] }> {
-    const dataDir = await mkdtemp(join(tmpdir(), 'tiers-'))
-    t.teardown(async () => { await rm(dataDir, { recursive: true, force: true }) })
+    const dataDir = await tempDir(t, 'tiers')
     const { app, url } = await listen(t, { DATA_DIR: dataDir, ...env }, tiersManifest({ sandboxes: log }))
     return { app, url, dataDir }
   }
@@ -293,8 +291,7 @@ t.test('tiers-mcp', async t => {
 t.test('tiers-toggle', async t => {
 /** What each tier's consumer can observe, measured from the outside. */
   async function observe (t: Test, without?: TierName): Promise<Record<TierName, boolean>> {
-    const dataDir = await mkdtemp(join(tmpdir(), 'tiers-toggle-'))
-    t.teardown(async () => { await rm(dataDir, { recursive: true, force: true }) })
+    const dataDir = await tempDir(t, 'tiers-toggle')
     const log = memorySandboxes()
     const { url } = await listen(t, { DATA_DIR: dataDir }, tiersManifest({ sandboxes: log, ...(without !== undefined && { without }) }))
     const chat = await connect(t, url, { 'X-Chat-Id': 'chat-a' })

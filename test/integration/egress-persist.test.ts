@@ -6,8 +6,7 @@
  */
 import t from 'tap'
 import http from 'node:http'
-import { mkdtemp, rm, writeFile } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import type { AddressInfo } from 'node:net'
 import type { FastifyInstance } from 'fastify'
@@ -17,6 +16,7 @@ import egress from '../../plugins/egress/index.js'
 import type { RequestUser } from '../../core/identity.js'
 import { testConfig, TEST_API_KEY } from '../helper.js'
 import { cleanupPrefix, dockerOrSkip, TEST_IMAGE, removeNetworkFirewall } from './docker.js'
+import { tempDir } from '../fixtures/temp-dir.js'
 
 const PREFIX = 'tegrpers'
 const CHAT = 'egress-persist'
@@ -30,8 +30,7 @@ t.test('user defaults and overrides that survive a restart (real Docker)', { ski
   await new Promise<void>(resolve => server.listen(0, '127.0.0.1', resolve))
   t.teardown(() => { server.closeAllConnections(); server.close() })
   const port = (server.address() as AddressInfo).port
-  const dataDir = await mkdtemp(join(tmpdir(), `${PREFIX}-data-`))
-  t.teardown(async () => { await rm(dataDir, { recursive: true, force: true }) })
+  const dataDir = await tempDir(t, `${PREFIX}-data`)
   // The server's setting (open, no rules) refuses the loopback canary; alice's default allows it.
   const usersFile = join(dataDir, 'egress-users.json')
   await writeFile(usersFile, JSON.stringify({ 'alice@example.com': { mode: 'allowlist', allow: [`127.0.0.1:${port}`] } }))

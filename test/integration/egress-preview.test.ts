@@ -7,10 +7,8 @@ import t from 'tap'
 import type { Test } from 'tap'
 import http from 'node:http'
 import { mkdirSync } from 'node:fs'
-import { mkdtemp, rm } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import type { AddressInfo } from 'node:net'
+import { tempDir } from '../fixtures/temp-dir.js'
 import { buildApp, entry } from '../../core/app.js'
 import { entries } from '../../fastify.config.js'
 import egress from '../../plugins/egress/index.js'
@@ -36,8 +34,7 @@ t.test('the preview page shows the chat\'s egress log (real sandbox, real Chromi
   await cleanupPrefix(t, PREFIX)
   const a = await canary(t, 'canary-a')
   const b = await canary(t, 'canary-b')
-  const dataDir = await mkdtemp(join(tmpdir(), `${PREFIX}-data-`))
-  t.teardown(async () => { await rm(dataDir, { recursive: true, force: true }) })
+  const dataDir = await tempDir(t, `${PREFIX}-data`)
   const config = testConfig({ SANDBOX_PREFIX: PREFIX, DATA_DIR: dataDir, MCP_API_KEY: TEST_API_KEY, DOCKER_IMAGE: TEST_IMAGE })
   // Names the test's resolver knows; the hostile one shows that the page escapes what the sandbox asked for.
   const names: Record<string, string[]> = { 'canary-a.test': ['127.0.0.1'], 'canary-b.test': ['127.0.0.1'] }

@@ -4,8 +4,7 @@
  * as Docker containers, PVCs as volumes, every object validated against the Kubernetes OpenAPI schemas),
  * then the objects it made read back with an independent client, @kubernetes/client-node. Needs Docker.
  */
-import { chmod, mkdir, mkdtemp, rm, stat } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { chmod, mkdir, stat } from 'node:fs/promises'
 import { dirname, join } from 'node:path'
 import t from 'tap'
 import { CoreV1Api, KubeConfig, NetworkingV1Api } from '@kubernetes/client-node'
@@ -19,6 +18,7 @@ import { createKubeEngine } from '../../plugins/sandbox-kubernetes/kube-engine.j
 import type { KubeConnection } from '../../plugins/sandbox-kubernetes/kube-config.js'
 import { engineContract, type ContractStorage } from '../fixtures/engine-contract.js'
 import { dockerOrSkip, TEST_IMAGE } from './docker.js'
+import { tempDir } from '../fixtures/temp-dir.js'
 
 const PREFIX = 'tengkube'
 const NS = 'engine-kube'
@@ -73,8 +73,7 @@ t.test('the Kubernetes engine passes the engine contract on the fake API server'
   })
 
   await t.test('the objects it makes, read back with @kubernetes/client-node', async t => {
-    const root = await mkdtemp(join(tmpdir(), `${PREFIX}-objects-`))
-    t.teardown(async () => { await rm(root, { recursive: true, force: true }) })
+    const root = await tempDir(t, `${PREFIX}-objects`)
     const key = '0123456789abcdef0123456789abcdef'
     for (const area of ['uploads', 'outputs']) await mkdir(join(root, 'data', 'chats', key, area), { recursive: true })
     const engine = withShared(url, root, { dataDir: join(root, 'data'), skillsDir: '' }, `${SHARED}-objects`)

@@ -1,12 +1,12 @@
 import t, { type Test } from 'tap'
 import { execFile } from 'node:child_process'
-import { cp, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { cp, mkdir, readdir, readFile, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { startServer } from '../fixtures/server-process.js'
 import { EXTENSION_SCENARIOS, REVISION_2025, REVISION_2026, type Revision } from '../fixtures/conformance-scenarios.js'
 import { locateSuite, suiteRequired, type Check } from '../fixtures/conformance-suite.js'
+import { tempDir } from '../fixtures/temp-dir.js'
 
 // The official MCP conformance suite (@modelcontextprotocol/conformance, pinned with the Node >= 22 it
 // needs in test/conformance/package.json) against the real server in open mode, PUBLIC_BASE_URL
@@ -35,8 +35,7 @@ async function checkRevision (t: Test, suite: { node: string, cli: string }, url
   t.ok(scenarios.length > 10, `the suite lists the server scenarios of ${revision.requirements}`)
   t.same(scenarios.filter(s => !revision.applicable.includes(s) && revision.notApplicable[s] === undefined), [], 'every server scenario of the suite is classified')
 
-  const out = await mkdtemp(join(tmpdir(), 'cu-conformance-'))
-  t.teardown(async () => { await rm(out, { recursive: true, force: true }) })
+  const out = await tempDir(t, 'cu-conformance')
   // Exits 1 because the scenarios that do not apply fail; the per-scenario results decide below.
   await run(suite.node, [suite.cli, 'server', '--url', `${url}/mcp`, '--requirements', revision.requirements, '-o', out], { timeout: 400000 }).catch(() => undefined)
   const results = new Map<string, Check[]>()
@@ -61,8 +60,7 @@ async function checkRevision (t: Test, suite: { node: string, cli: string }, url
 
 /** The built-in skills plus `examples/directory-tour` (first by URI, with two subfolders), for the skills scenarios. */
 async function skillsDir (t: Test): Promise<string> {
-  const dir = await mkdtemp(join(tmpdir(), 'cu-conformance-skills-'))
-  t.teardown(async () => { await rm(dir, { recursive: true, force: true }) })
+  const dir = await tempDir(t, 'cu-conformance-skills')
   await cp(new URL('../../sandbox-image/skills', import.meta.url), dir, { recursive: true })
   const tour = join(dir, 'examples', 'directory-tour')
   await mkdir(join(tour, 'references'), { recursive: true })
@@ -77,8 +75,7 @@ async function checkExtensionScenarios (t: Test, suite: { node: string, cli: str
   const listed = (await run(suite.node, [suite.cli, 'list', '--server'], { timeout: 60000 })).stdout
   for (const scenario of EXTENSION_SCENARIOS) {
     t.match(listed, new RegExp(`- ${scenario} \\[extension\\]`), `the suite still has ${scenario}`)
-    const out = await mkdtemp(join(tmpdir(), 'cu-conformance-'))
-    t.teardown(async () => { await rm(out, { recursive: true, force: true }) })
+    const out = await tempDir(t, 'cu-conformance')
     await run(suite.node, [suite.cli, 'server', '--url', `${url}/mcp`, '--scenario', scenario, '-o', out], { timeout: 120000 }).catch(() => undefined)
     const checks: Check[] = []
     for (const dir of await readdir(out)) checks.push(...JSON.parse(await readFile(join(out, dir, 'checks.json'), 'utf8')) as Check[])

@@ -1,12 +1,12 @@
 import t from 'tap'
 import { spawn } from 'node:child_process'
-import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { readdir, readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { locateSuite, suiteRequired, type Check } from '../fixtures/conformance-suite.js'
 import { TEST_API_KEY } from '../helper.js'
 import { freePort, registerClient, startOAuthServer } from '../fixtures/oauth-server.js'
 import { chromiumOrSkip, gotoReady, inNewContext, launchChromium } from './chromium.js'
+import { tempDir } from '../fixtures/temp-dir.js'
 
 // The official suite's authorization-server scenarios (`conformance authorization`) against our OAuth
 // server (docs/contract.md#oauth): the metadata document, and the authorization code grant with PKCE,
@@ -26,8 +26,7 @@ t.test('the conformance suite\'s authorization scenarios pass against the OAuth 
   const port = await freePort()
   const redirect = `http://127.0.0.1:${port}/callback`
   const clientId = await registerClient(server.base, redirect, 'conformance suite')
-  const out = await mkdtemp(join(tmpdir(), 'cu-auth-conformance-'))
-  t.teardown(async () => { await rm(out, { recursive: true, force: true }) })
+  const out = await tempDir(t, 'cu-auth-conformance')
 
   const child = spawn(suite.node, [suite.cli, 'authorization', '--url', server.base, '--client-id', clientId, '--resource', `${server.base}/mcp`,
     '-p', String(port), '-o', out], { stdio: ['ignore', 'pipe', 'pipe'] })

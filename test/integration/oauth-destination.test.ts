@@ -3,13 +3,13 @@
  * never a name the client chose; and registration refuses a client whose redirect URIs span more
  * than one host (loopback ones aside). Real HTTP, the real pages, no Docker.
  */
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { mkdir, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import t from 'tap'
 import { TEST_API_KEY } from '../helper.js'
 import { chromiumOrSkip, gotoReady, launchChromium } from './chromium.js'
 import { authorizeUrl, CookieBrowser, csrfOf, startOAuthServer } from '../fixtures/oauth-server.js'
+import { tempDir } from '../fixtures/temp-dir.js'
 
 const CLAUDE = 'https://claude.ai/api/mcp/auth_callback'
 const EVIL = 'https://evil.example/cb'
@@ -53,8 +53,7 @@ async function register (base: string, body: Record<string, unknown>): Promise<{
 }
 
 t.test('a client named Claude with claude.ai and evil.example (kept from before the one-host rule): both pages name evil.example', async t => {
-  const dataDir = await mkdtemp(join(tmpdir(), 'oauth-dest-'))
-  t.teardown(async () => { await rm(dataDir, { recursive: true, force: true }) })
+  const dataDir = await tempDir(t, 'oauth-dest')
   // The state file format every earlier version wrote, holding the client of the attack.
   const id = 'claude-lookalike-client-1'
   const client = { client_id: id, client_id_issued_at: 1700000000, client_name: 'Claude', redirect_uris: [CLAUDE, EVIL], grant_types: ['authorization_code', 'refresh_token'], response_types: ['code'], token_endpoint_auth_method: 'none' }

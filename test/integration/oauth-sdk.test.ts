@@ -11,10 +11,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js'
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
-import { mkdtemp, rm } from 'node:fs/promises'
 import { createRequire } from 'node:module'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import { chatKey } from '../../core/chat-id.js'
 import { userChatId } from '../../core/identity.js'
 import { awayFromMinuteEdge } from '../helper.js'
@@ -22,6 +19,7 @@ import { chromiumOrSkip, closeContext, gotoReady, launchChromium } from './chrom
 import { containersOfChat, dockerOrSkip, removeByPrefix } from './docker.js'
 import { signInWithBrowser } from './oauth-browser.js'
 import { authorizeUrl, codeOf, exchangeCode, freePort, MemoryOAuthProvider, probeMcp, registerClient, signInWithFetch, startOAuthServer, type OAuthServer } from '../fixtures/oauth-server.js'
+import { tempDir } from '../fixtures/temp-dir.js'
 
 const docker = await dockerOrSkip()
 const chromium = chromiumOrSkip()
@@ -54,8 +52,7 @@ async function connectAs (t: Test, server: OAuthServer, browser: Browser, email:
  * callback server. Chromium signs in and is sent there for real; the bridge exchanges the code.
  */
 async function connectBridge (t: Test, server: OAuthServer, browser: Browser, email: string): Promise<Client> {
-  const configDir = await mkdtemp(join(tmpdir(), 'oauth-mcp-remote-'))
-  t.teardown(async () => { await rm(configDir, { recursive: true, force: true }) })
+  const configDir = await tempDir(t, 'oauth-mcp-remote')
   const port = await freePort()
   const proxy = createRequire(import.meta.url).resolve('mcp-remote/dist/proxy.js')
   const transport = new StdioClientTransport({

@@ -5,9 +5,6 @@
  */
 import t from 'tap'
 import http from 'node:http'
-import { mkdtemp, rm } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import type { AddressInfo } from 'node:net'
 import { buildApp, entry } from '../../core/app.js'
 import { loadConfig } from '../../core/config.js'
@@ -18,6 +15,7 @@ import chatStorage from '../../plugins/chat-storage/index.js'
 import { TEST_API_KEY } from '../helper.js'
 import { dnsServer } from '../plugins/egress/dns-server.js'
 import { cleanupPrefix, DOCKER_HOST, dockerOrSkip, TEST_IMAGE, removeNetworkFirewall } from '../integration/docker.js'
+import { tempDir } from '../fixtures/temp-dir.js'
 
 const PREFIX = 'tegdns'
 const { skip } = await dockerOrSkip()
@@ -29,8 +27,7 @@ t.test('a sandbox flooding the proxy with never-answered names leaves another ch
   t.teardown(() => { server.closeAllConnections(); server.close() })
   const canary = (server.address() as AddressInfo).port
   const dns = await dnsServer(t, { 'ok.test': { a: ['127.0.0.1'] } })
-  const dir = await mkdtemp(join(tmpdir(), `${PREFIX}-data-`))
-  t.teardown(async () => { await rm(dir, { recursive: true, force: true }) })
+  const dir = await tempDir(t, `${PREFIX}-data`)
   const config = loadConfig({ DOCKER_IMAGE: TEST_IMAGE, LOG_LEVEL: 'silent', DATA_DIR: dir, SANDBOX_PREFIX: PREFIX, MCP_API_KEY: TEST_API_KEY, SANDBOX_POOL_SIZE: '0' })
   const app = await buildApp(config, [
     entry(sandboxDocker, { dockerHost: DOCKER_HOST, dataDir: dir }),

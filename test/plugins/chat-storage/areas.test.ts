@@ -1,7 +1,5 @@
 import t from 'tap'
-import type { Test } from 'tap'
-import { chmod, mkdir, mkdtemp, readdir, readFile, rm, stat, symlink, writeFile } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { chmod, mkdir, readdir, readFile, rm, stat, symlink, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { pipeline } from 'node:stream/promises'
 import { Readable } from 'node:stream'
@@ -10,19 +8,14 @@ import { chatKey } from '../../../core/chat-id.js'
 import { parseRelPath } from '../../../core/safe-path.js'
 import chatStoragePlugin from '../../../plugins/chat-storage/index.js'
 import { createChatStorage } from '../../../plugins/chat-storage/service.js'
+import { tempDir } from '../../fixtures/temp-dir.js'
 
 // uploads and outputs are reached through the storage service, by descriptor; the sandbox is hostile.
-
-async function dataDir (t: Test): Promise<string> {
-  const dir = await mkdtemp(join(tmpdir(), 'chat-storage-areas-'))
-  t.teardown(async () => { await rm(dir, { recursive: true, force: true }) })
-  return dir
-}
 
 const write = (text: string) => async (out: NodeJS.WritableStream) => { await pipeline(Readable.from([Buffer.from(text)]), out) }
 
 t.test('prepare creates chats/<K> 0755, uploads 0755 and outputs 0750, and fixes modes that drifted', async t => {
-  const root = await dataDir(t)
+  const root = await tempDir(t, 'chat-storage-areas')
   const storage = createChatStorage({ dataDir: root })
   await storage.prepare('p')
   const dir = join(root, 'chats', chatKey('p'))
@@ -36,8 +29,8 @@ t.test('prepare creates chats/<K> 0755, uploads 0755 and outputs 0750, and fixes
 })
 
 t.test('prepare refuses a symlink planted in place of outputs', async t => {
-  const root = await dataDir(t)
-  const elsewhere = await dataDir(t)
+  const root = await tempDir(t, 'chat-storage-areas')
+  const elsewhere = await tempDir(t, 'chat-storage-areas')
   const storage = createChatStorage({ dataDir: root })
   await mkdir(join(root, 'chats', chatKey('s'), 'uploads'), { recursive: true })
   await symlink(elsewhere, join(root, 'chats', chatKey('s'), 'outputs'))
@@ -46,7 +39,7 @@ t.test('prepare refuses a symlink planted in place of outputs', async t => {
 })
 
 t.test('writeAtomic stores a file below the area (parents 0755, file 0644) and leaves no temporary file', async t => {
-  const root = await dataDir(t)
+  const root = await tempDir(t, 'chat-storage-areas')
   const storage = createChatStorage({ dataDir: root })
   const info = await storage.writeAtomic('w', 'uploads', ['docs', 'a.txt'], write('hello'))
   const file = join(root, 'chats', chatKey('w'), 'uploads', 'docs', 'a.txt')
@@ -61,8 +54,8 @@ t.test('writeAtomic stores a file below the area (parents 0755, file 0644) and l
 })
 
 t.test('writeAtomic never writes through a symlinked directory of the area', async t => {
-  const root = await dataDir(t)
-  const elsewhere = await dataDir(t)
+  const root = await tempDir(t, 'chat-storage-areas')
+  const elsewhere = await tempDir(t, 'chat-storage-areas')
   const storage = createChatStorage({ dataDir: root })
   await storage.ensureArea('x', 'outputs')
   await symlink(elsewhere, join(root, 'chats', chatKey('x'), 'outputs', 'escape'))
@@ -71,8 +64,8 @@ t.test('writeAtomic never writes through a symlinked directory of the area', asy
 })
 
 t.test('open reads a regular file of an area and refuses planted symlinks, .. and a missing area', async t => {
-  const root = await dataDir(t)
-  const outside = await dataDir(t)
+  const root = await tempDir(t, 'chat-storage-areas')
+  const outside = await tempDir(t, 'chat-storage-areas')
   const storage = createChatStorage({ dataDir: root })
   await t.rejects(storage.open('o', 'outputs', ['a.txt']), { code: 'CORE_PATH_NOT_FOUND' }, 'no outputs yet')
   t.equal(await storage.areaRoot('o', 'outputs'), undefined)
@@ -92,8 +85,8 @@ t.test('open reads a regular file of an area and refuses planted symlinks, .. an
 })
 
 t.test('areaRoot and walk ignore an outputs directory swapped for a symlink; walk skips symlinked files', async t => {
-  const root = await dataDir(t)
-  const outside = await dataDir(t)
+  const root = await tempDir(t, 'chat-storage-areas')
+  const outside = await tempDir(t, 'chat-storage-areas')
   const storage = createChatStorage({ dataDir: root })
   await storage.prepare('v')
   const outputs = join(root, 'chats', chatKey('v'), 'outputs')
@@ -115,8 +108,8 @@ t.test('areaRoot and walk ignore an outputs directory swapped for a symlink; wal
 })
 
 t.test('walk: DATA_DIR may be a symlink (resolved once); a chat directory swapped for a symlink is never entered', async t => {
-  const real = await dataDir(t)
-  const outside = await dataDir(t)
+  const real = await tempDir(t, 'chat-storage-areas')
+  const outside = await tempDir(t, 'chat-storage-areas')
   const linked = join(outside, 'data-link')
   await symlink(real, linked)
   const storage = createChatStorage({ dataDir: linked })
@@ -135,7 +128,7 @@ t.test('walk: DATA_DIR may be a symlink (resolved once); a chat directory swappe
 })
 
 t.test('chatKeys lists only chat keys; purge removes everything a chat stored', async t => {
-  const root = await dataDir(t)
+  const root = await tempDir(t, 'chat-storage-areas')
   const storage = createChatStorage({ dataDir: root })
   await storage.prepare('gone')
   await storage.chatState('gone').writeJson('egress.json', {}, { maxBytes: 10 })
@@ -151,7 +144,7 @@ t.test('chatKeys lists only chat keys; purge removes everything a chat stored', 
 })
 
 t.test('the plugin decorates fastify.chatStorage and refuses an empty dataDir', async t => {
-  const root = await dataDir(t)
+  const root = await tempDir(t, 'chat-storage-areas')
   const app = Fastify()
   t.teardown(async () => { await app.close() })
   await app.register(chatStoragePlugin, { dataDir: root })

@@ -1,24 +1,17 @@
 import t from 'tap'
-import type { Test } from 'tap'
-import { mkdtemp, readdir, readFile, rm, stat, symlink, writeFile } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { readdir, readFile, stat, symlink, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { chatKey } from '../../../core/chat-id.js'
 import { createChatStorage } from '../../../plugins/chat-storage/service.js'
+import { tempDir } from '../../fixtures/temp-dir.js'
 
 // A warm pool slot's areas, the sandbox core's records and the outputs' size, all through chat-storage
 // (docs/engine.md#storage): the core builds no path of them.
 
-async function dataDir (t: Test): Promise<string> {
-  const dir = await mkdtemp(join(tmpdir(), 'chat-storage-slots-'))
-  t.teardown(async () => { await rm(dir, { recursive: true, force: true }) })
-  return dir
-}
-
 const SLOT = 'ab'.repeat(16)
 
 t.test('prepareSlot makes pool/<slot> like a chat\'s areas; slotState keeps the journal beside them; purgeSlot removes it all', async t => {
-  const root = await dataDir(t)
+  const root = await tempDir(t, 'chat-storage-slots')
   const storage = createChatStorage({ dataDir: root })
   t.equal(await storage.hasSlot(SLOT), false)
   await storage.prepareSlot(SLOT)
@@ -38,7 +31,7 @@ t.test('prepareSlot makes pool/<slot> like a chat\'s areas; slotState keeps the 
 })
 
 t.test('adoptSlot: the slot\'s areas become the chat\'s (same inodes), uploads sent before the claim kept; idempotent', async t => {
-  const root = await dataDir(t)
+  const root = await tempDir(t, 'chat-storage-slots')
   const storage = createChatStorage({ dataDir: root })
   await storage.prepareSlot(SLOT)
   const slotOutputs = join(root, 'pool', SLOT, 'outputs')
@@ -57,7 +50,7 @@ t.test('adoptSlot: the slot\'s areas become the chat\'s (same inodes), uploads s
 })
 
 t.test('usage: allocated bytes of an area, links never followed, 0 for a missing one; records by key', async t => {
-  const root = await dataDir(t)
+  const root = await tempDir(t, 'chat-storage-slots')
   const storage = createChatStorage({ dataDir: root })
   t.same(await storage.usage('chat-u', 'outputs', { maxEntries: 100 }), { bytes: 0, entries: 0, complete: true })
   await storage.prepare('chat-u')

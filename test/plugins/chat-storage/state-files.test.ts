@@ -1,22 +1,15 @@
 import t from 'tap'
-import type { Test } from 'tap'
-import { lstat, mkdir, mkdtemp, readFile, readdir, rm, stat, symlink, writeFile } from 'node:fs/promises'
+import { lstat, mkdir, readFile, readdir, rm, stat, symlink, writeFile } from 'node:fs/promises'
 import { execFileSync } from 'node:child_process'
-import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { chatKey } from '../../../core/chat-id.js'
 import { createChatStorage } from '../../../plugins/chat-storage/service.js'
+import { tempDir } from '../../fixtures/temp-dir.js'
 
 // chat storage is an explicit service; its state files are read by descriptor, bounded and atomic.
 
-async function dataDir (t: Test): Promise<string> {
-  const dir = await mkdtemp(join(tmpdir(), 'chat-storage-state-'))
-  t.teardown(async () => { await rm(dir, { recursive: true, force: true }) })
-  return dir
-}
-
 t.test('a chat state file is written atomically below chats/<K> (the key, never the raw id), 0644, and read back', async t => {
-  const root = await dataDir(t)
+  const root = await tempDir(t, 'chat-storage-state')
   const storage = createChatStorage({ dataDir: root })
   const state = storage.chatState('my-chat')
   await state.writeJson('egress.json', { chatId: 'my-chat', mode: 'off' }, { maxBytes: 1024 })
@@ -35,7 +28,7 @@ t.test('a chat state file is written atomically below chats/<K> (the key, never 
 })
 
 t.test('oversized JSON is refused before anything is written, and an oversized file is not read', async t => {
-  const root = await dataDir(t)
+  const root = await tempDir(t, 'chat-storage-state')
   const state = createChatStorage({ dataDir: root }).chatState('big')
   await state.writeJson('egress.json', { ok: true }, { maxBytes: 100 })
   await t.rejects(state.writeJson('egress.json', { allow: 'x'.repeat(200) }, { maxBytes: 100 }), { code: 'CHAT_STORAGE_TOO_LARGE', statusCode: 413 })
@@ -46,8 +39,8 @@ t.test('oversized JSON is refused before anything is written, and an oversized f
 })
 
 t.test('a symlink planted where a state file is expected is refused, never followed; a write replaces the link itself', async t => {
-  const root = await dataDir(t)
-  const outside = await dataDir(t)
+  const root = await tempDir(t, 'chat-storage-state')
+  const outside = await tempDir(t, 'chat-storage-state')
   const storage = createChatStorage({ dataDir: root })
   const state = storage.chatState('victim')
   await state.ensure()
@@ -63,7 +56,7 @@ t.test('a symlink planted where a state file is expected is refused, never follo
 })
 
 t.test('a directory, a fifo or a symlinked chat directory in place of a state file is refused', async t => {
-  const root = await dataDir(t)
+  const root = await tempDir(t, 'chat-storage-state')
   const storage = createChatStorage({ dataDir: root })
   const K = chatKey('odd')
   await mkdir(join(root, 'chats', K, 'egress.json'), { recursive: true })
@@ -72,7 +65,7 @@ t.test('a directory, a fifo or a symlinked chat directory in place of a state fi
   await t.rejects(storage.chatState('odd').read('meta.json', 1024), { code: 'CHAT_STORAGE_NOT_REGULAR' }, 'a fifo neither hangs nor is read')
 
   // chats/<K> of another chat replaced by a symlink to a directory holding a look-alike file
-  const elsewhere = await dataDir(t)
+  const elsewhere = await tempDir(t, 'chat-storage-state')
   await writeFile(join(elsewhere, 'meta.json'), '{"chat_id":"swapped"}')
   await mkdir(join(root, 'chats'), { recursive: true })
   await symlink(elsewhere, join(root, 'chats', chatKey('swapped')))
@@ -82,7 +75,7 @@ t.test('a directory, a fifo or a symlinked chat directory in place of a state fi
 })
 
 t.test('names with .., slashes or odd characters are refused as programming errors', async t => {
-  const root = await dataDir(t)
+  const root = await tempDir(t, 'chat-storage-state')
   const storage = createChatStorage({ dataDir: root })
   const state = storage.chatState('names')
   for (const bad of ['../meta.json', '..', 'a/b.json', '.hidden', 'x..json', '', 'a\0b', 'é.json']) {
@@ -97,7 +90,7 @@ t.test('names with .., slashes or odd characters are refused as programming erro
 })
 
 t.test('server state lives in its own 0700 directory below DATA_DIR; a bad file is set aside, not overwritten', async t => {
-  const root = await dataDir(t)
+  const root = await tempDir(t, 'chat-storage-state')
   const storage = createChatStorage({ dataDir: root })
   const state = storage.serverState('oauth/state')
   await state.ensure()
@@ -111,7 +104,7 @@ t.test('server state lives in its own 0700 directory below DATA_DIR; a bad file 
 })
 
 t.test('list names the regular files only: symlinks, directories and fifos are left out, never followed', async t => {
-  const root = await dataDir(t)
+  const root = await tempDir(t, 'chat-storage-state')
   const state = createChatStorage({ dataDir: root }).serverState('oauth/clients')
   t.same(await state.list(10), [], 'no directory yet → nothing')
   await state.write('a.json', '{}', { maxBytes: 10 })
@@ -130,7 +123,7 @@ t.test('list names the regular files only: symlinks, directories and fifos are l
 })
 
 t.test('the chat\'s meta record: written and read through chat-storage only; unreadable records count as none', async t => {
-  const root = await dataDir(t)
+  const root = await tempDir(t, 'chat-storage-state')
   const storage = createChatStorage({ dataDir: root })
   const K = chatKey('meta-chat')
   t.equal(await storage.readMeta('meta-chat'), null, 'none yet')

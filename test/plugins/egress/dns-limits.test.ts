@@ -1,7 +1,6 @@
 import t from 'tap'
 import { lookup as systemLookup } from 'node:dns/promises'
-import { mkdtemp, rm, stat, writeFile } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { stat, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import Fastify from 'fastify'
 import { addressSet } from '../../../plugins/egress/addresses.js'
@@ -10,6 +9,7 @@ import { createResolver } from '../../../plugins/egress/resolver.js'
 import { parseRules } from '../../../plugins/egress/rules.js'
 import { dnsServer } from './dns-server.js'
 import { egressService, send, tunnel, upstream, type Answer } from './harness.js'
+import { tempDir } from '../../fixtures/temp-dir.js'
 
 // One sandbox flooding the proxy with names whose DNS never answers: the other chats' lookups, the
 // file system and the server's own resolver stay free; the flood is capped and told why. The DNS
@@ -52,8 +52,7 @@ t.test('40 CONNECTs to never-answered names: 8 wait, 32 get 503 at once and are 
   for await (const c of quiet.socket) body += (c as Buffer).toString()
   t.match(body, /canary \/through/)
 
-  const dir = await mkdtemp(join(tmpdir(), 'egress-dns-'))
-  t.teardown(async () => { await rm(dir, { recursive: true, force: true }) })
+  const dir = await tempDir(t, 'egress-dns')
   await writeFile(join(dir, 'f'), 'x')
   from = Date.now()
   await Promise.all(Array.from({ length: 40 }, async () => await stat(join(dir, 'f'))))
@@ -129,8 +128,7 @@ t.test('the total cap: past it every chat gets 503 at once; the reserve lets a c
 t.test('names pinned in the hosts file (and localhost) connect without a DNS query', async t => {
   const canary = await upstream(t, 'canary')
   const dns = await dnsServer(t, {})
-  const dir = await mkdtemp(join(tmpdir(), 'egress-hosts-'))
-  t.teardown(async () => { await rm(dir, { recursive: true, force: true }) })
+  const dir = await tempDir(t, 'egress-hosts')
   await writeFile(join(dir, 'hosts'), '127.0.0.1 mirror.test\n')
   const { port, source } = await egressService(t, ['chat'], { allow: `127.0.0.1:${canary}`, dnsServers: `127.0.0.1:${dns.port}`, hostsFile: join(dir, 'hosts') })
   for (const name of ['mirror.test', 'MIRROR.test.', 'localhost']) {

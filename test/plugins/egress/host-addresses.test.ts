@@ -1,12 +1,12 @@
 import t from 'tap'
-import { cp, mkdtemp, rm, writeFile } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { cp, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import Fastify from 'fastify'
 import { classify } from '../../../plugins/egress/addresses.js'
 import { createHostAddresses, MAX_PROC_FILE, parseFibTrie, parseIfInet6, readUpTo } from '../../../plugins/egress/host-addresses.js'
 import { egressService, tunnel } from './harness.js'
+import { tempDir } from '../../fixtures/temp-dir.js'
 
 // The `host` address class from the routing table: fixtures of /proc/net/fib_trie and /proc/net/if_inet6
 // describe a host whose interface br-down (10.213.7.1/24, fd12:3456:789a::1/64) is down, so Node's
@@ -43,8 +43,7 @@ t.test('a down interface\'s addresses and a local range are "host", not "private
 })
 
 t.test('refreshed: a new local address counts after the next read; an unreadable /proc keeps Node\'s list', async t => {
-  const dir = await mkdtemp(join(tmpdir(), 'egress-proc-'))
-  t.teardown(async () => { await rm(dir, { recursive: true, force: true }) })
+  const dir = await tempDir(t, 'egress-proc')
   await cp(PROC, dir, { recursive: true })
   const host = createHostAddresses({ procDir: dir, log, refreshMs: 60_000 })
   t.teardown(host.close)
@@ -61,8 +60,7 @@ t.test('refreshed: a new local address counts after the next read; an unreadable
 })
 
 t.test('a big routing file is read only up to the bound', async t => {
-  const dir = await mkdtemp(join(tmpdir(), 'egress-proc-'))
-  t.teardown(async () => { await rm(dir, { recursive: true, force: true }) })
+  const dir = await tempDir(t, 'egress-proc')
   await writeFile(join(dir, 'big'), Buffer.alloc(300 * 1024, 0x20))
   const read = await readUpTo(join(dir, 'big'), 100 * 1024)
   t.equal(read?.text.length, 100 * 1024)

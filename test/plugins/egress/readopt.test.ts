@@ -1,13 +1,11 @@
 import t, { type Test } from 'tap'
-import { mkdtemp, rm } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import type { AddressInfo } from 'node:net'
 import Fastify from 'fastify'
 import { createChatStorage } from '../../../plugins/chat-storage/service.js'
 import { createEgressService } from '../../../plugins/egress/service.js'
 import { createOverrideStore } from '../../../plugins/egress/store.js'
 import { OPTS, tunnel, upstream } from './harness.js'
+import { tempDir } from '../../fixtures/temp-dir.js'
 
 // A sandbox whose address the server learns before any call of its chat (re-adopted at boot, or
 // published on the start path before onEnsure): the proxy listens for it and judges it by its chat's
@@ -16,12 +14,6 @@ import { OPTS, tunnel, upstream } from './harness.js'
 const LOOPBACK_NET = { name: 'test', gateway: '127.0.0.1', subnet: '127.0.0.0/8' }
 /** canary.test is the test's own upstream on loopback: no DNS query leaves the machine */
 const CANARY = async (): Promise<string[]> => ['127.0.0.1']
-
-async function dataDir (t: Test): Promise<string> {
-  const dir = await mkdtemp(join(tmpdir(), 'egress-readopt-'))
-  t.teardown(async () => { await rm(dir, { recursive: true, force: true }) })
-  return dir
-}
 
 /** A server process's egress service over a data dir; the server setting lets every chat reach the canary. */
 function server (t: Test, dir: string, canary: number, readDelayMs = 0): ReturnType<typeof createEgressService> {
@@ -50,7 +42,7 @@ async function listening (built: ReturnType<typeof createEgressService>): Promis
 
 t.test('re-adopted sandboxes, before any call: the proxy listens and each goes out under its own override', async t => {
   const canary = await upstream(t, 'canary')
-  const dir = await dataDir(t)
+  const dir = await tempDir(t, 'egress-readopt')
   const before = server(t, dir, canary)
   await before.service.setOverride('chat-off', { mode: 'off', allow: [] })
   await before.close()
@@ -72,7 +64,7 @@ t.test('re-adopted sandboxes, before any call: the proxy listens and each goes o
 
 t.test('a restarted sandbox whose address comes before onEnsure is judged by its override from its first connection', async t => {
   const canary = await upstream(t, 'canary')
-  const dir = await dataDir(t)
+  const dir = await tempDir(t, 'egress-readopt')
   const first = server(t, dir, canary)
   await first.service.setOverride('chat-strict', { mode: 'off', allow: [] })
   await first.close()
@@ -90,7 +82,7 @@ t.test('a restarted sandbox whose address comes before onEnsure is judged by its
 
 t.test('an override that cannot be read unmaps the address: refused as unknown until the chat\'s next call', async t => {
   const canary = await upstream(t, 'canary')
-  const dir = await dataDir(t)
+  const dir = await tempDir(t, 'egress-readopt')
   const log = Fastify({ logger: false }).log
   const store = createOverrideStore(createChatStorage({ dataDir: dir }), log)
   const failing: typeof store = { ...store, read: async () => { throw new Error('disk gone') } }

@@ -1,11 +1,11 @@
 import t from 'tap'
 import { lookup as systemLookup } from 'node:dns/promises'
-import { mkdtemp, rm, stat, writeFile } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { stat, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { checkServers, createResolver, FAMILY_GRACE_MS, parseServers } from '../../../plugins/egress/resolver.js'
 import { parseHosts } from '../../../plugins/egress/hosts-file.js'
 import { dnsServer } from './dns-server.js'
+import { tempDir } from '../../fixtures/temp-dir.js'
 
 // The proxy's resolver: c-ares against a DNS server this test runs on loopback; nothing leaves the machine.
 
@@ -61,8 +61,7 @@ t.test('60 lookups that never answer leave the file system and the system resolv
   const flood = Array.from({ length: 60 }, (_, i) => lookup(`n${i}.hang.test`, abort.signal).catch((err: NodeJS.ErrnoException) => err.code))
   for (let waited = 0; dns.swallowed().size < 60 && waited < 5000; waited += 20) await new Promise(resolve => setTimeout(resolve, 20))
   t.equal(dns.swallowed().size, 60, 'every name was asked and is pending')
-  const dir = await mkdtemp(join(tmpdir(), 'egress-resolver-'))
-  t.teardown(async () => { await rm(dir, { recursive: true, force: true }) })
+  const dir = await tempDir(t, 'egress-resolver')
   await writeFile(join(dir, 'f'), 'x')
   let from = Date.now()
   await Promise.all(Array.from({ length: 40 }, async () => await stat(join(dir, 'f'))))

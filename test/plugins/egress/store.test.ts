@@ -1,7 +1,5 @@
 import t from 'tap'
-import type { Test } from 'tap'
-import { mkdtemp, mkdir, readFile, readdir, rm, stat, symlink, utimes, writeFile } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { mkdir, readFile, readdir, rm, stat, symlink, utimes, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import Fastify from 'fastify'
 import { chatPaths } from '../../../core/chat-paths.js'
@@ -10,6 +8,7 @@ import { createOverrideStore, loadUsersFile, MAX_OVERRIDE } from '../../../plugi
 import { createChatStorage } from '../../../plugins/chat-storage/service.js'
 import { Value } from 'typebox/value'
 import { EgressOptions } from '../../../plugins/egress/schemas.js'
+import { tempDir } from '../../fixtures/temp-dir.js'
 
 // per-chat overrides persist (atomic, by descriptor, validated) and per-user defaults come from EGRESS_USERS.
 
@@ -23,12 +22,6 @@ function logger (): { log: ReturnType<typeof Fastify>['log'], lines: Line[] } {
 
 const OPTS = Value.Default(EgressOptions, {}) as Required<EgressOptions>
 
-async function dataDir (t: Test): Promise<string> {
-  const dir = await mkdtemp(join(tmpdir(), 'egress-store-'))
-  t.teardown(async () => { await rm(dir, { recursive: true, force: true }) })
-  return dir
-}
-
 function service (dir: string, users?: Awaited<ReturnType<typeof loadUsersFile>>) {
   const { log, lines } = logger()
   const built = createEgressService({ sandbox: { network: () => null }, log, store: createOverrideStore(createChatStorage({ dataDir: dir }), log), ...(users === undefined ? {} : { users }) }, { ...OPTS, allow: 'mirror.corp' })
@@ -38,7 +31,7 @@ function service (dir: string, users?: Awaited<ReturnType<typeof loadUsersFile>>
 const fileOf = (dir: string, chat: string): string => join(chatPaths(dir, chat).dir, 'egress.json')
 
 t.test('an override survives a restart: stored atomically under the chat data dir, loaded when the sandbox starts', async t => {
-  const dir = await dataDir(t)
+  const dir = await tempDir(t, 'egress-store')
   const first = service(dir)
   const set = await first.service.setOverride('chat-a', { mode: 'allowlist', allow: ['pypi.org'] })
   t.match(set, { mode: 'allowlist', source: 'chat', allow: ['mirror.corp', 'pypi.org'] })
@@ -58,7 +51,7 @@ t.test('an override survives a restart: stored atomically under the chat data di
 })
 
 t.test('a purged chat loses its override: the next sandbox start re-reads the (now absent) file', async t => {
-  const dir = await dataDir(t)
+  const dir = await tempDir(t, 'egress-store')
   const s = service(dir)
   await s.service.setOverride('chat-p', { mode: 'off', allow: [] })
   await s.attach('chat-p', { started: true })
@@ -70,7 +63,7 @@ t.test('a purged chat loses its override: the next sandbox start re-reads the (n
 })
 
 t.test('a bad override file is logged and ignored, never fatal', async t => {
-  const dir = await dataDir(t)
+  const dir = await tempDir(t, 'egress-store')
   const cases: Array<[string, (path: string) => Promise<void>, RegExp]> = [
     ['not JSON', async p => { await writeFile(p, '{nope') }, /JSON/],
     ['another chat\'s file', async p => { await writeFile(p, JSON.stringify({ chatId: 'other', mode: 'open', allow: [] })) }, /another chat/],
@@ -93,7 +86,7 @@ t.test('a bad override file is logged and ignored, never fatal', async t => {
 })
 
 t.test('per-user defaults apply to a chat without an override; the chat\'s user comes from ensure, else meta.json', async t => {
-  const dir = await dataDir(t)
+  const dir = await tempDir(t, 'egress-store')
   const usersPath = join(dir, 'users.json')
   await writeFile(usersPath, JSON.stringify({ 'alice@example.com': { mode: 'allowlist', allow: ['pypi.org'] }, '@corp.example': { mode: 'off' } }))
   const { log } = logger()
@@ -115,7 +108,7 @@ t.test('per-user defaults apply to a chat without an override; the chat\'s user 
 })
 
 t.test('EGRESS_USERS: a bad file stops boot; a bad new version keeps the last good one; a fixed one is re-read', async t => {
-  const dir = await dataDir(t)
+  const dir = await tempDir(t, 'egress-store')
   const path = join(dir, 'users.json')
   const { log, lines } = logger()
   await writeFile(path, '{"alice@example.com": {"mode": "closed"}}')

@@ -1,5 +1,4 @@
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { mkdir, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import type { FastifyInstance } from 'fastify'
@@ -12,6 +11,7 @@ import { entries } from '../../../fastify.config.js'
 import fp from 'fastify-plugin'
 import Type from 'typebox'
 import type {} from '../../../plugins/mcp-transport/types.js'
+import { tempDir } from '../../fixtures/temp-dir.js'
 
 /** Registers a `sub_agent` tool, as a sub-agent plugin would. */
 const fakeSubAgent = fp(async fastify => {
@@ -80,8 +80,7 @@ t.test('long-running work: the job command with its skill, the nohup advice with
   t.match(withJob, 'Run servers and longer jobs in the background with the `job` command: `job start --name web -- npm run dev`')
   t.match(withJob, '/mnt/skills/public/job/SKILL.md')
   t.notMatch(withJob, /nohup/)
-  const root = await mkdtemp(join(tmpdir(), 'render-skills-'))
-  t.teardown(async () => { await rm(root, { recursive: true, force: true }) })
+  const root = await tempDir(t, 'render-skills')
   await mkdir(join(root, 'public', 'docx'), { recursive: true })
   await writeFile(join(root, 'public', 'docx', 'SKILL.md'), '---\nname: docx\ndescription: Word files.\n---\n# docx\n')
   const withoutJob = await (await app(t, {}, { skillsDir: root })).prompts.render({ chatId: 'chat-a' })

@@ -1,5 +1,4 @@
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { mkdir, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import Fastify from 'fastify'
@@ -8,10 +7,10 @@ import { loadConfig } from '../../../core/config.js'
 import capabilities from '../../../plugins/capabilities/index.js'
 import promptRender from '../../../plugins/prompt-render/index.js'
 import { loadSkillsIndex, parseFrontMatter, skillsBlock } from '../../../plugins/prompt-render/skills.js'
+import { tempDir } from '../../fixtures/temp-dir.js'
 
 async function skillsTree (t: Test, files: Record<string, string>): Promise<string> {
-  const root = await mkdtemp(join(tmpdir(), 'skills-'))
-  t.teardown(async () => { await rm(root, { recursive: true, force: true }) })
+  const root = await tempDir(t, 'skills')
   for (const [rel, body] of Object.entries(files)) {
     await mkdir(join(root, rel, '..'), { recursive: true })
     await writeFile(join(root, rel), body)

@@ -3,27 +3,21 @@
  * the Docker engine's giveOutputs on its server-side view of DATA_DIR (core/area-owner.ts), by descriptor.
  * chat-storage only makes the directories (0750, the server's): before, it also chowned them for the core.
  */
-import t, { type Test } from 'tap'
-import { lstat, mkdir, mkdtemp, rm, stat, symlink } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import t from 'tap'
+import { lstat, mkdir, stat, symlink } from 'node:fs/promises'
 import { join } from 'node:path'
 import { chatKey } from '../../../core/chat-id.js'
 import { giveOutputsDir } from '../../../core/area-owner.js'
 import { createChatStorage } from '../../../plugins/chat-storage/service.js'
 import { createDockerEngine } from '../../../plugins/sandbox-docker/docker-client.js'
+import { tempDir } from '../../fixtures/temp-dir.js'
 
 const root = process.getuid?.() === 0
 const KEY = chatKey('owner-chat')
 const SLOT = 'cd'.repeat(16)
 
-async function dataDir (t: Test): Promise<string> {
-  const dir = await mkdtemp(join(tmpdir(), 'outputs-owner-'))
-  t.teardown(async () => { await rm(dir, { recursive: true, force: true }) })
-  return dir
-}
-
 t.test('chat-storage makes outputs 0750 and leaves its owner to the engine', async t => {
-  const dir = await dataDir(t)
+  const dir = await tempDir(t, 'outputs-owner')
   await createChatStorage({ dataDir: dir }).prepare('owner-chat')
   const st = await stat(join(dir, 'chats', KEY, 'outputs'))
   t.equal(st.mode & 0o7777, 0o750)
@@ -31,7 +25,7 @@ t.test('chat-storage makes outputs 0750 and leaves its owner to the engine', asy
 })
 
 t.test('the Docker engine gives a chat\'s and a slot\'s outputs to the sandbox user through its view of DATA_DIR', { skip: root ? false : 'needs root to chown' }, async t => {
-  const dir = await dataDir(t)
+  const dir = await tempDir(t, 'outputs-owner')
   const storage = createChatStorage({ dataDir: dir })
   await storage.prepare('owner-chat')
   await storage.prepareSlot(SLOT)
@@ -51,8 +45,8 @@ t.test('the Docker engine gives a chat\'s and a slot\'s outputs to the sandbox u
 })
 
 t.test('a symlink planted in place of outputs is never followed', { skip: root ? false : 'needs root to chown' }, async t => {
-  const dir = await dataDir(t)
-  const target = await dataDir(t)
+  const dir = await tempDir(t, 'outputs-owner')
+  const target = await tempDir(t, 'outputs-owner')
   await mkdir(join(dir, 'chats', KEY), { recursive: true })
   await symlink(target, join(dir, 'chats', KEY, 'outputs'))
   await t.rejects(giveOutputsDir(dir, { chat: KEY }, { uid: 4321, gid: 4321 }), { code: /^(ELOOP|ENOTDIR)$/ })

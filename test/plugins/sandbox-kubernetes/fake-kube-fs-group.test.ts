@@ -3,18 +3,17 @@
  * the group, g+rwX and setgid directories, and a symlink planted in the volume is never followed out of it.
  * Needs root (fake-kube's own condition for the host path): skipped otherwise.
  */
-import { lstat, mkdir, mkdtemp, readlink, rm, stat, symlink, writeFile } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { lstat, mkdir, readlink, stat, symlink, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import t from 'tap'
 import { applyFsGroup } from '../../fixtures/fake-kube/fs-group.js'
+import { tempDir } from '../../fixtures/temp-dir.js'
 
 const root = process.getuid?.() === 0
 const GID = 4321
 
 t.test('the volume\'s tree gets the group, g+rwX, setgid directories; symlinks are not followed', { skip: root ? false : 'needs root' }, async t => {
-  const base = await mkdtemp(join(tmpdir(), 'cu-fsgroup-'))
-  t.teardown(async () => { await rm(base, { recursive: true, force: true }) })
+  const base = await tempDir(t, 'cu-fsgroup')
   const volume = join(base, 'volume')
   const outside = join(base, 'outside')
   await mkdir(join(volume, 'a/b'), { recursive: true, mode: 0o700 })
@@ -48,8 +47,7 @@ t.test('the volume\'s tree gets the group, g+rwX, setgid directories; symlinks a
 })
 
 t.test('a root that is a symlink or missing is refused', { skip: root ? false : 'needs root' }, async t => {
-  const base = await mkdtemp(join(tmpdir(), 'cu-fsgroup-'))
-  t.teardown(async () => { await rm(base, { recursive: true, force: true }) })
+  const base = await tempDir(t, 'cu-fsgroup')
   await mkdir(join(base, 'real'))
   await symlink(join(base, 'real'), join(base, 'link'))
   await t.rejects(applyFsGroup(join(base, 'link'), GID), { code: 'ENOTDIR' }) // O_DIRECTORY|O_NOFOLLOW on a symlink

@@ -5,7 +5,7 @@
  * the objects made from a spec (kube-objects.ts) and the storage mapped to claims (kube-storage.ts).
  */
 import { spawn } from 'node:child_process'
-import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
+import { mkdir, readFile, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
@@ -15,6 +15,7 @@ import { preamble, wrapperCommand } from '../../../plugins/sandbox-kubernetes/ku
 import { networkPolicyObject, podObject } from '../../../plugins/sandbox-kubernetes/kube-objects.js'
 import { claimMounts, storageSeen, type SharedStorage } from '../../../plugins/sandbox-kubernetes/kube-storage.js'
 import type { SandboxSpec } from '../../../plugins/sandbox/types.js'
+import { tempDir } from '../../fixtures/temp-dir.js'
 
 const MiB = 1024 * 1024
 const KEY = '0123456789abcdef0123456789abcdef'
@@ -37,8 +38,7 @@ const spec: SandboxSpec = {
 const shared: SharedStorage = { claim: 'cubicle-data', root: '/data', dataDir: '/data', skillsDir: '/data/skills' }
 
 t.test('the connection: KUBE_API_URL, the service account, the kubeconfig; clear errors', async t => {
-  const dir = await mkdtemp(join(tmpdir(), 'kube-pure-'))
-  t.teardown(async () => { await rm(dir, { recursive: true, force: true }) })
+  const dir = await tempDir(t, 'kube-pure')
   const none = join(dir, 'no-sa')
   const explicit = resolveConnection({ apiUrl: 'http://127.0.0.1:9/', namespace: 'ns1', kubeconfig: join(dir, 'missing'), serviceAccountDir: none, env: {} })
   t.match(explicit, { server: 'http://127.0.0.1:9', namespace: 'ns1', source: 'KUBE_API_URL' })

@@ -1,7 +1,4 @@
 import t, { type Test } from 'tap'
-import { mkdtemp, rm } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import { duplexPair, PassThrough } from 'node:stream'
 import pino from 'pino'
 import { parseOptions } from '../../../core/config.js'
@@ -16,6 +13,7 @@ import {
 import { SandboxOptions } from '../../../plugins/sandbox/schemas.js'
 import { createSandboxService, type CoreSandboxService } from '../../../plugins/sandbox/service.js'
 import type { CommandResult } from '../../../plugins/sandbox/types.js'
+import { tempDir } from '../../fixtures/temp-dir.js'
 
 // The agent's frames are untrusted input: the parser is strict and bounded, and the connection
 // accepts frames only for the ids it has in flight.
@@ -201,8 +199,7 @@ t.test('a flood of forged frames stops at the first one: nothing after it is par
 type Loss = 'before' | 'after' | 'old'
 
 async function spawnService (t: Test, loss: Loss, kill: boolean | 'stop'): Promise<{ service: CoreSandboxService, execs: () => number }> {
-  const dir = await mkdtemp(join(tmpdir(), 'tspawn-'))
-  t.teardown(async () => { await rm(dir, { recursive: true, force: true }) })
+  const dir = await tempDir(t, 'tspawn')
   const engine = createMemoryEngine({ images: ['cubicle-memory-test:latest'] })
   let served = false
   engine.agentChannel = async id => {

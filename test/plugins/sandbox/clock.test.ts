@@ -6,9 +6,7 @@
  * them with.
  */
 import t from 'tap'
-import { mkdtemp, readFile, rm } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { readFile } from 'node:fs/promises'
 import pino from 'pino'
 import { parseOptions } from '../../../core/config.js'
 import { chatPaths } from '../../../core/chat-paths.js'
@@ -19,14 +17,14 @@ import { SandboxOptions } from '../../../plugins/sandbox/schemas.js'
 import { createSandboxService } from '../../../plugins/sandbox/service.js'
 import type { StopReason } from '../../../plugins/sandbox/types.js'
 import { createChatStorage } from '../../../plugins/chat-storage/service.js'
+import { tempDir } from '../../fixtures/temp-dir.js'
 
 const IMAGE = 'cubicle-memory-test:latest'
 /** Years away from the real clock: anything stamped with Date.now() would show. */
 const START = Date.parse('2031-03-04T05:06:07Z')
 
 t.test('lease, creation label, meta.json, idle pause and stop and max age follow the clock the core is given', async t => {
-  const dir = await mkdtemp(join(tmpdir(), 'tclock-'))
-  t.teardown(async () => { await rm(dir, { recursive: true, force: true }) })
+  const dir = await tempDir(t, 'tclock')
   let now = START
   const engine = createMemoryEngine({ images: [IMAGE] })
   /** what each exec's deadline left, measured on real time when the engine got it */

@@ -3,8 +3,7 @@
  * host-side outputs walk and the watchdog's verdicts (on a fake SandboxEngine: logic above the adapter).
  */
 import t from 'tap'
-import { link, mkdir, mkdtemp, rm, symlink, truncate, writeFile } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { link, mkdir, symlink, truncate, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import pino from 'pino'
 import { parseOptions } from '../../../core/config.js'
@@ -26,6 +25,7 @@ import { createBase, type ServiceOptions } from '../../../plugins/sandbox/contex
 import { createTransitions } from '../../../plugins/sandbox/transitions.js'
 import { SandboxOptions } from '../../../plugins/sandbox/schemas.js'
 import { createChatStorage } from '../../../plugins/chat-storage/service.js'
+import { tempDir } from '../../fixtures/temp-dir.js'
 
 const MiB = 1024 * 1024
 const MANAGED = new Set(['CHAT_ID'])
@@ -95,8 +95,7 @@ t.test('drift: a stopped container without the current tmpfs or quota is recreat
 })
 
 t.test('the outputs walk counts allocated blocks, hard links once, never follows links, and is bounded', async t => {
-  const root = await mkdtemp(join(tmpdir(), 'disk-walk-'))
-  t.teardown(async () => { await rm(root, { recursive: true, force: true }) })
+  const root = await tempDir(t, 'disk-walk')
   const out = join(root, 'outputs')
   const elsewhere = join(root, 'elsewhere')
   await mkdir(join(out, 'a', 'b'), { recursive: true })
@@ -145,8 +144,7 @@ function watchdog (opts: Omit<ServiceOptions, 'storage'>, engine: SandboxEngine)
 }
 
 t.test('watchdog: a chat over its limit is killed once, warned while over, killed again only when it grows', async t => {
-  const dataDir = await mkdtemp(join(tmpdir(), 'disk-wd-'))
-  t.teardown(async () => { await rm(dataDir, { recursive: true, force: true }) })
+  const dataDir = await tempDir(t, 'disk-wd')
   const opts = parseOptions(SandboxOptions, { prefix: 'cu', dataDir, diskLimit: 50 * MiB }, 'sandbox')
   const fake = fakeDocker()
   const reg = watchdog(opts, fake.client)
@@ -202,8 +200,7 @@ t.test('watchdog: a chat over its limit is killed once, warned while over, kille
 })
 
 t.test('watchdog: what the writer adds until it is killed is measured after the kill, so its restart is not stopped again', async t => {
-  const dataDir = await mkdtemp(join(tmpdir(), 'disk-wd-'))
-  t.teardown(async () => { await rm(dataDir, { recursive: true, force: true }) })
+  const dataDir = await tempDir(t, 'disk-wd')
   const opts = parseOptions(SandboxOptions, { prefix: 'cu', dataDir, diskLimit: 50 * MiB }, 'sandbox')
   const fake = fakeDocker()
   const labels = volumeLabels('cu', 'chat-dd')
@@ -226,8 +223,7 @@ t.test('watchdog: what the writer adds until it is killed is measured after the 
 })
 
 t.test('watchdog: an engine that does not report disk usage skips the pass', async t => {
-  const dataDir = await mkdtemp(join(tmpdir(), 'disk-wd-'))
-  t.teardown(async () => { await rm(dataDir, { recursive: true, force: true }) })
+  const dataDir = await tempDir(t, 'disk-wd')
   const opts = parseOptions(SandboxOptions, { prefix: 'cu', dataDir, diskLimit: MiB }, 'sandbox')
   let killed = 0
   const client = {

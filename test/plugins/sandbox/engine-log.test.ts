@@ -4,9 +4,6 @@
  * environment or file content.
  */
 import t from 'tap'
-import { mkdtemp, rm } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import pino from 'pino'
 import { parseOptions } from '../../../core/config.js'
 import { createMemoryEngine } from '../../../plugins/sandbox-memory/memory-engine.js'
@@ -14,6 +11,7 @@ import { loggedEngine } from '../../../plugins/sandbox/engine-log.js'
 import { SandboxOptions } from '../../../plugins/sandbox/schemas.js'
 import { createSandboxService } from '../../../plugins/sandbox/service.js'
 import { createChatStorage } from '../../../plugins/chat-storage/service.js'
+import { tempDir } from '../../fixtures/temp-dir.js'
 
 const IMAGE = 'cubicle-memory-test:latest'
 
@@ -24,8 +22,7 @@ function capture (): { log: pino.Logger, lines: Array<Record<string, unknown>> }
 }
 
 t.test('the core\'s engine calls are logged with their duration, target and outcome', async t => {
-  const dir = await mkdtemp(join(tmpdir(), 'tenglog-'))
-  t.teardown(async () => { await rm(dir, { recursive: true, force: true }) })
+  const dir = await tempDir(t, 'tenglog')
   const { log, lines } = capture()
   const opts = parseOptions(SandboxOptions, { prefix: 'tenglog', image: IMAGE, dataDir: dir, enableNetwork: false, agent: false }, 'sandbox')
   const service = createSandboxService({ ...opts, storage: createChatStorage({ dataDir: dir }) }, createMemoryEngine({ images: [IMAGE] }), log)

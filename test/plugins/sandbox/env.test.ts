@@ -1,7 +1,4 @@
 import t from 'tap'
-import { mkdtemp, rm } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import { buildApp, entry } from '../../../core/app.js'
 import fp from 'fastify-plugin'
 import sandbox from '../../../plugins/sandbox/index.js'
@@ -13,6 +10,7 @@ import { chatEnv, checkContributor, containerEnvList, contributedEnv, managedNam
 import { sandboxEnvList } from '../../../plugins/sandbox/sandbox-spec.js'
 import { RUN_ONLY, subAgentEnvContributor, subAgentEnvFromConfig } from '../../../plugins/sub-agent/env.js'
 import { PROXY_VARS, proxyEnvContributor } from '../../../plugins/egress/proxy-env.js'
+import { tempDir } from '../../fixtures/temp-dir.js'
 
 // Every variable of docs/contract.md#credential-allowlist set on the host, plus the server secrets.
 const ALL: Record<string, string> = {
@@ -128,8 +126,7 @@ t.test('environment contributors (docs/engine.md#environment): own names only, w
 })
 
 t.test('a plugin registered after the core contributes to pool sandboxes too: the pool waits until every plugin loaded', async t => {
-  const dir = await mkdtemp(join(tmpdir(), 'env-contrib-'))
-  t.teardown(async () => { await rm(dir, { recursive: true, force: true }) })
+  const dir = await tempDir(t, 'env-contrib')
   const engine = createMemoryEngine({ images: [MEMORY_IMAGE] })
   const app = await buildApp(loadConfig({ DATA_DIR: dir, LOG_LEVEL: 'silent' }), [
     entry(chatStorage, { dataDir: dir }),

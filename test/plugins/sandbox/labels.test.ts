@@ -6,9 +6,6 @@
  */
 import t from 'tap'
 import type { Test } from 'tap'
-import { mkdtemp, rm } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import pino from 'pino'
 import { parseOptions } from '../../../core/config.js'
 import { labelValue, rfc3339, validLabelKey, validLabelValue } from '../../../core/label-value.js'
@@ -23,6 +20,7 @@ import { SandboxOptions } from '../../../plugins/sandbox/schemas.js'
 import { createSandboxService } from '../../../plugins/sandbox/service.js'
 import type { SandboxEngine } from '../../../plugins/sandbox/types.js'
 import { createChatStorage } from '../../../plugins/chat-storage/service.js'
+import { tempDir } from '../../fixtures/temp-dir.js'
 
 /** An image reference with every character a label value may not hold, longer than 63. */
 const IMAGE = `registry.example:5000/team/${'img'.repeat(20)}:v1@sha256:${'f'.repeat(64)}`
@@ -59,8 +57,7 @@ function checkAll (t: Test, seen: Array<[string, Record<string, string>]>): void
 
 for (const labelsAtClaim of [true, false]) {
   t.test(`every label the core sets on the engine's objects is a valid Kubernetes label (labelsAtClaim ${String(labelsAtClaim)})`, async t => {
-    const dir = await mkdtemp(join(tmpdir(), 'tlabels-'))
-    t.teardown(async () => { await rm(dir, { recursive: true, force: true }) })
+    const dir = await tempDir(t, 'tlabels')
     const memory = createMemoryEngine({ images: [IMAGE], dataDir: dir })
     const { engine, seen } = recording({ ...memory, labelsAtClaim })
     const opts = parseOptions(SandboxOptions, { prefix: 'tlabels', image: IMAGE, dataDir: dir, agent: false, poolSize: 1 }, 'sandbox')

@@ -5,21 +5,18 @@
  * stopped on purpose (docs/engine.md#the-core-inside). Over the in-memory engine.
  */
 import t from 'tap'
-import { mkdtemp, rm } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import pino from 'pino'
 import { parseOptions } from '../../../core/config.js'
 import { createMemoryEngine } from '../../../plugins/sandbox-memory/memory-engine.js'
 import { SandboxOptions } from '../../../plugins/sandbox/schemas.js'
 import { createSandboxService } from '../../../plugins/sandbox/service.js'
 import { createChatStorage } from '../../../plugins/chat-storage/service.js'
+import { tempDir } from '../../fixtures/temp-dir.js'
 
 const IMAGE = 'cubicle-memory-test:latest'
 
 t.test('a stop that ends while a state check is in flight wins over the check\'s stale answer', async t => {
-  const dir = await mkdtemp(join(tmpdir(), 'tstale-'))
-  t.teardown(async () => { await rm(dir, { recursive: true, force: true }) })
+  const dir = await tempDir(t, 'tstale')
   const engine = createMemoryEngine({ images: [IMAGE] })
   // When armed, the next inspect reads the sandbox running, then lets a stop() run to its end before it
   // answers. (Wrapped before the service is built: the core wraps the engine it is given.)

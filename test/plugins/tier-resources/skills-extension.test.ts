@@ -6,8 +6,7 @@
  * and bounded inputs. No Docker: the sandbox is a fake; the skills are a temporary SKILLS_DIR.
  */
 import { createHash } from 'node:crypto'
-import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { mkdir, readFile, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client'
@@ -24,6 +23,7 @@ import { rawZip, sha256, skillMd } from '../../fixtures/raw-zip.js'
 import { startSettingsService } from '../../fixtures/settings-service.js'
 import { fakeSandbox, fakeTools, newSandboxLog } from '../../fixtures/tiers-app.js'
 import { listen } from '../../helper.js'
+import { tempDir } from '../../fixtures/temp-dir.js'
 
 const ID = 'io.modelcontextprotocol/skills'
 const ALPHA_MD = '---\nname: alpha\ndescription: |\n  Does alpha things,\n  in two lines.\nmetadata:\n  owner: tests\n---\n\n# Alpha\n'
@@ -31,8 +31,7 @@ const PNG = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0
 const notesZip = rawZip([{ name: 'SKILL.md', data: skillMd('team-notes', 'Ann\'s team note format.') }, { name: 'notes/guide.md', data: '# Guide\n' }])
 
 async function skillsDir (t: Test): Promise<string> {
-  const dir = await mkdtemp(join(tmpdir(), 'skills-ext-'))
-  t.teardown(async () => { await rm(dir, { recursive: true, force: true }) })
+  const dir = await tempDir(t, 'skills-ext')
   const alpha = join(dir, 'public', 'alpha')
   await mkdir(join(alpha, 'references', 'deep'), { recursive: true })
   await mkdir(join(alpha, 'scripts'))
@@ -68,8 +67,7 @@ t.test('the skills extension serves each user the skills they are offered, verif
   fake.users.set('ann@example.com', [{ name: 'team-notes', description: 'x', category: 'user', zip_sha256: sha256(notesZip) }])
   fake.zips.set('team-notes', notesZip)
   const dir = await skillsDir(t)
-  const dataDir = await mkdtemp(join(tmpdir(), 'skills-ext-data-'))
-  t.teardown(async () => { await rm(dataDir, { recursive: true, force: true }) })
+  const dataDir = await tempDir(t, 'skills-ext-data')
   const { url } = await listen(t, { DATA_DIR: dataDir }, config => [
     ...entries(config, ['mcp-transport', 'capabilities']),
     entry(fakeSandbox(newSandboxLog()), {}),

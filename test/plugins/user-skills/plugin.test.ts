@@ -4,8 +4,7 @@
  * downloads in flight. A fake of our SandboxService (registered as `sandbox`) records the mount
  * provider and the stop hooks; the settings service is the loopback fake.
  */
-import { mkdtemp, readdir, rm } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { readdir } from 'node:fs/promises'
 import { join } from 'node:path'
 import Fastify from 'fastify'
 import fp from 'fastify-plugin'
@@ -15,13 +14,13 @@ import type { MountProvider, SandboxService, StopHook } from '../../../plugins/s
 import { rawZip, sha256, skillMd } from '../../fixtures/raw-zip.js'
 import { startSettingsService } from '../../fixtures/settings-service.js'
 import { userSkill } from './setup.js'
+import { tempDir } from '../../fixtures/temp-dir.js'
 
 const zipOf = (name: string): Buffer => rawZip([{ name: 'SKILL.md', data: skillMd(name, `Skill ${name}.`) }])
 
 t.test('a sandbox\'s skills stay until it stops; then the least recently used one makes room', async t => {
   const fake = await startSettingsService(t)
-  const cacheDir = await mkdtemp(join(tmpdir(), 'user-skills-plugin-'))
-  t.teardown(async () => { await rm(cacheDir, { recursive: true, force: true }) })
+  const cacheDir = await tempDir(t, 'user-skills-plugin')
   const providers: MountProvider[] = []
   const stops: StopHook[] = []
   const sandbox = fp(async fastify => {

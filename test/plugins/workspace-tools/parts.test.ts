@@ -1,11 +1,10 @@
 // The workspace tools' parts without an app (text, listings, paths, outputs), one group per part, all in one test process (docs/testing.md#the-unit-tiers-time).
-import t, { type Test } from 'tap'
+import t from 'tap'
 import { binaryFileError, hasBinaryExtension, hasImageMagic, isImagePath, knownBinaryHint, looksBinary } from '../../../plugins/workspace-tools/file-kinds.js'
 import { shellQuote, cpLength, firstCodePoints, lastCodePoints } from '../../../plugins/workspace-tools/text.js'
 import { compareEntries, firstEntries, formatListing, listingArgv, parseListing, type ListingEntry } from '../../../plugins/workspace-tools/listing.js'
 import { createOutputCapper, truncationMarker } from '../../../plugins/workspace-tools/output-capper.js'
-import { mkdtemp, mkdir, rm, symlink, utimes, writeFile } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { mkdir, symlink, utimes, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { walkTree } from '../../../core/tree-walk.js'
 import { changedOutputs, snapshotOutputs as snapshotWith } from '../../../plugins/workspace-tools/outputs-snapshot.js'
@@ -16,6 +15,7 @@ import { parseImageReport } from '../../../plugins/workspace-tools/image-script.
 import { errorReason } from '../../../plugins/workspace-tools/sandbox-files.js'
 import { prepareViewArgs } from '../../../plugins/workspace-tools/view-tool.js'
 import { checkRange, numberLine, renderNumbered, splitLines, viewText } from '../../../plugins/workspace-tools/view-text.js'
+import { tempDir } from '../../fixtures/temp-dir.js'
 
 t.test('file-kinds', async t => {
   t.test('Office and PDF files point to the skill to read', async t => {
@@ -287,14 +287,8 @@ t.test('outputs-snapshot', async t => {
 // The plugin walks through chatStorage.walk (descriptor-based core walk); here the same walk over a temp dir.
   const snapshotOutputs = async (dir: string, maxEntries?: number) => await snapshotWith(opts => walkTree(dir, opts), maxEntries)
 
-  async function tempDir (t: Test): Promise<string> {
-    const dir = await mkdtemp(join(tmpdir(), 'wt-snap-'))
-    t.teardown(async () => { await rm(dir, { recursive: true, force: true }) })
-    return dir
-  }
-
   t.test('new, resized and re-timed files are reported; untouched ones are not', async t => {
-    const dir = await tempDir(t)
+    const dir = await tempDir(t, 'wt-snap')
     await writeFile(join(dir, 'same.txt'), 'a')
     await writeFile(join(dir, 'grow.txt'), 'a')
     await writeFile(join(dir, 'touch.txt'), 'a')
@@ -310,7 +304,7 @@ t.test('outputs-snapshot', async t => {
   })
 
   t.test('symlinks are neither followed nor listed', async t => {
-    const dir = await tempDir(t)
+    const dir = await tempDir(t, 'wt-snap')
     await symlink('/etc', join(dir, 'etc'))
     await symlink('/etc/hostname', join(dir, 'host'))
     const snap = await snapshotOutputs(dir)
@@ -318,7 +312,7 @@ t.test('outputs-snapshot', async t => {
   })
 
   t.test('more than the entry cap, or a missing directory, gives no snapshot', async t => {
-    const dir = await tempDir(t)
+    const dir = await tempDir(t, 'wt-snap')
     for (let i = 0; i < 12; i++) await writeFile(join(dir, `f${i}`), '')
     t.equal(await snapshotOutputs(dir, 11), undefined)
     t.equal((await snapshotOutputs(dir, 12))?.size, 12)

@@ -1,10 +1,10 @@
 import t from 'tap'
-import { mkdtemp, mkdir, rm, writeFile } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { mkdir, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { createError } from '@fastify/error'
 import { fakeContext, fakeSandbox, SETTINGS, textOf, tools } from './fakes.js'
 import type { ExecOptions } from '../../../plugins/sandbox/types.js'
+import { tempDir } from '../../fixtures/temp-dir.js'
 
 const REG = (size: number): string => `81a4 ${size}\n`
 const DIR = '41ed 4096\n'
@@ -280,8 +280,7 @@ t.test('bash_tool sends progress within ~1 s, then on the interval, strictly inc
 })
 
 t.test('bash_tool appends links to files created or modified under outputs', async t => {
-  const dir = await mkdtemp(join(tmpdir(), 'wt-out-'))
-  t.teardown(async () => { await rm(dir, { recursive: true, force: true }) })
+  const dir = await tempDir(t, 'wt-out')
   await writeFile(join(dir, 'old.txt'), 'same')
   await writeFile(join(dir, 'changed.txt'), 'v1')
   const fake = fakeSandbox({
