@@ -6,6 +6,7 @@ import { PORTS_APP_UNREACHABLE, PORTS_SANDBOX_NOT_RUNNING, PORTS_TOO_MANY_CONNEC
 import { listeningPorts, parseListening } from './listening.js'
 import type { PortsService } from './types.js'
 import type { AppOrigins } from './origin.js'
+import { createDirectRoute } from './direct.js'
 
 export interface PortsDeps {
   sandbox: SandboxService
@@ -24,6 +25,8 @@ export interface PortsServiceOptions {
   listTimeoutMs: number
   /** How long the agent may take to connect to an app (a listen backlog that is full); default 30 s */
   connectTimeoutMs?: number
+  /** How long a connection straight to the sandbox's address may take before the relay is used; default 2 s (direct.ts) */
+  directConnectTimeoutMs?: number
 }
 
 /** What the routes and the other hooks of the plugin drive besides the public service. */
@@ -64,9 +67,13 @@ export function createPortsService (deps: PortsDeps, opts: PortsServiceOptions):
   const seen = new Map<string, Set<number>>()
   const hidden = new Set(opts.hiddenPorts)
 
-  /** Through the agent when it serves (one frame), else an exec relay. */
+  const direct = createDirectRoute(sandbox, { connectTimeoutMs: opts.directConnectTimeoutMs ?? 2000, retryMs: 30_000, offMs: 600_000, log })
+
+  /** Straight to the sandbox's address when the app listens there (direct.ts), else through the agent when it serves (one frame), else an exec relay. */
   async function openApp (chatId: string, port: number): Promise<AppConnection> {
     try {
+      const straight = await direct.open(chatId, port)
+      if (straight !== undefined) return straight
       if (sandbox.connect !== undefined) {
         const inner = await sandbox.connect(chatId, port, { timeoutMs: opts.connectTimeoutMs ?? 30_000 })
         if (inner !== undefined) return inner
@@ -202,7 +209,7 @@ export function createPortsService (deps: PortsDeps, opts: PortsServiceOptions):
     },
     sandboxStopped (chatId, paused) {
       dropChat(chatId)
-      if (!paused) seen.delete(chatId)
+      if (!paused) { seen.delete(chatId); direct.forget(chatId) }
       log.debug({ chatId }, 'sandbox stopped: app connections closed')
     },
     async close () {

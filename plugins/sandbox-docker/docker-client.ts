@@ -8,6 +8,7 @@ import { execCalls } from './docker-exec-calls.js'
 import { createMonitorClient } from './docker-monitor.js'
 import { objectCalls } from './docker-objects.js'
 import { leaseCalls } from './docker-lease.js'
+import { appAddressCall } from './docker-address.js'
 import { withAgentSocket, type AgentSocketOptions } from './docker-agent.js'
 import { hostMounts, storageOfMounts, type HostMount, type HostRoots } from '../../core/storage-layout.js'
 import { giveOutputsDir } from '../../core/area-owner.js'
@@ -232,6 +233,8 @@ export function createDockerEngine (host: string, limits: Partial<EngineLimits> 
         oomKilled: info.State.OOMKilled === true
       }
     },
+
+    appAddress: appAddressCall(ctx),
 
     async list (labelFilters) {
       const list = await run('read', 'container list', async s => await docker.listContainers({ all: true, filters: { label: labelFilters }, abortSignal: s }),

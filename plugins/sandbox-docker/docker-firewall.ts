@@ -5,10 +5,15 @@ import { createHash } from 'node:crypto'
  * The host side of "no route out": an internal Docker network has no route to the outside, but its
  * gateway is an address of the host, so every host service listening on all interfaces (this
  * server's own port, databases, the Docker API over TCP) would be one connect() away. These rules
- * let the sandbox network reach the host on exactly one port (the proxy) and reject the rest:
+ * let the sandbox network open connections to the host on exactly one port (the proxy), let through the
+ * replies on connections the host opened (the server's direct route to an app, docs/features.md#the-direct-route:
+ * conntrack's reply direction only, so no packet a sandbox starts a connection with ever matches it) and
+ * reject the rest:
  *
  *   INPUT -i <bridge> -j CU-EG-<hash>
- *   CU-EG-<hash>: -p tcp -d <gateway> --dport <port> -j ACCEPT; -j REJECT
+ *   CU-EG-<hash>: -p tcp -d <gateway> --dport <port> -j ACCEPT
+ *                 -m conntrack --ctstate ESTABLISHED --ctdir REPLY -j ACCEPT
+ *                 -j REJECT
  *
  * Applied with iptables/ip6tables when the server may (root on the Docker host) as the engine's
  * `restrictToProxy` (docs/engine.md#network); otherwise the operator's job (docs/network.md). The rules
@@ -34,11 +39,17 @@ export function chainName (bridge: string): string {
   return `CU-EG-${createHash('sha256').update(bridge).digest('hex').slice(0, 12)}`
 }
 
+/** Packets answering a connection the host opened into the network (never one a sandbox opens). */
+export const REPLIES = ['-m', 'conntrack', '--ctstate', 'ESTABLISHED', '--ctdir', 'REPLY']
+
 async function applyFamily (cmd: string, net: BridgeNetwork, port: number | null): Promise<void> {
   const chain = chainName(net.bridge)
   await run(cmd, ['-N', chain]).catch(() => {}) // exists
   await run(cmd, ['-F', chain])
-  if (port !== null) await run(cmd, ['-A', chain, '-p', 'tcp', '-d', net.gateway, '--dport', String(port), '-j', 'ACCEPT'])
+  if (port !== null) {
+    await run(cmd, ['-A', chain, '-p', 'tcp', '-d', net.gateway, '--dport', String(port), '-j', 'ACCEPT'])
+    await run(cmd, ['-A', chain, ...REPLIES, '-j', 'ACCEPT'])
+  }
   await run(cmd, ['-A', chain, '-j', 'REJECT'])
   const jump = ['INPUT', '-i', net.bridge, '-j', chain]
   await run(cmd, ['-C', ...jump]).catch(async () => { await run(cmd, ['-I', ...jump]) })

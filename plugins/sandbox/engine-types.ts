@@ -51,6 +51,14 @@ export interface EngineFailure extends Error {
   readonly reason?: EngineErrorReason
 }
 
+/** A running sandbox's own address as the server reaches it (SandboxEngine.appAddress). */
+export interface AppAddress {
+  /** an IPv4 or IPv6 address, as the engine recorded it */
+  address: string
+  /** the sandbox and its attachment to the network: never the same for two holdings of an address */
+  generation: string
+}
+
 /**
  * The engine. Idempotent where the core relies on it: start of a running sandbox, stop of a stopped
  * one, kill/remove of a missing one succeed. Every failure is an EngineFailure.
@@ -154,6 +162,15 @@ export interface SandboxEngine {
    * Returns the unsubscribe. Synchronous; the engine keeps the watch going until then.
    */
   watchSandboxes?: (onEnd: (id: string) => void) => () => void
+  /**
+   * Optional (docs/engine.md#app-addresses): where the server can open TCP connections to the running sandbox
+   * `id` itself on the sandbox network `network`, read from the engine's own records, never from anything the
+   * sandbox says. Null when the sandbox is not running (stopped, paused, restarting), has no address on that
+   * network, or the server cannot reach that network. `generation` names this address's holding: it differs
+   * once the sandbox stopped or left the network, even when it got the same address back, so a caller that
+   * reads it again after connecting knows the connection reached this very sandbox.
+   */
+  appAddress?: (id: string, network: string) => Promise<AppAddress | null>
   /** Drops pooled connections (streams in use are ended by their owners). */
   close: () => void
 }

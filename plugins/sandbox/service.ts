@@ -153,6 +153,12 @@ export function createSandboxService (opts: ServiceOptions, engine: SandboxEngin
       return (await engine.restrictToProxy(base.networkName, port)).warnings
     },
     address: async chatId => await addresses.addressOf(chats.entryOf(chatId)),
+    appAddress: async chatId => {
+      if (engine.appAddress === undefined || !base.opts.enableNetwork) return null
+      // Wakes a paused sandbox (and starts one the driver stopped itself), as connect() does.
+      const id = (await recovery.runningEntry(chatId)).sandboxId
+      return id === undefined ? null : await engine.appAddress(id, base.networkName)
+    },
     addMounts: provider => { mounts.addProvider(provider) },
     addEnvContributor: contributor => { checkContributor(contributor); base.settings.envContributors.push(contributor) },
     holdPool: () => pool.holdPool(),

@@ -1,7 +1,7 @@
 import type { Duplex } from 'node:stream'
 import type { RequestUser } from '../../core/identity.js'
 
-import type { SandboxEngine } from './engine-types.js'
+import type { AppAddress, SandboxEngine } from './engine-types.js'
 
 /** The engine interface (docs/contract.md#engines) is part of the contract: engine plugins import it from here. */
 
@@ -18,7 +18,7 @@ export interface SandboxSocket extends Duplex {
   unref (): this
 }
 export type {
-  DiskUsageReport, EngineErrorReason, EngineFailure, EngineNetwork, ExecExit, ExecOutput, ExecProcess, ExecSignal, ExecSpec, LeaseAnswer, LeaseHolder, LeaseRecord, ResourceStats,
+  AppAddress, DiskUsageReport, EngineErrorReason, EngineFailure, EngineNetwork, ExecExit, ExecOutput, ExecProcess, ExecSignal, ExecSpec, LeaseAnswer, LeaseHolder, LeaseRecord, ResourceStats,
   SandboxDetails, SandboxEngine, SandboxSpec, SandboxStorage, SandboxSummary, StorageOwner, StorageSeen, ExtraStorage, StorageInfo, TmpfsSpec, VolumeSummary
 } from './engine-types.js'
 
@@ -168,6 +168,15 @@ export interface SandboxService {
    * The caller holds a lease (kind 'socket') for as long as it is open.
    */
   connect? (chatId: string, port: number, opts: { timeoutMs: number }): Promise<SandboxSocket | undefined>
+  /**
+   * Extension (docs/engine.md#app-addresses): the chat's running sandbox's own address on the sandbox network,
+   * where the server may connect to an app that listens beyond loopback, as the engine reports it now; null
+   * when the engine has no such capability, cannot say, or the server cannot reach it. Wakes a paused sandbox
+   * (and starts one the driver stopped itself) as connect() does; rejects like exec() (SANDBOX_NOT_RUNNING).
+   * Asked again after connecting, an equal answer (same generation) proves
+   * the connection reached this sandbox: an address may belong to another sandbox once this one stopped.
+   */
+  appAddress? (chatId: string): Promise<AppAddress | null>
   /** Extension (docs/contract.md#warm-pool): started, ready sandboxes waiting in the warm pool (no chat yet). */
   pooled? (): number
 }

@@ -40,7 +40,7 @@ function recordingLog (): { log: FastifyBaseLogger, lines: Array<{ level: string
   return { log: log as unknown as FastifyBaseLogger, lines }
 }
 
-t.test('the sandbox bridge may reach the host only on the proxy port: accept that, reject the rest', async t => {
+t.test('the sandbox bridge may open connections to the host only on the proxy port, and answer the host\'s: accept those, reject the rest', async t => {
   const calls = fakeTables(t, { iptables: 0, ip6tables: 0 })
   t.same(await applyFirewall(NET, 3128), { warnings: [] }, 'applied, nothing to warn about')
   const chain = chainName(NET.bridge)
@@ -52,7 +52,9 @@ t.test('the sandbox bridge may reach the host only on the proxy port: accept tha
   t.ok(accept >= 0 && reject > accept, 'everything else is rejected, after the one accept')
   t.ok(v4.some(c => c.startsWith(`iptables -w 5 -F ${chain}`)), 'the chain is flushed first, so stale rules go')
   t.ok(v4.some(c => c === `iptables -w 5 -I INPUT -i ${NET.bridge} -j ${chain}`), 'traffic from the bridge to the host goes through the chain')
-  t.equal(v4.filter(c => c.includes(' -j ACCEPT')).length, 1, 'one accept only')
+  const replies = v4.indexOf(`iptables -w 5 -A ${chain} -m conntrack --ctstate ESTABLISHED --ctdir REPLY -j ACCEPT`)
+  t.ok(replies > accept && replies < reject, 'replies on connections the host opened (the direct route to an app) pass, before the reject')
+  t.equal(v4.filter(c => c.includes(' -j ACCEPT')).length, 2, 'no other accept')
   const v6 = calls().filter(c => c.startsWith('ip6tables '))
   t.ok(v6.some(c => c === `ip6tables -w 5 -A ${chain} -j REJECT`) && !v6.some(c => c.includes('ACCEPT')), 'IPv6: everything rejected')
 })

@@ -1,0 +1,129 @@
+import { connect as netConnect, type Socket } from 'node:net'
+import type { FastifyBaseLogger } from 'fastify'
+import type { AppAddress, SandboxService } from '../sandbox/types.js'
+
+/*
+ * The direct route to an app (docs/features.md#the-direct-route): a TCP connection from the server straight to
+ * the sandbox's own address on the sandbox network, for an app that listens beyond loopback (0.0.0.0, ::, the
+ * sandbox's address). Two process wake-ups instead of the relay's six (server → agent → app and back).
+ *
+ * The address comes from the engine (SandboxService.appAddress: its own records, never the sandbox's word),
+ * and an address may go to another chat's sandbox once this one stopped. So every new connection is proven:
+ * the engine is asked again once the connection is up, and only the same generation (the same sandbox on
+ * the same attachment to the network: it held the address all along) lets a byte be sent on it; anything
+ * else closes it unused and the request takes the relay. A stop of the chat's sandbox forgets the address
+ * (the service closes every connection of the chat); a pause keeps it (the engine's answer wakes the sandbox).
+ *
+ * A refused connection (the app listens on loopback only, or moved there) takes the relay for that request;
+ * so does an address the server cannot reach after all (the engine's answer is then not asked again for a
+ * while; after a few such failures in a row, whatever the chat, the route is off for everyone for a longer
+ * while: a firewall that drops the sandbox's replies would otherwise cost every new connection the connect
+ * timeout) and an engine that cannot answer now.
+ */
+
+export interface DirectOptions {
+  /** How long a direct connect may take before the relay is used (a bridge on the same host answers at once). */
+  connectTimeoutMs: number
+  /** How long an unreachable or absent address is not asked again. */
+  retryMs: number
+  /** How long the route is off for every chat after UNREACHABLE_IN_A_ROW unreachable addresses. */
+  offMs: number
+  log: FastifyBaseLogger
+  now?: () => number
+}
+
+export interface DirectRoute {
+  /** A connection to the app on the sandbox's own address, proven to be the chat's sandbox; undefined: take the relay. */
+  open: (chatId: string, port: number) => Promise<Socket | undefined>
+  /** The chat's sandbox stopped: its address is asked again before the next direct connection. */
+  forget: (chatId: string) => void
+}
+
+/** What is remembered per chat: the engine's last answer (null: none) and when it was read. */
+interface Known { address: AppAddress | null, at: number }
+
+const MAX_CHATS = 10_000
+const UNREACHABLE_IN_A_ROW = 3
+/** Failures to connect that say the address cannot be reached from here (rather than that nothing listens). */
+const UNREACHABLE = new Set(['EHOSTUNREACH', 'ENETUNREACH', 'ETIMEDOUT', 'EADDRNOTAVAIL'])
+
+const same = (a: AppAddress | null, b: AppAddress | null): boolean => a !== null && b !== null && a.address === b.address && a.generation === b.generation
+
+/** Connects within `timeoutMs`: the socket, or the failure's code ('ETIMEDOUT' for the timeout). */
+async function dial (host: string, port: number, timeoutMs: number): Promise<Socket | string> {
+  return await new Promise(resolve => {
+    const socket = netConnect({ host, port, noDelay: true })
+    const timer = setTimeout(() => { socket.destroy(); resolve('ETIMEDOUT') }, timeoutMs)
+    socket.once('connect', () => {
+      clearTimeout(timer)
+      socket.removeAllListeners('error')
+      resolve(socket)
+    })
+    socket.once('error', (err: Error & { code?: string }) => {
+      clearTimeout(timer)
+      socket.destroy()
+      resolve(err.code ?? 'ECONNFAILED')
+    })
+  })
+}
+
+export function createDirectRoute (sandbox: Pick<SandboxService, 'appAddress'>, o: DirectOptions): DirectRoute {
+  const now = o.now ?? (() => performance.now())
+  const known = new Map<string, Known>()
+  /** unreachable addresses since the last direct connection made; the route is off until `offUntil` */
+  let unreachable = 0
+  let offUntil = -Infinity
+
+  const remember = (chatId: string, address: AppAddress | null): void => {
+    known.delete(chatId)
+    known.set(chatId, { address, at: now() })
+    if (known.size > MAX_CHATS) known.delete(known.keys().next().value as string)
+  }
+
+  /** The engine's answer, or null after a failure other than the sandbox not running (which the relay reports). */
+  async function ask (chatId: string): Promise<AppAddress | null> {
+    try {
+      return await sandbox.appAddress!(chatId)
+    } catch (err) {
+      if ((err as { code?: unknown } | null)?.code === 'SANDBOX_NOT_RUNNING') throw err
+      o.log.debug({ chatId, err }, 'app address unknown: relay')
+      return null
+    }
+  }
+
+  async function open (chatId: string, port: number): Promise<Socket | undefined> {
+    if (sandbox.appAddress === undefined || now() < offUntil) return undefined
+    let before = known.get(chatId)
+    if (before === undefined || (before.address === null && now() - before.at > o.retryMs)) {
+      before = { address: await ask(chatId), at: now() }
+      remember(chatId, before.address)
+    }
+    const target = before.address
+    if (target === null) return undefined
+    const socket = await dial(target.address, port, o.connectTimeoutMs)
+    if (typeof socket === 'string') {
+      if (UNREACHABLE.has(socket)) {
+        remember(chatId, null)
+        if (++unreachable >= UNREACHABLE_IN_A_ROW) {
+          unreachable = 0
+          offUntil = now() + o.offMs
+          o.log.warn({ code: socket, offS: Math.round(o.offMs / 1000) }, 'sandbox addresses are not reachable from the server (a firewall dropping their replies? docs/network.md): apps take the relay for a while')
+        }
+      }
+      return undefined
+    }
+    unreachable = 0
+    // The proof: the engine still says this very holding of the address, read after the connection was made.
+    let after: AppAddress | null
+    try { after = await ask(chatId) } catch (err) { socket.destroy(); throw err }
+    if (!same(target, after)) {
+      socket.destroy()
+      remember(chatId, after)
+      o.log.debug({ chatId }, 'the sandbox\'s address changed while connecting: relay')
+      return undefined
+    }
+    return socket
+  }
+
+  return { open, forget: chatId => { known.delete(chatId) } }
+}
