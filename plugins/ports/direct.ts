@@ -73,6 +73,12 @@ export function createDirectRoute (sandbox: Pick<SandboxService, 'appAddress'>, 
   /** unreachable addresses since the last direct connection made; the route is off until `offUntil` */
   let unreachable = 0
   let offUntil = -Infinity
+  /** the engine's answer being read, per chat, with the step at which it was asked */
+  const reading = new Map<string, { asked: number, answer: Promise<AppAddress | null> }>()
+  /** per chat, the read that starts once the one being read ended, shared by whoever waits for it */
+  const queued = new Map<string, Promise<AppAddress | null>>()
+  /** orders asks and connects: an answer asked at a later step than a connect was read after it */
+  let step = 0
 
   const remember = (chatId: string, address: AppAddress | null): void => {
     known.delete(chatId)
@@ -91,11 +97,38 @@ export function createDirectRoute (sandbox: Pick<SandboxService, 'appAddress'>, 
     }
   }
 
+  function startRead (chatId: string): Promise<AppAddress | null> {
+    const read = { asked: ++step, answer: ask(chatId) }
+    reading.set(chatId, read)
+    read.answer.finally(() => { if (reading.get(chatId) === read) reading.delete(chatId) }).catch(() => {})
+    return read.answer
+  }
+
+  /**
+   * An answer asked after step `since`: the one being read when it was asked later than that, else the next
+   * read, started once the current one ended (so a page's connections made together cost two engine calls, not
+   * one each), or a new one when none is being read.
+   */
+  async function readAfter (chatId: string, since: number): Promise<AppAddress | null> {
+    const r = reading.get(chatId)
+    if (r === undefined) return await startRead(chatId)
+    if (r.asked > since) return await r.answer
+    let next = queued.get(chatId)
+    if (next === undefined) {
+      next = r.answer.catch(() => null).then(async () => {
+        queued.delete(chatId)
+        return await startRead(chatId)
+      })
+      queued.set(chatId, next)
+    }
+    return await next
+  }
+
   async function open (chatId: string, port: number): Promise<Socket | undefined> {
     if (sandbox.appAddress === undefined || now() < offUntil) return undefined
     let before = known.get(chatId)
     if (before === undefined || (before.address === null && now() - before.at > o.retryMs)) {
-      before = { address: await ask(chatId), at: now() }
+      before = { address: await readAfter(chatId, 0), at: now() }
       remember(chatId, before.address)
     }
     const target = before.address
@@ -114,8 +147,9 @@ export function createDirectRoute (sandbox: Pick<SandboxService, 'appAddress'>, 
     }
     unreachable = 0
     // The proof: the engine still says this very holding of the address, read after the connection was made.
+    const connected = ++step
     let after: AppAddress | null
-    try { after = await ask(chatId) } catch (err) { socket.destroy(); throw err }
+    try { after = await readAfter(chatId, connected) } catch (err) { socket.destroy(); throw err }
     if (!same(target, after)) {
       socket.destroy()
       remember(chatId, after)

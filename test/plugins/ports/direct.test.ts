@@ -27,7 +27,7 @@ async function close (a: App): Promise<void> {
   await new Promise(resolve => a.server.close(resolve))
 }
 
-function harness (t: Test, relayPort: number) {
+function harness (t: Test, relayPort: number, answerMs = 0) {
   let answer: AppAddress | null | Error = null
   const asked: string[] = []
   const relayed: number[] = []
@@ -43,6 +43,7 @@ function harness (t: Test, relayPort: number) {
     },
     appAddress: async (chat: string) => {
       asked.push(chat)
+      if (answerMs > 0) await new Promise(resolve => setTimeout(resolve, answerMs))
       if (answer instanceof Error) throw answer
       return answer
     }
@@ -100,6 +101,24 @@ t.test('an app on the sandbox\'s address is reached directly, only while the eng
   t.equal(await h.fetchVia('chat-a', port), 'sandbox-a-third')
   t.equal(other.connections, 0, 'the address before the stop is not even tried')
   t.equal(a3.requests, 1)
+})
+
+t.test('connections made together share the engine\'s answers: two reads after connecting, not one each', async t => {
+  const relay = await app(t, 'relay', '127.0.0.1')
+  const a = await app(t, 'sandbox-a', '127.0.0.2')
+  const h = harness(t, relay.port, 30)
+  h.set({ address: '127.0.0.2', generation: 'a/1' })
+  const agent = h.runtime.agent('chat-p')
+  const one = async (): Promise<string> => await new Promise<string>((resolve, reject) => {
+    get({ agent, host: '127.0.0.1', port: a.port, path: '/' }, res => {
+      let body = ''
+      res.on('data', (c: Buffer) => { body += c.toString() })
+      res.on('end', () => { resolve(body) })
+    }).on('error', reject)
+  })
+  t.same(await Promise.all([one(), one(), one(), one()]), ['sandbox-a', 'sandbox-a', 'sandbox-a', 'sandbox-a'], 'four new connections, all direct')
+  t.equal(a.connections, 4)
+  t.equal(h.asked.length, 3, 'one read before, then one after the first connect and one shared by the three others')
 })
 
 t.test('an app not listening on the address, no address or an engine failure: the relay, without an error', async t => {
