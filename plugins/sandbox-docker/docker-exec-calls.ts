@@ -66,6 +66,16 @@ export function execCalls ({ docker, lanes, run }: AdapterContext): ExecCalls {
           { ...admission, ungated: true })
         const id = exec.id
         return new DockerProcess(socket as unknown as Duplex, spec.tty === true, spec.stdin === true, {
+          id,
+          containerRunning: async () => {
+            try {
+              const c = await run('read', 'container inspect', async s => await docker.getContainer(containerId).inspect({ abortSignal: s }), { retry: true, dedupKey: `inspect\u0000${containerId}` })
+              return c.State.Running === true
+            } catch (err) {
+              if ((err as DockerError).statusCode === 404) return false
+              throw err
+            }
+          },
           inspect: async () => {
             const info = await run('read', 'exec inspect', async s => await docker.getExec(id).inspect({ abortSignal: s } as {}), { retry: true, dedupKey: `exec\u0000${id}` })
             return { running: info.Running, exitCode: info.Running ? null : (info.ExitCode ?? null), pid: info.Pid }

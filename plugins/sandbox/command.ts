@@ -22,7 +22,8 @@ import type { CommandOptions, CommandResult, SandboxNotice } from './types.js'
  * soon as bash exits and its output is in, even while background children hold stdout open. A
  * sandbox found gone is started again and the command runs once more (recovery.ts); one found
  * saturated is restarted (saturation.ts), and the command runs once more when it never started; so does
- * a command whose agent stream was lost before its process existed (agent-exec.ts).
+ * a command whose agent stream was lost before its process existed (agent-exec.ts), or whose exec the
+ * engine refused because the sandbox had stopped meanwhile (ExecExit.notRunning).
  */
 
 const DRAIN_MS = 1000
@@ -81,12 +82,13 @@ export function createCommand (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | 
       opts.onReset?.()
       return await attempt(entry, command, opts, own, t0, { retry: false, recover })
     }
-    // The in-sandbox agent when it can serve the call; docker exec otherwise (agent-exec.ts).
-    const viaAgent = await agentExec.agentCommand(entry, command, opts, own, t0)
-    if (viaAgent === 'unstarted') {
-      // The agent's stream was lost before bash existed (a sandbox killed under it, or the agent alone): run
-      // it once more, in the sandbox started again if it had stopped. A sandbox still reported running
-      // may be dying: the next attempt's start may still recover it.
+    /**
+     * Nothing of the command ran: the agent's stream was lost before bash existed (a sandbox killed under it,
+     * or the agent alone), or the engine refused the exec because the sandbox had stopped. It runs once more,
+     * in the sandbox started again if it had stopped. A sandbox still reported running may be dying: the next
+     * attempt's start may still recover it.
+     */
+    const unstarted = async (): Promise<CommandResult> => {
       if (tries.retry && opts.signal?.aborted !== true) {
         const u = await recovery.recoverUnstarted(entry)
         if (u.notice !== undefined) own.push(u.notice)
@@ -95,6 +97,9 @@ export function createCommand (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | 
       await outcome.explainLoss(entry, at, own)
       return { exitCode: null, timedOut: false, cancelled: opts.signal?.aborted === true }
     }
+    // The in-sandbox agent when it can serve the call; docker exec otherwise (agent-exec.ts).
+    const viaAgent = await agentExec.agentCommand(entry, command, opts, own, t0)
+    if (viaAgent === 'unstarted') return await unstarted()
     if (viaAgent !== undefined) return viaAgent
     const execId = randomBytes(12).toString('hex')
     const env = toEnvList(opts.env, { PAGER: 'cat', GIT_PAGER: 'cat', DEBIAN_FRONTEND: 'noninteractive', CUBICLE_EXEC_ID: execId })
@@ -134,8 +139,11 @@ export function createCommand (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | 
     }
     // The stream ended without bash's status: the process never started, or the sandbox went away.
     // (Its only output the wrapper's own fork failure: bash never ran either.)
-    const notStarted = (await proc.exit).notStarted || (stalled && !w.seen) || w.cannotFork
+    const exit = await proc.exit
+    const notStarted = exit.notStarted || (stalled && !w.seen) || w.cannotFork
     if (retry && notStarted && (relieved || restartedSince(entry, at) || await outcome.relieve(entry))) return await again()
+    // Not a saturated sandbox: the engine refused the start because the sandbox had stopped meanwhile.
+    if (exit.notRunning === true) return await unstarted()
     await outcome.explainLoss(entry, at, own)
     return result
   }

@@ -32,6 +32,11 @@ export interface ExecExit {
   code: number | null
   /** The engine never started it (the sandbox had no process or memory left): nothing of it ran. */
   notStarted: boolean
+  /**
+   * Never started because the sandbox was not running any more (killed or stopped while the exec was set
+   * up; implies notStarted): the core starts it again and runs the call once more. Optional for engines.
+   */
+  notRunning?: boolean
 }
 
 /** Signals a caller may send to a process. */

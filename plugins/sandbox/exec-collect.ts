@@ -16,7 +16,8 @@ const DEFAULT_MAX_BYTES = 32 * 1024 * 1024
 
 /**
  * collectExec's result: `notStarted` when the engine never started the process (e.g. no pid left);
- * `unstarted` when the agent's stream was lost before the process existed (agent-exec.ts).
+ * `unstarted` when the agent's stream was lost before the process existed (agent-exec.ts), or the engine
+ * refused to start it because the sandbox was not running any more (ExecExit.notRunning).
  */
 export type RawExecResult = ExecResult & { notStarted: boolean, unstarted?: boolean }
 
@@ -70,7 +71,7 @@ export async function collectExec (base: Pick<CoreBase, 'engine' | 'opts' | 'clo
   const exit = await proc.exit
   const notStarted = exit.notStarted || (stalled && !ended.seen)
   const exitCode = wantExitCode && !notStarted ? exit.code : null
-  return { exitCode, ...out.result(), timedOut: ended.timedOut, cancelled: ended.cancelled, notStarted }
+  return { exitCode, ...out.result(), timedOut: ended.timedOut, cancelled: ended.cancelled, notStarted, ...(exit.notRunning === true ? { unstarted: true } : {}) }
 }
 
 /** Keeps at most `maxBytes` of stdout and of stderr; the rest only sets `truncated`. */

@@ -68,6 +68,7 @@ export function createExec (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | 'cl
           if (recover && notRunning(err)) { recover = retry = false; await recovery.recoverVanished(entry); continue }
           throw err
         }
+        if (retry && r.notStarted && !r.cancelled && (restartedSince(entry, at) || await outcome.relieve(entry))) { recover = retry = false; continue }
         if (retry && r.unstarted === true && opts.signal?.aborted !== true) {
           // A sandbox still reported running may be dying: the next attempt's start may still recover it.
           retry = false
@@ -75,7 +76,6 @@ export function createExec (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | 'cl
           if (u.notice !== undefined) recover = false
           if (u.retry) continue
         }
-        if (retry && r.notStarted && !r.cancelled && (restartedSince(entry, at) || await outcome.relieve(entry))) { recover = retry = false; continue }
         const { notStarted, unstarted, ...result } = r
         if (result.exitCode === null || result.exitCode >= 128) await outcome.checkAlive(entry)
         if (result.exitCode !== null && result.exitCode >= 128 && entry.state !== 'running') result.exitCode = null
