@@ -9,8 +9,9 @@
  */
 import Docker from 'dockerode'
 import t from 'tap'
+import { parseDockerHost } from '../../plugins/sandbox-docker/docker-endpoint.js'
 import type { ExecSpec } from '../../plugins/sandbox/engine-types.js'
-import { buildSandboxApp, cleanupPrefix, dockerOrSkip, wrapClient } from './docker.js'
+import { buildSandboxApp, cleanupPrefix, DOCKER_HOST, dockerOrSkip, wrapClient } from './docker.js'
 
 const PREFIX = 'trplain'
 const ROUNDS = 24
@@ -21,7 +22,7 @@ const sleep = async (ms: number): Promise<void> => await new Promise(resolve => 
 
 t.test('without the agent, a call whose exec Docker refused because the sandbox was just killed runs again in the sandbox started again', { skip }, async t => {
   await cleanupPrefix(t, PREFIX)
-  const docker = new Docker()
+  const docker = new Docker(parseDockerHost(DOCKER_HOST).docker)
   let race: { delayMs: number } | undefined
   let refused = 0
   const client = wrapClient(real => ({
