@@ -15,15 +15,17 @@ import type { AppAddress, SandboxService } from '../sandbox/types.js'
  * (the service closes every connection of the chat); a pause keeps it (the engine's answer wakes the sandbox).
  *
  * A refused connection (the app listens on loopback only, or moved there) takes the relay for that request;
- * so does an address the server cannot reach after all (the engine's answer is then not asked again for a
- * while; after a few such failures in a row, whatever the chat, the route is off for everyone for a longer
- * while: a firewall that drops the sandbox's replies would otherwise cost every new connection the connect
- * timeout) and an engine that cannot answer now.
+ * so do an engine that cannot answer now or answers later than answerTimeoutMs (busy with starts), and an
+ * address the server cannot reach after all (the engine's answer is then not asked again for a while; after a
+ * few such failures in a row, whatever the chat, the route is off for everyone for a longer while: a firewall
+ * that drops the sandbox's replies would otherwise cost every new connection the connect timeout).
  */
 
 export interface DirectOptions {
   /** How long a direct connect may take before the relay is used (a bridge on the same host answers at once). */
   connectTimeoutMs: number
+  /** How long the engine's answer may take before the request takes the relay (an engine busy with starts). */
+  answerTimeoutMs: number
   /** How long an unreachable or absent address is not asked again. */
   retryMs: number
   /** How long the route is off for every chat after UNREACHABLE_IN_A_ROW unreachable addresses. */
@@ -124,11 +126,20 @@ export function createDirectRoute (sandbox: Pick<SandboxService, 'appAddress'>, 
     return await next
   }
 
+  /** readAfter within answerTimeoutMs; 'late' when the engine took longer (the answer still lands in the shared read). */
+  async function answerAfter (chatId: string, since: number): Promise<AppAddress | null | 'late'> {
+    let timer: NodeJS.Timeout | undefined
+    const late = new Promise<'late'>(resolve => { timer = setTimeout(() => { resolve('late') }, o.answerTimeoutMs) })
+    try { return await Promise.race([readAfter(chatId, since), late]) } finally { clearTimeout(timer) }
+  }
+
   async function open (chatId: string, port: number): Promise<Socket | undefined> {
     if (sandbox.appAddress === undefined || now() < offUntil) return undefined
     let before = known.get(chatId)
     if (before === undefined || (before.address === null && now() - before.at > o.retryMs)) {
-      before = { address: await readAfter(chatId, 0), at: now() }
+      const answer = await answerAfter(chatId, 0)
+      if (answer === 'late') return undefined
+      before = { address: answer, at: now() }
       remember(chatId, before.address)
     }
     const target = before.address
@@ -148,8 +159,9 @@ export function createDirectRoute (sandbox: Pick<SandboxService, 'appAddress'>, 
     unreachable = 0
     // The proof: the engine still says this very holding of the address, read after the connection was made.
     const connected = ++step
-    let after: AppAddress | null
-    try { after = await readAfter(chatId, connected) } catch (err) { socket.destroy(); throw err }
+    let after: AppAddress | null | 'late'
+    try { after = await answerAfter(chatId, connected) } catch (err) { socket.destroy(); throw err }
+    if (after === 'late') { socket.destroy(); return undefined }
     if (!same(target, after)) {
       socket.destroy()
       remember(chatId, after)

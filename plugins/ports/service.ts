@@ -67,7 +67,7 @@ export function createPortsService (deps: PortsDeps, opts: PortsServiceOptions):
   const seen = new Map<string, Set<number>>()
   const hidden = new Set(opts.hiddenPorts)
 
-  const direct = createDirectRoute(sandbox, { connectTimeoutMs: opts.directConnectTimeoutMs ?? 2000, retryMs: 30_000, offMs: 600_000, log })
+  const direct = createDirectRoute(sandbox, { connectTimeoutMs: opts.directConnectTimeoutMs ?? 2000, answerTimeoutMs: 1000, retryMs: 30_000, offMs: 600_000, log })
 
   /** Straight to the sandbox's address when the app listens there (direct.ts), else through the agent when it serves (one frame), else an exec relay. */
   async function openApp (chatId: string, port: number): Promise<AppConnection> {

@@ -140,6 +140,12 @@ t.test('an app not listening on the address, no address or an engine failure: th
   h.set(Object.assign(new Error('engine busy'), { code: 'BUSY' }))
   t.equal(await h.fetchVia('chat-e', free.port), 'relay', 'an engine failure: the relay')
 
+  const slowRelay = await app(t, 'relay', '127.0.0.1')
+  const slowApp = await app(t, 'sandbox-slow', '127.0.0.2')
+  const slow = harness(t, slowRelay.port, 1200)
+  slow.set({ address: '127.0.0.2', generation: 's/1' })
+  t.equal(await slow.fetchVia('chat-slow', slowApp.port), 'relay', 'an engine slower than a second: the relay, without waiting for it')
+
   h.set(Object.assign(new Error('not running'), { code: 'SANDBOX_NOT_RUNNING' }))
   await t.rejects(h.runtime.socket('chat-s', free.port), { code: 'PORTS_SANDBOX_NOT_RUNNING' }, 'a sandbox that is not running is reported as the relay would')
 })
