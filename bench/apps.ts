@@ -1,12 +1,14 @@
 /*
  * (k) App preview URLs (docs/features.md#app-preview-urls), against an app the chat starts in its sandbox
  * (test/fixtures/web-app.ts):
- *   - a small answer through `/apps/<chat>/3000/small` (keep-alive both ways, as a browser does; Node's http
- *     client everywhere, fetch's time for information) ÷ the same request sent directly: from the host to the sandbox's address (what a published port would
- *     give; goal ≤ 2), and for information from inside the sandbox over loopback; alternated in rounds so
- *     that load drift hits all alike;
+ *   - a small answer through `/apps/<chat>/3000/small` (the app listens on 0.0.0.0, so the server takes its direct
+ *     route; the line says which it took; keep-alive both ways, as a browser does; Node's http client everywhere,
+ *     fetch's time for information) ÷ the same request sent directly: from the host to the sandbox's address (what
+ *     a published port would give; goal ≤ 2), and for information from inside the sandbox over loopback;
+ *     alternated in rounds so that load drift hits all alike;
  *   - a WebSocket opened through the proxy and one message echoed, each on a new connection into the
- *     sandbox (the in-sandbox agent's CONNECT, or an exec relay on images without it), for information;
+ *     sandbox (straight to its address, proven by an engine inspect; else the in-sandbox agent's CONNECT, or an
+ *     exec relay on images without it), for information;
  *   - 1 GB downloaded through the proxy: throughput and the server's RSS growth (goal: bounded, ≤ 64 MiB).
  */
 import { Agent, get } from 'node:http'
@@ -66,6 +68,9 @@ export async function benchApps (server: Server): Promise<AppsResult> {
   const proxyUrl = `${BASE}/apps/bench-k/3000/small`
   await timeGets(proxyUrl, 20) // the pooled connections exist: the first exec relays are not what is measured
   await timeGets(proxyUrl, 20, true)
+  // Which route the server took (docs/features.md#the-direct-route): the app's peer is the server on the sandbox network, or loopback through the agent.
+  const peer = ((await (await fetch(`${BASE}/apps/bench-k/3000/headers`)).json()) as { peer?: string }).peer ?? '?'
+  const route = peer === '127.0.0.1' || peer === '::1' ? 'the agent\'s relay' : `the direct route (the app's peer ${peer})`
   const directUrl = address === '' ? '' : `http://${address}:3000/small`
   let directReachable = directUrl !== ''
   for (let round = 0; round < ROUNDS; round++) {
@@ -80,7 +85,7 @@ export async function benchApps (server: Server): Promise<AppsResult> {
   const ratio = directReachable ? p / d : p / i
   const lines = [`(k) small answer through /apps/… ${ms(p)} ÷ direct from the host to the sandbox's address ${directReachable ? ms(d) : 'unreachable'} = ${directReachable ? (p / d).toFixed(2) : '—'}` +
     ` (goal ≤ 2); ÷ from inside the sandbox over loopback ${ms(i)} = ${(p / i).toFixed(2)} (${proxied.length} requests each, median, Node's http client);` +
-    ` through /apps/… with fetch ${ms(median(fetched))}`]
+    ` through /apps/… with fetch ${ms(median(fetched))}; the server took ${route}`]
 
   // New connections into the sandbox: a WebSocket each (HTTP requests reuse the pooled ones).
   const opens: number[] = []
