@@ -13,6 +13,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import type { ProbeRequest } from './probe-types.js'
 import { sandboxNames } from '../plugins/sandbox/names.js'
+import { removeFirewall } from '../plugins/sandbox-docker/docker-firewall.js'
 
 export const root = fileURLToPath(new URL('..', import.meta.url))
 export const IMAGE = process.env.DOCKER_IMAGE ?? 'computer-use-sandbox:latest'
@@ -170,6 +171,9 @@ export async function cleanup (): Promise<void> {
   await Promise.all([...containers, ...raw].map(async c => await docker.getContainer(c.Id).remove({ force: true }).catch(() => {})))
   const { Volumes } = await docker.listVolumes({ filters: { label: [`cu.prefix=${PREFIX}`] } })
   await Promise.all((Volumes ?? []).map(async v => await docker.getVolume(v.Name).remove().catch(() => {})))
+  // The egress firewall's chain stays when a server stops (docker-firewall.ts): the bench's own goes with its network.
+  const net = await docker.getNetwork(`${PREFIX}-sandboxes`).inspect().catch(() => null) as { Id?: string } | null
+  if (typeof net?.Id === 'string') await removeFirewall(`br-${net.Id.slice(0, 12)}`)
   await docker.getNetwork(`${PREFIX}-sandboxes`).remove().catch(() => {})
 }
 
