@@ -9,8 +9,10 @@ import type {} from '../workspace-tools/types.js'
 
 /**
  * App preview URLs (docs/features.md#app-preview-urls): `/apps/<chat>/<port>/…` relays HTTP and
- * WebSocket requests to 127.0.0.1:<port> (or ::1) inside the chat's sandbox through the in-sandbox agent's
- * connections, or exec relays where it cannot serve (no published port, no network change), with the chat's control token or the API key. Decorates `ports`; adds
+ * WebSocket requests to the app on <port> in the chat's sandbox: straight to the sandbox's address when the app
+ * listens beyond loopback and the engine vouches for the address (direct.ts), else to 127.0.0.1 (or ::1) inside it
+ * through the in-sandbox agent's connections, or exec relays where it cannot serve (no published port, no network
+ * change), with the chat's control token or the API key. Decorates `ports`; adds
  * the new listening ports to bash_tool results when workspace-tools is loaded. Never starts a sandbox.
  */
 const ports: FastifyPluginAsync<PortsOptions> = async (fastify, raw) => {
