@@ -51,21 +51,29 @@ const UNREACHABLE = new Set(['EHOSTUNREACH', 'ENETUNREACH', 'ETIMEDOUT', 'EADDRN
 
 const same = (a: AppAddress | null, b: AppAddress | null): boolean => a !== null && b !== null && a.address === b.address && a.generation === b.generation
 
-/** Connects within `timeoutMs`: the socket, or the failure's code ('ETIMEDOUT' for the timeout). */
+const ignore = (): void => {}
+
+/**
+ * Connects within `timeoutMs`: the socket, or the failure's code ('ETIMEDOUT' for the timeout). A connected socket
+ * keeps a listener that ignores its errors: the sandbox may reset it while the engine is asked (an 'error' nobody
+ * listens to would end the process); its users add their own and see the socket destroyed.
+ */
 async function dial (host: string, port: number, timeoutMs: number): Promise<Socket | string> {
   return await new Promise(resolve => {
     const socket = netConnect({ host, port, noDelay: true })
-    const timer = setTimeout(() => { socket.destroy(); resolve('ETIMEDOUT') }, timeoutMs)
-    socket.once('connect', () => {
-      clearTimeout(timer)
-      socket.removeAllListeners('error')
-      resolve(socket)
-    })
-    socket.once('error', (err: Error & { code?: string }) => {
+    const failed = (err: Error & { code?: string }): void => {
       clearTimeout(timer)
       socket.destroy()
       resolve(err.code ?? 'ECONNFAILED')
+    }
+    const timer = setTimeout(() => { socket.destroy(); resolve('ETIMEDOUT') }, timeoutMs)
+    socket.once('connect', () => {
+      clearTimeout(timer)
+      socket.off('error', failed)
+      socket.on('error', ignore)
+      resolve(socket)
     })
+    socket.once('error', failed)
   })
 }
 
@@ -161,7 +169,8 @@ export function createDirectRoute (sandbox: Pick<SandboxService, 'appAddress'>, 
     const connected = ++step
     let after: AppAddress | null | 'late'
     try { after = await answerAfter(chatId, connected) } catch (err) { socket.destroy(); throw err }
-    if (after === 'late') { socket.destroy(); return undefined }
+    // Late, or reset by the sandbox meanwhile: the relay.
+    if (after === 'late' || socket.destroyed) { socket.destroy(); return undefined }
     if (!same(target, after)) {
       socket.destroy()
       remember(chatId, after)

@@ -5,7 +5,7 @@
 import t from 'tap'
 import type { Test } from 'tap'
 import { createServer, get, type Server } from 'node:http'
-import { connect, type AddressInfo } from 'node:net'
+import { connect, createServer as createNetServer, type AddressInfo } from 'node:net'
 import pino from 'pino'
 import { createPortsService } from '../../../plugins/ports/service.js'
 import type { AppAddress, SandboxService } from '../../../plugins/sandbox/types.js'
@@ -145,6 +145,15 @@ t.test('an app not listening on the address, no address or an engine failure: th
   const slow = harness(t, slowRelay.port, 1200)
   slow.set({ address: '127.0.0.2', generation: 's/1' })
   t.equal(await slow.fetchVia('chat-slow', slowApp.port), 'relay', 'an engine slower than a second: the relay, without waiting for it')
+
+  // An app that resets the connection while the engine is asked: no crash, the relay.
+  const resetter = createNetServer(socket => { setTimeout(() => { socket.resetAndDestroy() }, 20) })
+  await new Promise<void>(resolve => resetter.listen(0, '127.0.0.2', resolve))
+  t.teardown(() => { resetter.close() })
+  const resetRelay = await app(t, 'relay', '127.0.0.1')
+  const reset = harness(t, resetRelay.port, 100)
+  reset.set({ address: '127.0.0.2', generation: 'r/1' })
+  t.equal(await reset.fetchVia('chat-reset', (resetter.address() as AddressInfo).port), 'relay', 'reset during the proof: the relay, and the server lives on')
 
   h.set(Object.assign(new Error('not running'), { code: 'SANDBOX_NOT_RUNNING' }))
   await t.rejects(h.runtime.socket('chat-s', free.port), { code: 'PORTS_SANDBOX_NOT_RUNNING' }, 'a sandbox that is not running is reported as the relay would')
