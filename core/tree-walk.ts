@@ -33,6 +33,12 @@ export interface WalkEntry {
   mtimeMs: number
   /** Inode number: with size and mtime it identifies one version of a file (upload md5 cache). */
   ino: number
+  /**
+   * With `changeTimes`: the latest inode change time (ctime, as fs.Stats.ctimeMs) of the file and of the
+   * directories between the base and it. A rename of one of those directories moves the file without
+   * changing its own ctime, and nobody can set a ctime: it is the kernel's clock at the last change.
+   */
+  changedMs?: number
 }
 
 export interface WalkOptions {
@@ -48,6 +54,8 @@ export interface WalkOptions {
    * a million entries costs no more than the budget.
    */
   maxEntries?: number
+  /** Entries carry `changedMs` (each directory below the base is stat'ed beside its descriptor check). */
+  changeTimes?: boolean
   /** Test hook: runs after a directory was listed and before its entries are examined. */
   afterList?: (relDir: string) => Promise<void> | void
   /**
@@ -73,8 +81,8 @@ const DIR_FLAGS = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOL
 /** Open errors that mean "not (or no longer) a directory we may enter": skip it. */
 const SKIP = new Set(['ENOENT', 'ENOTDIR', 'ELOOP', 'EACCES', 'EPERM'])
 
-/** An open, verified directory: `ref` reaches it (its /proc/self/fd link, or its checked path). */
-interface Opened { handle: FileHandle, ref: string }
+/** An open, verified directory: `ref` reaches it (its /proc/self/fd link, or its checked path); its ctime when asked. */
+interface Opened { handle: FileHandle, ref: string, ctimeMs?: number }
 
 /** `ref` for an open directory that must be `expected`, or undefined when it is somewhere else. */
 async function verifiedRef (handle: FileHandle, expected: string): Promise<string | undefined> {
@@ -90,8 +98,11 @@ async function verifiedRef (handle: FileHandle, expected: string): Promise<strin
   return again !== undefined && again.dev === info.dev && again.ino === info.ino ? expected : undefined
 }
 
-/** Opens `path` as a directory without following a final symlink and verifies it is `expected`. */
-async function openDirectory (path: string, expected: string): Promise<Opened | undefined> {
+/**
+ * Opens `path` as a directory without following a final symlink and verifies it is `expected`; with
+ * `ctime`, its descriptor is stat'ed at the same time (one thread-pool round trip, not two).
+ */
+async function openDirectory (path: string, expected: string, ctime = false): Promise<Opened | undefined> {
   let handle: FileHandle
   try {
     handle = await open(path, DIR_FLAGS)
@@ -100,12 +111,13 @@ async function openDirectory (path: string, expected: string): Promise<Opened | 
     throw err
   }
   let ref: string | undefined
+  let ctimeMs: number | undefined
   try {
-    ref = await verifiedRef(handle, expected)
+    [ref, ctimeMs] = await Promise.all([verifiedRef(handle, expected), ctime ? handle.stat().then(s => s.ctimeMs) : undefined])
   } finally {
     if (ref === undefined) await handle.close().catch(() => {})
   }
-  return ref === undefined ? undefined : { handle, ref }
+  return ref === undefined ? undefined : { handle, ref, ...(ctimeMs !== undefined && { ctimeMs }) }
 }
 
 /**
@@ -139,6 +151,8 @@ async function listEntries (dir: Opened, budget: number): Promise<{ entries: Dir
 interface Frame extends Opened {
   rel: string
   depth: number
+  /** The latest ctime of the directories between the base and this one (the base's own not counted). */
+  changedMs: number
   /** Names of the regular files found by the listing (lstat'ed when yielded); undefined until listed. */
   files?: string[]
   subdirs: string[]
@@ -163,12 +177,19 @@ async function listFrame (top: Frame, summary: WalkSummary, opts: WalkOptions, m
 }
 
 /** The frame's files that are still regular files, stat'ed relative to its descriptor. */
-async function * filesOf (top: Frame, realBase: string): AsyncGenerator<WalkEntry> {
+async function * filesOf (top: Frame, realBase: string, changeTimes: boolean): AsyncGenerator<WalkEntry> {
   for (const name of top.files ?? []) {
     const info = await lstat(`${top.ref}/${name}`).catch(() => undefined)
     if (info === undefined || !info.isFile()) continue
     const relPath = childRel(top.rel, name)
-    yield { relPath, absPath: join(realBase, relPath), size: info.size, mtimeMs: info.mtimeMs, ino: info.ino }
+    yield {
+      relPath,
+      absPath: join(realBase, relPath),
+      size: info.size,
+      mtimeMs: info.mtimeMs,
+      ino: info.ino,
+      ...(changeTimes && { changedMs: Math.max(info.ctimeMs, top.changedMs) })
+    }
   }
 }
 
@@ -202,14 +223,15 @@ export async function * walkTree (baseDir: string, opts: WalkOptions = {}): Asyn
   const base = limit > 0 ? await openBase(baseDir, opts.resolvedBase === true) : undefined
   if (base === undefined) return summary
   summary.found = true
-  const stack: Frame[] = [{ ...base.root, rel: '', depth: 0, subdirs: [], next: 0 }]
+  const changeTimes = opts.changeTimes === true
+  const stack: Frame[] = [{ ...base.root, rel: '', depth: 0, changedMs: Number.NEGATIVE_INFINITY, subdirs: [], next: 0 }]
   let count = 0
   try {
     while (stack.length > 0) {
       const top = stack[stack.length - 1] as Frame
       if (top.files === undefined) {
         if (!await listFrame(top, summary, opts, maxDepth)) { summary.exceeded = true; return summary }
-        for await (const file of filesOf(top, base.realBase)) {
+        for await (const file of filesOf(top, base.realBase, changeTimes)) {
           yield file
           if (++count >= limit) { summary.limited = true; return summary }
         }
@@ -222,8 +244,8 @@ export async function * walkTree (baseDir: string, opts: WalkOptions = {}): Asyn
         continue
       }
       const rel = childRel(top.rel, name)
-      const child = await openDirectory(`${top.ref}/${name}`, join(base.realBase, rel))
-      if (child !== undefined) stack.push({ ...child, rel, depth: top.depth + 1, subdirs: [], next: 0 })
+      const child = await openDirectory(`${top.ref}/${name}`, join(base.realBase, rel), changeTimes)
+      if (child !== undefined) stack.push({ ...child, rel, depth: top.depth + 1, changedMs: Math.max(top.changedMs, child.ctimeMs ?? Number.NEGATIVE_INFINITY), subdirs: [], next: 0 })
     }
     return summary
   } finally {

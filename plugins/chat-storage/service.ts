@@ -5,6 +5,7 @@ import { basename, dirname, join, relative } from 'node:path'
 import { chatPaths } from '../../core/chat-paths.js'
 import { errnoCode } from '../../core/errno.js'
 import { CORE_PATH_NOT_FOUND } from '../../core/errors.js'
+import { clockDevice, touchClock } from '../../core/change-clock.js'
 import { isInside, openVerified, resolveInside } from '../../core/safe-path.js'
 import { walkTree, type WalkEntry, type WalkOptions, type WalkSummary } from '../../core/tree-walk.js'
 import { CHAT_STORAGE_BAD_NAME, CHAT_STORAGE_IS_DIRECTORY, CHAT_STORAGE_NOT_DIRECTORY } from './errors.js'
@@ -26,6 +27,8 @@ const KEY = /^[0-9a-f]{32}$/
 const SCOPE = /^[a-z0-9][a-z0-9-]{0,63}(\/[a-z0-9][a-z0-9-]{0,63}){0,3}$/
 const DIR_MODE = 0o755
 const OUTPUTS_MODE = 0o750
+/** The marker changeClock touches, in the chat's directory (the server's: no sandbox mounts it). */
+const CLOCK_MARKER = '.change-clock'
 
 /** mkdir -p with `mode`, then the mode fixed on an existing directory; a symlink in its place is refused. */
 async function ensureDirMode (path: string, mode: number, label: string): Promise<void> {
@@ -90,6 +93,16 @@ export function createChatStorage (opts: ChatStorageOptions): ChatStorageService
       throw err
     }
     return yield * walkTree(base, { ...wopts, resolvedBase: true })
+  }
+
+  /** DATA_DIR's device when its ctimes come from this kernel's clock (asked once; a failure is asked again next time). */
+  let clockDev: Promise<number | undefined> | undefined
+  async function changeClock (chatId: string, area: ChatArea): Promise<number | undefined> {
+    clockDev ??= clockDevice(root).catch(() => { clockDev = undefined; return undefined })
+    const dev = await clockDev
+    if (dev === undefined) return undefined
+    const p = paths(chatId)
+    return touchClock(join(p.dir, CLOCK_MARKER), p[area], dev)
   }
 
   /** Creates the target's missing parents (0755), then proves the parent still resolves inside the area. */
@@ -173,6 +186,7 @@ export function createChatStorage (opts: ChatStorageOptions): ChatStorageService
     async ensureArea (chatId, area) { await ensureArea(chatId, area) },
     areaRoot,
     walk,
+    changeClock,
     async open (chatId, area, segments) {
       const base = await existingRoot(chatId, area)
       return await openVerified(base, await resolveInside(base, segments))

@@ -102,6 +102,14 @@ export interface ChatStorageService {
    */
   walk (chatId: string, area: ChatArea, opts?: WalkOptions): AsyncGenerator<WalkEntry, WalkSummary, undefined>
   /**
+   * The area's change clock (core/change-clock.ts): a time (as fs.Stats.ctimeMs) such that every change
+   * made to the area's files after this resolves gets a ctime, and a walk with `changeTimes` a `changedMs`,
+   * at least as late. Read by touching a marker file in the chat's directory (`.change-clock`, the server's)
+   * with no thread-pool round trip. undefined when it cannot tell: DATA_DIR not on a local file system
+   * (a network one stamps with another machine's clock), the area missing or on another device.
+   */
+  changeClock (chatId: string, area: ChatArea): Promise<number | undefined>
+  /**
    * Opens the regular file at `segments` (already split by core's parseRelPath) read-only, checked through
    * its descriptor to lie inside the area. CORE_PATH_NOT_FOUND (also when the area is missing),
    * CORE_PATH_IS_DIRECTORY, CORE_FORBIDDEN (symlink, special file, escape). The caller closes the handle.

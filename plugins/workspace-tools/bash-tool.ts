@@ -6,8 +6,7 @@ import type { WorkspaceDeps, WorkspaceSettings } from './types.js'
 import { inSandbox } from './prologue.js'
 import { createOutputCapper } from './output-capper.js'
 import { appendNotes, appendOutputLinks, bashResult, progressMessage, resultNotes } from './bash-result.js'
-import { changedOutputs, snapshotOutputs, type OutputsWalker } from './outputs-snapshot.js'
-import type { WalkOptions } from '../chat-storage/types.js'
+import { createOutputsTracker, type OutputsAccess } from './outputs-snapshot.js'
 import { newRequestToken, REQUEST_TOKEN_ENV, takeRequests, type CommandRequest } from './command-requests.js'
 
 /** The answer to a program's request (docs/contract.md#command-requests), for the model, or the handler's question to the client. */
@@ -87,6 +86,7 @@ export function startProgress (ctx: Pick<ToolCallContext, 'progress'>, intervalS
 export function createBashTool (deps: WorkspaceDeps, settings: WorkspaceSettings): ToolDefinition<typeof BashToolInput> {
   const T = settings.commandTimeoutS
   const limit = Math.max(RESULT_LIMIT, settings.maxOutputChars + 2000) - NOTE_RESERVE
+  const tracker = createOutputsTracker()
   return {
     name: 'bash_tool',
     order: 10,
@@ -113,8 +113,11 @@ export function createBashTool (deps: WorkspaceDeps, settings: WorkspaceSettings
 
   async function run (args: Static<typeof BashToolInput>, ctx: ToolCallContext): Promise<CallToolResult | ToolInputRequired> {
     return await inSandbox(deps, settings, ctx, async (): Promise<CallToolResult | ToolInputRequired> => {
-      const outputs = (opts: WalkOptions): ReturnType<OutputsWalker> => deps.storage.walk(ctx.chatId, 'outputs', opts)
-      const before = await snapshotOutputs(outputs)
+      const outputs: OutputsAccess = {
+        walk: opts => deps.storage.walk(ctx.chatId, 'outputs', opts),
+        clock: async () => await deps.storage.changeClock(ctx.chatId, 'outputs')
+      }
+      const before = await tracker.before(ctx.chatId, outputs)
       let capper = createOutputCapper(settings.maxOutputChars)
       const token = newRequestToken()
       const stop = ctx.wantsProgress
@@ -139,8 +142,8 @@ export function createBashTool (deps: WorkspaceDeps, settings: WorkspaceSettings
       })
       if (result.isError === true) return result
       const requested = taken.request === undefined ? [] : [await answer(deps, ctx, taken.request)]
-      const [after, later] = await Promise.all([before === undefined ? undefined : snapshotOutputs(outputs), resultNotes(deps.notes ?? [], ctx.chatId)])
-      const links = before === undefined || after === undefined ? [] : changedOutputs(before, after).map((rel): [string, string] => [rel, deps.links.fileUrl(ctx.chatId, rel)])
+      const [changed, later] = await Promise.all([tracker.after(ctx.chatId, before, outputs), resultNotes(deps.notes ?? [], ctx.chatId)])
+      const links = changed.map((rel): [string, string] => [rel, deps.links.fileUrl(ctx.chatId, rel)])
       const block = result.content[0]
       const [asked] = requested
       if (asked !== undefined && typeof asked !== 'string' && taken.request !== undefined && block?.type === 'text') {

@@ -7,8 +7,11 @@ import type { ToolCallContext, ToolInputRequired } from '../mcp-transport/types.
 export interface WorkspaceDeps {
   sandbox: SandboxService
   links: LinkService
-  /** The chat's outputs (bind-mounted at /mnt/user-data/outputs), walked by descriptor for the result links. */
-  storage: Pick<ChatStorageService, 'walk'>
+  /**
+   * The chat's outputs (bind-mounted at /mnt/user-data/outputs), walked by descriptor for the result links,
+   * and the change clock that spares a walk before each command (outputs-snapshot.ts).
+   */
+  storage: Pick<ChatStorageService, 'walk' | 'changeClock'>
   /** Notes other plugins add to bash_tool results (WorkspaceToolsService.addResultNote). */
   notes?: ResultNote[]
   /** Handlers of requests programs in the sandbox make through their command's output, by kind. */

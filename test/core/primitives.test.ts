@@ -2,13 +2,14 @@
 import t, { type Test } from 'tap'
 import { escapeHtml } from '../../core/html.js'
 import { extensionOf, mimeOf } from '../../core/mime.js'
-import { mkdir, realpath, rm, symlink, writeFile, readdir, rename } from 'node:fs/promises'
+import { lstat, mkdir, realpath, rm, symlink, writeFile, readdir, rename } from 'node:fs/promises'
 import { execFileSync } from 'node:child_process'
 import { join } from 'node:path'
 import { openVerified, parseRelPath, resolveInside, walkRegularFiles, walkTree, type WalkEntry, type WalkOptions, type WalkSummary } from '../../core/safe-path.js'
 import { Duplex } from 'node:stream'
 import { createProbe, type OpenProbeStream } from '../../core/sandbox-probe.js'
 import { tempDir } from '../fixtures/temp-dir.js'
+import { clockDevice, touchClock } from '../../core/change-clock.js'
 
 t.test('html', async t => {
 // one HTML escaper for the preview, terminal, docs and OAuth pages
@@ -334,6 +335,60 @@ t.test('tree-walk', async t => {
     }
     for await (const f of walkNoProc(base, { afterList })) swapped.push(f)
     t.same(leaks(swapped, base), [], 'an ancestor swapped for a symlink is still caught')
+  })
+  t.test('changeTimes: each file\'s changedMs is the latest ctime of it and of the directories between the base and it', async t => {
+    const { base } = await tree(t)
+    const plain = await walk(base)
+    t.notOk(plain.files.some(f => 'changedMs' in f), 'only when asked')
+    const first = new Map((await walk(base, { changeTimes: true })).files.map(f => [f.relPath, f.changedMs ?? NaN]))
+    const y = await lstat(join(base, 'deep', 'x', 'y.txt'))
+    const x = await lstat(join(base, 'deep', 'x'))
+    t.equal(first.get('deep/x/y.txt'), Math.max(y.ctimeMs, x.ctimeMs, (await lstat(join(base, 'deep'))).ctimeMs))
+    await new Promise(resolve => setTimeout(resolve, 30))
+    // A directory renamed: its files move without a change of their own.
+    await rename(join(base, 'deep'), join(base, 'moved'))
+    const moved = await lstat(join(base, 'moved'))
+    const second = new Map((await walk(base, { changeTimes: true })).files.map(f => [f.relPath, f.changedMs ?? NaN]))
+    t.equal((await lstat(join(base, 'moved', 'x', 'y.txt'))).ctimeMs, y.ctimeMs, 'the file\'s own ctime did not change')
+    t.equal(second.get('moved/x/y.txt'), moved.ctimeMs, 'the renamed directory\'s does')
+    t.ok(moved.ctimeMs > (first.get('deep/x/y.txt') ?? Infinity))
+    t.equal(second.get('a.txt'), first.get('a.txt'), 'a file at the base keeps its own ctime (the base\'s is not counted)')
+  })
+})
+
+t.test('change-clock', async t => {
+  const root = await realpath(await tempDir(t, 'change-clock'))
+  const area = join(root, 'outputs')
+  await mkdir(area)
+  const dev = await clockDevice(root)
+  if (dev === undefined) { t.comment('skipped: the temp directory is not on a local file system'); return }
+  const marker = join(root, '.change-clock')
+  const pause = async (): Promise<void> => { await new Promise(resolve => setTimeout(resolve, 30)) }
+
+  t.test('a change right after a reading is stamped at least as late; one made a tick before, earlier', async t => {
+    await writeFile(join(area, 'before.txt'), 'b')
+    await pause()
+    for (let i = 0; i < 50; i++) {
+      const since = touchClock(marker, area, dev)
+      if (since === undefined) throw new Error('no reading')
+      await writeFile(join(area, 'after.txt'), String(i))
+      const after = await lstat(join(area, 'after.txt'))
+      if (after.ctimeMs < since) t.fail(`a change after the reading is stamped ${since - after.ctimeMs} ms earlier`)
+      t.ok((await lstat(join(area, 'before.txt'))).ctimeMs < since)
+    }
+    t.equal((await lstat(marker)).mode & 0o777, 0o600, 'the marker is created 0600')
+  })
+
+  t.test('no reading for a missing area or parent, another device, or a symlink in the marker\'s place', async t => {
+    t.equal(touchClock(marker, join(root, 'missing'), dev), undefined)
+    t.equal(touchClock(join(root, 'gone', '.change-clock'), area, dev), undefined)
+    t.equal(touchClock(marker, '/proc', dev), undefined)
+    t.equal(touchClock(marker, area, dev + 1), undefined)
+    const link = join(root, 'link-marker')
+    await writeFile(join(root, 'target'), '')
+    await symlink(join(root, 'target'), link)
+    t.equal(touchClock(link, area, dev), undefined)
+    t.equal(await clockDevice('/proc'), undefined, 'procfs is no local file system for this')
   })
 })
 

@@ -4,6 +4,7 @@ import type { CommandOptions, CommandResult, ExecOptions, ExecResult, SandboxSer
 import type { LinkService } from '../../../plugins/capabilities/types.js'
 import type { ToolCallContext, ToolDefinition } from '../../../plugins/mcp-transport/types.js'
 import { createWorkspaceTools } from '../../../plugins/workspace-tools/service.js'
+import type { WorkspaceDeps } from '../../../plugins/workspace-tools/types.js'
 import { walkTree, type WalkOptions } from '../../../core/tree-walk.js'
 
 export interface ExecCall { argv: string[], opts?: ExecOptions }
@@ -82,9 +83,12 @@ export function fakeContext (opts: { wantsProgress?: boolean } = {}) {
 
 export const SETTINGS = { commandTimeoutS: 120, createTimeoutS: 60, maxOutputChars: 30000, progressIntervalS: 15 }
 
-/** The four tools built on a fake sandbox; `call(name, args)` runs one through prepare + handler. */
-export function tools (sandbox: SandboxService, outputsDir = '/nonexistent-outputs', settings = SETTINGS) {
-  const storage = { walk: (_chatId: string, _area: string, opts: WalkOptions = {}) => walkTree(outputsDir, opts) }
+/**
+ * The four tools built on a fake sandbox; `call(name, args)` runs one through prepare + handler. The outputs
+ * are `outputsDir`, walked, without a change clock (every call walks before its command) unless `storage` is given.
+ */
+export function tools (sandbox: SandboxService, outputsDir = '/nonexistent-outputs', settings = SETTINGS,
+  storage: WorkspaceDeps['storage'] = { walk: (_chatId: string, _area: string, opts: WalkOptions = {}) => walkTree(outputsDir, opts), changeClock: async () => undefined }) {
   const defs = createWorkspaceTools({ sandbox, links: fakeLinks, storage }, settings)
   const byName = new Map(defs.map(d => [d.name, d as ToolDefinition<TObject>]))
   return {

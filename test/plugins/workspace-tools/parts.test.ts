@@ -1,13 +1,16 @@
 // The workspace tools' parts without an app (text, listings, paths, outputs), one group per part, all in one test process (docs/testing.md#the-unit-tiers-time).
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { binaryFileError, hasBinaryExtension, hasImageMagic, isImagePath, knownBinaryHint, looksBinary } from '../../../plugins/workspace-tools/file-kinds.js'
 import { shellQuote, cpLength, firstCodePoints, lastCodePoints } from '../../../plugins/workspace-tools/text.js'
 import { compareEntries, firstEntries, formatListing, listingArgv, parseListing, type ListingEntry } from '../../../plugins/workspace-tools/listing.js'
 import { createOutputCapper, truncationMarker } from '../../../plugins/workspace-tools/output-capper.js'
-import { mkdir, symlink, utimes, writeFile } from 'node:fs/promises'
+import { chmod, link, mkdir, rename, rm, symlink, utimes, writeFile } from 'node:fs/promises'
+import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { walkTree } from '../../../core/tree-walk.js'
-import { changedOutputs, snapshotOutputs as snapshotWith } from '../../../plugins/workspace-tools/outputs-snapshot.js'
+import { changedOutputs, createOutputsTracker, snapshotOutputs as snapshotWith, type OutputsAccess, type TrackerLimits } from '../../../plugins/workspace-tools/outputs-snapshot.js'
+import { createChatStorage } from '../../../plugins/chat-storage/service.js'
+import { chatPaths } from '../../../core/chat-paths.js'
 import { outputsRelative, resolveSandboxPath } from '../../../plugins/workspace-tools/paths.js'
 import { countCodePoints, countNewlines, isWhitespace, offsetAfterNewlines, originalOffset, SLICE_CHARS, stripWhitespace } from '../../../plugins/workspace-tools/text-scan.js'
 import { createSearcher, NATIVE_MAX_NEEDLE, occurrences, twoWaySearcher } from '../../../plugins/workspace-tools/text-search.js'
@@ -317,6 +320,93 @@ t.test('outputs-snapshot', async t => {
     t.equal(await snapshotOutputs(dir, 11), undefined)
     t.equal((await snapshotOutputs(dir, 12))?.size, 12)
     t.equal(await snapshotOutputs(join(dir, 'missing')), undefined)
+  })
+
+  /** A chat in a real chat storage (its change clock included), one tracker, and today's rule beside it. */
+  async function chatOutputs (t: Test, limits?: TrackerLimits) {
+    const dataDir = await tempDir(t, 'wt-clock')
+    const storage = createChatStorage({ dataDir })
+    const tracker = createOutputsTracker(limits)
+    const access = (chat: string): OutputsAccess => ({ walk: opts => storage.walk(chat, 'outputs', opts), clock: async () => await storage.changeClock(chat, 'outputs') })
+    const dir = async (chat: string): Promise<string> => { await storage.prepare(chat); return chatPaths(dataDir, chat).outputs }
+    /** One command: its files as the tracker tells them, checked against a walk before and after it (the rule it replaces). */
+    async function call (chat: string, command: () => Promise<void>): Promise<{ files: string[], clock: boolean }> {
+      const baseline = await tracker.before(chat, access(chat))
+      const before = await snapshotOutputs(chatPaths(dataDir, chat).outputs)
+      await command()
+      const files = await tracker.after(chat, baseline, access(chat))
+      const after = await snapshotOutputs(chatPaths(dataDir, chat).outputs)
+      t.same(files, before === undefined || after === undefined ? [] : changedOutputs(before, after), 'the same files as walks before and after the command')
+      return { files, clock: baseline !== undefined && 'since' in baseline }
+    }
+    return { storage, tracker, access, dir, call, dataDir }
+  }
+  const pause = async (ms = 30): Promise<void> => { await new Promise(resolve => setTimeout(resolve, ms)) }
+
+  t.test('with the change clock: the same files as a walk before each command, edges included', async t => {
+    const { dir, call, storage, dataDir } = await chatOutputs(t)
+    const out = await dir('c')
+    if (await storage.changeClock('c', 'outputs') === undefined) {
+      t.comment('skipped: the temp directory is not on a local file system')
+      return
+    }
+    const p = (rel: string): string => join(out, rel)
+    t.same(await call('c', async () => { await writeFile(p('a.txt'), 'a') }), { files: ['a.txt'], clock: false }, 'the first call walks')
+    t.same(await call('c', async () => {}), { files: [], clock: true }, 'later ones read the clock; the previous command\'s file is not listed again')
+    t.same(await call('c', async () => { writeFileSync(p('b.txt'), 'b') }), { files: ['b.txt'], clock: true }, 'a file written in the first moment of the command')
+    t.same(await call('c', async () => { await utimes(p('a.txt'), new Date('2001-01-01'), new Date('2001-01-01')) }), { files: ['a.txt'], clock: true }, 'touched with an old mtime')
+    t.same(await call('c', async () => { await rm(p('b.txt')); await symlink(p('a.txt'), p('b.txt')) }), { files: [], clock: true }, 'a file replaced by a symlink')
+    t.same(await call('c', async () => { await mkdir(p('d')); await writeFile(p('d/x'), 'x') }), { files: ['d/x'], clock: true })
+    await pause()
+    t.same(await call('c', async () => { await rename(p('d'), p('e')) }), { files: ['e/x'], clock: true }, 'a renamed directory\'s files (their own ctime is older)')
+    t.same(await call('c', async () => { await chmod(p('a.txt'), 0o600); await link(p('a.txt'), p('f.txt')) }), { files: ['f.txt'], clock: true }, 'a mode change is no change; a new hard link is a new file')
+    await writeFile(p('between.txt'), 'z')
+    await writeFile(join(dataDir, 'elsewhere.txt'), 'moved in')
+    await pause()
+    t.same(await call('c', async () => {}), { files: [], clock: true }, 'a file written between calls is not the command\'s')
+    t.same(await call('c', async () => { await rename(join(dataDir, 'elsewhere.txt'), p('moved.txt')) }), { files: ['moved.txt'], clock: true }, 'a file older than the call moved in')
+    t.same(await call('c', async () => { await writeFile(p('a.txt'), 'A') }), { files: ['a.txt', 'f.txt'], clock: true }, 'rewritten with the same size (f.txt is its hard link)')
+  })
+
+  t.test('without a clock every call walks; concurrent calls of a chat each list what changed during theirs', async t => {
+    const { dir, storage, tracker, access, call } = await chatOutputs(t)
+    const out = await dir('c')
+    const none: OutputsAccess = { ...access('c'), clock: async () => undefined }
+    await tracker.before('c', none)
+    const walked = await tracker.before('c', none)
+    t.ok(walked !== undefined && 'walked' in walked, 'no clock: a walk')
+    await writeFile(join(out, 'w.txt'), 'w')
+    t.same(await tracker.after('c', walked, none), ['w.txt'])
+    if (await storage.changeClock('c', 'outputs') === undefined) return
+    const a = await tracker.before('c', access('c'))
+    const b = await tracker.before('c', access('c'))
+    t.ok(a !== undefined && 'since' in a && b !== undefined && 'since' in b)
+    await writeFile(join(out, 'by-a.txt'), 'a')
+    t.same(await tracker.after('c', a, access('c')), ['by-a.txt'])
+    await writeFile(join(out, 'by-b.txt'), 'b')
+    t.same(await tracker.after('c', b, access('c')), ['by-a.txt', 'by-b.txt'], 'as a walk before b\'s command would have said')
+    t.same((await call('c', async () => {})).files, [])
+  })
+
+  t.test('what is kept is bounded: a chat with too many files, or the least recently used, walks again', async t => {
+    const { dir, call, storage } = await chatOutputs(t, { chats: 2, files: 3, chars: 64 })
+    const a = await dir('a')
+    if (await storage.changeClock('a', 'outputs') === undefined) return
+    await dir('b')
+    await dir('c')
+    t.same(await call('a', async () => { for (const f of ['1', '2', '3', '4']) await writeFile(join(a, f), f) }), { files: ['1', '2', '3', '4'], clock: false })
+    t.same(await call('a', async () => {}), { files: [], clock: false }, 'four files: not kept')
+    await rm(join(a, '4'))
+    t.same(await call('a', async () => {}), { files: [], clock: false })
+    t.same(await call('a', async () => {}), { files: [], clock: true }, 'three: kept')
+    t.same(await call('b', async () => {}), { files: [], clock: false })
+    t.same(await call('c', async () => {}), { files: [], clock: false })
+    t.same(await call('a', async () => {}), { files: [], clock: false }, 'the least recently used of three chats was dropped')
+    t.same(await call('c', async () => {}), { files: [], clock: true })
+    await writeFile(join(a, 'x'.repeat(70)), 'long')
+    await pause()
+    t.same(await call('a', async () => {}), { files: [], clock: true }, 'kept from before the long name came')
+    t.same(await call('a', async () => {}), { files: [], clock: false }, 'paths longer than the bound: not kept')
   })
 })
 
