@@ -81,8 +81,14 @@ const DIR_FLAGS = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOL
 /** Open errors that mean "not (or no longer) a directory we may enter": skip it. */
 const SKIP = new Set(['ENOENT', 'ENOTDIR', 'ELOOP', 'EACCES', 'EPERM'])
 
-/** An open, verified directory: `ref` reaches it (its /proc/self/fd link, or its checked path); its ctime when asked. */
-interface Opened { handle: FileHandle, ref: string, ctimeMs?: number }
+/** A directory's entries as listEntries read them. */
+interface Listing { entries: Dirent[], exceeded: boolean }
+
+/**
+ * An open, verified directory: `ref` reaches it (its /proc/self/fd link, or its checked path); its ctime
+ * when asked, its listing when it was read while the descriptor was checked.
+ */
+interface Opened { handle: FileHandle, ref: string, ctimeMs?: number, listed?: Listing }
 
 /** `ref` for an open directory that must be `expected`, or undefined when it is somewhere else. */
 async function verifiedRef (handle: FileHandle, expected: string): Promise<string | undefined> {
@@ -99,10 +105,12 @@ async function verifiedRef (handle: FileHandle, expected: string): Promise<strin
 }
 
 /**
- * Opens `path` as a directory without following a final symlink and verifies it is `expected`; with
- * `ctime`, its descriptor is stat'ed at the same time (one thread-pool round trip, not two).
+ * Opens `path` as a directory without following a final symlink and verifies it is `expected`. While the
+ * descriptor is checked, its directory is already listed through it (up to `budget` entries) and, with
+ * `ctime`, stat'ed: the thread-pool round trips overlap (docs/performance.md). Nothing of the listing is
+ * used unless the check passes; without /proc the verified path is listed afterwards instead.
  */
-async function openDirectory (path: string, expected: string, ctime = false): Promise<Opened | undefined> {
+async function openDirectory (path: string, expected: string, budget: number, ctime = false): Promise<Opened | undefined> {
   let handle: FileHandle
   try {
     handle = await open(path, DIR_FLAGS)
@@ -110,14 +118,25 @@ async function openDirectory (path: string, expected: string, ctime = false): Pr
     if (SKIP.has(errnoCode(err) ?? '')) return undefined
     throw err
   }
-  let ref: string | undefined
-  let ctimeMs: number | undefined
-  try {
-    [ref, ctimeMs] = await Promise.all([verifiedRef(handle, expected), ctime ? handle.stat().then(s => s.ctimeMs) : undefined])
-  } finally {
-    if (ref === undefined) await handle.close().catch(() => {})
+  const magic = `/proc/self/fd/${handle.fd}`
+  const [ref, listed, ctimeMs] = await Promise.allSettled([
+    verifiedRef(handle, expected),
+    listEntries(magic, budget),
+    ctime ? handle.stat().then(s => s.ctimeMs) : undefined
+  ])
+  // A directory that is not where it should be is skipped, whatever its listing did.
+  const failed = ref.status === 'fulfilled' && ref.value === undefined ? undefined : [ref, listed, ctimeMs].find(r => r.status === 'rejected')
+  if (ref.status !== 'fulfilled' || ref.value === undefined || failed !== undefined) {
+    await handle.close().catch(() => {})
+    if (failed !== undefined) throw failed.reason
+    return undefined
   }
-  return ref === undefined ? undefined : { handle, ref, ...(ctimeMs !== undefined && { ctimeMs }) }
+  return {
+    handle,
+    ref: ref.value,
+    ...(ctimeMs.status === 'fulfilled' && ctimeMs.value !== undefined && { ctimeMs: ctimeMs.value }),
+    ...(ref.value === magic && listed.status === 'fulfilled' && { listed: listed.value })
+  }
 }
 
 /**
@@ -128,12 +147,12 @@ function closeLater (handle: { close: () => Promise<void> }): void {
   handle.close().catch(() => {})
 }
 
-/** Up to `budget` entries of an open directory, sorted by name; more than budget → `exceeded`. */
-async function listEntries (dir: Opened, budget: number): Promise<{ entries: Dirent[], exceeded: boolean }> {
+/** Up to `budget` entries of the directory `ref` reaches, sorted by name; more than budget → `exceeded`. */
+async function listEntries (ref: string, budget: number): Promise<Listing> {
   const entries: Dirent[] = []
   let handle
   try {
-    handle = await opendir(dir.ref, { bufferSize: 256 })
+    handle = await opendir(ref, { bufferSize: 256 })
   } catch (err) {
     if (SKIP.has(errnoCode(err) ?? '')) return { entries, exceeded: false }
     throw err
@@ -161,9 +180,13 @@ interface Frame extends Opened {
 
 const childRel = (rel: string, name: string): string => rel === '' ? name : `${rel}/${name}`
 
+/** Directory entries the walk may still read (maxEntries). */
+const budgetLeft = (summary: WalkSummary, opts: WalkOptions): number => (opts.maxEntries ?? Number.POSITIVE_INFINITY) - summary.entries
+
 /** Lists a frame's directory into its file and subdirectory names. false: the entry budget ran out. */
 async function listFrame (top: Frame, summary: WalkSummary, opts: WalkOptions, maxDepth: number): Promise<boolean> {
-  const { entries, exceeded } = await listEntries(top, (opts.maxEntries ?? Number.POSITIVE_INFINITY) - summary.entries)
+  const { entries, exceeded } = top.listed ?? await listEntries(top.ref, budgetLeft(summary, opts))
+  top.listed = undefined
   summary.entries += entries.length
   if (exceeded) return false
   await opts.afterList?.(top.rel)
@@ -194,14 +217,14 @@ async function * filesOf (top: Frame, realBase: string, changeTimes: boolean): A
 }
 
 /** realpath(base) and its directory, opened and verified; undefined when there is none. */
-async function openBase (baseDir: string, resolved: boolean): Promise<{ realBase: string, root: Opened } | undefined> {
+async function openBase (baseDir: string, resolved: boolean, budget: number): Promise<{ realBase: string, root: Opened } | undefined> {
   const realBase = resolved
     ? baseDir
     : await realpath(baseDir).catch((err: unknown) => {
       if (SKIP.has(errnoCode(err) ?? '')) return undefined
       throw err
     })
-  const root = realBase === undefined ? undefined : await openDirectory(realBase, realBase)
+  const root = realBase === undefined ? undefined : await openDirectory(realBase, realBase, budget)
   return realBase === undefined || root === undefined ? undefined : { realBase, root }
 }
 
@@ -220,7 +243,7 @@ export async function * walkTree (baseDir: string, opts: WalkOptions = {}): Asyn
   const summary: WalkSummary = { found: false, entries: 0, exceeded: false, limited: false }
   const limit = opts.limit ?? Number.POSITIVE_INFINITY
   const maxDepth = opts.maxDepth ?? 64
-  const base = limit > 0 ? await openBase(baseDir, opts.resolvedBase === true) : undefined
+  const base = limit > 0 ? await openBase(baseDir, opts.resolvedBase === true, budgetLeft(summary, opts)) : undefined
   if (base === undefined) return summary
   summary.found = true
   const changeTimes = opts.changeTimes === true
@@ -244,7 +267,7 @@ export async function * walkTree (baseDir: string, opts: WalkOptions = {}): Asyn
         continue
       }
       const rel = childRel(top.rel, name)
-      const child = await openDirectory(`${top.ref}/${name}`, join(base.realBase, rel), changeTimes)
+      const child = await openDirectory(`${top.ref}/${name}`, join(base.realBase, rel), budgetLeft(summary, opts), changeTimes)
       if (child !== undefined) stack.push({ ...child, rel, depth: top.depth + 1, changedMs: Math.max(top.changedMs, child.ctimeMs ?? Number.NEGATIVE_INFINITY), subdirs: [], next: 0 })
     }
     return summary
