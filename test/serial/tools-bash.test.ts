@@ -89,6 +89,14 @@ t.test('bash_tool over MCP on real Docker', gate, async t => {
     t.match(textOf(r), /^ok\n\n\n\[Files created or modified in \/mnt\/user-data\/outputs: rep\/my report\.txt: http:\/\/cubicle\.test\/files\/wt-bash\/rep\/my%20report\.txt\]$/)
     t.equal(textOf(await bash(c, 'stat -c %u "/mnt/user-data/outputs/rep/my report.txt"')), '1000\n', 'owned by uid 1000')
     t.equal(textOf(await bash(c, 'cat "/mnt/user-data/outputs/rep/my report.txt"')), 'hi\n', 'unchanged files are not listed again')
+    // From the chat's second call on, the files are told by the change clock (docs/architecture.md): its edges.
+    const links = (text: string): string => /\[Files created or modified in \/mnt\/user-data\/outputs: (.*)\]$/.exec(text)?.[1]?.replace(/: http:\/\/cubicle\.test\/files\/wt-bash\/[^,]*/g, '') ?? ''
+    const o = '/mnt/user-data/outputs'
+    t.equal(links(textOf(await bash(c, `echo 1 > ${o}/first.txt; sleep 0.2`))), 'first.txt', 'written in the first moment of the command')
+    t.equal(links(textOf(await bash(c, `touch -d 2001-01-01 "${o}/rep/my report.txt"; echo done`))), 'rep/my report.txt', 'touched with an old mtime')
+    t.equal(links(textOf(await bash(c, `rm ${o}/first.txt && ln -s /etc/passwd ${o}/first.txt && echo done`))), '', 'replaced by a symlink: not listed, not followed')
+    t.equal(links(textOf(await bash(c, `mv ${o}/rep ${o}/moved && echo done`))), 'moved/my report.txt', 'a renamed directory')
+    t.equal(links(textOf(await bash(c, `chmod 600 "${o}/moved/my report.txt" && echo done`))), '', 'a mode change is no change')
   })
 })
 
