@@ -73,7 +73,11 @@ export async function removeByPrefix (prefix: string): Promise<number> {
     const volumes = await client.listVolumes(filter)
     await Promise.all(volumes.map(async v => { await client.removeVolume(v.name); n++ }))
     const networks = await client.listNetworks(filter)
-    for (const net of networks) { await client.removeNetwork(net.id); n++ }
+    for (const net of networks) {
+      // The egress firewall's chain stays when a server stops (docs/network.md): the prefix's own goes with its network.
+      await removeFirewall(`br-${net.id.slice(0, 12)}`)
+      await client.removeNetwork(net.id); n++
+    }
   } finally { client.close() }
   return n
 }
