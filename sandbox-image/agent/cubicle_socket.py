@@ -11,8 +11,6 @@
 # this non-dumpable process's memory (and on the host, outside the mount), so no other `assistant`
 # process can pose as a fresh agent (too late) or resume one (no key).
 import asyncio
-import hashlib
-import hmac
 
 MAGIC = b'CUBA\x01'
 NONCE = 32
@@ -26,7 +24,13 @@ async def handshake(reader, writer, key):
     if greeting[:len(MAGIC)] != MAGIC:
         return None
     nonce = greeting[len(MAGIC):]
-    proof = bytes(NONCE) if key is None else hmac.new(key, nonce, hashlib.sha256).digest()
+    if key is None:
+        proof = bytes(NONCE)
+    else:
+        # imported here: the first handshake (on the sandbox's start) needs no hash
+        import hashlib
+        import hmac
+        proof = hmac.new(key, nonce, hashlib.sha256).digest()
     writer.write((b'F' if key is None else b'R') + proof)
     await writer.drain()
     verdict = await asyncio.wait_for(reader.readexactly(1 + NONCE), HANDSHAKE_S)

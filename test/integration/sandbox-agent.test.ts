@@ -96,6 +96,23 @@ t.test('in-sandbox agent (real Docker)', { skip }, async t => {
     await run('pkill -f "http.server 8123" || true')
   })
 
+  t.test('the agent\'s modules are compiled in the image, root\'s and read-only, and its start uses them', async t => { // docs/engine.md#the-agent-socket
+    // Owners, modes and write access as `assistant` sees them: a .pyc it could replace would be code run in the agent.
+    const check = `
+import json, os, sys
+d = '/opt/cubicle-agent/__pycache__'
+rows = {p: [os.stat(p).st_uid, oct(os.stat(p).st_mode & 0o7777), os.access(p, os.W_OK)] for p in [d] + [os.path.join(d, n) for n in sorted(os.listdir(d))]}
+print(json.dumps({'uid': os.getuid(), 'rows': rows}))`
+    const r = JSON.parse((await run(`python3 -I -c '${check.replace(/'/g, '"')}'`)).out) as { uid: number, rows: Record<string, [number, string, boolean]> }
+    t.equal(r.uid, 1000, 'checked as assistant')
+    t.same(Object.keys(r.rows).map(p => p.split('/').pop()).sort(), ['__pycache__', 'cubicle_agent.cpython-311.pyc', 'cubicle_connect.cpython-311.pyc', 'cubicle_files.cpython-311.pyc', 'cubicle_socket.cpython-311.pyc'], 'one per module')
+    for (const [p, [uid, mode, writable]] of Object.entries(r.rows)) t.same([uid, mode, writable], [0, p.endsWith('.pyc') ? '0o644' : '0o755', false], `${p}: root's, ${mode}, not writable by assistant`)
+    // python -v names where each module's code came from: the .pyc, never a compile of the source.
+    const v = (await run('true | /usr/lib/cubicle-agent/python3 -I -S -v /opt/cubicle-agent/cubicle-agent.py 2>&1 >/dev/null | grep -a "code object from.*cubicle"')).out
+    t.match(v, /code object from '\/opt\/cubicle-agent\/__pycache__\/cubicle_agent\.cpython-311\.pyc'/, 'the agent loads its compiled module')
+    t.notMatch(v, /code object from \/opt\/cubicle-agent\/cubicle_/, 'and compiles none of them')
+  })
+
   t.test('concurrent commands share the stream; a flood does not block a small command; output stays in order', async t => {
     const flood = run("head -c 30000000 /dev/zero | tr '\\0' x; echo end")
     await new Promise(resolve => setTimeout(resolve, 300))

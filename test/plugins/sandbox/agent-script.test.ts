@@ -84,8 +84,9 @@ t.test('a background child flooding after the exit still ends the request soon, 
 })
 
 t.test('the agent hardens itself before it imports anything but what hardening needs', { skip }, async t => {
-  // The module's statements up to the prctl(PR_SET_DUMPABLE) import only sys and ctypes (the
-  // interpreter the server uses makes the process non-dumpable even before: sandbox-agent-hardening).
+  // The launcher's statements up to the prctl(PR_SET_DUMPABLE) import only os and sys (built into the
+  // interpreter), and the prctl's block only ctypes (the interpreter the server uses makes the process
+  // non-dumpable even before: sandbox-agent-hardening).
   const check = `
 import ast, sys
 tree = ast.parse(open(sys.argv[1]).read())
@@ -94,12 +95,24 @@ for node in tree.body:
     if isinstance(node, (ast.Import, ast.ImportFrom)):
         seen += [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module]
     elif 'prctl' in ast.dump(node):
-        print(','.join(seen)); break
+        inner = [a.name for n in ast.walk(node) if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names]
+        print(','.join(seen) + '|' + ','.join(inner)); break
 `
   const r = spawnSync('python3', ['-I', '-S', '-c', check, SCRIPT], { encoding: 'utf8' })
-  t.equal(r.stdout.trim(), 'sys,ctypes', 'imports before the prctl')
+  t.equal(r.stdout.trim(), 'os,sys|ctypes', 'imports before the prctl, and in its block')
   const run = spawnSync('python3', ['-I', '-S', '-B', SCRIPT], { input: '', encoding: 'utf8', timeout: 10_000 })
   t.equal(run.status, 0, 'starts, says hello and exits when stdin ends')
+})
+
+t.test('the agent\'s start imports only what its first command needs', { skip }, async t => {
+  // The start is on a new chat's first call (docs/performance.md): no ssl (asyncio's TLS), no hash (only a
+  // resumed handshake needs one), no file operations or TCP connections until one is asked for.
+  const run = spawnSync('python3', ['-I', '-S', '-B', '-X', 'importtime', SCRIPT], { input: '', encoding: 'utf8', timeout: 10_000 })
+  t.equal(run.status, 0, 'starts, says hello and exits when stdin ends')
+  const imported = new Set(run.stderr.split('\n').map(l => /^import time:.*\| +(\S+)$/.exec(l)?.[1]).filter(m => m !== undefined))
+  t.ok(imported.has('asyncio') && imported.has('cubicle_agent') && imported.has('subprocess'), 'the agent and what it runs on')
+  // (an import of ssl stopped by the launcher still prints its line: _ssl, which only ssl imports, is the sign)
+  t.same(['_ssl', 'hashlib', 'hmac', 'cubicle_files', 'cubicle_connect', 'cubicle_socket'].filter(m => imported.has(m)), [], 'nothing else')
 })
 
 t.test('the agent offers SPAWNED and sends it once the process exists, before its output; a process that cannot start gets FAIL only', { skip }, async t => { // docs/engine.md#the-agent-socket
