@@ -77,14 +77,18 @@ export class RunDirs {
     } finally { await handle.close() }
   }
 
-  /** Records the key atomically (0600): a server restarted a moment later still knows it. */
+  /**
+   * Records the key atomically (0600): a server restarted a moment later still knows it (the page cache is
+   * shared). No fsync: it is on a new chat's first call (the agent waits for the key) and cost up to 30 ms
+   * while Docker starts containers (p90, measured), and it would only keep the key through a crash of the
+   * host, which the agent holding it does not survive; a missing or torn key reads as none (readKey).
+   */
   async writeKey (token: string, key: Buffer): Promise<void> {
     const dir = join(this.root, checkToken(token))
     const tmp = join(dir, `key.${randomBytes(6).toString('hex')}.tmp`)
     const handle = await open(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600)
     try {
       await handle.writeFile(key)
-      await handle.sync()
     } catch (err) {
       await handle.close()
       await unlink(tmp).catch(() => {})

@@ -21,8 +21,8 @@ import type { EnsureHook, EnsureOptions, SandboxInfo, SandboxStatus, StartHook }
 /*
  * ensure() (docs/contract.md#creation): per-chat single flight, the choice between waking, starting,
  * claiming from the warm pool and creating (the steps themselves: sandbox-start.ts, pool-claim.ts),
- * capacity, the ready probe with the onStart hooks' files alongside (the README: written while the agent
- * starts), outputs ownership, meta.json, then the onEnsure hooks once the lock is released (a hook may use
+ * capacity, the ready probe with the onStart hooks' files and meta.json alongside (the README: written while
+ * the agent starts), outputs ownership, then the onEnsure hooks once the lock is released (a hook may use
  * the sandbox); status() and remove().
  */
 
@@ -141,6 +141,10 @@ export function createLifecycle (base: Pick<CoreBase, 'engine' | 'log' | 'opts' 
       if (!started && existing !== null) addresses.publishAddress(entry, addresses.addressOn(existing))
       // The start hooks' files (the README) go through the engine while the agent starts: they need neither.
       const writing = started ? runStartHooks(names.chatId, container.id, user) : undefined
+      // meta.json too (an fsynced write, up to tens of ms while Docker starts containers): it needs nothing
+      // of the ready sandbox. Awaited once the sandbox is ready; a failed start's own error wins.
+      const meta = activity.saveMeta(entry, user, true)
+      meta.catch(() => {})
       let ids: SandboxIds | null
       try {
         [ids] = await Promise.all([claimed !== null ? claimed.ids : readiness.waitReady(entry), started ? addresses.learnAddress(entry, container.id) : undefined])
@@ -150,7 +154,7 @@ export function createLifecycle (base: Pick<CoreBase, 'engine' | 'log' | 'opts' 
       entry.startedAt = clock.real()
       chats.changed(entry)
       await readiness.fixOwnership({ chat: names.key }, ids)
-      await activity.saveMeta(entry, user, true)
+      await meta
       const info = infoOf(entry)
       activity.activity(entry)
       return { info, started }
