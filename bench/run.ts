@@ -27,7 +27,7 @@
  *       (a server of its own with CONTAINER_IDLE_TIMEOUT=1; the reaper pauses within 30 s)
  *                                              ÷ `docker start` of a stopped container  goal ≤ 0.2
  *   (k) app preview URLs (bench/apps.ts): a small answer through /apps/<chat>/<port>/ ÷ the same request
- *       sent directly to the sandbox's address goal ≤ 2; 1 GB through the proxy, server RSS growth goal ≤ 64 MiB
+ *       from inside the sandbox over loopback goal ≤ 2; 1 GB through the proxy, server RSS growth goal ≤ 64 MiB
  *
  *   (l) 200 chats × 5 calls on the Kubernetes engine (bench/kube.ts), a server of its own against the fake
  *       API server under the deployment's Role: errors (goal 0), chats with exactly one pod (200), later calls'
@@ -251,7 +251,7 @@ async function sections (server: Server, results: string[]): Promise<void> {
   if (want('k')) {
     const r = await benchApps(server)
     results.push(...r.lines)
-    ratioGoal('(k) small answer via /apps ÷ direct', r.ratio, 2)
+    ratioGoal('(k) small answer via /apps ÷ from inside the sandbox', r.ratio, 2)
     goals.push({ what: '(k) server RSS growth over a 1 GB download via /apps', value: `${r.rssGrowth.toFixed(0)} MiB`, goal: '≤ 64 MiB', met: r.rssGrowth <= 64 })
   }
   if (want('a')) results.push(...await benchWarm())
