@@ -34,9 +34,17 @@ const OURS_IN = new Set(['host', 'forwarded', 'x-forwarded-for', 'x-forwarded-ho
 const REFUSED_OUT = new Set(['strict-transport-security', 'clear-site-data', 'service-worker-allowed', 'alt-svc', 'access-control-allow-credentials', 'public-key-pins', 'set-cookie', 'location', 'content-length'])
 const WS_OWN = new Set(['sec-websocket-key', 'sec-websocket-version', 'sec-websocket-extensions', 'sec-websocket-protocol', 'sec-websocket-accept'])
 
+const NONE: ReadonlySet<string> = new Set()
+const KEEP_ALIVE: ReadonlySet<string> = new Set(['keep-alive'])
+const CLOSE: ReadonlySet<string> = new Set(['close'])
+
 /** Lower-cased names listed in a Connection header (they are hop-by-hop too, RFC 9110 section 7.6.1). */
-function connectionListed (value: string | string[] | undefined): Set<string> {
-  const joined = Array.isArray(value) ? value.join(',') : value ?? ''
+function connectionListed (value: string | string[] | undefined): ReadonlySet<string> {
+  // The usual values, without a Set and an array per request (docs/performance.md, (k)).
+  if (value === undefined) return NONE
+  if (value === 'keep-alive' || value === 'Keep-Alive') return KEEP_ALIVE
+  if (value === 'close' || value === 'Close') return CLOSE
+  const joined = Array.isArray(value) ? value.join(',') : value
   return new Set(joined.slice(0, 2048).split(',').map(s => s.trim().toLowerCase()).filter(s => s !== ''))
 }
 
@@ -71,54 +79,69 @@ export interface ForwardOptions {
   websocket?: boolean
 }
 
-/** The headers the app gets for a request of the browser. */
+/**
+ * The headers the app gets for a request of the browser. One pass, no `delete` (which would turn the object
+ * into a slow dictionary that the http client then walks): docs/performance.md, (k).
+ */
 export function requestHeaders (incoming: IncomingHttpHeaders, view: AppView, opts: ForwardOptions): OutgoingHttpHeaders {
   const listed = connectionListed(incoming.connection)
+  const websocket = opts.websocket === true
   const out: OutgoingHttpHeaders = {}
-  for (const [name, value] of Object.entries(incoming)) {
+  for (const name in incoming) {
+    const value = incoming[name]
     if (value === undefined || HOP_BY_HOP.has(name) || OURS_IN.has(name) || listed.has(name)) continue
-    if (opts.websocket === true && WS_OWN.has(name)) continue
+    if (websocket && WS_OWN.has(name)) continue
+    if (name === 'cookie') {
+      const kept = stripOurCookie(value as string)
+      if (kept !== undefined) out.cookie = kept
+      continue
+    }
+    if (name === 'authorization' && typeof value === 'string' && opts.ours(value)) continue
+    // A Referer from outside the app (the preview page) may carry a token in its query.
+    if (name === 'referer' && (typeof value !== 'string' || !value.startsWith(`${view.publicOrigin}${view.prefix}/`) || /[?&]t=/.test(value))) continue
     out[name] = value
   }
-  const cookie = stripOurCookie(incoming.cookie)
-  if (cookie === undefined) delete out.cookie
-  else out.cookie = cookie
-  if (typeof incoming.authorization === 'string' && opts.ours(incoming.authorization)) delete out.authorization
-  // A Referer from outside the app (the preview page) may carry a token in its query.
-  const referer = incoming.referer
-  if (typeof referer !== 'string' || !referer.startsWith(`${view.publicOrigin}${view.prefix}/`) || /[?&]t=/.test(referer)) delete out.referer
   out.host = view.publicHost
   out['x-forwarded-host'] = view.publicHost
   out['x-forwarded-proto'] = view.publicProto
   // At the root of its own origin the app has no prefix.
   if (view.prefix !== '') out['x-forwarded-prefix'] = view.prefix
-  if (opts.websocket !== true && incoming['content-length'] !== undefined) out['content-length'] = incoming['content-length']
+  if (!websocket && incoming['content-length'] !== undefined) out['content-length'] = incoming['content-length']
   return out
 }
 
-/** The headers the browser gets for an answer of the app (`raw`: Node's rawHeaders, name/value pairs). */
-export function responseHeaders (raw: string[], view: AppView, innerPath: string): OutgoingHttpHeaders {
-  const names: string[] = []
-  for (let i = 0; i < raw.length; i += 2) names.push((raw[i] ?? '').toLowerCase())
-  let listed = new Set<string>()
-  for (let i = 0; i < raw.length; i += 2) if (names[i / 2] === 'connection') listed = connectionListed(raw[i + 1])
-  const out: Record<string, string | string[]> = {}
-  const cookies: string[] = []
+/**
+ * The headers the browser gets for an answer of the app (`raw`: Node's rawHeaders, name/value pairs), then
+ * `ours` (lower-cased names) where the app set no header of that name.
+ */
+export function responseHeaders (raw: string[], view: AppView, innerPath: string, ours: OutgoingHttpHeaders = {}): OutgoingHttpHeaders {
+  const names: string[] = new Array<string>(raw.length >> 1)
+  let listed = NONE
   for (let i = 0; i < raw.length; i += 2) {
-    const name = names[i / 2] as string
+    const name = (raw[i] ?? '').toLowerCase()
+    names[i >> 1] = name
+    if (name === 'connection') listed = connectionListed(raw[i + 1])
+  }
+  const out: OutgoingHttpHeaders = {}
+  let cookies: string[] | undefined
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = names[i >> 1] as string
     const value = raw[i + 1] ?? ''
     if (name === 'set-cookie') {
       const rewritten = scopeSetCookie(value, view.prefix)
-      if (rewritten !== undefined) cookies.push(rewritten)
+      if (rewritten !== undefined) (cookies ??= []).push(rewritten)
       continue
     }
     if (name === 'location') { out.location = rewriteLocation(value, innerPath, view); continue }
     if (name === 'content-length') { out[name] = value; continue }
     if (HOP_BY_HOP.has(name) || REFUSED_OUT.has(name) || listed.has(name) || name === '') continue
     const prev = out[name]
-    out[name] = prev === undefined ? value : Array.isArray(prev) ? [...prev, value] : [prev, value]
+    if (prev === undefined) out[name] = value
+    else if (Array.isArray(prev)) prev.push(value)
+    else out[name] = [String(prev), value]
   }
-  if (cookies.length > 0) out['set-cookie'] = cookies
+  if (cookies !== undefined) out['set-cookie'] = cookies
+  for (const name in ours) if (out[name] === undefined) out[name] = ours[name]
   return out
 }
 

@@ -103,12 +103,14 @@ async function exchange (agent: SandboxAgent, req: RelayedRequest, limits: Proxy
  */
 export async function relayHttp (agent: SandboxAgent, req: RelayedRequest, reply: FastifyReply, limits: ProxyLimits, extraHeaders: OutgoingHttpHeaders): Promise<void> {
   const res = await exchange(agent, req, limits, true)
-  const declared = Number(res.headers['content-length'] ?? 0)
+  // From the raw headers: `res.headers` would build another object of them (docs/performance.md, (k)).
+  // extraHeaders (lower-cased names): ours, where the app set none of that name.
+  const headers = responseHeaders(res.rawHeaders, req.view, req.path, extraHeaders)
+  const declared = Number(headers['content-length'] ?? 0)
   if (Number.isFinite(declared) && declared > limits.maxResponseBytes) {
     res.destroy()
     throw new PORTS_BAD_ANSWER(`the answer exceeds ${limits.maxResponseBytes} bytes`)
   }
-  const headers = { ...extraHeaders, ...responseHeaders(res.rawHeaders, req.view, req.path) }
   reply.hijack()
   const raw = reply.raw
   const status = res.statusCode ?? 502

@@ -142,13 +142,15 @@ const routes: FastifyPluginAsync<PortsRoutesOptions> = async (fastify, opts) => 
       // Core's no-referrer yields to same-origin (the app's own policy wins): pages of an app may need
       // their Referer (CSRF checks), and a Referer from outside the app never reaches it (headers.ts).
       const hasBody = request.body !== undefined && request.body !== null && typeof (request.body as { pipe?: unknown }).pipe === 'function'
+      const ourHeaders = reply.getHeaders() as OutgoingHttpHeaders
+      ourHeaders['referrer-policy'] = 'same-origin'
       await relayHttp(runtime.agent(chatId), {
         method: request.method,
         path: `${inner}${withoutToken(search)}`,
         headers: requestHeaders(request.headers, view, { ours }),
         body: hasBody ? request.body as NodeJS.ReadableStream as never : undefined,
         view
-      }, reply, limits, { ...reply.getHeaders() as OutgoingHttpHeaders, 'referrer-policy': 'same-origin' })
+      }, reply, limits, ourHeaders)
     } finally {
       release()
     }
