@@ -3,7 +3,7 @@
  * one chat runs the web app of test/fixtures/web-app.ts; alternating rounds of sequential keep-alive GETs of
  * `/small` through `/apps/<chat>/3000/` with Node's http client, the same with fetch (for information),
  * `GET /health` of the same server (its HTTP floor without the proxy), and the request from inside the
- * sandbox over loopback (the goal's divisor); then the server's CPU time per proxied request (its
+ * sandbox over loopback by a client warmed up by 100 requests (the goal's divisor); then the server's CPU time per proxied request (its
  * /proc stat over a window) and a V8 CPU profile of the server over that window (bench/cpu.ts).
  *
  *   npx tsx bench/profile-apps.ts          BENCH_N=300 (requests per kind), BENCH_PROFILE=0 skips the profile,
@@ -95,7 +95,7 @@ async function main (): Promise<void> {
       for (let i = 0; i < per; i++) kinds['proxied, node http']?.push(await nodeGet(proxyUrl))
       for (let i = 0; i < per; i++) kinds['proxied, fetch']?.push(await fetchGet(proxyUrl))
       for (let i = 0; i < per; i++) kinds['GET /health, node http']?.push(await nodeGet(`${BASE}/health`))
-      kinds['inside, node http']?.push(...JSON.parse((await bash(c, insideScript(per))).trim().split('\n')[0] ?? '[]') as number[])
+      kinds['inside, node http']?.push(...JSON.parse((await bash(c, insideScript(per, 100))).trim().split('\n')[0] ?? '[]') as number[])
     }
     const inside = median(kinds['inside, node http'] ?? [])
     for (const [kind, xs] of Object.entries(kinds)) {
