@@ -107,6 +107,18 @@ t.test('the answer keeps its own headers minus hop-by-hop and origin-wide ones',
   })
 })
 
+t.test('the answer carries our headers where the app set none of that name, the app\'s own otherwise', async t => {
+  const server = { 'x-request-id': 'r1', 'referrer-policy': 'same-origin', vary: 'Origin' }
+  const out = responseHeaders(['Vary', 'Accept', 'Content-Type', 'text/plain', 'Connection', 'keep-alive', 'Keep-Alive', 'timeout=5'], view, '/', server)
+  t.same(out, { vary: 'Accept', 'content-type': 'text/plain', 'x-request-id': 'r1', 'referrer-policy': 'same-origin' })
+  t.same(server, { 'x-request-id': 'r1', 'referrer-policy': 'same-origin', vary: 'Origin' }, 'ours is left as it was')
+  t.same(responseHeaders(['Referrer-Policy', 'no-referrer'], view, '/', server)['referrer-policy'], 'no-referrer', 'the app\'s policy wins')
+  t.same(requestHeaders({ connection: 'keep-alive', 'keep-alive': 'timeout=5', accept: '*/*' }, view, { ours }), {
+    accept: '*/*', host: 'cubicle.example', 'x-forwarded-host': 'cubicle.example', 'x-forwarded-proto': 'https', 'x-forwarded-prefix': '/apps/chat-a/3000'
+  }, 'Connection: keep-alive names nothing else')
+  t.equal(requestHeaders({ connection: 'close', close: 'x', cookie: 'a=1' }, view, { ours }).close, undefined, 'a header named in Connection: close is dropped')
+})
+
 t.test('listening ports are read from /proc/net/tcp tables, reachable ones in the app range only', async t => {
   const tcp = [
     '  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode',
