@@ -4,7 +4,7 @@
  * raw dockerode baselines, statistics and a description of the machine.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process'
-import { openSync, readFileSync } from 'node:fs'
+import { mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs'
 import { cpus, loadavg, release, tmpdir, totalmem } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -175,6 +175,26 @@ export async function cleanup (): Promise<void> {
   const net = await docker.getNetwork(`${PREFIX}-sandboxes`).inspect().catch(() => null) as { Id?: string } | null
   if (typeof net?.Id === 'string') await removeFirewall(`br-${net.Id.slice(0, 12)}`)
   await docker.getNetwork(`${PREFIX}-sandboxes`).remove().catch(() => {})
+}
+
+/**
+ * A profile script's frame: a server (startServer's pool size) on a fresh temp DATA_DIR; `body` adds to the
+ * report's lines, which start with the machine. Whatever happens, the server is stopped, this run's Docker
+ * objects and the DATA_DIR are removed and the report is printed.
+ */
+export async function profileSession (poolSize: number | undefined, body: (server: Server, lines: string[], dataDir: string) => Promise<void>): Promise<void> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'cubicle-bench-'))
+  const lines: string[] = [`machine: ${await machine()}`]
+  let server: Server | undefined
+  try {
+    server = await startServer(dataDir, poolSize)
+    await body(server, lines, dataDir)
+  } finally {
+    await server?.stop()
+    await cleanup()
+    rmSync(dataDir, { recursive: true, force: true })
+    console.log(lines.join('\n'))
+  }
 }
 
 /** The machine the numbers came from. */

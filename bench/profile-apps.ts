@@ -11,13 +11,12 @@
  *                                          BENCH_PERF=<file> records the server with perf over 1000 requests,
  *                                          BENCH_STRACE=1 adds the server's system calls over 500 requests (strace -c)
  */
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { readdirSync, readFileSync } from 'node:fs'
 import { Agent, get } from 'node:http'
-import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { startApp } from '../test/fixtures/web-app.js'
 import { insideScript } from './apps.js'
-import { BASE, bash, chatContainer, cleanup, client, docker, machine, median, ms, now, pct, startServer, type Server } from './common.js'
+import { BASE, bash, chatContainer, client, docker, median, ms, now, pct, profileSession } from './common.js'
 import { summarizeProfile } from './cpu.js'
 
 const N = Number(process.env.BENCH_N ?? 300)
@@ -79,83 +78,70 @@ async function sandboxPids (chatId: string): Promise<Array<{ name: string, pid: 
   return out
 }
 
-async function main (): Promise<void> {
-  const dataDir = mkdtempSync(join(tmpdir(), 'cubicle-bench-'))
-  const lines: string[] = [`machine: ${await machine()}`]
-  let server: Server | undefined
-  try {
-    server = await startServer(dataDir)
-    const c = await client('bench-k')
-    await bash(c, startApp(3000))
-    const proxyUrl = `${BASE}/apps/bench-k/3000/small`
-    for (let i = 0; i < 50; i++) { await nodeGet(proxyUrl); await fetchGet(proxyUrl) }
-    const kinds: Record<string, number[]> = { 'proxied, node http': [], 'proxied, fetch': [], 'GET /health, node http': [], 'inside, node http': [] }
-    const per = Math.ceil(N / ROUNDS)
-    for (let r = 0; r < ROUNDS; r++) {
-      for (let i = 0; i < per; i++) kinds['proxied, node http']?.push(await nodeGet(proxyUrl))
-      for (let i = 0; i < per; i++) kinds['proxied, fetch']?.push(await fetchGet(proxyUrl))
-      for (let i = 0; i < per; i++) kinds['GET /health, node http']?.push(await nodeGet(`${BASE}/health`))
-      kinds['inside, node http']?.push(...JSON.parse((await bash(c, insideScript(per, 100))).trim().split('\n')[0] ?? '[]') as number[])
-    }
-    const inside = median(kinds['inside, node http'] ?? [])
-    for (const [kind, xs] of Object.entries(kinds)) {
-      lines.push(`  ${kind}: median ${ms(median(xs))}, p90 ${ms(pct(xs, 0.9))} (${xs.length}); ÷ inside ${(median(xs) / inside).toFixed(2)}`)
-    }
-    // The server's CPU per proxied request (sequential node http GETs), then its profile over as many more.
-    const pid = server.child.pid ?? 0
-    const M = 1000
-    const window = async (url = proxyUrl): Promise<string> => {
-      const cpu0 = cpuMs(pid)
-      const t0 = now()
-      for (let i = 0; i < M; i++) await nodeGet(url)
-      const cpu1 = cpuMs(pid)
-      const user = (cpu1.user - cpu0.user) / M
-      const sys = (cpu1.sys - cpu0.sys) / M
-      return `${ms((now() - t0) / M)} each, server CPU ${(user + sys).toFixed(3)} ms per request (user ${user.toFixed(3)}, system ${sys.toFixed(3)})`
-    }
-    const threads0 = threadsMs(pid)
-    const inSandbox = await sandboxPids('bench-k')
-    const sandbox0 = inSandbox.map(p => cpuMs(p.pid))
-    lines.push(`  ${M} proxied GETs: ${await window()}`)
-    const threads1 = threadsMs(pid)
-    lines.push(`    in the sandbox (CPU ms per request): ${inSandbox.map((p, i) => { const a = sandbox0[i]; const b = cpuMs(p.pid); return `${p.name} ${((b.user + b.sys - (a?.user ?? 0) - (a?.sys ?? 0)) / M).toFixed(3)}` }).join(', ')}`)
-    lines.push(`    by thread (ms per request): ${[...threads1].map(([name, v]) => [name, (v - (threads0.get(name) ?? 0)) / M] as const).filter(([, v]) => v > 0).sort((a, b) => b[1] - a[1]).map(([name, v]) => `${name} ${v.toFixed(3)}`).join(', ')}`)
-    lines.push(`  ${M} GET /health: ${await window(`${BASE}/health`)}`)
-    if (process.env.BENCH_STRACE === '1') {
-      const { spawn } = await import('node:child_process')
-      const st = spawn('strace', ['-c', '-f', '-p', String(pid)], { stdio: ['ignore', 'ignore', 'pipe'] })
-      let text = ''
-      st.stderr.on('data', (d: Buffer) => { text += d.toString() })
-      await new Promise(resolve => setTimeout(resolve, 1000))
-      for (let i = 0; i < 500; i++) await nodeGet(proxyUrl)
-      st.kill('SIGINT')
-      await new Promise(resolve => st.once('exit', resolve))
-      lines.push('  syscalls over 500 proxied GETs:', text)
-    }
-    if (process.env.BENCH_PERF !== undefined) {
-      // perf's view of the server's main thread (kernel and native code too; with BENCH_NODE_ARGS=--perf-basic-prof, JS names).
-      const { spawn } = await import('node:child_process')
-      const perf = spawn('perf', ['record', '-F', '4999', '-g', '-o', process.env.BENCH_PERF, '-p', String(pid)], { stdio: 'ignore' })
-      await new Promise(resolve => setTimeout(resolve, 1000))
-      lines.push(`  ${M} proxied GETs under perf: ${await window()}`)
-      perf.kill('SIGINT')
-      await new Promise(resolve => perf.once('exit', resolve))
-    }
-    if (PROFILE) {
-      // BENCH_PROFILE_FILE keeps the profile (for Chrome DevTools or an inclusive-time walk).
-      const file = process.env.BENCH_PROFILE_FILE ?? join(dataDir, 'apps.cpuprofile')
-      await server.ask({ op: 'cpu-start' })
-      const w = await window()
-      await server.ask({ op: 'cpu-stop', file })
-      lines.push(`  ${M} more, profiled: ${w}`, ...summarizeProfile(JSON.parse(readFileSync(file, 'utf8')), 30))
-    }
-    await c.close()
-  } finally {
-    await server?.stop()
-    await cleanup()
-    rmSync(dataDir, { recursive: true, force: true })
+await profileSession(undefined, async (server, lines, dataDir) => {
+  const c = await client('bench-k')
+  await bash(c, startApp(3000))
+  const proxyUrl = `${BASE}/apps/bench-k/3000/small`
+  for (let i = 0; i < 50; i++) { await nodeGet(proxyUrl); await fetchGet(proxyUrl) }
+  const kinds: Record<string, number[]> = { 'proxied, node http': [], 'proxied, fetch': [], 'GET /health, node http': [], 'inside, node http': [] }
+  const per = Math.ceil(N / ROUNDS)
+  for (let r = 0; r < ROUNDS; r++) {
+    for (let i = 0; i < per; i++) kinds['proxied, node http']?.push(await nodeGet(proxyUrl))
+    for (let i = 0; i < per; i++) kinds['proxied, fetch']?.push(await fetchGet(proxyUrl))
+    for (let i = 0; i < per; i++) kinds['GET /health, node http']?.push(await nodeGet(`${BASE}/health`))
+    kinds['inside, node http']?.push(...JSON.parse((await bash(c, insideScript(per, 100))).trim().split('\n')[0] ?? '[]') as number[])
   }
-  console.log(lines.join('\n'))
-}
-
-main().catch(err => { console.error(err); process.exitCode = 1 })
+  const inside = median(kinds['inside, node http'] ?? [])
+  for (const [kind, xs] of Object.entries(kinds)) {
+    lines.push(`  ${kind}: median ${ms(median(xs))}, p90 ${ms(pct(xs, 0.9))} (${xs.length}); ÷ inside ${(median(xs) / inside).toFixed(2)}`)
+  }
+  // The server's CPU per proxied request (sequential node http GETs), then its profile over as many more.
+  const pid = server.child.pid ?? 0
+  const M = 1000
+  const window = async (url = proxyUrl): Promise<string> => {
+    const cpu0 = cpuMs(pid)
+    const t0 = now()
+    for (let i = 0; i < M; i++) await nodeGet(url)
+    const cpu1 = cpuMs(pid)
+    const user = (cpu1.user - cpu0.user) / M
+    const sys = (cpu1.sys - cpu0.sys) / M
+    return `${ms((now() - t0) / M)} each, server CPU ${(user + sys).toFixed(3)} ms per request (user ${user.toFixed(3)}, system ${sys.toFixed(3)})`
+  }
+  const threads0 = threadsMs(pid)
+  const inSandbox = await sandboxPids('bench-k')
+  const sandbox0 = inSandbox.map(p => cpuMs(p.pid))
+  lines.push(`  ${M} proxied GETs: ${await window()}`)
+  const threads1 = threadsMs(pid)
+  lines.push(`    in the sandbox (CPU ms per request): ${inSandbox.map((p, i) => { const a = sandbox0[i]; const b = cpuMs(p.pid); return `${p.name} ${((b.user + b.sys - (a?.user ?? 0) - (a?.sys ?? 0)) / M).toFixed(3)}` }).join(', ')}`)
+  lines.push(`    by thread (ms per request): ${[...threads1].map(([name, v]) => [name, (v - (threads0.get(name) ?? 0)) / M] as const).filter(([, v]) => v > 0).sort((a, b) => b[1] - a[1]).map(([name, v]) => `${name} ${v.toFixed(3)}`).join(', ')}`)
+  lines.push(`  ${M} GET /health: ${await window(`${BASE}/health`)}`)
+  if (process.env.BENCH_STRACE === '1') {
+    const { spawn } = await import('node:child_process')
+    const st = spawn('strace', ['-c', '-f', '-p', String(pid)], { stdio: ['ignore', 'ignore', 'pipe'] })
+    let text = ''
+    st.stderr.on('data', (d: Buffer) => { text += d.toString() })
+    await new Promise(resolve => setTimeout(resolve, 1000))
+    for (let i = 0; i < 500; i++) await nodeGet(proxyUrl)
+    st.kill('SIGINT')
+    await new Promise(resolve => st.once('exit', resolve))
+    lines.push('  syscalls over 500 proxied GETs:', text)
+  }
+  if (process.env.BENCH_PERF !== undefined) {
+    // perf's view of the server's main thread (kernel and native code too; with BENCH_NODE_ARGS=--perf-basic-prof, JS names).
+    const { spawn } = await import('node:child_process')
+    const perf = spawn('perf', ['record', '-F', '4999', '-g', '-o', process.env.BENCH_PERF, '-p', String(pid)], { stdio: 'ignore' })
+    await new Promise(resolve => setTimeout(resolve, 1000))
+    lines.push(`  ${M} proxied GETs under perf: ${await window()}`)
+    perf.kill('SIGINT')
+    await new Promise(resolve => perf.once('exit', resolve))
+  }
+  if (PROFILE) {
+    // BENCH_PROFILE_FILE keeps the profile (for Chrome DevTools or an inclusive-time walk).
+    const file = process.env.BENCH_PROFILE_FILE ?? join(dataDir, 'apps.cpuprofile')
+    await server.ask({ op: 'cpu-start' })
+    const w = await window()
+    await server.ask({ op: 'cpu-stop', file })
+    lines.push(`  ${M} more, profiled: ${w}`, ...summarizeProfile(JSON.parse(readFileSync(file, 'utf8')), 30))
+  }
+  await c.close()
+})

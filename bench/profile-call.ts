@@ -11,10 +11,10 @@
  *   BENCH_STRACE=1 also writes the server's system calls during three calls to $TMPDIR/cubicle-call.strace
  */
 import { spawn } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { readFileSync } from 'node:fs'
 import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { bash, chatContainer, cleanup, client, docker, machine, median, ms, now, rawExec, sleep, startServer, type Server } from './common.js'
+import { bash, chatContainer, client, docker, median, ms, now, profileSession, rawExec, sleep, type Server } from './common.js'
 import { summarizeProfile } from './cpu.js'
 
 const CALLS = Number(process.env.BENCH_CALLS ?? 60)
@@ -40,46 +40,33 @@ async function strace (server: Server, call: () => Promise<void>): Promise<strin
   return file
 }
 
-async function main (): Promise<void> {
-  const dataDir = mkdtempSync(join(tmpdir(), 'cubicle-bench-'))
-  const lines: string[] = [`machine: ${await machine()}`]
-  let server: Server | undefined
-  try {
-    server = await startServer(dataDir)
-    const pid = server.child.pid ?? 0
-    const c = await client('bench-call')
-    await bash(c, 'true')
-    const info = await chatContainer('bench-call')
-    if (info === undefined) throw new Error('the chat has no sandbox')
-    const container = docker.getContainer(info.Id)
-    for (let i = 0; i < 10; i++) await bash(c, 'echo hi')
-    const viaMcp: number[] = []
-    const viaRaw: number[] = []
-    for (let r = 0; r < CALLS / 10; r++) {
-      for (let i = 0; i < 10; i++) { const t0 = now(); await bash(c, 'echo hi'); viaMcp.push(now() - t0) }
-      for (let i = 0; i < 10; i++) { const t0 = now(); await rawExec(container, ['echo', 'hi']); viaRaw.push(now() - t0) }
-    }
-    lines.push(`bash_tool echo ${ms(median(viaMcp))} ÷ raw exec ${ms(median(viaRaw))} = ${(median(viaMcp) / median(viaRaw)).toFixed(3)} (medians of ${viaMcp.length})`)
-    await server.ask({ op: 'cpu-start' })
-    const cpu0 = cpuMs(pid)
-    const writes0 = writeCalls(pid)
-    const t0 = now()
-    for (let i = 0; i < PROFILED; i++) await bash(c, 'echo hi')
-    const wallMs = now() - t0
-    const cpu = cpuMs(pid) - cpu0
-    const writes = writeCalls(pid) - writes0
-    const file = join(dataDir, 'cpu.json')
-    await server.ask({ op: 'cpu-stop', file })
-    lines.push(`${PROFILED} calls alone, profiled: ${ms(wallMs / PROFILED)} each; server CPU ${ms(cpu / PROFILED)} per call (${(100 * cpu / wallMs / cpus().length).toFixed(0)} % of the machine), ${(writes / PROFILED).toFixed(1)} write system calls per call`)
-    lines.push(...summarizeProfile(JSON.parse(readFileSync(file, 'utf8')), 20))
-    if (process.env.BENCH_STRACE === '1') lines.push(`system calls of three calls: ${await strace(server, async () => { await bash(c, 'echo hi') })}`)
-    await c.close()
-  } finally {
-    await server?.stop()
-    await cleanup()
-    rmSync(dataDir, { recursive: true, force: true })
-    console.log(lines.join('\n'))
+await profileSession(undefined, async (server, lines, dataDir) => {
+  const pid = server.child.pid ?? 0
+  const c = await client('bench-call')
+  await bash(c, 'true')
+  const info = await chatContainer('bench-call')
+  if (info === undefined) throw new Error('the chat has no sandbox')
+  const container = docker.getContainer(info.Id)
+  for (let i = 0; i < 10; i++) await bash(c, 'echo hi')
+  const viaMcp: number[] = []
+  const viaRaw: number[] = []
+  for (let r = 0; r < CALLS / 10; r++) {
+    for (let i = 0; i < 10; i++) { const t0 = now(); await bash(c, 'echo hi'); viaMcp.push(now() - t0) }
+    for (let i = 0; i < 10; i++) { const t0 = now(); await rawExec(container, ['echo', 'hi']); viaRaw.push(now() - t0) }
   }
-}
-
-await main()
+  lines.push(`bash_tool echo ${ms(median(viaMcp))} ÷ raw exec ${ms(median(viaRaw))} = ${(median(viaMcp) / median(viaRaw)).toFixed(3)} (medians of ${viaMcp.length})`)
+  await server.ask({ op: 'cpu-start' })
+  const cpu0 = cpuMs(pid)
+  const writes0 = writeCalls(pid)
+  const t0 = now()
+  for (let i = 0; i < PROFILED; i++) await bash(c, 'echo hi')
+  const wallMs = now() - t0
+  const cpu = cpuMs(pid) - cpu0
+  const writes = writeCalls(pid) - writes0
+  const file = join(dataDir, 'cpu.json')
+  await server.ask({ op: 'cpu-stop', file })
+  lines.push(`${PROFILED} calls alone, profiled: ${ms(wallMs / PROFILED)} each; server CPU ${ms(cpu / PROFILED)} per call (${(100 * cpu / wallMs / cpus().length).toFixed(0)} % of the machine), ${(writes / PROFILED).toFixed(1)} write system calls per call`)
+  lines.push(...summarizeProfile(JSON.parse(readFileSync(file, 'utf8')), 20))
+  if (process.env.BENCH_STRACE === '1') lines.push(`system calls of three calls: ${await strace(server, async () => { await bash(c, 'echo hi') })}`)
+  await c.close()
+})

@@ -9,10 +9,7 @@
  *   BENCH_CALLS=8 (default 6) chats; BENCH_AGENT=false for the docker exec path; BENCH_ABLATE=1 adds what
  *   the engine's create and start pay for each part of the sandbox's configuration (bench/ablate.ts).
  */
-import { mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
-import { BASE, bash, cleanup, client, docker, machine, median, ms, now, PREFIX, rawContainer, rawExec, sleep, startServer, wall, type Server } from './common.js'
+import { BASE, bash, client, docker, median, ms, now, PREFIX, profileSession, rawContainer, rawExec, sleep, wall } from './common.js'
 import { firstCallTimeline, type FirstCall } from './timeline.js'
 import { ablateStart, cloneOf } from './ablate.js'
 import type { TraceEvent } from './probe-types.js'
@@ -30,79 +27,66 @@ async function poolFull (): Promise<void> {
   await sleep(1000)
 }
 
-async function main (): Promise<void> {
-  const dataDir = mkdtempSync(join(tmpdir(), 'cubicle-bench-'))
-  const lines: string[] = [`machine: ${await machine()}`]
-  let server: Server | undefined
-  try {
-    server = await startServer(dataDir, POOL)
-    // One chat first, so that boot work (network, image check) is not in the measured calls.
-    const warm = await client('bench-p-warm')
-    await bash(warm, 'true')
-    await warm.close()
-    const calls: FirstCall[] = []
-    const raw: Array<Record<string, number>> = []
-    const rawTotal: number[] = []
-    const clone: Array<Record<string, number>> = []
-    await server.ask({ op: 'trace-start' })
-    for (let i = 0; i < CALLS; i++) {
-      if (POOL > 0) await poolFull()
-      const chatId = `bench-p-${i}`
-      const c = await client(chatId)
-      const sent = wall()
-      await bash(c, 'echo first')
-      calls.push({ chatId, container: '', sent, answered: wall() })
-      await c.close()
-      // The baseline in alternation: create + start + exec (pool empty), or the start alone (pool hit).
-      const steps: Record<string, number> = {}
-      let t = now()
-      const box = await rawContainer()
-      steps['container create'] = now() - t
-      t = now()
-      await box.start()
-      steps['container start'] = now() - t
-      if (POOL === 0) await rawExec(box, ['echo', 'first'], steps)
-      rawTotal.push(Object.values(steps).reduce((a, b) => a + b, 0) - (POOL > 0 ? steps['container create'] ?? 0 : 0))
-      raw.push(steps)
-      await box.remove({ force: true })
-      // The same configuration as the server's container, created and started by hand (pool empty:
-      // a claimed container's bind sources moved with the claim).
-      if (POOL > 0) continue
-      const same: Record<string, number> = {}
-      t = now()
-      const twin = await docker.createContainer(await cloneOf(sandboxNames(PREFIX, chatId).container, i))
-      same['container create'] = now() - t
-      t = now()
-      await twin.start()
-      same['container start'] = now() - t
-      if (POOL === 0) await rawExec(twin, ['echo', 'first'], same)
-      clone.push(same)
-      await twin.remove({ force: true })
-    }
-    const { events } = await server.ask<{ events: TraceEvent[] }>({ op: 'trace-stop' })
-    for (const c of calls) c.container = sandboxNames(PREFIX, c.chatId).container
-    const first = calls.map(c => c.answered - c.sent)
-    const base = median(rawTotal)
-    lines.push(POOL === 0
-      ? `(b) first bash_tool, pool empty ${ms(median(first))} ÷ raw create+start+exec ${ms(base)} = ${(median(first) / base).toFixed(2)} (goal ≤ 1.2; ${CALLS} calls, one at a time)`
-      : `(i) first bash_tool, pool hit ${ms(median(first))} ÷ docker start ${ms(base)} = ${(median(first) / base).toFixed(2)} (goal ≤ 0.3; ${CALLS} calls, pool full before each)`)
-    lines.push('  the server\'s first call, step by step (offset from the call, duration):', ...await firstCallTimeline(calls, events))
-    const stepsOf = (rows: Array<Record<string, number>>): string => Object.keys(rows[0] ?? {}).map(k => `${k} ${ms(median(rows.map(r => r[k] ?? 0)))}`).join(', ')
-    const sum = (rows: Array<Record<string, number>>): number => median(rows.map(r => Object.entries(r).reduce((a, [k, v]) => a + (POOL > 0 && k === 'container create' ? 0 : v), 0)))
-    lines.push(`  the raw baseline (plain container), step by step: ${stepsOf(raw)}`)
-    if (POOL === 0) {
-      lines.push(`  the server's container configuration created by hand (same image, env, limits, network, mounts, fresh volume): ${stepsOf(clone)}; ` +
-      `in all ${ms(sum(clone))} (first call ÷ this = ${(median(first) / sum(clone)).toFixed(2)})`)
-    }
-    if (POOL === 0 && process.env.BENCH_ABLATE === '1') {
-      lines.push('  the engine\'s create and start by part of the configuration (medians, in alternation):', ...await ablateStart(sandboxNames(PREFIX, calls[0]?.chatId ?? '').container, CALLS))
-    }
-  } finally {
-    await server?.stop()
-    await cleanup()
-    rmSync(dataDir, { recursive: true, force: true })
-    console.log(lines.join('\n'))
+await profileSession(POOL, async (server, lines) => {
+  // One chat first, so that boot work (network, image check) is not in the measured calls.
+  const warm = await client('bench-p-warm')
+  await bash(warm, 'true')
+  await warm.close()
+  const calls: FirstCall[] = []
+  const raw: Array<Record<string, number>> = []
+  const rawTotal: number[] = []
+  const clone: Array<Record<string, number>> = []
+  await server.ask({ op: 'trace-start' })
+  for (let i = 0; i < CALLS; i++) {
+    if (POOL > 0) await poolFull()
+    const chatId = `bench-p-${i}`
+    const c = await client(chatId)
+    const sent = wall()
+    await bash(c, 'echo first')
+    calls.push({ chatId, container: '', sent, answered: wall() })
+    await c.close()
+    // The baseline in alternation: create + start + exec (pool empty), or the start alone (pool hit).
+    const steps: Record<string, number> = {}
+    let t = now()
+    const box = await rawContainer()
+    steps['container create'] = now() - t
+    t = now()
+    await box.start()
+    steps['container start'] = now() - t
+    if (POOL === 0) await rawExec(box, ['echo', 'first'], steps)
+    rawTotal.push(Object.values(steps).reduce((a, b) => a + b, 0) - (POOL > 0 ? steps['container create'] ?? 0 : 0))
+    raw.push(steps)
+    await box.remove({ force: true })
+    // The same configuration as the server's container, created and started by hand (pool empty:
+    // a claimed container's bind sources moved with the claim).
+    if (POOL > 0) continue
+    const same: Record<string, number> = {}
+    t = now()
+    const twin = await docker.createContainer(await cloneOf(sandboxNames(PREFIX, chatId).container, i))
+    same['container create'] = now() - t
+    t = now()
+    await twin.start()
+    same['container start'] = now() - t
+    if (POOL === 0) await rawExec(twin, ['echo', 'first'], same)
+    clone.push(same)
+    await twin.remove({ force: true })
   }
-}
-
-await main()
+  const { events } = await server.ask<{ events: TraceEvent[] }>({ op: 'trace-stop' })
+  for (const c of calls) c.container = sandboxNames(PREFIX, c.chatId).container
+  const first = calls.map(c => c.answered - c.sent)
+  const base = median(rawTotal)
+  lines.push(POOL === 0
+    ? `(b) first bash_tool, pool empty ${ms(median(first))} ÷ raw create+start+exec ${ms(base)} = ${(median(first) / base).toFixed(2)} (goal ≤ 1.2; ${CALLS} calls, one at a time)`
+    : `(i) first bash_tool, pool hit ${ms(median(first))} ÷ docker start ${ms(base)} = ${(median(first) / base).toFixed(2)} (goal ≤ 0.3; ${CALLS} calls, pool full before each)`)
+  lines.push('  the server\'s first call, step by step (offset from the call, duration):', ...await firstCallTimeline(calls, events))
+  const stepsOf = (rows: Array<Record<string, number>>): string => Object.keys(rows[0] ?? {}).map(k => `${k} ${ms(median(rows.map(r => r[k] ?? 0)))}`).join(', ')
+  const sum = (rows: Array<Record<string, number>>): number => median(rows.map(r => Object.entries(r).reduce((a, [k, v]) => a + (POOL > 0 && k === 'container create' ? 0 : v), 0)))
+  lines.push(`  the raw baseline (plain container), step by step: ${stepsOf(raw)}`)
+  if (POOL === 0) {
+    lines.push(`  the server's container configuration created by hand (same image, env, limits, network, mounts, fresh volume): ${stepsOf(clone)}; ` +
+    `in all ${ms(sum(clone))} (first call ÷ this = ${(median(first) / sum(clone)).toFixed(2)})`)
+  }
+  if (POOL === 0 && process.env.BENCH_ABLATE === '1') {
+    lines.push('  the engine\'s create and start by part of the configuration (medians, in alternation):', ...await ablateStart(sandboxNames(PREFIX, calls[0]?.chatId ?? '').container, CALLS))
+  }
+})
