@@ -62,7 +62,7 @@ export function changedOutputs (before: OutputsSnapshot, after: OutputsSnapshot)
  * What a call knows before its command: the outputs walked, or the change clock's reading with the chat's
  * last walk. undefined: the directory is missing or too large (no links, as for a walk that found so).
  */
-export type OutputsBaseline = { walked: OutputsSnapshot } | { since: number, known: OutputsSnapshot } | undefined
+export type OutputsBaseline = { walked: OutputsSnapshot } | { since: number, known: OutputsSnapshot, wall: number, mono: number } | undefined
 
 /** How much of the chats' last walks is kept (the rest walk before their command, as without a clock). */
 export interface TrackerLimits {
@@ -84,8 +84,23 @@ export interface OutputsTracker {
 
 interface Known { files: OutputsSnapshot, seq: number }
 
+/** The clocks the tracker compares (tests step them). */
+export interface TrackerClocks { wall: () => number, mono: () => number }
+
+const SYSTEM_CLOCKS: TrackerClocks = { wall: Date.now, mono: () => performance.now() }
+
+/**
+ * Whether the host's clock was stepped back since `b` was read: the wall clock advanced less than the monotonic
+ * one, beyond what slewing does (1 ms + 1,000 ppm). A change stamped after such a step may look older than the
+ * change clock's reading.
+ */
+function steppedBack (b: { wall: number, mono: number }, clocks: TrackerClocks): boolean {
+  const mono = clocks.mono() - b.mono
+  return clocks.wall() - b.wall < mono - 1 - mono / 1000
+}
+
 /** One per bash_tool: each chat's last complete walk, bounded by `limits`. */
-export function createOutputsTracker (limits: TrackerLimits = TRACKER_LIMITS, maxEntries = SNAPSHOT_MAX_ENTRIES): OutputsTracker {
+export function createOutputsTracker (limits: TrackerLimits = TRACKER_LIMITS, maxEntries = SNAPSHOT_MAX_ENTRIES, clocks: TrackerClocks = SYSTEM_CLOCKS): OutputsTracker {
   const known = new Map<string, Known>()
   // Walks are numbered as they start: a walk that started later saw a later state, whichever ends first.
   let seq = 0
@@ -113,7 +128,7 @@ export function createOutputsTracker (limits: TrackerLimits = TRACKER_LIMITS, ma
         if (since !== undefined) {
           // Used last: dropped last (unless a walk that ended meanwhile replaced it).
           if (known.get(chatId) === last) { known.delete(chatId); known.set(chatId, last) }
-          return { since, known: last.files }
+          return { since, known: last.files, wall: clocks.wall(), mono: clocks.mono() }
         }
       }
       const at = ++seq
@@ -128,6 +143,9 @@ export function createOutputsTracker (limits: TrackerLimits = TRACKER_LIMITS, ma
       remember(chatId, at, now?.files)
       if (now === undefined) return []
       if ('walked' in baseline) return changedOutputs(baseline.walked, now.files)
+      // The clock went back during the command: its changes may look older than the reading, so every file that
+      // differs from the last walk is listed (more than the command's, never fewer).
+      if (steppedBack(baseline, clocks)) return changedOutputs(baseline.known, now.files)
       const changed: string[] = []
       for (const [rel, sig] of now.files) {
         if ((now.changed.get(rel) ?? Number.POSITIVE_INFINITY) >= baseline.since && baseline.known.get(rel) !== sig) changed.push(rel)

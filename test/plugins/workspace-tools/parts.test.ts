@@ -388,6 +388,25 @@ t.test('outputs-snapshot', async t => {
     t.same((await call('c', async () => {})).files, [])
   })
 
+  t.test('a clock stepped back during the command: every file that differs from the last walk is listed', async t => {
+    const { dir, storage, access } = await chatOutputs(t)
+    const out = await dir('c')
+    if (await storage.changeClock('c', 'outputs') === undefined) return
+    let step = 0
+    const tracker = createOutputsTracker(undefined, undefined, { wall: () => Date.now() + step, mono: () => performance.now() })
+    await tracker.after('c', await tracker.before('c', access('c')), access('c'))
+    await writeFile(join(out, 'between.txt'), 'z')
+    await pause()
+    const steady = await tracker.before('c', access('c'))
+    t.same(await tracker.after('c', steady, access('c')), [], 'a steady clock: the file written between calls is not the command\'s')
+    await writeFile(join(out, 'between-2.txt'), 'z')
+    await pause()
+    const stepped = await tracker.before('c', access('c'))
+    step = -5000
+    t.same(await tracker.after('c', stepped, access('c')), ['between-2.txt'], 'stepped back 5 s: it is listed rather than risk hiding the command\'s own')
+    t.same(await tracker.after('c', await tracker.before('c', access('c')), access('c')), [], 'steady again (5 s behind): nothing new')
+  })
+
   t.test('what is kept is bounded: a chat with too many files, or the least recently used, walks again', async t => {
     const { dir, call, storage } = await chatOutputs(t, { chats: 2, files: 3, chars: 64 })
     const a = await dir('a')
