@@ -46,11 +46,13 @@ async function applyFamily (cmd: string, net: BridgeNetwork, port: number | null
   const chain = chainName(net.bridge)
   await run(cmd, ['-N', chain]).catch(() => {}) // exists
   await run(cmd, ['-F', chain])
-  if (port !== null) {
-    await run(cmd, ['-A', chain, '-p', 'tcp', '-d', net.gateway, '--dport', String(port), '-j', 'ACCEPT'])
-    await run(cmd, ['-A', chain, ...REPLIES, '-j', 'ACCEPT'])
-  }
+  // The reject first, the accepts inserted before it: a step that fails (the xtables lock busy past -w, a
+  // match this host lacks) leaves a chain that rejects, never one a refresh emptied of its reject.
   await run(cmd, ['-A', chain, '-j', 'REJECT'])
+  if (port !== null) {
+    await run(cmd, ['-I', chain, '1', '-p', 'tcp', '-d', net.gateway, '--dport', String(port), '-j', 'ACCEPT'])
+    await run(cmd, ['-I', chain, '2', ...REPLIES, '-j', 'ACCEPT'])
+  }
   const jump = ['INPUT', '-i', net.bridge, '-j', chain]
   await run(cmd, ['-C', ...jump]).catch(async () => { await run(cmd, ['-I', ...jump]) })
 }

@@ -16,21 +16,38 @@ import { OPTS } from '../egress/harness.js'
 
 const NET = { gateway: '172.30.0.1', bridge: 'br-0123456789ab' }
 
-/** A PATH whose iptables/ip6tables append their argv to a file and exit with the given codes. */
-function fakeTables (t: Test, codes: { iptables: number, ip6tables: number }): () => string[] {
+/**
+ * A PATH whose iptables/ip6tables append their argv to a file and exit with the given codes; a call whose
+ * arguments contain `failOn` fails (exit 1) without being recorded.
+ */
+function fakeTables (t: Test, codes: { iptables: number, ip6tables: number }, failOn?: string): () => string[] {
   const dir = mkdtempSync(join(tmpdir(), 'cubicle-fw-'))
   const record = join(dir, 'calls')
   writeFileSync(record, '')
   for (const [cmd, code] of Object.entries(codes)) {
     const script = join(dir, cmd)
     // -C (does the jump exist?) answers no, so the jump is inserted as on a fresh host.
-    writeFileSync(script, `#!/bin/sh\necho "${cmd} $*" >> "${record}"\ncase " $* " in *" -C "*) exit 1;; esac\n${code === 0 ? '' : 'echo "iptables v1.8.9: Permission denied (you must be root)" >&2\n'}exit ${code}\n`)
+    const fail = failOn === undefined ? '' : `case " $* " in *"${failOn}"*) echo "${cmd}: No chain/target/match by that name." >&2; exit 1;; esac\n`
+    writeFileSync(script, `#!/bin/sh\n${fail}echo "${cmd} $*" >> "${record}"\ncase " $* " in *" -C "*) exit 1;; esac\n${code === 0 ? '' : 'echo "iptables v1.8.9: Permission denied (you must be root)" >&2\n'}exit ${code}\n`)
     chmodSync(script, 0o755)
   }
   const path = process.env.PATH
   process.env.PATH = `${dir}:${path ?? ''}`
   t.teardown(() => { process.env.PATH = path; rmSync(dir, { recursive: true, force: true }) })
   return () => readFileSync(record, 'utf8').trim().split('\n').filter(l => l !== '')
+}
+
+/** The rules of `chain` the recorded calls of `cmd` leave (-F, -A, -I with a position), in order. */
+function chainRules (calls: string[], cmd: string, chain: string): string[] {
+  let rules: string[] = []
+  for (const call of calls) {
+    const args = call.split(' ').slice(3) // "<cmd> -w 5"
+    if (!call.startsWith(`${cmd} `) || args[1] !== chain) continue
+    if (args[0] === '-F') rules = []
+    if (args[0] === '-A') rules.push(args.slice(2).join(' '))
+    if (args[0] === '-I') rules.splice(Number(args[2]) - 1, 0, args.slice(3).join(' '))
+  }
+  return rules
 }
 
 function recordingLog (): { log: FastifyBaseLogger, lines: Array<{ level: string, obj: unknown, msg: string }> } {
@@ -46,17 +63,26 @@ t.test('the sandbox bridge may open connections to the host only on the proxy po
   const chain = chainName(NET.bridge)
   t.match(chain, /^CU-EG-[0-9a-f]{12}$/)
   const v4 = calls().filter(c => c.startsWith('iptables '))
-  t.ok(v4.includes(`iptables -w 5 -A ${chain} -p tcp -d 172.30.0.1 --dport 3128 -j ACCEPT`), 'the proxy port on the gateway is accepted')
-  const accept = v4.findIndex(c => c.includes(' -j ACCEPT'))
-  const reject = v4.findIndex(c => c === `iptables -w 5 -A ${chain} -j REJECT`)
-  t.ok(accept >= 0 && reject > accept, 'everything else is rejected, after the one accept')
-  t.ok(v4.some(c => c.startsWith(`iptables -w 5 -F ${chain}`)), 'the chain is flushed first, so stale rules go')
+  t.same(chainRules(v4, 'iptables', chain), [
+    '-p tcp -d 172.30.0.1 --dport 3128 -j ACCEPT',
+    '-m conntrack --ctstate ESTABLISHED --ctdir REPLY -j ACCEPT',
+    '-j REJECT'
+  ], 'the proxy port on the gateway, then replies on connections the host opened (the direct route to an app) are accepted; everything else is rejected')
+  t.ok(v4[1]?.startsWith(`iptables -w 5 -F ${chain}`), 'the chain is flushed first, so stale rules go')
   t.ok(v4.some(c => c === `iptables -w 5 -I INPUT -i ${NET.bridge} -j ${chain}`), 'traffic from the bridge to the host goes through the chain')
-  const replies = v4.indexOf(`iptables -w 5 -A ${chain} -m conntrack --ctstate ESTABLISHED --ctdir REPLY -j ACCEPT`)
-  t.ok(replies > accept && replies < reject, 'replies on connections the host opened (the direct route to an app) pass, before the reject')
-  t.equal(v4.filter(c => c.includes(' -j ACCEPT')).length, 2, 'no other accept')
   const v6 = calls().filter(c => c.startsWith('ip6tables '))
   t.ok(v6.some(c => c === `ip6tables -w 5 -A ${chain} -j REJECT`) && !v6.some(c => c.includes('ACCEPT')), 'IPv6: everything rejected')
+})
+
+t.test('a rule that cannot be installed on a refresh leaves the chain rejecting, never emptied of its reject', async t => {
+  const chain = chainName(NET.bridge)
+  for (const failOn of ['conntrack', '--dport']) {
+    const calls = fakeTables(t, { iptables: 0, ip6tables: 0 }, failOn)
+    await t.rejects(applyFirewall(NET, 3128), { message: /No chain\/target\/match/ }, `${failOn}: the engine says why`)
+    const rules = chainRules(calls(), 'iptables', chain)
+    t.equal(rules.at(-1), '-j REJECT', `${failOn}: the flushed chain ends with the reject`)
+    t.notOk(rules.some(r => r.includes(failOn)), `${failOn}: the refused rule is absent`)
+  }
 })
 
 t.test('rules that cannot be installed: the engine rejects with iptables\' reason; ip6tables alone refused is a warning', async t => {
