@@ -42,7 +42,9 @@ export function chainName (bridge: string): string {
 /** Packets answering a connection the host opened into the network (never one a sandbox opens). */
 export const REPLIES = ['-m', 'conntrack', '--ctstate', 'ESTABLISHED', '--ctdir', 'REPLY']
 
-async function applyFamily (cmd: string, net: BridgeNetwork, port: number | null): Promise<void> {
+/** Installs one family's chain; the warnings: what is closed though it should not be (the reply rule refused). */
+async function applyFamily (cmd: string, net: BridgeNetwork, port: number | null): Promise<string[]> {
+  const warnings: string[] = []
   const chain = chainName(net.bridge)
   await run(cmd, ['-N', chain]).catch(() => {}) // exists
   await run(cmd, ['-F', chain])
@@ -51,24 +53,29 @@ async function applyFamily (cmd: string, net: BridgeNetwork, port: number | null
   await run(cmd, ['-A', chain, '-j', 'REJECT'])
   if (port !== null) {
     await run(cmd, ['-I', chain, '1', '-p', 'tcp', '-d', net.gateway, '--dport', String(port), '-j', 'ACCEPT'])
-    await run(cmd, ['-I', chain, '2', ...REPLIES, '-j', 'ACCEPT'])
+    // Without it the replies are rejected: the direct route finds the addresses unreachable and apps take the relay.
+    await run(cmd, ['-I', chain, '2', ...REPLIES, '-j', 'ACCEPT']).catch((err: Error) => {
+      warnings.push(`reply rule not installed on ${net.bridge} (apps take the relay, not the direct route): ${err.message}`)
+    })
   }
   const jump = ['INPUT', '-i', net.bridge, '-j', chain]
   await run(cmd, ['-C', ...jump]).catch(async () => { await run(cmd, ['-I', ...jump]) })
+  return warnings
 }
 
 /**
  * Installs (or refreshes) the rules for the network. Rejects when iptables cannot be used here (the IPv4
- * rules are the ones that matter); an ip6tables failure is answered as a warning.
+ * rules are the ones that matter); an ip6tables failure, or a reply rule the host refused (no conntrack
+ * match), is answered as a warning.
  */
 export async function applyFirewall (net: BridgeNetwork, port: number): Promise<{ warnings: string[] }> {
-  await applyFamily('iptables', net, port)
+  const warnings = await applyFamily('iptables', net, port)
   // No IPv6 on the sandbox network (containers also get disable_ipv6); close the link-local path anyway.
   try {
     await applyFamily('ip6tables', net, null)
-    return { warnings: [] }
+    return { warnings }
   } catch (err) {
-    return { warnings: [`ip6tables rules not installed on ${net.bridge}: ${(err as Error).message}`] }
+    return { warnings: [...warnings, `ip6tables rules not installed on ${net.bridge}: ${(err as Error).message}`] }
   }
 }
 

@@ -76,13 +76,16 @@ t.test('the sandbox bridge may open connections to the host only on the proxy po
 
 t.test('a rule that cannot be installed on a refresh leaves the chain rejecting, never emptied of its reject', async t => {
   const chain = chainName(NET.bridge)
-  for (const failOn of ['conntrack', '--dport']) {
-    const calls = fakeTables(t, { iptables: 0, ip6tables: 0 }, failOn)
-    await t.rejects(applyFirewall(NET, 3128), { message: /No chain\/target\/match/ }, `${failOn}: the engine says why`)
-    const rules = chainRules(calls(), 'iptables', chain)
-    t.equal(rules.at(-1), '-j REJECT', `${failOn}: the flushed chain ends with the reject`)
-    t.notOk(rules.some(r => r.includes(failOn)), `${failOn}: the refused rule is absent`)
-  }
+  const proxyRefused = fakeTables(t, { iptables: 0, ip6tables: 0 }, '--dport')
+  await t.rejects(applyFirewall(NET, 3128), { message: /No chain\/target\/match/ }, 'the proxy rule refused: the engine says why')
+  t.same(chainRules(proxyRefused(), 'iptables', chain), ['-j REJECT'], 'the flushed chain still rejects')
+  // The reply rule only serves the direct route to apps (which then takes the relay): a warning, the rest installed.
+  const repliesRefused = fakeTables(t, { iptables: 0, ip6tables: 0 }, 'conntrack')
+  const { warnings } = await applyFirewall(NET, 3128)
+  t.match(warnings, [new RegExp(`reply rule not installed on ${NET.bridge} \\(apps take the relay.*No chain/target/match`)], 'the reply rule refused: a warning')
+  t.same(chainRules(repliesRefused(), 'iptables', chain), ['-p tcp -d 172.30.0.1 --dport 3128 -j ACCEPT', '-j REJECT'], 'the proxy port, the reject')
+  t.ok(repliesRefused().some(c => c === `iptables -w 5 -I INPUT -i ${NET.bridge} -j ${chain}`), 'the jump installed')
+  t.same(chainRules(repliesRefused(), 'ip6tables', chain), ['-j REJECT'], 'IPv6 closed too')
 })
 
 t.test('rules that cannot be installed: the engine rejects with iptables\' reason; ip6tables alone refused is a warning', async t => {
