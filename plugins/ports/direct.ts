@@ -16,9 +16,10 @@ import type { AppAddress, SandboxService } from '../sandbox/types.js'
  *
  * A refused connection (the app listens on loopback only, or moved there) takes the relay for that request;
  * so do an engine that cannot answer now or answers later than answerTimeoutMs (busy with starts), and an
- * address the server cannot reach after all (the engine's answer is then not asked again for a while; after a
- * few such failures in a row, whatever the chat, the route is off for everyone for a longer while: a firewall
- * that drops the sandbox's replies would otherwise cost every new connection the connect timeout).
+ * address the server cannot reach after all (the engine's answer is then not asked again for a while; once the
+ * addresses of three different chats failed so in a row, the route is off for everyone for a longer while: a
+ * firewall that drops the sandboxes' replies would otherwise cost every new connection the connect timeout,
+ * while one chat's app, however it fails, never turns off the route of another).
  */
 
 export interface DirectOptions {
@@ -28,10 +29,12 @@ export interface DirectOptions {
   answerTimeoutMs: number
   /** How long an unreachable or absent address is not asked again. */
   retryMs: number
-  /** How long the route is off for every chat after UNREACHABLE_IN_A_ROW unreachable addresses. */
+  /** How long the route is off for every chat after unreachable addresses of UNREACHABLE_CHATS chats in a row. */
   offMs: number
   log: FastifyBaseLogger
   now?: () => number
+  /** Connects (tests replace it to simulate an unreachable network); the socket or the failure's code. */
+  dial?: (host: string, port: number, timeoutMs: number) => Promise<Socket | string>
 }
 
 export interface DirectRoute {
@@ -45,7 +48,12 @@ export interface DirectRoute {
 interface Known { address: AppAddress | null, at: number }
 
 const MAX_CHATS = 10_000
-const UNREACHABLE_IN_A_ROW = 3
+/**
+ * Chats whose addresses must all have been unreachable, with no direct connection made in between, before the
+ * route goes off for everyone: one chat's app with a full listen queue (connects time out) turns off only its
+ * own address for a while, never the route of other chats.
+ */
+const UNREACHABLE_CHATS = 3
 /** Failures to connect that say the address cannot be reached from here (rather than that nothing listens). */
 const UNREACHABLE = new Set(['EHOSTUNREACH', 'ENETUNREACH', 'ETIMEDOUT', 'EADDRNOTAVAIL'])
 
@@ -58,7 +66,7 @@ const ignore = (): void => {}
  * keeps a listener that ignores its errors: the sandbox may reset it while the engine is asked (an 'error' nobody
  * listens to would end the process); its users add their own and see the socket destroyed.
  */
-async function dial (host: string, port: number, timeoutMs: number): Promise<Socket | string> {
+export async function dial (host: string, port: number, timeoutMs: number): Promise<Socket | string> {
   return await new Promise(resolve => {
     const socket = netConnect({ host, port, noDelay: true })
     const failed = (err: Error & { code?: string }): void => {
@@ -80,8 +88,9 @@ async function dial (host: string, port: number, timeoutMs: number): Promise<Soc
 export function createDirectRoute (sandbox: Pick<SandboxService, 'appAddress'>, o: DirectOptions): DirectRoute {
   const now = o.now ?? (() => performance.now())
   const known = new Map<string, Known>()
-  /** unreachable addresses since the last direct connection made; the route is off until `offUntil` */
-  let unreachable = 0
+  /** chats with an unreachable address since the last direct connection made; the route is off until `offUntil` */
+  const unreachable = new Set<string>()
+  const connectTo = o.dial ?? dial
   let offUntil = -Infinity
   /** the engine's answer being read, per chat, with the step at which it was asked */
   const reading = new Map<string, { asked: number, answer: Promise<AppAddress | null> }>()
@@ -152,19 +161,20 @@ export function createDirectRoute (sandbox: Pick<SandboxService, 'appAddress'>, 
     }
     const target = before.address
     if (target === null) return undefined
-    const socket = await dial(target.address, port, o.connectTimeoutMs)
+    const socket = await connectTo(target.address, port, o.connectTimeoutMs)
     if (typeof socket === 'string') {
       if (UNREACHABLE.has(socket)) {
         remember(chatId, null)
-        if (++unreachable >= UNREACHABLE_IN_A_ROW) {
-          unreachable = 0
+        unreachable.add(chatId)
+        if (unreachable.size >= UNREACHABLE_CHATS) {
+          unreachable.clear()
           offUntil = now() + o.offMs
           o.log.warn({ code: socket, offS: Math.round(o.offMs / 1000) }, 'sandbox addresses are not reachable from the server (a firewall dropping their replies? docs/network.md): apps take the relay for a while')
         }
       }
       return undefined
     }
-    unreachable = 0
+    unreachable.clear()
     // The proof: the engine still says this very holding of the address, read after the connection was made.
     const connected = ++step
     let after: AppAddress | null | 'late'

@@ -7,6 +7,7 @@ import type { Test } from 'tap'
 import { createServer, get, type Server } from 'node:http'
 import { connect, createServer as createNetServer, type AddressInfo } from 'node:net'
 import pino from 'pino'
+import { createDirectRoute, dial } from '../../../plugins/ports/direct.js'
 import { createPortsService } from '../../../plugins/ports/service.js'
 import type { AppAddress, SandboxService } from '../../../plugins/sandbox/types.js'
 import type { LinkService } from '../../../plugins/capabilities/types.js'
@@ -157,4 +158,33 @@ t.test('an app not listening on the address, no address or an engine failure: th
 
   h.set(Object.assign(new Error('not running'), { code: 'SANDBOX_NOT_RUNNING' }))
   await t.rejects(h.runtime.socket('chat-s', free.port), { code: 'PORTS_SANDBOX_NOT_RUNNING' }, 'a sandbox that is not running is reported as the relay would')
+})
+
+t.test('one chat\'s unreachable address never turns the route off for another; three chats\' in a row do', async t => {
+  const target = await app(t, 'sandbox', '127.0.0.2')
+  const answers: Record<string, AppAddress> = {}
+  const sandbox = { appAddress: async (chat: string) => answers[chat] ?? null } as unknown as SandboxService
+  const warnings: string[] = []
+  const log = pino({ level: 'warn' }, { write: (line: string) => { warnings.push(line) } })
+  // Connects to 127.0.0.3 time out (an app whose listen queue is full, or a firewall dropping replies).
+  const route = createDirectRoute(sandbox, {
+    connectTimeoutMs: 200,
+    answerTimeoutMs: 1000,
+    retryMs: 0,
+    offMs: 60_000,
+    log,
+    dial: async (host, port, ms) => host === '127.0.0.3' ? 'ETIMEDOUT' : await dial(host, port, ms)
+  })
+  answers['chat-ok'] = { address: '127.0.0.2', generation: 'ok/1' }
+  answers['chat-full'] = { address: '127.0.0.3', generation: 'full/1' }
+  for (let i = 0; i < 5; i++) t.equal(await route.open('chat-full', target.port), undefined, `chat-full's connect ${i + 1} timed out: the relay`)
+  const ok = await route.open('chat-ok', target.port)
+  t.ok(ok !== undefined, 'another chat still takes the direct route')
+  ok?.destroy()
+  for (const chat of ['chat-x', 'chat-y', 'chat-z']) {
+    answers[chat] = { address: '127.0.0.3', generation: `${chat}/1` }
+    t.equal(await route.open(chat, target.port), undefined)
+  }
+  t.equal(await route.open('chat-ok', target.port), undefined, 'three chats\' addresses unreachable in a row: the route is off for everyone')
+  t.equal(warnings.length, 1, 'said once, as a warning')
 })
