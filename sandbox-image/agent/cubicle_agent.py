@@ -22,9 +22,10 @@
 # holds no privilege: everything it does, `assistant` could do with a shell. The server treats what
 # it says as untrusted.
 #
-# The socket's handshake is in cubicle_socket.py (imported only with --connect), file operations in
-# cubicle_files.py and TCP connections in cubicle_connect.py (imported at their first request: the
-# start, on a new chat's first call, imports only what the first command needs).
+# The socket's handshake is in cubicle_socket.py (imported only with --connect), the egress relay in
+# cubicle_egress.py (only with CUBICLE_EGRESS_PORT), file operations in cubicle_files.py and TCP
+# connections in cubicle_connect.py (imported at their first request: the start, on a new chat's first
+# call, imports only what the first command needs).
 import asyncio
 import json
 import os
@@ -344,15 +345,30 @@ async def main():
     await serve(reader, asyncio.StreamWriter(wt, wp, None, loop))
 
 
+async def with_egress(port, path, serving):
+    # The egress relay listens before HELLO, so the first command finds its way out (cubicle_egress.py).
+    if port:
+        from cubicle_egress import start
+        await start(port, path or '/run/cubicle-agent/egress.sock')
+    await serving()
+
+
 def run(argv):
     # argv: ['--connect', PATH] (the engine's socket), or nothing (stdin/stdout, the exec fallback).
+    # CUBICLE_EGRESS_PORT (set by the server when the sandbox's egress goes through the agent): the relay
+    # runs either way, so an agent started again over exec takes it up when the entrypoint's is gone.
+    port = os.environ.get('CUBICLE_EGRESS_PORT')
+    path = os.environ.get('CUBICLE_EGRESS_SOCKET')
     try:
         if len(argv) == 2 and argv[0] == '--connect':
             from cubicle_socket import connect_loop
             # SIGPIPE stays ignored: a write to a stream the server closed is an error, not our end.
-            asyncio.run(connect_loop(argv[1], MAX_IN, serve))
+            asyncio.run(with_egress(port, path, lambda: connect_loop(argv[1], MAX_IN, serve)))
         else:
-            signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-            asyncio.run(main())
+            # Without the relay, a write to a closed stdout ends the agent. With it SIGPIPE stays ignored: a
+            # relayed connection the client reset must not kill the agent (stdin's end still ends it).
+            if not port:
+                signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+            asyncio.run(with_egress(port, path, main))
     except KeyboardInterrupt:
         pass

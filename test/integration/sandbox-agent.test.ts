@@ -105,7 +105,7 @@ rows = {p: [os.stat(p).st_uid, oct(os.stat(p).st_mode & 0o7777), os.access(p, os
 print(json.dumps({'uid': os.getuid(), 'rows': rows}))`
     const r = JSON.parse((await run(`python3 -I -c '${check.replace(/'/g, '"')}'`)).out) as { uid: number, rows: Record<string, [number, string, boolean]> }
     t.equal(r.uid, 1000, 'checked as assistant')
-    t.same(Object.keys(r.rows).map(p => p.split('/').pop()).sort(), ['__pycache__', 'cubicle_agent.cpython-311.pyc', 'cubicle_connect.cpython-311.pyc', 'cubicle_files.cpython-311.pyc', 'cubicle_socket.cpython-311.pyc'], 'one per module')
+    t.same(Object.keys(r.rows).map(p => p.split('/').pop()).sort(), ['__pycache__', 'cubicle_agent.cpython-311.pyc', 'cubicle_connect.cpython-311.pyc', 'cubicle_egress.cpython-311.pyc', 'cubicle_files.cpython-311.pyc', 'cubicle_socket.cpython-311.pyc'], 'one per module')
     for (const [p, [uid, mode, writable]] of Object.entries(r.rows)) t.same([uid, mode, writable], [0, p.endsWith('.pyc') ? '0o644' : '0o755', false], `${p}: root's, ${mode}, not writable by assistant`)
     // python -v names where each module's code came from: the .pyc, never a compile of the source.
     const v = (await run('true | /usr/lib/cubicle-agent/python3 -I -S -v /opt/cubicle-agent/cubicle-agent.py 2>&1 >/dev/null | grep -a "code object from.*cubicle"')).out

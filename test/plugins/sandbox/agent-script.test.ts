@@ -112,7 +112,7 @@ t.test('the agent\'s start imports only what its first command needs', { skip },
   const imported = new Set(run.stderr.split('\n').map(l => /^import time:.*\| +(\S+)$/.exec(l)?.[1]).filter(m => m !== undefined))
   t.ok(imported.has('asyncio') && imported.has('cubicle_agent') && imported.has('subprocess'), 'the agent and what it runs on')
   // (an import of ssl stopped by the launcher still prints its line: _ssl, which only ssl imports, is the sign)
-  t.same(['_ssl', 'hashlib', 'hmac', 'cubicle_files', 'cubicle_connect', 'cubicle_socket'].filter(m => imported.has(m)), [], 'nothing else')
+  t.same(['_ssl', 'hashlib', 'hmac', 'cubicle_files', 'cubicle_connect', 'cubicle_socket', 'cubicle_egress'].filter(m => imported.has(m)), [], 'nothing else')
 })
 
 t.test('the agent offers SPAWNED and sends it once the process exists, before its output; a process that cannot start gets FAIL only', { skip }, async t => { // docs/engine.md#the-agent-socket
