@@ -80,7 +80,9 @@ const plugins = {
     skillsDirHost: config.SKILLS_DIR_HOST,
     // The agent socket's run directories (docs/engine.md#the-agent-socket), as the server and the daemon see them.
     agentRunDir: config.SANDBOX_AGENT && config.SANDBOX_AGENT_SOCKET ? `${config.DATA_DIR}/run` : '',
-    agentRunDirHost: `${config.dataDirHost}/run`
+    agentRunDirHost: `${config.dataDirHost}/run`,
+    // Egress over the same run directories, sandboxes with no network interface (docs/network.md#egress-over-the-agent-socket).
+    egressSocket: config.SANDBOX_EGRESS_SOCKET
   })),
   'sandbox-kubernetes': config => engine(config, 'kubernetes', async () => entry((await import('./plugins/sandbox-kubernetes/index.js')).default, {
     apiUrl: config.KUBE_API_URL,

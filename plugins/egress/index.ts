@@ -32,7 +32,7 @@ const egress: FastifyPluginAsync<EgressOptions & { lookup?: Lookup }> = async (f
   if (opts.users !== '') {
     try { users = await loadUsersFile(opts.users, log) } catch (err) { throw new CORE_INVALID_PLUGIN_OPTIONS('egress', `EGRESS_USERS: ${(err as Error).message}`) }
   }
-  const { service, attach, detach, assign, close } = createEgressService({
+  const { service, attach, detach, assign, accept, close } = createEgressService({
     sandbox: fastify.sandbox,
     log,
     ...(lookup === undefined ? {} : { lookup }),
@@ -41,8 +41,11 @@ const egress: FastifyPluginAsync<EgressOptions & { lookup?: Lookup }> = async (f
     ...(users === undefined ? {} : { users })
   }, opts)
   fastify.decorate('egress', service)
-  // Every sandbox's proxy variables point at this plugin's proxy (the network's only way out).
-  fastify.sandbox.addEnvContributor?.(proxyEnvContributor(fastify.sandbox, opts.port))
+  // Sandboxes without a network interface reach the proxy over their agent socket where the engine offers it
+  // (docs/network.md#egress-over-the-agent-socket), else through the sandbox network's gateway.
+  const overSocket = fastify.sandbox.egressOverSocket?.(opts.port, accept) === true
+  // Every sandbox's proxy variables point at this plugin's proxy (the sandbox's only way out).
+  fastify.sandbox.addEnvContributor?.(proxyEnvContributor(fastify.sandbox, opts.port, overSocket))
   fastify.sandbox.onEnsure(async (box, event) => { await attach(box.chatId, event) })
   fastify.sandbox.onStop?.(chatId => { detach(chatId) })
   fastify.sandbox.onAddress?.(assign)

@@ -22,13 +22,16 @@ export function proxyEnv (proxy: string | null | undefined): Record<string, stri
 }
 
 /**
- * The contributor: the proxy at the sandbox network's gateway on `port`, once the sandbox core prepared
- * a network; nothing while sandboxes have none (ENABLE_NETWORK=false, no gateway: fail closed).
+ * The contributor: with `overSocket`, the agent's relay on the sandbox's own loopback at `port`
+ * (docs/network.md#egress-over-the-agent-socket); else the proxy at the sandbox network's gateway on `port`,
+ * once the sandbox core prepared a network; nothing while sandboxes have none (ENABLE_NETWORK=false, no
+ * gateway: fail closed).
  */
-export function proxyEnvContributor (sandbox: Pick<SandboxService, 'network'>, port: number): EnvContributor {
+export function proxyEnvContributor (sandbox: Pick<SandboxService, 'network'>, port: number, overSocket = false): EnvContributor {
   return {
     names: PROXY_VARS,
     env: () => {
+      if (overSocket) return proxyEnv(`http://127.0.0.1:${port}`)
       const net = sandbox.network?.() ?? null
       return net === null ? {} : proxyEnv(`http://${net.gateway}:${port}`)
     }

@@ -11,8 +11,10 @@ import { createRateLimiter } from './throttle.js'
 import type { ConnectionRecord } from './types.js'
 
 /*
- * The egress proxy: one TCP listener on the sandbox network's gateway. Each connection is tied to a
- * chat by its source address (sandboxes cannot spoof it: no NET_RAW/NET_ADMIN, ICC off), asks the
+ * The egress proxy: one TCP listener on the sandbox network's gateway, and connections handed over with
+ * their chat (accept: a sandbox without a network interface reaches the proxy over its agent socket's run
+ * directory, docs/network.md#egress-over-the-agent-socket). A TCP connection is tied to a
+ * chat by its source address (sandboxes cannot spoof it: no NET_RAW/NET_ADMIN, ICC off). Each asks the
  * policy before DNS and again for the exact address it dials, then tunnels (HTTP CONNECT, SOCKS5
  * CONNECT on the same port) or forwards one plain-HTTP request. Memory per connection is bounded: a 16 KiB head, then pipe() with backpressure.
  * Open connections and name lookups in flight are counted slots (slots.ts): per chat, over all chats,
@@ -57,6 +59,8 @@ export interface ProxyLimits {
 export interface EgressProxy {
   server: Server
   listen: (host: string, port: number) => Promise<number>
+  /** Serves a connection whose chat the caller knows (not from anything the connection says), under the same policy, slots and limits. */
+  accept: (client: Socket, chatId: string) => void
   /** open connections of a chat (client side) */
   open: (chatId: string) => number
   /** name lookups in flight of a chat */
@@ -80,10 +84,15 @@ export function createEgressProxy (deps: ProxyDeps, limits: ProxyLimits): Egress
   const now = deps.now ?? Date.now
   const rate = createRateLimiter(limits.bytesPerSecond)
   const server = createServer({ pauseOnConnect: false }, client => {
+    serve(client, deps.identify(stripMapped(client.remoteAddress ?? '')))
+  })
+  // A hard stop above the counted limit, so that a refusal past the limit is still answered with its reason.
+  server.maxConnections = l.maxConnections + 64
+
+  function serve (client: Socket, chatId: string | null): void {
     sockets.add(client)
     client.once('close', () => sockets.delete(client))
     client.on('error', () => {})
-    const chatId = deps.identify(stripMapped(client.remoteAddress ?? ''))
     if (chatId === null) { client.end(refusal(403, `${BLOCKED}: this address is not a running sandbox`)); return }
     const refused = connections.take(chatId)
     if (refused !== null) {
@@ -123,9 +132,7 @@ export function createEgressProxy (deps: ProxyDeps, limits: ProxyLimits): Egress
         handle(chatId, client, { host: result.host, port: result.port }, 'SOCKS5', socksReplies(client), rest).catch(failed)
       }
     })
-  })
-  // A hard stop above the counted limit, so that a refusal past the limit is still answered with its reason.
-  server.maxConnections = l.maxConnections + 64
+  }
 
   /** The addresses of a name (an address literal is its own), within the chat's and the total lookup slots; null when refused (answered). */
   async function resolve (chatId: string, client: Socket, host: string, refuse: (status: number, d: { message: string, reason: string }) => void): Promise<string[] | null> {
@@ -224,6 +231,11 @@ export function createEgressProxy (deps: ProxyDeps, limits: ProxyLimits): Egress
         resolve(typeof a === 'object' && a !== null ? a.port : port)
       })
     }),
+    accept: (client, chatId) => {
+      // Past the hard stop of the TCP listener, nothing is answered: the engine bounds each sandbox's socket too.
+      if (sockets.size >= 2 * (l.maxConnections + 64)) { client.destroy(); return }
+      serve(client, chatId)
+    },
     open: chatId => connections.held(chatId),
     lookups: chatId => lookups.held(chatId),
     close: async () => {

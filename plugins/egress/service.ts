@@ -1,4 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify'
+import type { Socket } from 'node:net'
 import type { SandboxService } from '../sandbox/types.js'
 import { createAddressMap } from './address-map.js'
 import { createConnectionLog } from './connection-log.js'
@@ -48,6 +49,8 @@ export function createEgressService (deps: EgressDeps, opts: Required<EgressOpti
   detach: (chatId: string) => void
   /** onAddress: the sandbox's current address (null: none) */
   assign: (chatId: string, address: string | null) => void
+  /** A connection from the chat's sandbox over its agent socket (docs/network.md#egress-over-the-agent-socket) */
+  accept: (chatId: string, socket: Socket) => void
   close: () => Promise<void>
 } {
   const server = { mode: opts.mode, rules: parseRules(opts.allow) }
@@ -107,14 +110,17 @@ export function createEgressService (deps: EgressDeps, opts: Required<EgressOpti
     }
   }
 
+  // The host addresses and the hosts file are read before the first connection is decided.
+  let sources: Promise<unknown> | null = null
+  const readSources = async (): Promise<void> => { sources ??= Promise.all([host.start(), hostsFile.start()]); await sources }
+
   let bound: Promise<boolean> | null = null
   const listen = async (): Promise<boolean> => {
     const net = deps.sandbox.network?.() ?? null
     if (net === null) return false
     bound ??= (async () => {
       try {
-        // The host addresses and the hosts file are read before the first connection is decided.
-        await Promise.all([host.start(), hostsFile.start()])
+        await readSources()
         await proxy.listen(net.listen ?? net.gateway, opts.port)
       } catch (err) {
         deps.log.error({ err, gateway: net.gateway, port: opts.port }, 'egress proxy cannot listen: sandboxes have no way out')
@@ -172,6 +178,15 @@ export function createEgressService (deps: EgressDeps, opts: Required<EgressOpti
         void listen()
       }
       addresses.assign(chatId, address)
+    },
+    accept: (chatId, socket) => {
+      socket.on('error', () => {})
+      // A sandbox re-adopted at boot may connect before its chat's first call: its layers are read first (an
+      // override may be stricter than the server's setting); if they cannot be, the connection is refused.
+      Promise.all([readSources(), load(chatId, false, undefined)]).then(() => { proxy.accept(socket, chatId) }, err => {
+        deps.log.warn({ err, chatId }, 'egress: the chat\'s override could not be read; its sandbox\'s connection is refused')
+        socket.destroy()
+      })
     },
     close: async () => { layers.close(); host.close(); hostsFile.close(); await proxy.close() }
   }

@@ -2,6 +2,7 @@ import type Docker from 'dockerode'
 import type { Socket } from 'node:net'
 import { AGENT_MOUNT, RunDirs, TOKEN } from './agent-run-dir.js'
 import { AgentSockets, type AgentSocketLog } from './agent-socket.js'
+import { EgressSockets } from './egress-socket.js'
 import type { AdapterContext } from './docker-context.js'
 import type { HostMount } from '../../core/storage-layout.js'
 import type { SandboxEngine, SandboxSpec } from '../sandbox/types.js'
@@ -14,6 +15,12 @@ import type { SandboxEngine, SandboxSpec } from '../sandbox/types.js'
  * directory, and agentChannel hands the core the authenticated connection. The mount is the engine's
  * own: the plain engine's inspect leaves it out of the storage it reports, so drift detection compares only what the core asked for. Any
  * failure here leaves the sandbox to the exec path, never failing the call.
+ *
+ * With `egress` (SANDBOX_EGRESS_SOCKET) the engine also offers egress over the same directory
+ * (serveEgress, egress-socket.ts, docs/network.md#egress-over-the-agent-socket): `egress.sock` is listened on
+ * before each start and for every running sandbox found, and its connections go to the core with the
+ * sandbox's id. The run directory is then prepared even after agents stopped coming through their socket
+ * (the agent started over exec relays too).
  */
 
 /** Container label: the sandbox's run directory token. */
@@ -24,7 +31,7 @@ const IMAGE_CACHE_MS = 10_000
 /** How often at most orphaned run directories (sandboxes removed behind the server's back) are swept. */
 const SWEEP_EVERY_MS = 10 * 60_000
 
-export interface AgentSocketOptions { runDir: string, runDirHost: string, log: AgentSocketLog }
+export interface AgentSocketOptions { runDir: string, runDirHost: string, log: AgentSocketLog, /** offer egress over the run directory (SANDBOX_EGRESS_SOCKET) */ egress?: boolean }
 
 /**
  * What the wrapper needs of the plain engine: a start that says whether the sandbox was stopped before, and
@@ -38,6 +45,8 @@ export interface StartCall {
 export function withAgentSocket<E extends SandboxEngine> (engine: E, start: StartCall, ctx: AdapterContext, o: AgentSocketOptions): E {
   const { docker, run } = ctx
   const sockets = new AgentSockets(new RunDirs(o.runDir, o.runDirHost), o.log)
+  const egress = new EgressSockets(sockets.dirs, o.log)
+  let warnedImage = false
   const images = new Map<string, { at: number, socket: boolean }>()
   const creating = new Set<string>()
   let swept = 0
@@ -66,7 +75,10 @@ export function withAgentSocket<E extends SandboxEngine> (engine: E, start: Star
     if (token === undefined || !TOKEN.test(token)) return
     const s = sockets.note(id, token)
     // A running sandbox this server has not listened for (a restart): its agent is retrying already.
-    if (running) void sockets.watch(s).catch(() => {})
+    if (running) {
+      void sockets.watch(s).catch(() => {})
+      if (egress.serving) void egress.listen(id, token)
+    }
   }
 
   async function slotOf (id: string): Promise<ReturnType<AgentSockets['known']>> {
@@ -83,12 +95,15 @@ export function withAgentSocket<E extends SandboxEngine> (engine: E, start: Star
     async create (spec) {
       let token: string | null = null
       let source = ''
-      if (!sockets.disabled) {
+      if (!sockets.disabled || egress.serving) {
         try {
           if (await socketImage(spec.image)) {
             token = RunDirs.newToken()
             creating.add(token)
             source = await sockets.dirs.prepare(token)
+          } else if (egress.serving && spec.network === 'none' && !warnedImage) {
+            warnedImage = true
+            o.log.warn({ image: spec.image }, 'the sandbox image does not start the agent from its entrypoint (label cubicle.agent-socket): its sandboxes get no egress over the agent socket; rebuild the image or set SANDBOX_EGRESS_SOCKET=false')
           }
         } catch (err) {
           o.log.warn({ err }, 'cannot prepare the sandbox agent socket; its agent runs over exec')
@@ -114,6 +129,7 @@ export function withAgentSocket<E extends SandboxEngine> (engine: E, start: Star
     async start (id) {
       const s = await slotOf(id)
       if (s === undefined) { await start.startFresh(id); return }
+      if (egress.serving) await egress.listen(s.id, s.token)
       await sockets.beforeStart(s)
       let started = false
       try {
@@ -128,6 +144,7 @@ export function withAgentSocket<E extends SandboxEngine> (engine: E, start: Star
 
     async remove (id) {
       await engine.remove(id)
+      egress.stop(id)
       await sockets.forget(id).catch(err => { o.log.warn({ err }, 'removing an agent run directory failed') })
     },
 
@@ -149,7 +166,16 @@ export function withAgentSocket<E extends SandboxEngine> (engine: E, start: Star
       return s === undefined ? null : await sockets.channel(s)
     },
 
+    ...(o.egress === true
+      ? {
+          serveEgress (handler: (id: string, socket: Socket) => void): void {
+            egress.serve(handler)
+          }
+        }
+      : {}),
+
     close () {
+      egress.close()
       sockets.close()
       engine.close()
     }

@@ -27,7 +27,7 @@ export interface BootDeps {
   pool: Pick<Pool, 'maintain' | 'drainPool'>
   identity: Identity
   recovery: Pick<Recovery, 'noteOutsideChange'>
-  addresses: Pick<Addresses, 'noteListed'>
+  addresses: Pick<Addresses, 'noteListed' | 'addressOn'>
   disk: Pick<DiskWatchdog, 'start' | 'stop'>
 }
 
@@ -63,7 +63,8 @@ export function createBoot (base: CoreBase, chats: Chats, d: BootDeps): Boot {
       try {
         // Nothing of the prefix is touched before this instance holds its lease (prefix-lease.ts).
         await lease.takeLease()
-        if (base.opts.enableNetwork) await network.prepareNetwork()
+        // Egress over the agent socket (docs/network.md#egress-over-the-agent-socket): no network for new sandboxes.
+        if (base.opts.enableNetwork && !base.egressOverSocket) await network.prepareNetwork()
       } catch (err) {
         // Logged once per distinct reason: ensure() and the reaper retry the bootstrap.
         if (err instanceof SandboxSetupRefused && refusal !== err.message) { refusal = err.message; log.error(err.message) }
@@ -87,6 +88,11 @@ export function createBoot (base: CoreBase, chats: Chats, d: BootDeps): Boot {
     let adopted = 0
     for (const c of listed) {
       if (register(c, clock.now()) !== null) adopted++
+    }
+    // Sandboxes created on the network before egress went over the agent socket keep it (and its proxy
+    // listener and firewall) until they stop: a stopped one is recreated without it (configDrift: network changed).
+    if (base.egressOverSocket && listed.some(c => (c.running || c.paused === true) && addresses.addressOn(c) !== null)) {
+      await network.prepareNetwork({ legacy: true }).catch(err => { log.error({ err }, 'the sandbox network of sandboxes created before egress went over the agent socket cannot be prepared: they have no way out until they are recreated') })
     }
     const volumes = await engine.listVolumes(ownerFilter(base.opts.prefix)).catch(() => [])
     log.info({ containers: adopted, running: listed.filter(c => c.running).length, paused: listed.filter(c => c.paused === true).length, volumes: volumes.length, pool: unclaimed.length }, 're-adopted sandboxes')

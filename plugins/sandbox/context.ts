@@ -77,6 +77,11 @@ export interface CoreBase {
   readonly bootTime: number
   /** the sandbox network's name (SANDBOX_NETWORK, else `{prefix}-sandboxes`) */
   readonly networkName: string
+  /**
+   * Egress goes over the agent socket (the engine offers serveEgress and ENABLE_NETWORK is on,
+   * docs/network.md#egress-over-the-agent-socket): new sandboxes get no network, none is prepared for them
+   */
+  readonly egressOverSocket: boolean
   /** what every sandbox spec is built from (sandbox-spec.ts); network.ts sets its network fields at boot */
   readonly settings: SandboxSettings
   readonly status: CoreStatus
@@ -86,6 +91,7 @@ export interface CoreBase {
 
 export function createBase (opts: ServiceOptions, engine: SandboxEngine, log: FastifyBaseLogger, clock: Clock): CoreBase {
   const networkName = opts.network.trim() || `${opts.prefix}-sandboxes`
+  const egressOverSocket = opts.enableNetwork && engine.serveEgress !== undefined
   return {
     opts,
     engine,
@@ -93,10 +99,11 @@ export function createBase (opts: ServiceOptions, engine: SandboxEngine, log: Fa
     clock,
     bootTime: clock.now(),
     networkName,
+    egressOverSocket,
     settings: {
       image: opts.image,
       prefix: opts.prefix,
-      networkMode: opts.enableNetwork ? networkName : 'none',
+      networkMode: opts.enableNetwork && !egressOverSocket ? networkName : 'none',
       memLimit: opts.memLimit,
       cpuLimit: opts.cpuLimit,
       pidsLimit: opts.pidsLimit,

@@ -20,7 +20,7 @@ function failure (err: unknown): Record<string, unknown> {
 export function loggedEngine (engine: SandboxEngine, log: FastifyBaseLogger, now: () => number = () => performance.now()): SandboxEngine {
   const wrapped: Record<string, unknown> = {}
   for (const [name, value] of Object.entries(engine)) {
-    if (typeof value !== 'function' || name === 'close' || name === 'exec' || name === 'watchSandboxes') { wrapped[name] = value; continue }
+    if (typeof value !== 'function' || name === 'close' || name === 'exec' || name === 'watchSandboxes' || name === 'serveEgress') { wrapped[name] = value; continue }
     wrapped[name] = async (...args: unknown[]) => {
       const t0 = now()
       const target = typeof args[0] === 'string' ? args[0] : undefined

@@ -1,3 +1,4 @@
+import type { Socket } from 'node:net'
 import type { Duplex } from 'node:stream'
 import type { SandboxDetails, SandboxSpec, SandboxSummary, StorageOwner } from './engine-sandbox.js'
 import type { ExecProcess, ExecSpec } from './engine-process.js'
@@ -171,6 +172,18 @@ export interface SandboxEngine {
    * reads it again after connecting knows the connection reached this very sandbox.
    */
   appAddress?: (id: string, network: string) => Promise<AppAddress | null>
+  /**
+   * Optional (docs/network.md#egress-over-the-agent-socket): egress through the server's proxy without a network
+   * interface. A sandbox created with network `none` and CUBICLE_EGRESS_PORT in its environment has its agent
+   * relay 127.0.0.1:<port> to the engine (Docker: `egress.sock` in the agent socket's run directory, mounted
+   * into that sandbox only); the engine hands every such connection to `onConnection` with the id of the
+   * sandbox it came from, known from where it arrived, never from anything the sandbox sends, and bounds how
+   * many of one sandbox are open. Present only when the engine offers it (Docker: SANDBOX_EGRESS_SOCKET with
+   * the agent socket); the core then creates every sandbox without a network and never prepares one for new
+   * sandboxes. Synchronous; registers once, while plugins load. The in-memory and Kubernetes engines do not
+   * offer it (their sandboxes keep the network path).
+   */
+  serveEgress?: (onConnection: (id: string, socket: Socket) => void) => void
   /** Drops pooled connections (streams in use are ended by their owners). */
   close: () => void
 }

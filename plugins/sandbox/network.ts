@@ -21,7 +21,8 @@ function flaws (net: EngineNetwork): string[] {
 
 /** The sandbox network, prepared at boot (and again when it vanished); `current()` once it is ready. */
 export interface SandboxNetwork {
-  prepareNetwork: () => Promise<void>
+  /** `legacy`: only for sandboxes found on it (egress over the agent socket): new sandboxes stay without a network */
+  prepareNetwork: (o?: { legacy?: boolean }) => Promise<void>
   /** the internal sandbox network once bootstrap prepared it; null without one (fail closed: network none) */
   current: () => EngineNetwork | null
 }
@@ -34,7 +35,7 @@ export function createNetwork (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | 
    * Ensures the internal, isolated sandbox network (the egress plugin points new sandboxes' proxy
    * variables at its gateway). Throws SandboxSetupRefused when the network by that name is unsafe and cannot be replaced.
    */
-  async function prepareNetwork (): Promise<void> {
+  async function prepareNetwork (o: { legacy?: boolean } = {}): Promise<void> {
     const name = base.networkName
     const labels = networkLabels(opts.prefix)
     let net = await engine.ensureNetwork(name, labels)
@@ -62,6 +63,10 @@ export function createNetwork (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | 
       return
     }
     network = net
+    if (o.legacy === true) {
+      log.info({ network: name, gateway: net.gateway }, 'sandbox network kept for the sandboxes found on it; new sandboxes reach the egress proxy over their agent socket')
+      return
+    }
     base.settings.networkMode = name
     log.info({ network: name, result: net.result, gateway: net.gateway },
       `sandbox network ready (internal: no route out; isolated: ${net.isolationSetting})`)

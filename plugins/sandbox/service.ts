@@ -35,6 +35,9 @@ import type { SandboxService } from './types.js'
 
 export type { ServiceOptions } from './context.js'
 
+/** Where a sandbox's agent reads the loopback port of its egress relay (sandbox-image/agent/cubicle_egress.py). */
+export const EGRESS_PORT_VAR = 'CUBICLE_EGRESS_PORT'
+
 /** The sandbox core: the contract of types.ts plus what the plugin and the tests drive directly. */
 export interface CoreSandboxService extends Required<SandboxService> {
   readonly engine: SandboxEngine
@@ -151,6 +154,18 @@ export function createSandboxService (opts: ServiceOptions, engine: SandboxEngin
       if (network.current() === null) throw new Error('the sandbox network is not prepared')
       if (engine.restrictToProxy === undefined) throw new Error(`${engine.label.engine} cannot restrict the sandbox network to the proxy`)
       return (await engine.restrictToProxy(base.networkName, port)).warnings
+    },
+    egressOverSocket: (port, serve) => {
+      // docs/network.md#egress-over-the-agent-socket: the chat is the one whose sandbox's socket accepted the connection.
+      if (!base.egressOverSocket || engine.serveEgress === undefined) return false
+      engine.serveEgress((id, socket) => {
+        let chatId: string | undefined
+        for (const entry of chats.entries.values()) if (entry.sandboxId === id) { chatId = entry.names.chatId; break }
+        if (chatId === undefined) { socket.destroy(); return }
+        serve(chatId, socket)
+      })
+      base.settings.envContributors.push({ names: [EGRESS_PORT_VAR], env: () => ({ [EGRESS_PORT_VAR]: String(port) }) })
+      return true
     },
     address: async chatId => await addresses.addressOf(chats.entryOf(chatId)),
     appAddress: async chatId => {

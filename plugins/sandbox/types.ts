@@ -1,3 +1,4 @@
+import type { Socket } from 'node:net'
 import type { Duplex } from 'node:stream'
 import type { RequestUser } from '../../core/identity.js'
 
@@ -146,6 +147,14 @@ export interface SandboxService {
    * the addresses known already. Synchronous; register while plugins load.
    */
   onAddress? (hook: AddressHook): void
+  /**
+   * Extension (docs/network.md#egress-over-the-agent-socket): the sandboxes' egress through `serve` instead of a
+   * network address, when the engine offers it (SandboxEngine.serveEgress) and ENABLE_NETWORK is on: sandboxes
+   * created from then on have no network interface, their agent relays 127.0.0.1:`port` to the server, and
+   * every such connection reaches `serve` with the chat whose sandbox it came from. False: sandboxes keep the
+   * network path (network(), onAddress). Register while plugins load, before boot.
+   */
+  egressOverSocket? (port: number, serve: (chatId: string, socket: Socket) => void): boolean
   /** Extension: a running sandbox's address on the sandbox network (of its current start), null when it has none. Never starts anything. */
   address? (chatId: string): Promise<string | null>
   /** Extension (docs/contract.md#skills): extra read-only mounts per sandbox (user skills). Register while plugins load. */
