@@ -2,7 +2,7 @@ import fp from 'fastify-plugin'
 import type { FastifyPluginAsync } from 'fastify'
 import { parseOptions } from '../../core/config.js'
 import { PortsOptions } from './schemas.js'
-import { createPortsService } from './service.js'
+import { createPortsService, LISTENING_MAX } from './service.js'
 import { createAppOrigins, parseAppsDomain } from './origin.js'
 import routes from './routes.js'
 import type {} from '../workspace-tools/types.js'
@@ -37,11 +37,12 @@ const ports: FastifyPluginAsync<PortsOptions> = async (fastify, raw) => {
   // request opens a new one, which wakes the sandbox with its processes and listening ports as they were.
   fastify.sandbox.onStop?.((chatId, reason) => { runtime.sandboxStopped(chatId, reason === 'paused') })
   if (fastify.hasDecorator('workspaceTools')) {
-    fastify.workspaceTools.addResultNote(async chatId => {
-      const fresh = await runtime.newlyListening(chatId)
+    // The listening sockets come with the command's exit where the engine says them (no question to the sandbox after it).
+    fastify.workspaceTools.addResultNote(async (chatId, facts) => {
+      const fresh = await runtime.newlyListening(chatId, facts.listening)
       if (fresh.length === 0) return undefined
       return `[New listening ports, open in the user's browser: ${fresh.map(port => `${port}: ${runtime.service.appUrl(chatId, port)}`).join(', ')}]`
-    })
+    }, { listening: LISTENING_MAX })
   }
   // preClose: server.close() waits for upgraded sockets and kept-alive streams.
   fastify.addHook('preClose', runtime.close)

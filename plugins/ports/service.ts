@@ -1,5 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify'
-import type { SandboxFileOp, SandboxFileResult, SandboxService } from '../sandbox/types.js'
+import type { ListeningSocket, SandboxFileOp, SandboxFileResult, SandboxService } from '../sandbox/types.js'
 import type { LinkService } from '../capabilities/types.js'
 import { AppSocket, relayArgv, SandboxAgent, type AppConnection } from './connection.js'
 import { PORTS_APP_UNREACHABLE, PORTS_SANDBOX_NOT_RUNNING, PORTS_TOO_MANY_CONNECTIONS } from './errors.js'
@@ -38,15 +38,18 @@ export interface PortsRuntime {
   socket: (chatId: string, port: number) => Promise<AppConnection>
   /** Throws PORTS_SANDBOX_NOT_RUNNING unless the chat's sandbox runs; never starts it. */
   requireRunning: (chatId: string) => Promise<void>
-  /** Listening ports that were not listening at the previous call for this chat (bash_tool results). */
-  newlyListening: (chatId: string) => Promise<number[]>
+  /**
+   * Listening ports that were not listening at the previous call for this chat (bash_tool results); `sockets`:
+   * the sandbox's listening sockets as the command's exit said them (else they are asked for).
+   */
+  newlyListening: (chatId: string, sockets?: readonly ListeningSocket[]) => Promise<number[]>
   /** onStop of the sandbox: the chat's connections are closed; after a stop (not a pause) its ports count as new again. */
   sandboxStopped: (chatId: string, paused: boolean) => void
   close: () => Promise<void>
 }
 
 /** How many listening sockets the agent lists at most. */
-const LISTENING_MAX = 4096
+export const LISTENING_MAX = 4096
 /** What is read of the TCP tables (parseListening reads at most 8192 lines of them). */
 const TABLE_MAX_BYTES = 1024 * 1024
 const ENOENT = 2
@@ -199,8 +202,8 @@ export function createPortsService (deps: PortsDeps, opts: PortsServiceOptions):
       return await connect(chatId, port)
     },
     requireRunning,
-    async newlyListening (chatId) {
-      const now = await listening(chatId, true)
+    async newlyListening (chatId, sockets) {
+      const now = sockets === undefined ? await listening(chatId, true) : listeningPorts(sockets, hidden)
       const before = seen.get(chatId)
       seen.delete(chatId)
       seen.set(chatId, new Set(now))

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import { envObject, type Agents } from './agent-client.js'
+import { LISTENING_MAX, LISTENING_RECORD, parseListening } from './agent-files.js'
 import type { AgentConnection } from './agent-connection.js'
 import { CHUNK, decodeJson, encodeFrame, encodeJson, parseExit, parseFailure, ProtocolError, T_ERR, T_EXEC, T_EXIT, T_FAIL, T_OUT, T_SPAWNED, T_STDIN, T_STDIN_END } from './agent-protocol.js'
 import { SANDBOX_USER } from './sandbox-spec.js'
@@ -10,7 +11,7 @@ import type { RawExecResult } from './exec-collect.js'
 import { resultGrace, watchUntil } from './exec-watch.js'
 import { outputSink, restartedSince, type Outcome } from './exec-outcome.js'
 import type { Kill } from './kill.js'
-import type { CommandOptions, CommandResult, ExecOptions, SandboxNotice } from './types.js'
+import type { CommandOptions, CommandResult, ExecOptions, ListeningSocket, SandboxNotice } from './types.js'
 
 /*
  * runCommand and the collecting exec through cubicle-agent (agent-client.ts) instead of one docker
@@ -35,6 +36,8 @@ export interface Run {
   /** EXIT's code (null: not waited for), undefined: no EXIT (lost or given up) */
   code?: number | null
   pids?: number
+  /** the listening sockets EXIT carried (RunSpec.listening asked) */
+  listening?: ListeningSocket[]
   timedOut: boolean
   cancelled: boolean
   /** the agent could not spawn the process (nothing ran) */
@@ -52,6 +55,8 @@ export interface RunSpec {
   timeoutMs: number
   signal?: AbortSignal
   killGraceMs?: number
+  /** EXIT also carries up to this many listening sockets (command mode); an agent that predates it leaves them out */
+  listening?: number
   onData: (type: number, data: Buffer) => void
 }
 
@@ -66,13 +71,14 @@ export async function agentRequest (log: CoreBase['log'], owner: string, conn: A
   let spawned = !conn.acksSpawn
   let lost = false
   let id = 0
+  const want = spec.listening === undefined ? undefined : Math.max(0, Math.min(LISTENING_MAX, Math.floor(spec.listening)))
   const end = await watchUntil({
     timeoutMs: spec.timeoutMs,
     signal: spec.signal,
     stop,
     onFinish: () => { conn.finish(id) }
   }, w => {
-    id = conn.request(i => encodeJson(i, T_EXEC, { argv: spec.argv, cwd: spec.cwd, env: spec.env, merged: spec.merged, stdin: spec.stdin !== undefined }), {
+    id = conn.request(i => encodeJson(i, T_EXEC, { argv: spec.argv, cwd: spec.cwd, env: spec.env, merged: spec.merged, stdin: spec.stdin !== undefined, ...(want !== undefined && want > 0 && { listening: want }) }), {
       frame: (type, payload) => {
         if (w.done) return
         if (type === T_SPAWNED) {
@@ -85,6 +91,11 @@ export async function agentRequest (log: CoreBase['log'], owner: string, conn: A
         if (type === T_OUT || type === T_ERR) { spec.onData(type, payload); return }
         if (type === T_EXIT) {
           const e = parseExit(payload)
+          if (e.listening !== undefined) {
+            // Only what was asked for: records unasked or beyond the count are a violation.
+            if (want === undefined || want === 0 || e.listening.records.length > want * LISTENING_RECORD) throw new ProtocolError('listening sockets not asked for')
+            r.listening = parseListening(e.listening.records)
+          }
           r.code = e.code
           if (e.pids !== undefined) r.pids = e.pids
           w.finish()
@@ -208,6 +219,7 @@ export function createAgentExec (base: Pick<CoreBase, 'log' | 'opts' | 'clock'>,
       timeoutMs: Math.max(1000, opts.timeoutMs - (at - t0)),
       signal: opts.signal,
       killGraceMs: opts.killGraceMs,
+      ...(opts.listening !== undefined && { listening: opts.listening }),
       onData: (_type, data) => { sink.emit(decoder.decode(data, { stream: true })) }
     })
     sink.emit(decoder.decode())
@@ -215,7 +227,7 @@ export function createAgentExec (base: Pick<CoreBase, 'log' | 'opts' | 'clock'>,
     if (r.unstarted) return 'unstarted'
     const relieved = relieving !== undefined && await relieving
     const exitCode = r.timedOut || r.cancelled ? null : r.code ?? null
-    const result: CommandResult = { exitCode, timedOut: r.timedOut, cancelled: r.cancelled }
+    const result: CommandResult = { exitCode, timedOut: r.timedOut, cancelled: r.cancelled, ...(r.listening !== undefined && { listening: r.listening }) }
     if (r.code !== undefined || r.timedOut || r.cancelled) {
       await outcome.afterExit(entry, { exitCode, pids: r.pids, forkErrors: sink.hints.fork, killedJobs: sink.hints.killed }, at, own, relieved || restartedSince(entry, at))
       return result

@@ -24,7 +24,7 @@ const KINDS = new Set<string>(['file', 'dir', 'fifo', 'socket', 'char', 'block']
 /** The agent lists at most this many listening sockets (cubicle_files.MAX_LISTENING). */
 export const LISTENING_MAX = 4096
 /** A listening socket's record: u8 family (4 or 6), u8 0, u16 port, 16 address bytes (IPv4: the first 4, then zeros). */
-const RECORD = 20
+export const LISTENING_RECORD = 20
 
 /** An IPv6 address in RFC 5952 notation (`::` for the longest run of zero groups, `::ffff:a.b.c.d` when IPv4-mapped). */
 export function formatIPv6 (b: Buffer): string {
@@ -45,11 +45,11 @@ export function formatIPv6 (b: Buffer): string {
 
 /** The agent's socket records; anything malformed is a protocol violation. */
 export function parseListening (data: Buffer): ListeningSocket[] {
-  if (data.length % RECORD !== 0) throw new ProtocolError('listening records of a bad length')
+  if (data.length % LISTENING_RECORD !== 0) throw new ProtocolError('listening records of a bad length')
   const out: ListeningSocket[] = []
-  for (let at = 0; at < data.length; at += RECORD) {
+  for (let at = 0; at < data.length; at += LISTENING_RECORD) {
     const family = data[at]
-    const addr = data.subarray(at + 4, at + RECORD)
+    const addr = data.subarray(at + 4, at + LISTENING_RECORD)
     if (data[at + 1] !== 0 || (family !== 4 && family !== 6) || (family === 4 && addr.subarray(4).some(x => x !== 0))) {
       throw new ProtocolError('bad listening record')
     }
@@ -83,7 +83,7 @@ function wire (op: SandboxFileOp): { json: Record<string, unknown>, data?: Buffe
   if (op.op === 'write') return { json: { op: 'write', path: op.path }, data: op.data, cap: 0 }
   if (op.op === 'listening') {
     const max = Math.max(0, Math.min(Math.floor(op.max), LISTENING_MAX))
-    return { json: { op: 'listening', max }, cap: max * RECORD }
+    return { json: { op: 'listening', max }, cap: max * LISTENING_RECORD }
   }
   return { json: { op: 'stat', path: op.path }, cap: 0 }
 }

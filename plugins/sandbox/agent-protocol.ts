@@ -136,13 +136,32 @@ export class FrameParser {
   }
 }
 
-/** An EXIT payload: code 0–255 or null (the process was not waited for); pids a hint. */
-export function parseExit (payload: Buffer): { code: number | null, pids?: number } {
+/** What an EXIT says: the code, the pids hint, and the listening sockets' records when the EXEC asked for them. */
+export interface ExitInfo {
+  code: number | null
+  pids?: number
+  /** the records after the JSON (agent-files.ts parseListening); `more` when the agent left some out */
+  listening?: { more: boolean, records: Buffer }
+}
+
+/**
+ * An EXIT payload: code 0–255 or null (the process was not waited for); pids a hint; `listening` (an object
+ * with `more`) says the bytes after the JSON are listening socket records, else those bytes must be absent.
+ */
+export function parseExit (payload: Buffer): ExitInfo {
   const v = decodeJson(payload)
   const code = v.code
   if (code !== null && !(Number.isInteger(code) && (code as number) >= 0 && (code as number) <= 255)) throw new ProtocolError('bad exit code')
   const pids = v.pids
-  return Number.isInteger(pids) && (pids as number) >= 0 && (pids as number) < 1e9 ? { code: code as number | null, pids: pids as number } : { code: code as number | null }
+  const out: ExitInfo = Number.isInteger(pids) && (pids as number) >= 0 && (pids as number) < 1e9 ? { code: code as number | null, pids: pids as number } : { code: code as number | null }
+  const rest = payload.subarray(4 + payload.readUInt32BE(0))
+  const listed = v.listening
+  if (listed === undefined) {
+    if (rest.length > 0) throw new ProtocolError('bytes after an EXIT without listening')
+    return out
+  }
+  if (typeof listed !== 'object' || listed === null || typeof (listed as { more?: unknown }).more !== 'boolean') throw new ProtocolError('bad listening in EXIT')
+  return { ...out, listening: { more: (listed as { more: boolean }).more, records: rest } }
 }
 
 /** A FAIL or failed RESULT: the errno (0–4095) and a message cut to 300 characters. */

@@ -1,4 +1,5 @@
 import type { Duplex } from 'node:stream'
+import type { ListeningSocket } from './file-op-types.js'
 
 /*
  * The sandbox service's calls into a sandbox, part of its contract (types.ts re-exports them; other plugins
@@ -50,6 +51,12 @@ export interface CommandOptions {
   onReset?: () => void
   /** Extension: SIGTERM → SIGKILL delay (default 5 s); the result still comes at most 10 s after the SIGTERM, or 5 s after the SIGKILL when that is later. */
   killGraceMs?: number
+  /**
+   * Extension: up to this many (≤ 4096) of the sandbox's listening TCP sockets, read right after the command
+   * exited, in CommandResult.listening, where the engine can say them with the exit (the in-sandbox agent:
+   * no round trip after the command).
+   */
+  listening?: number
 }
 
 /**
@@ -97,6 +104,8 @@ export interface CommandResult {
    * first notice (if any) is why.
    */
   notices?: SandboxNotice[]
+  /** Extension: the listening sockets right after the command, when CommandOptions.listening asked and the engine could say them. */
+  listening?: ListeningSocket[]
 }
 
 /**

@@ -1,7 +1,7 @@
 import type { CallToolResult } from '@modelcontextprotocol/server'
 import type { SandboxNotice } from '../sandbox/types.js'
 import { cpLength, cutTo, firstCodePoints, isBlank, stripAnsi } from './text.js'
-import type { ResultNote } from './types.js'
+import type { CommandFacts, ResultNote } from './types.js'
 
 /** Exit status 1 of these commands is information, not failure (docs/contract.md#bash_tool). */
 const SEMANTIC: Record<string, string> = {
@@ -244,13 +244,16 @@ export function appendOutputLinks (text: string, links: Array<[string, string]>,
 }
 
 /** The answers of other plugins' result notes (types.ts ResultNote), each within 3 s; failures and empty answers left out. */
-export async function resultNotes (notes: readonly ResultNote[], chatId: string, timeoutMs = 3000): Promise<string[]> {
+export async function resultNotes (notes: readonly ResultNote[], chatId: string, facts: CommandFacts = {}, timeoutMs = 3000): Promise<string[]> {
   if (notes.length === 0) return []
-  const answers = await Promise.all(notes.map(async note => await Promise.race([
-    note(chatId).catch(() => undefined),
-    new Promise<undefined>(resolve => { setTimeout(() => { resolve(undefined) }, timeoutMs).unref() })
-  ])))
-  return answers.filter((a): a is string => typeof a === 'string' && a !== '')
+  let timer: NodeJS.Timeout | undefined
+  const late = new Promise<undefined>(resolve => { timer = setTimeout(() => { resolve(undefined) }, timeoutMs).unref() })
+  try {
+    const answers = await Promise.all(notes.map(async note => await Promise.race([note(chatId, facts).catch(() => undefined), late])))
+    return answers.filter((a): a is string => typeof a === 'string' && a !== '')
+  } finally {
+    clearTimeout(timer)
+  }
 }
 
 /** Appends each note on its own paragraph while it fits the limit. */

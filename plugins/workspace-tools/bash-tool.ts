@@ -129,6 +129,8 @@ export function createBashTool (deps: WorkspaceDeps, settings: WorkspaceSettings
           env: { ...EXEC_ENV, [REQUEST_TOKEN_ENV]: token },
           timeoutMs: T * 1000,
           signal: ctx.signal,
+          // What the notes want read with the exit (the ports plugin's listening sockets): no question after the command.
+          ...(deps.noteNeeds?.listening !== undefined && { listening: deps.noteNeeds.listening }),
           onOutput: text => capper.push(text),
           // The first attempt never started (saturated sandbox, restarted): its output is only the engine's complaint.
           onReset: () => { capper = createOutputCapper(settings.maxOutputChars) }
@@ -142,7 +144,7 @@ export function createBashTool (deps: WorkspaceDeps, settings: WorkspaceSettings
       })
       if (result.isError === true) return result
       const requested = taken.request === undefined ? [] : [await answer(deps, ctx, taken.request)]
-      const [changed, later] = await Promise.all([tracker.after(ctx.chatId, before, outputs), resultNotes(deps.notes ?? [], ctx.chatId)])
+      const [changed, later] = await Promise.all([tracker.after(ctx.chatId, before, outputs), resultNotes(deps.notes ?? [], ctx.chatId, outcome.listening === undefined ? {} : { listening: outcome.listening })])
       const links = changed.map((rel): [string, string] => [rel, deps.links.fileUrl(ctx.chatId, rel)])
       const block = result.content[0]
       const [asked] = requested

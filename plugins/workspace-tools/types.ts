@@ -1,5 +1,5 @@
 import type { LinkService } from '../capabilities/types.js'
-import type { SandboxService } from '../sandbox/types.js'
+import type { ListeningSocket, SandboxService } from '../sandbox/types.js'
 import type { ChatStorageService } from '../chat-storage/types.js'
 import type { ToolCallContext, ToolInputRequired } from '../mcp-transport/types.js'
 
@@ -14,6 +14,8 @@ export interface WorkspaceDeps {
   storage: Pick<ChatStorageService, 'walk' | 'changeClock'>
   /** Notes other plugins add to bash_tool results (WorkspaceToolsService.addResultNote). */
   notes?: ResultNote[]
+  /** What the notes asked to be read with each command's exit (addResultNote's options; filled while plugins load). */
+  noteNeeds?: ResultNoteOptions
   /** Handlers of requests programs in the sandbox make through their command's output, by kind. */
   requests?: ReadonlyMap<string, CommandRequestHandler>
 }
@@ -33,14 +35,27 @@ export type CommandRequestHandler = (ctx: ToolCallContext, text: string) => Prom
  * Text another plugin appends to a successful bash_tool result, after the output links (the ports
  * plugin's new listening ports): asked after every command that ran, in registration order; an
  * answer that does not fit the result's limit is left out; one that rejects or takes longer than
- * 3 s is skipped (and logged at debug level by its owner).
+ * 3 s is skipped (and logged at debug level by its owner). `facts` holds what the command's exit said
+ * that a note asked for (ResultNoteOptions), when the engine could say it.
  */
-export type ResultNote = (chatId: string) => Promise<string | undefined>
+export type ResultNote = (chatId: string, facts: CommandFacts) => Promise<string | undefined>
+
+/** What a note wants read with the command's exit rather than asked of the sandbox after it. */
+export interface ResultNoteOptions {
+  /** up to this many of the sandbox's listening TCP sockets (≤ 4096; SandboxService CommandOptions.listening) */
+  listening?: number
+}
+
+/** What the command's exit said for the notes. */
+export interface CommandFacts {
+  /** the sandbox's listening TCP sockets right after the command (absent: the engine did not say; ask the sandbox) */
+  listening?: readonly ListeningSocket[]
+}
 
 /** What workspace-tools offers other plugins. */
 export interface WorkspaceToolsService {
   /** Register while plugins load. */
-  addResultNote (note: ResultNote): void
+  addResultNote (note: ResultNote, opts?: ResultNoteOptions): void
   /** Register while plugins load; one handler per kind (a second throws). */
   addCommandRequest (kind: string, handler: CommandRequestHandler): void
 }

@@ -7,12 +7,13 @@
 # exec through the container engine.
 #
 # Frame: u32 length (big-endian, of what follows) | u32 request id | u8 type | payload.
-# Server -> agent: EXEC (JSON: argv, cwd, env, merged, stdin), STDIN (bytes), STDIN_END, CLOSE
+# Server -> agent: EXEC (JSON: argv, cwd, env, merged, stdin, listening), STDIN (bytes), STDIN_END, CLOSE
 #   (stop reading the request's output and end it), FILE (JSON file operation; answered by RESULT),
 #   CONNECT (JSON: port, window; a TCP connection to the sandbox's loopback, cubicle_connect.py), ACK
 #   (u32: bytes of a connection's output the server consumed).
 # Agent -> server: HELLO (id 0, JSON), SPAWNED (empty: an EXEC's process exists, before any of its
-#   output), OUT, ERR (output chunks <= 256 KiB), EXIT (JSON: code, pids), FAIL (JSON: the process
+#   output), OUT, ERR (output chunks <= 256 KiB), EXIT (JSON: code, pids, listening; then, when the EXEC
+#   asked, the listening sockets' records as in a FILE `listening` answer), FAIL (JSON: the process
 #   could not be started: errno, error), DATA (a file's bytes, <= 256 KiB each, before the) RESULT
 #   (JSON), CONNECTED (JSON: family), CREDIT (u32: bytes of a connection's input written to the app).
 #   JSON payloads are u32 length, JSON text, then bytes. HELLO's `spawned: true` says SPAWNED comes:
@@ -87,9 +88,9 @@ class Agent:
         except (ConnectionError, OSError):
             self.lose()
 
-    async def send_json(self, rid, typ, obj):
+    async def send_json(self, rid, typ, obj, data=b''):
         body = json.dumps(obj, separators=(',', ':')).encode()
-        await self.send(rid, typ, struct.pack('>I', len(body)) + body)
+        await self.send(rid, typ, struct.pack('>I', len(body)) + body + data)
 
     def dispatch(self, rid, typ, payload):
         if typ == T_EXEC:
@@ -213,10 +214,18 @@ class Request:
         # Our end of the pipes closes: writers still holding them get EPIPE, as with a closed exec.
         for tr in transports:
             tr.close()
-        info = {'code': code}
+        info, data = {'code': code}, b''
         if merged and code is not None:
             info['pids'] = read_pids()
-        await self.agent.send_json(self.rid, T_EXIT, info)
+            # The sandbox's listening sockets after the command, when asked (`listening`: at most that many):
+            # the server's next question after every bash_tool command, answered without a round trip.
+            want = spec.get('listening')
+            if type(want) is int and want > 0:
+                from cubicle_files import handle
+                listed, records = handle({'op': 'listening', 'max': want})
+                if listed.get('ok') is True:
+                    info['listening'], data = {'more': listed['more']}, records
+        await self.agent.send_json(self.rid, T_EXIT, info, data)
 
     async def settle(self, pumps, merged, loop):
         # Wait for the output: at once when every pipe reached EOF, else until quiet (command

@@ -200,6 +200,10 @@ t.test('new listening ports after a command: the agent\'s socket listing, no eng
   calls.length = 0
   t.same(await runtime.service.apps('chat-a'), [{ port: 8000, url: 'https://cubicle.example/apps/chat-a/8000/' }])
   t.equal(calls[0], 'status', 'the apps listing asks the engine (it runs outside any call)')
+  calls.length = 0
+  t.same(await runtime.newlyListening('chat-a', [{ family: 4, address: '127.0.0.1', port: 8000 }, { family: 4, address: '0.0.0.0', port: 5000 }]), [5000],
+    'the sockets the command\'s exit carried: only the ones new since the last call')
+  t.same(calls, [], 'nothing asked of the sandbox')
   await runtime.close()
 })
 

@@ -79,6 +79,13 @@ t.test('JSON payloads: objects only, length-checked, capped', async t => {
   const bad = (v: unknown): Buffer => encodeJson(1, T_EXIT, v).subarray(9)
   for (const v of [{ code: 256 }, { code: -1 }, { code: 1.5 }, { code: '0' }]) t.throws(() => parseExit(bad(v)), { name: 'ProtocolError' }, JSON.stringify(v))
   t.same(parseExit(bad({ code: null, pids: -4 })), { code: null }, 'a bad pids hint is dropped')
+  // The listening sockets after the JSON (docs/performance.md): only with `listening`, which must say `more`.
+  const records = Buffer.alloc(40, 0)
+  const withRecords = (v: unknown): Buffer => encodeJson(1, T_EXIT, v, records).subarray(9)
+  t.same(parseExit(withRecords({ code: 0, listening: { more: true } })), { code: 0, listening: { more: true, records } })
+  t.same(parseExit(bad({ code: 0, listening: { more: false } })), { code: 0, listening: { more: false, records: Buffer.alloc(0) } }, 'none listening')
+  t.throws(() => parseExit(withRecords({ code: 0 })), { name: 'ProtocolError' }, 'bytes without listening')
+  for (const v of [{ code: 0, listening: true }, { code: 0, listening: null }, { code: 0, listening: {} }]) t.throws(() => parseExit(withRecords(v)), { name: 'ProtocolError' }, JSON.stringify(v))
   for (const v of [[1], 'x', 3, null]) t.throws(() => decodeJson(bad(v)), { name: 'ProtocolError' }, `not an object: ${JSON.stringify(v)}`)
   t.throws(() => decodeJson(Buffer.from([0, 0])), { name: 'ProtocolError' }, 'short')
   const lying = Buffer.from([0, 0, 0, 50, 0x7b, 0x7d])

@@ -173,3 +173,29 @@ t.test('the agent lists the listening TCP sockets of its network namespace (sock
   const one = await fileOp({ op: 'listening', max: 1 })
   t.same([one.data.length, one.result.more], [20, true], 'at most `max` records, and `more` says some were left out')
 })
+
+t.test('an EXEC asking for `listening` gets the listening sockets with its EXIT; one that does not gets none', { skip }, async t => { // docs/performance.md
+  const v4 = await listen('127.0.0.1')
+  t.teardown(() => { v4?.close() })
+  if (v4 === null) { t.fail('cannot listen on 127.0.0.1'); return }
+  const child = spawn('python3', ['-I', '-S', '-B', SCRIPT], { stdio: ['pipe', 'pipe', 'inherit'] })
+  t.teardown(() => { child.stdin.end(); child.kill() })
+  const exits = new Map<number, ReturnType<typeof parseExit>>()
+  let wake = (): void => {}
+  const parser = new FrameParser((id, type, payload) => {
+    if (type === T_EXIT) { exits.set(id, parseExit(Buffer.from(payload))); wake() }
+  }, reason => { throw new Error(`protocol: ${reason}`) })
+  child.stdout.on('data', (c: Buffer) => { parser.push(c) })
+  const exec = (id: number, extra: Record<string, unknown>): void => {
+    child.stdin.write(encodeJson(id, T_EXEC, { argv: ['sh', '-c', 'true'], cwd: '/', env: {}, merged: true, stdin: false, ...extra }))
+  }
+  exec(1, { listening: 4096 })
+  exec(2, {})
+  exec(3, { listening: 1 })
+  while (exits.size < 3) await new Promise<void>(resolve => { wake = resolve })
+  const asked = exits.get(1)?.listening
+  t.equal(asked?.more, false)
+  t.ok(parseListening(asked?.records ?? Buffer.alloc(0)).some(s => s.address === '127.0.0.1' && s.port === (v4.address() as AddressInfo).port), 'the listener, read after the command')
+  t.equal(exits.get(2)?.listening, undefined, 'not asked: only the code and the pids hint')
+  t.same([exits.get(3)?.listening?.records.length, exits.get(3)?.listening?.more], [20, true], 'at most what was asked')
+})

@@ -117,9 +117,11 @@ t.test('result notes: answers in registration order, failures, empty and late an
     async (chatId: string) => `for ${chatId}`
   ]
   const started = Date.now()
-  t.same(await resultNotes(notes, 'chat-a', 100), ['first', 'for chat-a'])
+  t.same(await resultNotes(notes, 'chat-a', {}, 100), ['first', 'for chat-a'])
   t.ok(Date.now() - started < 450, 'a slow note does not hold the result')
   t.same(await resultNotes([], 'chat-a'), [])
+  const listening = [{ family: 4 as const, address: '127.0.0.1', port: 3000 }]
+  t.same(await resultNotes([async (_chatId, facts) => facts.listening?.map(s => String(s.port)).join(',')], 'chat-a', { listening }), ['3000'], 'the facts of the command\'s exit reach the notes')
 })
 
 t.test('notes are appended while they fit the limit', async t => {

@@ -2,8 +2,12 @@ import t from 'tap'
 import { mkdir, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { createError } from '@fastify/error'
-import { fakeContext, fakeSandbox, SETTINGS, textOf, tools } from './fakes.js'
+import type { CallToolResult } from '@modelcontextprotocol/server'
+import { fakeContext, fakeLinks, fakeSandbox, SETTINGS, textOf, tools } from './fakes.js'
 import type { ExecOptions } from '../../../plugins/sandbox/types.js'
+import { createWorkspaceTools } from '../../../plugins/workspace-tools/service.js'
+import type { ResultNote } from '../../../plugins/workspace-tools/types.js'
+import { walkTree, type WalkOptions } from '../../../core/tree-walk.js'
 import { tempDir } from '../../fixtures/temp-dir.js'
 
 const REG = (size: number): string => `81a4 ${size}\n`
@@ -306,4 +310,21 @@ t.test('bash_tool: an unknown exit status is an isError result', async t => {
   const why = await tools(told.sandbox).call('bash_tool', { command: 'x', description: 'd' })
   t.equal(why.isError, true)
   t.match(why.content, [{ type: 'text', text: /^Error: the sandbox was stopped while the command was running\. The exit status of the command is unknown\. The sandbox was stopped outside this server/ }])
+})
+
+t.test('a note that wants the listening sockets gets them from the command\'s exit, asked for with the command', async t => { // docs/performance.md
+  const asked: Array<number | undefined> = []
+  const sockets = [{ family: 4 as const, address: '0.0.0.0', port: 3000 }]
+  const fake = fakeSandbox({ run: async (_command, opts) => { asked.push(opts.listening); return { exitCode: 0, timedOut: false, cancelled: false, listening: sockets } } })
+  const seen: unknown[] = []
+  const note: ResultNote = async (_chatId, facts) => { seen.push(facts.listening); return facts.listening === undefined ? 'asked' : `ports ${facts.listening.map(s => s.port).join(',')}` }
+  const storage = { walk: (_chatId: string, _area: string, opts: WalkOptions = {}) => walkTree('/nonexistent-outputs', opts), changeClock: async () => undefined }
+  const bash = createWorkspaceTools({ sandbox: fake.sandbox, links: fakeLinks, storage, notes: [note], noteNeeds: { listening: 4096 } }, SETTINGS).find(d => d.name === 'bash_tool')
+  const r = await bash?.handler({ command: 'echo hi', description: 'd' } as never, fakeContext().ctx) as CallToolResult
+  t.same(asked, [4096], 'the command asks for them')
+  t.same(seen, [sockets], 'the note gets what the exit said')
+  t.match(textOf(r), /ports 3000$/)
+  const plain = createWorkspaceTools({ sandbox: fakeSandbox({ run: async (_command, opts) => { asked.push(opts.listening); return { exitCode: 0, timedOut: false, cancelled: false } } }).sandbox, links: fakeLinks, storage, notes: [note] }, SETTINGS).find(d => d.name === 'bash_tool')
+  t.match(textOf(await plain?.handler({ command: 'echo hi', description: 'd' } as never, fakeContext().ctx) as CallToolResult), /asked$/, 'no note wants them: the command asks for none and the note asks the sandbox itself')
+  t.same(asked, [4096, undefined])
 })
