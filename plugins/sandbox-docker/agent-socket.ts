@@ -49,6 +49,9 @@ export class AgentSockets {
 
   known (id: string): Slot | undefined { return this.slots.get(id) }
 
+  /** Every slot known now (sandboxes created, listed or inspected by this server). */
+  all (): Slot[] { return [...this.slots.values()] }
+
   tokens (): Set<string> { return new Set([...this.slots.values()].map(s => s.token)) }
 
   /** A start is about to happen: the old agent and key are void, fresh candidates wait for its result. */

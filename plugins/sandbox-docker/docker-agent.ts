@@ -170,6 +170,9 @@ export function withAgentSocket<E extends SandboxEngine> (engine: E, start: Star
       ? {
           serveEgress (handler: (id: string, socket: Socket) => void): void {
             egress.serve(handler)
+            // Sandboxes listed before (the core re-adopts at boot, before the egress plugin registers): their
+            // agents relay already. A stopped one's socket answers no one until it starts.
+            for (const s of sockets.all()) void egress.listen(s.id, s.token)
           }
         }
       : {}),

@@ -21,7 +21,7 @@ const sandboxDocker: FastifyPluginAsync<SandboxDockerOptions & { client?: Sandbo
   const { client, ...rest } = raw
   const opts = parseOptions(SandboxDockerOptions, rest, 'sandbox-docker')
   const runDir = opts.agentRunDir ?? ''
-  const agentSocket = runDir === '' ? undefined : { runDir, runDirHost: opts.agentRunDirHost === '' || opts.agentRunDirHost === undefined ? runDir : opts.agentRunDirHost, log: fastify.log.child({ plugin: 'sandbox-docker' }), egress: opts.egressSocket === true }
+  const agentSocket = runDir === '' ? undefined : { runDir, runDirHost: opts.agentRunDirHost === '' || opts.agentRunDirHost === undefined ? runDir : opts.agentRunDirHost, log: fastify.log.child({ plugin: 'sandbox-docker' }), egress: opts.egressSocket !== false }
   const data = opts.dataDirHost.trim() || opts.dataDir.trim()
   const storage: DockerStorage | undefined = data === '' ? undefined : { data, skills: opts.skillsDirHost.trim(), local: opts.dataDir.trim() }
   if (client !== undefined && storage !== undefined) (client as Partial<DockerEngine>).useStorage?.(storage)

@@ -8,6 +8,6 @@ export const SandboxDockerOptions = Type.Object({
   skillsDirHost: Type.Optional(Type.String({ default: '', description: 'SKILLS_DIR_HOST, mounted read-only at /mnt/skills when set' })),
   agentRunDir: Type.Optional(Type.String({ default: '', description: 'where the server keeps the agent sockets\' run directories (<DATA_DIR>/run with SANDBOX_AGENT and SANDBOX_AGENT_SOCKET); empty = no agent socket' })),
   agentRunDirHost: Type.Optional(Type.String({ default: '', description: 'the same directory as the daemon sees it (<DATA_DIR_HOST>/run); empty = agentRunDir' })),
-  egressSocket: Type.Optional(Type.Boolean({ default: false, description: 'SANDBOX_EGRESS_SOCKET: offer egress over the agent socket\'s run directories (needs agentRunDir): sandboxes without a network interface' }))
+  egressSocket: Type.Optional(Type.Boolean({ default: true, description: 'SANDBOX_EGRESS_SOCKET: offer egress over the agent socket\'s run directories (needs agentRunDir): sandboxes without a network interface' }))
 })
 export type SandboxDockerOptions = Static<typeof SandboxDockerOptions>

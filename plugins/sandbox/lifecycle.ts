@@ -53,7 +53,7 @@ export interface Lifecycle {
   addStartHook: (hook: StartHook) => void
 }
 
-export function createLifecycle (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | 'clock' | 'status'>, chats: Chats, d: LifecycleDeps): Lifecycle {
+export function createLifecycle (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | 'clock' | 'status' | 'settings'>, chats: Chats, d: LifecycleDeps): Lifecycle {
   const { engine, log, clock } = base
   const { activity, addresses, agents, boot, network, mounts, quota, readiness, poolClaim, reaper, transitions } = d
   const hooks: EnsureHook[] = []
@@ -145,9 +145,12 @@ export function createLifecycle (base: Pick<CoreBase, 'engine' | 'log' | 'opts' 
       // of the ready sandbox. Awaited once the sandbox is ready; a failed start's own error wins.
       const meta = activity.saveMeta(entry, user, true)
       meta.catch(() => {})
+      // A sandbox of network mode none (egress over the agent socket, or ENABLE_NETWORK=false; a stopped one
+      // of another mode was recreated by drift) has no address: no inspect on a new chat's first call.
+      const learning = !started ? undefined : base.settings.networkMode === 'none' ? addresses.dropAddress(entry) : addresses.learnAddress(entry, container.id)
       let ids: SandboxIds | null
       try {
-        [ids] = await Promise.all([claimed !== null ? claimed.ids : readiness.waitReady(entry), started ? addresses.learnAddress(entry, container.id) : undefined])
+        [ids] = await Promise.all([claimed !== null ? claimed.ids : readiness.waitReady(entry), learning])
       } finally { await writing }
       entry.state = 'running'
       entry.recoverable = false

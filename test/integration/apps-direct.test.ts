@@ -37,8 +37,9 @@ t.test('apps beyond loopback are reached on the sandbox\'s address, the others t
   t.teardown(() => { hostService.close() })
   const port = await freePort()
   const url = `http://127.0.0.1:${port}`
+  // SANDBOX_EGRESS_SOCKET=false: the direct route needs the sandbox's address on the network (docs/features.md#the-direct-route).
   const app = await build(t, {
-    SANDBOX_PREFIX: prefix, DATA_DIR: dataDir, DOCKER_IMAGE: TEST_IMAGE, MCP_API_KEY: TEST_API_KEY, PUBLIC_BASE_URL: url, COMMAND_TIMEOUT: '120', EGRESS_PORT: String(await freePort())
+    SANDBOX_PREFIX: prefix, DATA_DIR: dataDir, DOCKER_IMAGE: TEST_IMAGE, MCP_API_KEY: TEST_API_KEY, PUBLIC_BASE_URL: url, COMMAND_TIMEOUT: '120', EGRESS_PORT: String(await freePort()), SANDBOX_EGRESS_SOCKET: 'false'
   }, config => entries(config, ['chat-storage', 'mcp-transport', 'capabilities', 'sandbox-docker', 'sandbox', 'workspace-tools', 'egress', 'ports']))
   await app.listen({ port, host: '127.0.0.1' })
   const a = await mcpClient(t, url, 'direct-a')

@@ -80,6 +80,7 @@ t.test('sandbox egress over the agent socket (real Docker)', { skip }, async t =
     const nets = (await app.sandboxEngine.listNetworks([`cu.prefix=${PREFIX}`])).filter(n => n.name === `${PREFIX}-sandboxes`)
     t.equal(nets.length, 0, 'Docker has no network of this prefix')
     t.equal((await sh(A, 'echo "$http_proxy|$HTTPS_PROXY|$ALL_PROXY|$NO_PROXY"')).out.trim(), 'http://127.0.0.1:3128|http://127.0.0.1:3128|socks5h://127.0.0.1:3128|localhost,127.0.0.1,::1')
+    t.equal(await app.sandbox.appAddress?.(A) ?? null, null, 'no address for the direct route to apps: they take the relay')
   })
 
   t.test('curl (plain, CONNECT, SOCKS5) and python reach the allowed canary through the relay', async t => {
@@ -132,4 +133,61 @@ except OSError as e:
     t.equal(size, BIG, 'every byte')
     t.comment(`relay throughput: ${((speed ?? 0) / 1024 / 1024).toFixed(0)} MB/s (the proxy throttles each chat at EGRESS_MAX_BYTES_PER_SECOND)`)
   })
+})
+
+t.test('an upgrade: a sandbox on the network from before keeps its way out; stopped, it is recreated without a network', { skip }, async t => {
+  const prefix = `${PREFIX}u`
+  await cleanupPrefix(t, prefix)
+  const a = await canary(t, 'canary-a')
+  const dir = await mkdtemp(join(tmpdir(), `${prefix}-data-`))
+  const config = loadConfig({ DOCKER_IMAGE: TEST_IMAGE, LOG_LEVEL: 'silent', DATA_DIR: dir, SANDBOX_PREFIX: prefix, MCP_API_KEY: TEST_API_KEY, SANDBOX_POOL_SIZE: '0' })
+  const build = async (egressSocket: boolean): Promise<Awaited<ReturnType<typeof buildApp>>> => {
+    const app = await buildApp(config, [
+      entry(sandboxDocker, { dockerHost: DOCKER_HOST, dataDir: dir, agentRunDir: join(dir, 'run'), egressSocket }),
+      entry(chatStorage, { dataDir: dir }),
+      entry(sandbox, { image: TEST_IMAGE, prefix, dataDir: dir, memLimit: 512 * 1024 * 1024 }),
+      entry(egress, { allow: `127.0.0.1:${a.port}`, firewall: false, lookup: async () => ['127.0.0.1'] })
+    ], { logger: process.env.TEST_LOG === '1' ? { level: 'debug' } : false })
+    await app.ready()
+    return app
+  }
+  const curl = async (app: Awaited<ReturnType<typeof buildApp>>, path: string): Promise<string> => {
+    const r = await app.sandbox.exec(A, ['bash', '-c', `ls /sys/class/net | tr '\\n' ' '; curl -sS -m 20 http://canary-a.test:${a.port}${path}`], { timeoutMs: 60_000 })
+    return r.stdout.toString() + r.stderr.toString()
+  }
+  const before = await build(false)
+  await before.sandbox.ensure(A)
+  t.match(await curl(before, '/before'), /^eth0 lo hello from canary-a\n$/, 'SANDBOX_EGRESS_SOCKET=false: on the network')
+  await before.close()
+
+  const after = await build(true)
+  t.teardown(async () => { await after.close() })
+  await after.sandbox.ensure(A)
+  t.ok(after.sandbox.network?.(), 'the network is prepared for the sandbox found on it')
+  t.match(await curl(after, '/running'), /^eth0 lo hello from canary-a\n$/, 'the running sandbox keeps its network and its way out')
+  await after.sandbox.stop(A)
+  await after.sandbox.ensure(A)
+  t.match(await curl(after, '/recreated'), /^lo hello from canary-a\n$/, 'stopped and started again: recreated without a network, out over the agent socket')
+  t.same(a.urls, ['/before', '/running', '/recreated'])
+})
+
+t.test('a sandbox claimed from the warm pool goes out over its socket from its first command', { skip }, async t => {
+  const prefix = `${PREFIX}p`
+  await cleanupPrefix(t, prefix)
+  const a = await canary(t, 'canary-a')
+  const dir = await mkdtemp(join(tmpdir(), `${prefix}-data-`))
+  const config = loadConfig({ DOCKER_IMAGE: TEST_IMAGE, LOG_LEVEL: 'silent', DATA_DIR: dir, SANDBOX_PREFIX: prefix, MCP_API_KEY: TEST_API_KEY, SANDBOX_POOL_SIZE: '1' })
+  const app = await buildApp(config, [
+    entry(sandboxDocker, { dockerHost: DOCKER_HOST, dataDir: dir, agentRunDir: join(dir, 'run') }),
+    entry(chatStorage, { dataDir: dir }),
+    entry(sandbox, { image: TEST_IMAGE, prefix, dataDir: dir, memLimit: 512 * 1024 * 1024, poolSize: 1 }),
+    entry(egress, { allow: `127.0.0.1:${a.port}`, firewall: false, lookup: async () => ['127.0.0.1'] })
+  ], { logger: process.env.TEST_LOG === '1' ? { level: 'debug' } : false })
+  t.teardown(async () => { await app.close() })
+  await app.ready()
+  for (let i = 0; i < 300 && (app.sandbox.pooled?.() ?? 0) < 1; i++) await new Promise(resolve => setTimeout(resolve, 100))
+  t.equal(app.sandbox.pooled?.(), 1, 'a pool sandbox is ready')
+  await app.sandbox.ensure(A)
+  const r = await app.sandbox.exec(A, ['bash', '-c', `curl -sS -m 20 http://canary-a.test:${a.port}/claimed`], { timeoutMs: 60_000 })
+  t.equal(r.stdout.toString() + r.stderr.toString(), 'hello from canary-a\n', 'the plugin option\'s default: egress over the socket')
 })
