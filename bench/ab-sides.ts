@@ -33,10 +33,10 @@ export interface SideBench { measure: (m: Ask) => Promise<number[]>, close: () =
  * One side: the server of `tree` on a fresh DATA_DIR; `prepare` sets up its chat and says how to measure.
  * Answers the parent's asks until it says stop or goes away (the server and its sandboxes go too).
  */
-export async function runSide (tree: string, prepare: (common: typeof Common, server: Common.Server) => Promise<SideBench>): Promise<void> {
+export async function runSide (tree: string, prepare: (common: typeof Common, server: Common.Server) => Promise<SideBench>, poolSize?: number): Promise<void> {
   const common = await import(join(tree, 'bench/common.ts')) as typeof Common
   const dataDir = mkdtempSync(join(tmpdir(), 'cubicle-ab-'))
-  const server = await common.startServer(dataDir)
+  const server = await common.startServer(dataDir, poolSize)
   const stop = async (): Promise<void> => {
     await server.stop()
     await common.cleanup()

@@ -19,6 +19,9 @@ export { AGENT_ARGV, type AgentPipe } from './agent-link.js'
  * has no agent is remembered per container and never asked again.
  */
 
+/** A uid or gid as the kernel has them (the agent's HELLO is untrusted). */
+const isId = (v: unknown): v is number => Number.isInteger(v) && (v as number) >= 0 && (v as number) < 0xffffffff
+
 /** How long a new agent may take to say hello (python start in a busy sandbox). */
 const HELLO_TIMEOUT_MS = 10_000
 /** A connection that ends sooner than this counts as a failure (backoff before the next one). */
@@ -137,6 +140,7 @@ export function createAgents (base: Pick<CoreBase, 'engine' | 'log' | 'opts' | '
           hello = true
           conn.canConnect = said.connect === true
           conn.acksSpawn = said.spawned === true
+          if (isId(said.uid) && isId(said.gid)) conn.ids = { uid: said.uid, gid: said.gid }
           clearTimeout(timer)
           if (st.dropped) { conn.close(); return }
           st.conn = conn

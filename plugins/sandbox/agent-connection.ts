@@ -50,6 +50,8 @@ export class AgentConnection {
   canConnect = false
   /** the agent said it answers an EXEC whose process started with SPAWNED first (its HELLO): older images' agents never do */
   acksSpawn = false
+  /** the user and group the agent runs commands as (its HELLO; older images' agents do not say): the ready probe's ids */
+  ids: { uid: number, gid: number } | undefined
   /** bytes of flow-controlled frames (agent-connect.ts) read since the stream's budget last asked: not charged to it */
   exempt = 0
 

@@ -19,6 +19,8 @@ import type { CoreBase } from './context.js'
 
 const AUTH_JSON = '/home/assistant/.local/share/opencode/auth.json'
 const READY_PROBE = ['/bin/sh', '-c', `rm -f ${AUTH_JSON} 2>/dev/null; id -u; id -g`]
+/** The probe through an agent whose HELLO said its ids: one process instead of four (sh, rm, id, id) on a new chat's first call. */
+const READY_RM = ['rm', '-f', AUTH_JSON]
 const PROBE_TIMEOUT_MS = 5000
 /** The probe prints two numbers: more is cut. */
 const PROBE_MAX_BYTES = 1024
@@ -47,14 +49,18 @@ export function createReadiness (base: Pick<CoreBase, 'engine' | 'log' | 'opts' 
     return { r, ids: parseIds(r.stdout.toString('utf8')) }
   }
 
-  /** The probe through the chat's agent: its ids (null: none printed), or undefined when the agent cannot answer now. */
+  /**
+   * The probe through the chat's agent: its ids (null: none printed), or undefined when the agent cannot answer now.
+   * An agent that said its ids in its HELLO only removes the stale file (its exit status is ignored, as the probe's `rm`'s is).
+   */
   async function agentProbe (entry: Entry, sandboxId: string): Promise<SandboxIds | null | undefined> {
     const conn = await agents.openAgent(agentOf(entry, sandboxId))
     if (conn === null) return undefined
+    const said = conn.ids
     const out: Buffer[] = []
     let len = 0
     const r = await agentRequest(log, entry.names.key, conn, {
-      argv: READY_PROBE,
+      argv: said === undefined ? READY_PROBE : READY_RM,
       env: {},
       merged: false,
       cwd: '/',
@@ -65,6 +71,7 @@ export function createReadiness (base: Pick<CoreBase, 'engine' | 'log' | 'opts' 
         len += Math.min(data.length, PROBE_MAX_BYTES - len)
       }
     }, () => null)
+    if (said !== undefined) return typeof r.code === 'number' ? said : undefined
     return r.code === 0 ? parseIds(Buffer.concat(out).toString('utf8')) : undefined
   }
 

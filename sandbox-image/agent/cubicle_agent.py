@@ -326,8 +326,10 @@ async def serve(reader, writer):
     # One stream: HELLO, then requests until it ends (the requests are then closed).
     agent = Agent(writer)
     # connect: this agent serves CONNECT (an older one ignores it, so the server asks only when told);
-    # spawned: it answers every EXEC whose process started with SPAWNED first (an older one never does).
-    await agent.send_json(0, T_HELLO, {'v': VERSION, 'pid': os.getpid(), 'connect': True, 'spawned': True})
+    # spawned: it answers every EXEC whose process started with SPAWNED first (an older one never does);
+    # uid, gid: the user it runs commands as (the server's ready probe then needs no `id`).
+    await agent.send_json(0, T_HELLO, {'v': VERSION, 'pid': os.getpid(), 'connect': True, 'spawned': True,
+                                       'uid': os.getuid(), 'gid': os.getgid()})
     try:
         while True:
             try:

@@ -132,6 +132,7 @@ t.test('the agent offers SPAWNED and sends it once the process exists, before it
   child.stdin.write(encodeJson(2, T_EXEC, { argv: ['/nonexistent/program'], cwd: '/', env: {}, merged: false, stdin: false }))
   while (!ended.has(1) || !ended.has(2)) await new Promise<void>(resolve => { wake = resolve })
   t.equal(hello.spawned, true, 'HELLO offers SPAWNED')
+  t.same([hello.uid, hello.gid], [process.getuid?.(), process.getgid?.()], 'and says the ids it runs commands as (the ready probe needs no `id`)')
   t.same(frames.filter(f => f[0] === 1).map(f => f[1]), [T_SPAWNED, T_OUT, T_EXIT], 'SPAWNED, the output, the exit')
   t.same(frames.filter(f => f[0] === 2).map(f => f[1]), [T_FAIL], 'nothing started: FAIL, no SPAWNED')
 })

@@ -80,3 +80,38 @@ t.test('a create conflict whose container is not visible yet is waited for and a
   t.equal(c.id, 'cid-1', 'adopted once the engine shows it')
   t.equal(inspects, 4)
 })
+
+t.test('the ready probe through an agent that said its ids: one process (the stale file\'s rm), the ids from the HELLO', async t => { // docs/performance.md
+  const { AgentConnection } = await import('../../../plugins/sandbox/agent-connection.js')
+  const { decodeJson, encodeJson, T_EXIT, T_OUT, T_SPAWNED } = await import('../../../plugins/sandbox/agent-protocol.js')
+  const argvs: unknown[] = []
+  const connection = (ids: { uid: number, gid: number } | undefined, code: number): InstanceType<typeof AgentConnection> => {
+    const conn = new AgentConnection({
+      write: (frame: Buffer) => {
+        argvs.push(decodeJson(frame.subarray(9)).argv)
+        const id = frame.readUInt32BE(4)
+        queueMicrotask(() => {
+          conn.dispatch(id, T_SPAWNED, Buffer.alloc(0))
+          if (ids === undefined) conn.dispatch(id, T_OUT, Buffer.from('1001\n1002\n'))
+          conn.dispatch(id, T_EXIT, encodeJson(id, T_EXIT, { code }).subarray(9))
+        })
+        return true
+      },
+      destroy: () => {}
+    } as never, () => {})
+    conn.acksSpawn = true
+    if (ids !== undefined) conn.ids = ids
+    return conn
+  }
+  const probe = async (conn: InstanceType<typeof AgentConnection>): Promise<unknown> => {
+    const reg = registry({ exec: async () => { throw new Error('no engine exec expected') } })
+    const entry = entryOf(reg, 'chat-agent')
+    entry.sandboxId = 'cid-1'
+    return await createReadiness(reg, { openAgent: async () => conn }).waitReady(entry)
+  }
+  t.same(await probe(connection({ uid: 1000, gid: 1000 }, 0)), { uid: 1000, gid: 1000 })
+  t.same(argvs.pop(), ['rm', '-f', '/home/assistant/.local/share/opencode/auth.json'], 'only the rm')
+  t.same(await probe(connection({ uid: 1000, gid: 1000 }, 1)), { uid: 1000, gid: 1000 }, 'a failed rm is ignored, as in the shell probe')
+  t.same(await probe(connection(undefined, 0)), { uid: 1001, gid: 1002 }, 'an older agent: the shell probe and its output')
+  t.match(argvs.pop(), ['/bin/sh', '-c', /id -u; id -g$/])
+})
