@@ -22,6 +22,8 @@ RUN set -eu; \
     if [ -n "${EXTRA_CA_PEM}" ]; then printf '%s\n' "${EXTRA_CA_PEM}" >/tmp/extra-ca.pem; export NODE_EXTRA_CA_CERTS=/tmp/extra-ca.pem; fi; \
     npm ci --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json fastify.config.ts ./
+# npm run build: tsc, then the vendor bundle into dist/node_modules (docs/architecture.md#the-build).
+COPY scripts/build.mjs scripts/build.mjs
 COPY core core
 COPY plugins plugins
 COPY examples examples

@@ -19,11 +19,16 @@ const dist = join(root, 'dist')
 const vendorDir = join(dist, 'node_modules')
 
 /**
- * Packages bundled into dist/node_modules. A package belongs here only if nothing in node_modules
- * imports it (else that importer would load the original as a second copy) and its code is ES modules.
- * What it imports in turn is bundled with it unless listed in SHARED_EXTERNAL.
+ * Packages bundled into dist/node_modules, as the entries dist imports. A package belongs here only if
+ * nothing in node_modules that the server loads imports it (that importer would load the original, a
+ * second copy) and its code is ES modules.
  */
-const VENDORED = ['typebox']
+const VENDORED = ['typebox', '@modelcontextprotocol/server']
+/**
+ * Packages that only the vendored ones import, inlined into their bundle (same conditions); dist must
+ * not import them (it would load the original beside the inlined copy).
+ */
+const INLINED = ['@modelcontextprotocol/core', 'zod']
 
 const fail = msg => { process.stderr.write(`[build] ${msg}\n`); process.exit(1) }
 
@@ -81,6 +86,7 @@ const subpaths = new Map(VENDORED.map(name => [name, new Set()]))
 for (const [file, input] of Object.entries(scan.metafile.inputs)) {
   for (const imp of input.imports) {
     const name = packageOf(imp.path)
+    if (INLINED.includes(name)) fail(`${file} imports ${imp.path}, which is inlined into the vendor bundle: vendor it (VENDORED) or import it elsewhere`)
     if (name === null || !subpaths.has(name)) continue
     if (imp.kind === 'require-call' || imp.kind === 'require-resolve') fail(`${file} requires ${imp.path}: the vendored copy is an ES module only`)
     subpaths.get(name).add(imp.path === name ? '.' : '.' + imp.path.slice(name.length))
@@ -96,7 +102,7 @@ for (const [name, subs] of subpaths) {
     entryPoints.push({ in: fileURLToPath(import.meta.resolve(spec)), out: join(name, sub === '.' ? 'index' : sub.slice(2)) })
   }
 }
-const vendorRoots = VENDORED.map(name => packageRoot(name) + sep)
+const vendorRoots = [...VENDORED, ...INLINED].map(name => packageRoot(name) + sep)
 const vendored = await build({
   entryPoints,
   bundle: true,
@@ -116,9 +122,9 @@ const vendored = await build({
       // external must resolve to the same file from dist/node_modules as from the original.
       b.onResolve({ filter: /^[^./]/ }, args => {
         const name = packageOf(args.path)
-        if (name === null || isBuiltin(args.path) || VENDORED.includes(name) || args.kind === 'entry-point') return undefined
+        if (name === null || isBuiltin(args.path) || VENDORED.includes(name) || INLINED.includes(name) || args.kind === 'entry-point') return undefined
         if (!vendorRoots.some(dir => args.importer.startsWith(dir))) return undefined
-        return { errors: [{ text: `${args.importer} imports ${args.path}, which is not in VENDORED (scripts/build.mjs)` }] }
+        return { errors: [{ text: `${args.importer} imports ${args.path}, which is neither in VENDORED nor in INLINED (scripts/build.mjs)` }] }
       })
     }
   }]
@@ -154,4 +160,4 @@ try {
 
 const files = Object.keys(vendored.metafile.outputs).filter(f => f.endsWith('.js')).length
 const modules = Object.keys(vendored.metafile.inputs).length
-process.stderr.write(`[build] vendored ${VENDORED.join(', ')}: ${modules} modules in ${files} files (dist/node_modules)\n`)
+process.stderr.write(`[build] vendored ${[...VENDORED, ...INLINED].join(', ')}: ${modules} modules in ${files} files (dist/node_modules)\n`)
