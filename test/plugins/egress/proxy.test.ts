@@ -1,6 +1,9 @@
 import t from 'tap'
 import type { Test } from 'tap'
-import { connect as netConnect, type AddressInfo, type Socket } from 'node:net'
+import { connect as netConnect, createServer, type AddressInfo, type Socket } from 'node:net'
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import http from 'node:http'
 import Fastify from 'fastify'
 import { addressSet } from '../../../plugins/egress/addresses.js'
@@ -164,4 +167,46 @@ t.test('caps a chat\'s bandwidth over all its connections', async t => {
   t.same(results.map(r => r.text.length), [300 * 1024, 300 * 1024], 'both downloads complete')
   // 600 KiB at 200 KiB/s with a 200 KiB burst: at least 2 s (bound checked with slack for timers)
   t.ok(elapsed >= 1800, `two parallel downloads share one 200 KiB/s bucket (took ${elapsed} ms)`)
+})
+
+t.test('a connection handed over with its chat (egress over the agent socket) is served as that chat: its policy, log and slots', async t => {
+  const chats = new Map<string, Policy>()
+  const log: Array<{ chat: string, r: ConnectionRecord }> = []
+  const a = await canary(t, 'canary-a')
+  chats.set('chat-open', { mode: 'open', rules: parseRules(`127.0.0.1:${a}`), hostAddresses: addressSet([]) })
+  chats.set('chat-off', { mode: 'off', rules: [], hostAddresses: addressSet([]) })
+  const p = createEgressProxy({
+    log: Fastify({ logger: false }).log,
+    // The TCP listener knows nobody: only what accept() hands over is served.
+    identify: () => null,
+    policyFor: chat => chats.get(chat) as Policy,
+    lookup: async () => ['127.0.0.1'],
+    record: (chat, r) => { log.push({ chat, r }) }
+  }, { ...LIMITS, maxConnectionsPerChat: 1 })
+  t.teardown(async () => { await p.close() })
+  // A Unix socket pair stands for the engine's egress.sock: its server side goes to accept() with a chat.
+  const dir = await mkdtemp(join(tmpdir(), 'proxy-accept-'))
+  t.teardown(async () => { await rm(dir, { recursive: true, force: true }) })
+  let next = 'chat-open'
+  const unix = createServer(sock => { p.accept(sock, next) })
+  await new Promise<void>(resolve => unix.listen(join(dir, 's'), resolve))
+  t.teardown(() => { unix.close() })
+  const ask = async (chat: string): Promise<string> => {
+    next = chat
+    const s = netConnect(join(dir, 's'))
+    s.write(`GET http://canary-a.test:${a}/x HTTP/1.1\r\nHost: canary-a.test\r\nConnection: close\r\n\r\n`)
+    let text = ''
+    for await (const chunk of s) text += (chunk as Buffer).toString()
+    return text
+  }
+  t.match(await ask('chat-open'), /^HTTP\/1\.1 200[\s\S]*canary-a GET \/x/, 'the open chat reaches the canary')
+  t.match(await ask('chat-off'), /^HTTP\/1\.1 403/, 'the chat with egress off is refused')
+  t.same(log.map(l => [l.chat, l.r.decision]), [['chat-open', 'allowed'], ['chat-off', 'denied']], 'each logged under its own chat')
+  // Slots: one open connection per chat here; a second one of the same chat is refused while the first is open.
+  next = 'chat-open'
+  const held = netConnect(join(dir, 's'))
+  held.write(`CONNECT canary-a.test:${a} HTTP/1.1\r\n\r\n`)
+  await new Promise(resolve => held.once('data', resolve))
+  t.match(await ask('chat-open'), /^HTTP\/1\.1 429/, 'the chat\'s connection slots apply')
+  held.destroy()
 })
