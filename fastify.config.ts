@@ -203,7 +203,8 @@ const plugins = {
     maxResponseBytes: config.APPS_MAX_RESPONSE_BYTES,
     headersTimeoutS: config.APPS_TIMEOUT,
     idleTimeoutS: config.APPS_IDLE_TIMEOUT,
-    hiddenPorts: [config.CDP_PORT]
+    // The browser's debugging port, and the egress relay's port inside a sandbox without a network (docs/network.md#egress-over-the-agent-socket).
+    hiddenPorts: [config.CDP_PORT, ...(config.SANDBOX_EGRESS_SOCKET && config.ENABLE_NETWORK ? [config.EGRESS_PORT] : [])]
   }),
   // MCP Apps: the preview's views inside the chat, for clients that declare the extension; others see no change.
   'mcp-apps': config => entry(mcpApps, {}),
