@@ -34,7 +34,7 @@
  *       p99 (goal ≤ 1 s), server RSS at 200 live chats (goal ≤ 150 MiB), API requests the Role refused (goal 0)
  *
  * BENCH_ONLY=a,h,i runs those sections alone (any of a–l and h50; empty runs a–l). BENCH_H=20x5
- * changes (h)'s chats × calls, BENCH_L=20x5 (l)'s. The server is built first (tsc; BENCH_NO_BUILD=1 reuses dist/,
+ * changes (h)'s chats × calls, BENCH_L=20x5 (l)'s. The server is built first (npm run build's script; BENCH_NO_BUILD=1 reuses dist/,
  * BENCH_SERVER=tsx runs the sources); BENCH_NODE_ARGS replaces the server's node flags (default: those of `npm start`,
  * --optimize-for-size; `BENCH_NODE_ARGS=` runs it without any). The goals are printed together at the end, met or not.
  * Where the time of (b)/(i) goes: bench/profile-first-call.ts.

@@ -4,12 +4,14 @@ import { fileURLToPath } from 'node:url'
 /**
  * The directory `plugins/<plugin>/<dir>/` of files a plugin serves as they are (its front end, its
  * icons): beside the module under tsx, or the source tree's copy when the server runs from dist/
- * (tsc compiles no assets; the Dockerfile copies them). `moduleUrl` is the plugin's `import.meta.url`.
+ * (the build bundles no assets; the Dockerfile copies them): the bundle's modules are in dist/core/
+ * (docs/architecture.md#the-build), a module compiled on its own would be in dist/plugins/<plugin>/.
+ * `moduleUrl` is the plugin's `import.meta.url`.
  */
 export function assetDir (moduleUrl: string, plugin: string, dir: string): string {
-  const here = fileURLToPath(new URL(`./${dir}/`, moduleUrl))
-  if (existsSync(here)) return here
-  const fromDist = fileURLToPath(new URL(`../../../plugins/${plugin}/${dir}/`, moduleUrl))
-  if (existsSync(fromDist)) return fromDist
+  for (const rel of [`./${dir}/`, `../../plugins/${plugin}/${dir}/`, `../../../plugins/${plugin}/${dir}/`]) {
+    const path = fileURLToPath(new URL(rel, moduleUrl))
+    if (existsSync(path)) return path
+  }
   throw new Error(`${plugin}: directory plugins/${plugin}/${dir} not found`)
 }

@@ -1,15 +1,17 @@
-// `npm run build`: the TypeScript build (dist/), then the vendor bundle (docs/architecture.md#the-build).
-// Every ES module Node loads costs about 28 KiB of resident memory beyond its JS heap, and some
-// packages ship hundreds of small ones (typebox: 683 of the 1,819 modules the server loaded at boot,
-// docs/performance.md). esbuild bundles the packages in VENDORED, which only our code imports, into
-// dist/node_modules/<name>/: a few files per package, with one copy of every internal module shared by
-// its entry points (code splitting). Node resolves a bare `import 'typebox'` from any file under dist/
-// to dist/node_modules/typebox before the project's node_modules, so dist's imports need no rewriting;
-// the checks below make sure every one of them lands in the bundle and that the bundle holds no
-// second copy of a package something else loads.
+// `npm run build` (docs/architecture.md#the-build): TypeScript, then esbuild bundles what the server loads.
+// Every module Node loads costs resident memory beyond its code, and the server loaded 1,819 at boot
+// (docs/performance.md, (h)): our own 327, and packages that ship hundreds of small ones (typebox 683).
+// Our modules become a few files in dist/core/ (dist/core/server.js is the entry, as before); the
+// packages in VENDORED, which only our code imports, become dist/node_modules/<name>/: a few files per
+// package, one copy of every internal module shared by its entry points (code splitting). Node resolves
+// a bare `import 'typebox'` from dist/core/ to dist/node_modules/typebox before the project's
+// node_modules, so no import needs rewriting; the checks below make sure every one of them lands in the
+// bundle and that the bundle holds no second copy of a package something else loads. Every other package
+// is loaded from node_modules as it is.
 import { execFileSync } from 'node:child_process'
-import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { isBuiltin } from 'node:module'
+import { tmpdir } from 'node:os'
 import { dirname, join, sep } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { build } from 'esbuild'
@@ -19,14 +21,14 @@ const dist = join(root, 'dist')
 const vendorDir = join(dist, 'node_modules')
 
 /**
- * Packages bundled into dist/node_modules, as the entries dist imports. A package belongs here only if
+ * Packages bundled into dist/node_modules, as the entries our modules import. A package belongs here only if
  * nothing in node_modules that the server loads imports it (that importer would load the original, a
  * second copy) and its code is ES modules.
  */
 const VENDORED = ['typebox', '@modelcontextprotocol/server']
 /**
- * Packages that only the vendored ones import, inlined into their bundle (same conditions); dist must
- * not import them (it would load the original beside the inlined copy).
+ * Packages that only the vendored ones import, inlined into their bundle (same conditions); our modules
+ * must not import them (it would load the original beside the inlined copy).
  */
 const INLINED = ['@modelcontextprotocol/core', 'zod']
 
@@ -51,40 +53,40 @@ function packageRoot (name) {
   }
 }
 
-function jsFiles (dir) {
-  const out = []
-  for (const entry of readdirSync(dir, { withFileTypes: true })) {
-    const path = join(dir, entry.name)
-    if (entry.isDirectory()) { if (path !== vendorDir) out.push(...jsFiles(path)) } else if (entry.name.endsWith('.js')) out.push(path)
-  }
-  return out
-}
-
-// 1. TypeScript, as before (type errors fail the build).
+// 1. TypeScript (type errors fail the build), into a scratch directory: the bundles below are what runs.
 rmSync(dist, { recursive: true, force: true })
-execFileSync(process.execPath, [join(root, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json'], { cwd: root, stdio: 'inherit' })
+const compiled = mkdtempSync(join(tmpdir(), 'cubicle-tsc-'))
+process.on('exit', () => rmSync(compiled, { recursive: true, force: true }))
+execFileSync(process.execPath, [join(root, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json', '--outDir', compiled], { cwd: root, stdio: 'inherit' })
 
-// 2. Every import in dist, as written: esbuild parses each file (no text matching) with every import
-// external, so its metafile lists each file's static imports and literal dynamic ones.
-const scan = await build({
-  entryPoints: jsFiles(dist),
+// 2. Our own modules, bundled from the server's entry into dist/core/ (the directory of every core
+// module, so their import.meta.url-relative paths keep working: core/version.ts, core/asset-dir.ts,
+// plugins/prompt-render), with chunks for the literal dynamic imports (an engine's plugin loads only
+// when selected). Every bare import stays an import; esbuild parses each module (no text matching),
+// so its metafile lists each module's imports as written.
+const app = await build({
+  entryPoints: [join(compiled, 'core/server.js')],
   bundle: true,
-  write: false,
-  metafile: true,
-  platform: 'node',
+  splitting: true,
   format: 'esm',
-  outdir: join(root, '.build-scan'),
-  absWorkingDir: root,
-  logLevel: 'silent',
+  platform: 'node',
+  outdir: join(dist, 'core'),
+  chunkNames: 'chunk-[hash]',
+  // Paths relative to the compiled tree: each module's marker comment names it (// plugins/x/y.js), same every build.
+  absWorkingDir: compiled,
+  metafile: true,
+  logLevel: 'warning',
   plugins: [{
-    name: 'all-external',
-    setup (b) { b.onResolve({ filter: /.*/ }, args => args.kind === 'entry-point' ? undefined : { path: args.path, external: true }) }
+    name: 'packages-external',
+    setup (b) { b.onResolve({ filter: /^[^./]/ }, args => args.kind === 'entry-point' ? undefined : { path: args.path, external: true }) }
   }]
-})
-/** Subpaths of each vendored package that dist imports ('.', './value', ...). */
+}).catch(err => fail(`app bundle: ${err.message}`))
+/** Subpaths of each vendored package that our modules import ('.', './value', ...). */
 const subpaths = new Map(VENDORED.map(name => [name, new Set()]))
-for (const [file, input] of Object.entries(scan.metafile.inputs)) {
+for (const [file, input] of Object.entries(app.metafile.inputs)) {
+  if (!join(compiled, file).startsWith(compiled + sep)) fail(`app bundle: ${file} is not one of our compiled modules`)
   for (const imp of input.imports) {
+    if (!imp.external) continue
     const name = packageOf(imp.path)
     if (INLINED.includes(name)) fail(`${file} imports ${imp.path}, which is inlined into the vendor bundle: vendor it (VENDORED) or import it elsewhere`)
     if (name === null || !subpaths.has(name)) continue
@@ -96,7 +98,7 @@ for (const [file, input] of Object.entries(scan.metafile.inputs)) {
 // 3. The bundle: one esbuild run, an entry point per imported subpath, chunks shared between them.
 const entryPoints = []
 for (const [name, subs] of subpaths) {
-  if (subs.size === 0) fail(`${name} is in VENDORED but nothing in dist imports it: remove it from scripts/build.mjs`)
+  if (subs.size === 0) fail(`${name} is in VENDORED but none of our modules imports it: remove it from scripts/build.mjs`)
   for (const sub of subs) {
     const spec = sub === '.' ? name : name + sub.slice(1)
     entryPoints.push({ in: fileURLToPath(import.meta.resolve(spec)), out: join(name, sub === '.' ? 'index' : sub.slice(2)) })
@@ -144,20 +146,22 @@ for (const [name, subs] of subpaths) {
   for (const target of Object.values(exports)) if (!existsSync(join(vendorDir, name, target))) fail(`vendor bundle: ${name}/${target} is missing`)
 }
 
-// 5. Every vendored import in dist must resolve into the bundle, as Node resolves it at run time.
+// 5. Every vendored import of our modules must resolve into the bundle, as Node resolves it at run time.
 const probe = `
 const want = JSON.parse(process.argv[2])
 for (const spec of want) {
   const url = import.meta.resolve(spec)
-  if (!url.startsWith(new URL('./node_modules/', import.meta.url).href)) { console.error(spec + ' resolves to ' + url); process.exit(1) }
+  if (!url.startsWith(new URL('../node_modules/', import.meta.url).href)) { console.error(spec + ' resolves to ' + url); process.exit(1) }
 }`
 const specs = [...subpaths].flatMap(([name, subs]) => [...subs].map(sub => sub === '.' ? name : name + sub.slice(1)))
-const probeFile = join(dist, '.vendor-probe.mjs')
+const probeFile = join(dist, 'core', '.vendor-probe.mjs')
 writeFileSync(probeFile, probe)
 try {
   execFileSync(process.execPath, [probeFile, JSON.stringify(specs)], { stdio: 'inherit' })
-} catch { fail('a vendored import does not resolve into dist/node_modules') } finally { rmSync(probeFile) }
+} catch { fail('a vendored import does not resolve into dist/node_modules from dist/core') } finally { rmSync(probeFile) }
 
-const files = Object.keys(vendored.metafile.outputs).filter(f => f.endsWith('.js')).length
-const modules = Object.keys(vendored.metafile.inputs).length
+const count = meta => [Object.keys(meta.inputs).length, Object.keys(meta.outputs).filter(f => f.endsWith('.js')).length]
+const [ours, ourFiles] = count(app.metafile)
+process.stderr.write(`[build] our ${ours} modules in ${ourFiles} files (dist/core)\n`)
+const [modules, files] = count(vendored.metafile)
 process.stderr.write(`[build] vendored ${[...VENDORED, ...INLINED].join(', ')}: ${modules} modules in ${files} files (dist/node_modules)\n`)

@@ -13,7 +13,8 @@ const BUILTIN_TOOLS = ['bash_tool', 'view', 'create_file', 'str_replace'] as con
 
 /**
  * The repository's sandbox-image/skills: exactly what the image copies to /mnt/skills. Found from this
- * file in the source tree (tsx, two levels up) or in dist/ (three levels up). Reading the tree here
+ * file in the source tree (tsx) or in the build's bundle in dist/core/ (both two levels up), or in
+ * dist/plugins/prompt-render/ when compiled on its own (three levels up). Reading the tree here
  * instead of running a container keeps boot free of Docker.
  */
 function bundledSkillsDir (): string {
