@@ -27,6 +27,8 @@ import type { SandboxEngine, SandboxSpec } from '../sandbox/types.js'
 export const RUN_LABEL = 'cubicle.agent-run'
 /** Image label: its entrypoint starts the agent with --connect when /run/cubicle-agent exists. */
 export const IMAGE_LABEL = 'cubicle.agent-socket'
+/** Image label: its agent relays the sandbox's egress (docs/network.md#egress-over-the-agent-socket). */
+export const RELAY_LABEL = 'cubicle.egress-relay'
 const IMAGE_CACHE_MS = 10_000
 /** How often at most orphaned run directories (sandboxes removed behind the server's back) are swept. */
 const SWEEP_EVERY_MS = 10 * 60_000
@@ -47,17 +49,18 @@ export function withAgentSocket<E extends SandboxEngine> (engine: E, start: Star
   const sockets = new AgentSockets(new RunDirs(o.runDir, o.runDirHost), o.log)
   const egress = new EgressSockets(sockets.dirs, o.log)
   let warnedImage = false
-  const images = new Map<string, { at: number, socket: boolean }>()
+  const images = new Map<string, { at: number, socket: boolean, relay: boolean }>()
   const creating = new Set<string>()
   let swept = 0
 
-  async function socketImage (image: string): Promise<boolean> {
+  async function imageLabels (image: string): Promise<{ socket: boolean, relay: boolean }> {
     const hit = images.get(image)
-    if (hit !== undefined && Date.now() - hit.at < IMAGE_CACHE_MS) return hit.socket
+    if (hit !== undefined && Date.now() - hit.at < IMAGE_CACHE_MS) return hit
     const info = await run('read', 'image inspect', async s => await docker.getImage(image).inspect({ abortSignal: s } as {}) as Docker.ImageInspectInfo, { retry: true, dedupKey: `image\u0000${image}` })
-    const socket = info.Config?.Labels?.[IMAGE_LABEL] === '1'
-    images.set(image, { at: Date.now(), socket })
-    return socket
+    const labels = info.Config?.Labels ?? {}
+    const found = { at: Date.now(), socket: labels[IMAGE_LABEL] === '1', relay: labels[RELAY_LABEL] === '1' }
+    images.set(image, found)
+    return found
   }
 
   /** Run directories of sandboxes that no longer exist (any server's sandbox with a token counts as live). */
@@ -97,13 +100,15 @@ export function withAgentSocket<E extends SandboxEngine> (engine: E, start: Star
       let source = ''
       if (!sockets.disabled || egress.serving) {
         try {
-          if (await socketImage(spec.image)) {
+          const image = await imageLabels(spec.image)
+          if (image.socket) {
             token = RunDirs.newToken()
             creating.add(token)
             source = await sockets.dirs.prepare(token)
-          } else if (egress.serving && spec.network === 'none' && !warnedImage) {
+          }
+          if (egress.serving && spec.network === 'none' && !image.relay && !warnedImage) {
             warnedImage = true
-            o.log.warn({ image: spec.image }, 'the sandbox image does not start the agent from its entrypoint (label cubicle.agent-socket): its sandboxes get no egress over the agent socket; rebuild the image or set SANDBOX_EGRESS_SOCKET=false')
+            o.log.warn({ image: spec.image }, 'the sandbox image\'s agent does not relay egress (label cubicle.egress-relay): its sandboxes have no way out; rebuild the image or set SANDBOX_EGRESS_SOCKET=false')
           }
         } catch (err) {
           o.log.warn({ err }, 'cannot prepare the sandbox agent socket; its agent runs over exec')
