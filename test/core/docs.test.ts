@@ -376,4 +376,17 @@ t.test('selfhost-files', async t => {
     const { deployedNodeArgs } = await import('../../bench/common.js')
     t.same(deployedNodeArgs(), flags, 'the bench measures the server as npm start runs it')
   })
+
+  // The image's build stage runs `npm run build`: its script must be in the build context and copied in (docs/architecture.md#the-build).
+  t.test('the Dockerfile\'s build stage has what npm run build runs', async t => {
+    const build = (JSON.parse(read('package.json')) as { scripts: Record<string, string> }).scripts.build ?? ''
+    const m = /^node (scripts\/[a-z-]+\.mjs)$/.exec(build)
+    t.ok(m !== null, `npm run build runs one script: ${build}`)
+    const script = m?.[1] ?? ''
+    const dockerfile = read('Dockerfile')
+    const stage = dockerfile.slice(0, dockerfile.indexOf('RUN npm run build'))
+    t.ok(stage.length < dockerfile.length, 'the build stage runs npm run build')
+    t.ok(stage.split('\n').some(line => line.startsWith('COPY ') && line.split(' ').includes(script)), `the build stage copies ${script} before it runs`)
+    t.ok(read('.dockerignore').split('\n').includes(`!${script}`), `.dockerignore lets ${script} into the build context`)
+  })
 })
