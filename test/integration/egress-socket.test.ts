@@ -127,6 +127,18 @@ except OSError as e:
     t.equal(hostService.urls.length, 0, 'the host service saw nothing')
   })
 
+  t.test('the agent started again over exec (the entrypoint\'s killed) takes the relay up', async t => {
+    await sh(A, 'nohup sh -c "sleep 0.3; pkill -f cubicle-agent.py" >/dev/null 2>&1 &')
+    await new Promise(resolve => setTimeout(resolve, 1500))
+    let out = ''
+    for (let i = 0; i < 5 && out !== 'hello from canary-a\n'; i++) {
+      out = await sh(A, `curl -sS -m 20 http://canary-a.test:${a.port}/after-kill`).then(r => r.out, (err: Error) => err.message)
+    }
+    t.equal(out, 'hello from canary-a\n', 'out again')
+    t.match((await sh(A, 'pgrep -fc "[c]ubicle-agent.py"')).out.trim(), /^[1-9]/, 'an agent runs')
+    t.equal((await sh(A, 'pgrep -f "[c]ubicle-agent.py --connect" || echo none')).out.trim(), 'none', 'the one the server started over exec')
+  })
+
   t.test('a 50 MB download through the relay arrives whole', async t => {
     const r = await sh(A, `curl -sS -m 120 -o /dev/null -w '%{size_download} %{speed_download}' http://canary-a.test:${a.port}/big`)
     const [size, speed] = r.out.trim().split(' ').map(Number)
