@@ -2,6 +2,7 @@ import { defineError } from '../../core/errors.js'
 
 /** The `ports` plugin's errors (docs/errors.md): app preview URLs, `/apps/<chat>/<port>/…`. */
 export const PORTS_INVALID_PORT = defineError('PORTS_INVALID_PORT', 'invalid_port', 'the port must be a number from 1024 to 65535', 400)
+export const PORTS_RESERVED_PORT = defineError('PORTS_RESERVED_PORT', 'reserved_port', 'port %s belongs to the sandbox\'s own services (the browser\'s debugging port or the egress relay), not to an app', 403)
 export const PORTS_SANDBOX_NOT_RUNNING = defineError('PORTS_SANDBOX_NOT_RUNNING', 'sandbox_not_running', 'the chat has no running sandbox: run a command in the chat to start it, then reload', 409)
 export const PORTS_TOO_MANY_CONNECTIONS = defineError('PORTS_TOO_MANY_CONNECTIONS', 'too_many_connections', 'too many open connections to this chat\'s apps (%s); try again shortly', 429)
 export const PORTS_REQUEST_TOO_LARGE = defineError('PORTS_REQUEST_TOO_LARGE', 'request_too_large', 'the request body exceeds %s bytes', 413)

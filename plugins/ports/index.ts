@@ -50,6 +50,7 @@ const ports: FastifyPluginAsync<PortsOptions> = async (fastify, raw) => {
   await fastify.register(routes, {
     runtime,
     publicBaseUrl: opts.publicBaseUrl,
+    hiddenPorts: new Set(opts.hiddenPorts),
     ...(appOrigins === undefined ? {} : { appOrigins }),
     limits: {
       maxRequestBytes: opts.maxRequestBytes,

@@ -6,7 +6,7 @@ import { definitionOf } from '../../core/errors.js'
 import type { AppConnection } from './connection.js'
 import { ourCookie, requestHeaders, tokenCookie, withoutToken, type AppView } from './headers.js'
 import { appPort } from './listening.js'
-import { PORTS_APP_ORIGIN_UNKNOWN, PORTS_INVALID_PORT, PORTS_USE_APP_ORIGIN } from './errors.js'
+import { PORTS_APP_ORIGIN_UNKNOWN, PORTS_INVALID_PORT, PORTS_RESERVED_PORT, PORTS_USE_APP_ORIGIN } from './errors.js'
 import { CHAT_COOKIE, UNKNOWN_APP_PATH, type AppOrigins } from './origin.js'
 import { errorPage } from './page.js'
 import { relayHttp, type ProxyLimits } from './proxy.js'
@@ -21,6 +21,8 @@ export interface PortsRoutesOptions {
   limits: ProxyLimits & SocketLimits
   /** APPS_DOMAIN set: every app on its own origin (origin.ts), the path form redirects there */
   appOrigins?: AppOrigins
+  /** the sandbox's own services (the browser's debugging port, the egress relay): never listed, never served as apps */
+  hiddenPorts: ReadonlySet<number>
 }
 
 interface AppRoute { Params: { chat: string, port: string } }
@@ -92,6 +94,7 @@ const routes: FastifyPluginAsync<PortsRoutesOptions> = async (fastify, opts) => 
     else grantChat(request, 'c', cookie)
     const port = appPort((request.params as { port: string }).port)
     if (port === undefined) throw new PORTS_INVALID_PORT()
+    if (opts.hiddenPorts.has(port)) throw new PORTS_RESERVED_PORT(String(port))
     // With APPS_DOMAIN the server's own origin never serves an app: the path form points at the app's origin.
     if (appOrigins !== undefined && appOrigins.hostOf(request.raw) === undefined) {
       const chatId = chatOf(request)

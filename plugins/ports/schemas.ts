@@ -9,7 +9,7 @@ export const PortsOptions = Type.Object({
   maxResponseBytes: Type.Optional(Type.Integer({ default: 4294967296, minimum: 1024, description: 'APPS_MAX_RESPONSE_BYTES: largest answer relayed from an app (cut beyond)' })),
   headersTimeoutS: Type.Optional(Type.Integer({ default: 120, minimum: 1, description: 'APPS_TIMEOUT: wait for the head of an app\'s answer' })),
   idleTimeoutS: Type.Optional(Type.Integer({ default: 300, minimum: 1, description: 'APPS_IDLE_TIMEOUT: a relayed request or WebSocket with no byte either way for this long is closed' })),
-  hiddenPorts: Type.Optional(Type.Array(Type.Integer({ minimum: 1, maximum: 65535 }), { default: [9222], description: 'ports never listed as apps (CDP_PORT: the browser\'s debugging port; EGRESS_PORT with SANDBOX_EGRESS_SOCKET: the agent\'s egress relay)' })),
+  hiddenPorts: Type.Optional(Type.Array(Type.Integer({ minimum: 1, maximum: 65535 }), { default: [9222], description: 'ports never listed or served as apps (CDP_PORT: the browser\'s debugging port; EGRESS_PORT with SANDBOX_EGRESS_SOCKET: the agent\'s egress relay)' })),
   maxHeaderBytes: Type.Optional(Type.Integer({ default: 32768, minimum: 1024, description: 'largest head (status line and headers) accepted from an app' })),
   maxMessageBytes: Type.Optional(Type.Integer({ default: 16777216, minimum: 1024, description: 'largest WebSocket message relayed from an app' })),
   highWaterBytes: Type.Optional(Type.Integer({ default: 4194304, minimum: 1024, description: 'bytes queued towards one side of a WebSocket before the other is paused' })),
