@@ -72,6 +72,9 @@ const app = await build({
   platform: 'node',
   outdir: join(dist, 'core'),
   chunkNames: 'chunk-[hash]',
+  // Functions and classes keep their names: esbuild renames a top-level one whose name another module
+  // also uses (chatOf2) and a class that refers to itself (_KubeError); logs show err.constructor.name.
+  keepNames: true,
   // Paths relative to the compiled tree: each module's marker comment names it (// plugins/x/y.js), same every build.
   absWorkingDir: compiled,
   metafile: true,
