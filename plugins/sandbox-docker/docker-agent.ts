@@ -147,8 +147,11 @@ export function withAgentSocket<E extends SandboxEngine> (engine: E, start: Star
       return await engine.exec(id, spec)
     },
 
-    async remove (id) {
-      await engine.remove(id)
+    async remove (idOrName) {
+      // The core removes a chat's sandbox by its name: the slot and the egress socket are kept by container id,
+      // so a name is looked up first (else both stayed listening and the run directory was never swept).
+      const id = sockets.known(idOrName) !== undefined ? idOrName : (await engine.inspect(idOrName).catch(() => null))?.id ?? idOrName
+      await engine.remove(idOrName)
       egress.stop(id)
       await sockets.forget(id).catch(err => { o.log.warn({ err }, 'removing an agent run directory failed') })
     },

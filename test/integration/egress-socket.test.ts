@@ -7,7 +7,7 @@
 import t from 'tap'
 import type { Test } from 'tap'
 import http from 'node:http'
-import { mkdtemp } from 'node:fs/promises'
+import { mkdtemp, readdir, stat } from 'node:fs/promises'
 import { networkInterfaces, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { AddressInfo } from 'node:net'
@@ -137,6 +137,21 @@ except OSError as e:
     t.equal(out, 'hello from canary-a\n', 'out again')
     t.match((await sh(A, 'pgrep -fc "[c]ubicle-agent.py"')).out.trim(), /^[1-9]/, 'an agent runs')
     t.equal((await sh(A, 'pgrep -f "[c]ubicle-agent.py --connect" || echo none')).out.trim(), 'none', 'the one the server started over exec')
+  })
+
+  t.test('a chat\'s sandbox removed (by its name, as the core does): its egress socket and run directory go with it', async t => {
+    const run = join(dir, 'run')
+    const labelOf = async (chat: string): Promise<string> => {
+      const id = (await app.sandbox.status(chat)).sandboxId ?? ''
+      return (await app.sandboxEngine.inspect(id))?.labels['cubicle.agent-run'] ?? ''
+    }
+    const token = await labelOf(B)
+    t.ok((await readdir(run)).includes(token), 'B has its run directory')
+    const sock = join(run, token, 's', 'egress.sock')
+    await app.sandbox.remove(B)
+    t.notOk((await readdir(run)).includes(token), 'gone with the sandbox')
+    await t.rejects(stat(sock), 'its egress socket too')
+    t.ok((await readdir(run)).includes(await labelOf(A)), 'A\'s stays')
   })
 
   t.test('a 50 MB download through the relay arrives whole', async t => {
