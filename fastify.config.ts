@@ -44,6 +44,15 @@ function engine (config: AppConfig, name: 'docker' | 'kubernetes', load: () => P
   return { register: async app => { if (config.SANDBOX_ENGINE === name) await (await load()).register(app) } }
 }
 
+/**
+ * Egress goes over the agent socket (docs/network.md#egress-over-the-agent-socket): only the Docker engine with
+ * its agent socket offers it, and only with the network on. Then EGRESS_PORT inside each sandbox is its agent's
+ * relay, never an app; otherwise (Kubernetes, SANDBOX_AGENT_SOCKET=false) it is a port like any other.
+ */
+export function egressRelayed (config: AppConfig): boolean {
+  return config.SANDBOX_ENGINE === 'docker' && config.SANDBOX_AGENT && config.SANDBOX_AGENT_SOCKET && config.SANDBOX_EGRESS_SOCKET && config.ENABLE_NETWORK
+}
+
 const plugins = {
   // First: its HTTP hooks then cover every route registered after it.
   metrics: config => entry(metrics, { maxRunning: config.MAX_RUNNING_SANDBOXES }),
@@ -204,7 +213,7 @@ const plugins = {
     headersTimeoutS: config.APPS_TIMEOUT,
     idleTimeoutS: config.APPS_IDLE_TIMEOUT,
     // The browser's debugging port, and the egress relay's port inside a sandbox without a network (docs/network.md#egress-over-the-agent-socket).
-    hiddenPorts: [config.CDP_PORT, ...(config.SANDBOX_EGRESS_SOCKET && config.ENABLE_NETWORK ? [config.EGRESS_PORT] : [])]
+    hiddenPorts: [config.CDP_PORT, ...(egressRelayed(config) ? [config.EGRESS_PORT] : [])]
   }),
   // MCP Apps: the preview's views inside the chat, for clients that declare the extension; others see no change.
   'mcp-apps': config => entry(mcpApps, {}),
