@@ -232,6 +232,8 @@ export function createEgressProxy (deps: ProxyDeps, limits: ProxyLimits): Egress
       })
     }),
     accept: (client, chatId) => {
+      // One that closed while its chat's layers were read would hold its slot for good: its 'close' is past.
+      if (client.destroyed) return
       // Past the hard stop of the TCP listener, nothing is answered: the engine bounds each sandbox's socket too.
       if (sockets.size >= 2 * (l.maxConnections + 64)) { client.destroy(); return }
       serve(client, chatId)

@@ -210,3 +210,38 @@ t.test('a connection handed over with its chat (egress over the agent socket) is
   t.match(await ask('chat-open'), /^HTTP\/1\.1 429/, 'the chat\'s connection slots apply')
   held.destroy()
 })
+
+t.test('a handed-over connection that closed while its chat\'s layers were read holds no slot', async t => {
+  const a = await canary(t, 'canary-a')
+  const p = createEgressProxy({
+    log: Fastify({ logger: false }).log,
+    identify: () => null,
+    policyFor: () => ({ mode: 'open', rules: parseRules(`127.0.0.1:${a}`), hostAddresses: addressSet([]) }),
+    lookup: async () => ['127.0.0.1'],
+    record: () => {}
+  }, { ...LIMITS, maxConnectionsPerChat: 1 })
+  t.teardown(async () => { await p.close() })
+  const dir = await mkdtemp(join(tmpdir(), 'proxy-closed-'))
+  t.teardown(async () => { await rm(dir, { recursive: true, force: true }) })
+  // The egress service hands a connection over once the chat's layers are read (a disk read): here the
+  // sandbox's side gave up before that.
+  const accepted: Socket[] = []
+  const unix = createServer(sock => { accepted.push(sock) })
+  await new Promise<void>(resolve => unix.listen(join(dir, 's'), resolve))
+  t.teardown(() => { unix.close() })
+  const gone = netConnect(join(dir, 's'))
+  while (accepted.length === 0) await new Promise(resolve => setTimeout(resolve, 5))
+  const late = accepted[0] as Socket
+  late.on('error', () => {})
+  gone.destroy()
+  await new Promise(resolve => late.once('close', resolve))
+  p.accept(late, 'chat-x')
+  t.equal(p.open('chat-x'), 0, 'no connection slot taken for it')
+  const s = netConnect(join(dir, 's'))
+  while (accepted.length < 2) await new Promise(resolve => setTimeout(resolve, 5))
+  p.accept(accepted[1] as Socket, 'chat-x')
+  s.write(`GET http://canary-a.test:${a}/y HTTP/1.1\r\nHost: canary-a.test\r\nConnection: close\r\n\r\n`)
+  let text = ''
+  for await (const chunk of s) text += (chunk as Buffer).toString()
+  t.match(text, /^HTTP\/1\.1 200/, 'the chat\'s next connection is served (its one slot is free)')
+})
