@@ -53,6 +53,8 @@ export class EgressSockets {
   }
 
   stop (id: string): void {
+    // A bind still under way (a listing noted the sandbox as it was being removed) is undone once it is done.
+    void this.binding.get(id)?.then(ok => { if (ok) this.stop(id) })
     const b = this.bound.get(id)
     if (b === undefined) return
     this.bound.delete(id)

@@ -88,3 +88,17 @@ t.test('a run directory replaced by a symlink is not listened in', async t => {
   t.equal(await egress.listen('box', token), false)
   await t.rejects(stat(join(elsewhere, 'egress.sock')), 'nothing bound through the link')
 })
+
+t.test('a stop while the socket is still being bound (a removal beside a listing) leaves nothing listening', async t => {
+  const { dirs, root, egress } = await setup(t)
+  egress.serve(() => {})
+  const token = RunDirs.newToken()
+  await dirs.prepare(token)
+  const binding = egress.listen('box', token)
+  egress.stop('box')
+  await binding
+  await sleep(50)
+  const path = join(root, token, 's', 'egress.sock')
+  await t.rejects(stat(path), 'no socket left')
+  await t.rejects(dial(path), 'nothing answers')
+})
