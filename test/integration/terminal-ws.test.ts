@@ -48,12 +48,13 @@ t.test('web terminal on real Docker', gate, async t => {
     const term = await TermClient.open(t, url, CHAT, token(CHAT), { columns: 80, rows: 24 })
     await term.waitFor(/\$ /)
     term.resize(100, 30)
-    // The resize reaches the pty asynchronously: ask again until the width changed (at most 20 s).
+    // The resize reaches the pty asynchronously, and tmux may apply the width before the height (a full run
+    // read 100x23): ask again until both changed (at most 20 s).
     const m = await pollUntil(async () => {
       const from = term.received
       term.type('echo "size=$(tput cols)x$(tput lines)"\r')
       return await term.waitFor(/size=(\d+)x(\d+)/, 20000, from)
-    }, m => m[1] !== '80', 20_000, 300)
+    }, m => m[1] !== '80' && m[2] !== '23', 20_000, 300)
     t.equal(m[1], '100')
     t.equal(m[2], '29', 'tmux keeps one line for its status bar')
     await term.close()
