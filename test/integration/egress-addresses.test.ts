@@ -23,6 +23,7 @@ import type { CoreSandboxService } from '../../plugins/sandbox/service.js'
 import { sandboxNames } from '../../plugins/sandbox/names.js'
 import { cleanupPrefix, DOCKER_HOST, dockerOrSkip, TEST_IMAGE, testDockerClient } from './docker.js'
 import { pollUntil } from '../fixtures/poll.js'
+import { nameLookup } from '../fixtures/name-lookup.js'
 
 const PREFIX = 'tegaddr'
 const { skip } = await dockerOrSkip()
@@ -46,10 +47,7 @@ async function server (dir: string, port: number, clock: { now: number }, extra:
     entry(egress, {
       allow: `127.0.0.1:${port}`,
       firewall: false,
-      lookup: async (host: string) => {
-        if (host === 'canary.test') return ['127.0.0.1']
-        throw Object.assign(new Error('not found'), { code: 'ENOTFOUND' })
-      }
+      lookup: nameLookup({ 'canary.test': ['127.0.0.1'] })
     })
   ], { logger: process.env.TEST_LOG === '1' ? { level: 'debug' } : false })
   await app.ready()

@@ -17,6 +17,7 @@ import type { RequestUser } from '../../core/identity.js'
 import { testConfig, TEST_API_KEY } from '../helper.js'
 import { cleanupPrefix, dockerOrSkip, TEST_IMAGE, removeNetworkFirewall } from './docker.js'
 import { tempDir } from '../fixtures/temp-dir.js'
+import { nameLookup } from '../fixtures/name-lookup.js'
 
 const PREFIX = 'tegrpers'
 const CHAT = 'egress-persist'
@@ -42,10 +43,7 @@ t.test('user defaults and overrides that survive a restart (real Docker)', { ski
       ...entries(config, ['capabilities', 'chat-storage', 'sandbox-docker', 'sandbox']),
       entry(egress, {
         users: usersFile,
-        lookup: async (host: string) => {
-          if (host === 'canary.test') return ['127.0.0.1']
-          throw Object.assign(new Error('not found'), { code: 'ENOTFOUND' })
-        }
+        lookup: nameLookup({ 'canary.test': ['127.0.0.1'] })
       })
     ], { logger: process.env.TEST_LOG === '1' ? { level: 'debug' } : false })
     await next.ready()

@@ -15,6 +15,7 @@ import egress from '../../plugins/egress/index.js'
 import { testConfig, TEST_API_KEY } from '../helper.js'
 import { chromiumOrSkip, gotoReady, launchChromium, logRequestTrouble, orPageLog } from './chromium.js'
 import { cleanupPrefix, dockerOrSkip, TEST_IMAGE, removeNetworkFirewall } from './docker.js'
+import { nameLookup } from '../fixtures/name-lookup.js'
 
 const PREFIX = 'tegrprev'
 const ARTIFACTS = new URL('../../test-artifacts/egress/', import.meta.url)
@@ -42,11 +43,7 @@ t.test('the preview page shows the chat\'s egress log (real sandbox, real Chromi
     ...entries(config, ['capabilities', 'chat-storage', 'sandbox-docker', 'sandbox']),
     entry(egress, {
       allow: `127.0.0.1:${a.port}`,
-      lookup: async (host: string) => {
-        const found = names[host]
-        if (found === undefined) throw Object.assign(new Error('not found'), { code: 'ENOTFOUND' })
-        return found
-      }
+      lookup: nameLookup(names)
     }),
     ...entries(config, ['files', 'preview'])
   ], { logger: process.env.TEST_LOG === '1' ? { level: 'debug' } : false })

@@ -17,6 +17,7 @@ import egress from '../../plugins/egress/index.js'
 import chatStorage from '../../plugins/chat-storage/index.js'
 import { TEST_API_KEY } from '../helper.js'
 import { cleanupPrefix, DOCKER_HOST, dockerOrSkip, TEST_IMAGE, removeNetworkFirewall } from './docker.js'
+import { nameLookup } from '../fixtures/name-lookup.js'
 
 const PREFIX = 'tegress'
 const CHAT = 'egress-a'
@@ -50,11 +51,7 @@ t.test('sandbox egress through the policy proxy (real Docker)', { skip }, async 
     entry(sandbox, { image: TEST_IMAGE, prefix: PREFIX, dataDir: dir, memLimit: 512 * 1024 * 1024 }),
     entry(egress, {
       allow: `127.0.0.1:${a.port}`,
-      lookup: async (host: string) => {
-        const found = names[host]
-        if (found === undefined) throw Object.assign(new Error('not found'), { code: 'ENOTFOUND' })
-        return found
-      }
+      lookup: nameLookup(names)
     })
   ], { logger: process.env.TEST_LOG === '1' ? { level: 'debug' } : false })
   t.teardown(async () => {

@@ -19,6 +19,7 @@ import egress from '../../plugins/egress/index.js'
 import chatStorage from '../../plugins/chat-storage/index.js'
 import { TEST_API_KEY } from '../helper.js'
 import { cleanupPrefix, DOCKER_HOST, dockerOrSkip, TEST_IMAGE } from './docker.js'
+import { nameLookup } from '../fixtures/name-lookup.js'
 
 const PREFIX = 'tegsock'
 const A = 'egress-sock-a'
@@ -58,11 +59,7 @@ t.test('sandbox egress over the agent socket (real Docker)', { skip }, async t =
     entry(sandbox, { image: TEST_IMAGE, prefix: PREFIX, dataDir: dir, memLimit: 512 * 1024 * 1024 }),
     entry(egress, {
       allow: `127.0.0.1:${a.port}`,
-      lookup: async (host: string) => {
-        const found = names[host]
-        if (found === undefined) throw Object.assign(new Error('not found'), { code: 'ENOTFOUND' })
-        return found
-      }
+      lookup: nameLookup(names)
     })
   ], { logger: process.env.TEST_LOG === '1' ? { level: 'debug' } : false })
   t.teardown(async () => { await app.close() })
