@@ -110,9 +110,8 @@ export function createEgressService (deps: EgressDeps, opts: Required<EgressOpti
     }
   }
 
-  // The host addresses and the hosts file are read before the first connection is decided.
-  let sources: Promise<unknown> | null = null
-  const readSources = async (): Promise<void> => { sources ??= Promise.all([host.start(), hostsFile.start()]); await sources }
+  // The host addresses and the hosts file are read before the first connection is decided (each start() reads once).
+  const readSources = async (): Promise<void> => { await Promise.all([host.start(), hostsFile.start()]) }
 
   let bound: Promise<boolean> | null = null
   const listen = async (): Promise<boolean> => {
